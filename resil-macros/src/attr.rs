@@ -1,0 +1,277 @@
+//! Parsing `#[resilient(...)]` into [`ResilientArgs`]: each value typed, each with the spans
+//! of its key and value so later checks can point at the offending token.
+
+use std::time::Duration;
+
+use proc_macro2::{Span, TokenStream};
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Lit, Meta, Token};
+
+use crate::duration;
+use crate::keys::{did_you_mean, Kind, JITTERS, KEYS};
+
+/// A value with where it was written.
+pub(crate) struct Setting<T> {
+    pub(crate) value: T,
+    pub(crate) key: Span,
+    pub(crate) span: Span,
+}
+
+/// `breaker = "..."`.
+pub(crate) enum BreakerArg {
+    /// One process-wide breaker with this name.
+    Named(String),
+    /// One breaker per value of this argument.
+    PerArg(String),
+}
+
+/// Everything the attribute said, parsed but not yet checked across keys.
+#[derive(Default)]
+pub(crate) struct ResilientArgs {
+    pub(crate) timeout: Option<Setting<Duration>>,
+    pub(crate) deadline: Option<Setting<Duration>>,
+    pub(crate) retry: Option<Setting<u32>>,
+    pub(crate) backoff: Option<Setting<(Duration, Duration)>>,
+    pub(crate) jitter: Option<Setting<String>>,
+    pub(crate) breaker: Option<Setting<BreakerArg>>,
+    pub(crate) breaker_threshold: Option<Setting<u32>>,
+    pub(crate) breaker_cooldown: Option<Setting<Duration>>,
+    pub(crate) bulkhead: Option<Setting<u32>>,
+    pub(crate) fallback: Option<Setting<syn::Path>>,
+}
+
+/// Collects every mistake instead of stopping at the first.
+#[derive(Default)]
+pub(crate) struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub(crate) fn push(&mut self, span: Span, message: impl std::fmt::Display) {
+        let error = syn::Error::new(span, message);
+        match &mut self.0 {
+            Some(errors) => errors.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    pub(crate) fn into_result(self) -> Result<(), syn::Error> {
+        self.0.map_or(Ok(()), Err)
+    }
+}
+
+/// Parses the attribute's arguments. A syntax error is fatal; every other mistake is
+/// collected in `errors` and the setting left out, so later checks still run.
+pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> syn::Result<ResilientArgs> {
+    let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args)?;
+    let mut parsed = ResilientArgs::default();
+    let mut seen: Vec<String> = Vec::new();
+    for meta in metas {
+        let Meta::NameValue(pair) = &meta else {
+            errors.push(
+                meta.span(),
+                "#[resilient] takes `key = value` pairs, such as `timeout = \"20s\", retry = 2`",
+            );
+            continue;
+        };
+        let Some(key) = pair.path.get_ident() else {
+            errors.push(
+                pair.path.span(),
+                "a key is a single name, such as `timeout`",
+            );
+            continue;
+        };
+        let name = key.to_string();
+        let Some(&(_, kind)) = KEYS.iter().find(|(known, _)| *known == name) else {
+            let hint = match did_you_mean(&name, KEYS.iter().map(|(known, _)| *known)) {
+                Some(known) => format!("did you mean `{known}`?"),
+                None => format!(
+                    "the keys are {}",
+                    KEYS.iter()
+                        .map(|(k, _)| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            errors.push(key.span(), format!("unknown key `{name}`: {hint}"));
+            continue;
+        };
+        if seen.contains(&name) {
+            errors.push(key.span(), format!("`{name}` is given twice: keep one"));
+            continue;
+        }
+        seen.push(name.clone());
+        if let Err(error) = assign(&mut parsed, &name, kind, key.span(), &pair.value) {
+            errors.push(error.span(), error);
+        }
+    }
+    Ok(parsed)
+}
+
+fn assign(
+    args: &mut ResilientArgs,
+    name: &str,
+    kind: Kind,
+    key: Span,
+    value: &Expr,
+) -> syn::Result<()> {
+    let span = value.span();
+    match kind {
+        Kind::Duration => {
+            let duration = duration_value(name, value)?;
+            let slot = match name {
+                "timeout" => &mut args.timeout,
+                "deadline" => &mut args.deadline,
+                _ => &mut args.breaker_cooldown,
+            };
+            *slot = Some(Setting {
+                value: duration,
+                key,
+                span,
+            });
+        }
+        Kind::Count => {
+            let count = count_value(name, value)?;
+            match name {
+                "retry" => {
+                    args.retry = Some(Setting {
+                        value: count,
+                        key,
+                        span,
+                    })
+                }
+                "breaker_threshold" => {
+                    args.breaker_threshold = Some(Setting {
+                        value: count,
+                        key,
+                        span,
+                    })
+                }
+                _ => {
+                    args.bulkhead = Some(Setting {
+                        value: count,
+                        key,
+                        span,
+                    })
+                }
+            }
+        }
+        Kind::Range => {
+            let text = string_value(name, value, "\"300ms..8s\"")?;
+            let (base, cap) = text.split_once("..").ok_or_else(|| {
+                syn::Error::new(span, format!("`backoff = \"{text}\"` is not a range: write it as \"base..cap\", such as \"300ms..8s\""))
+            })?;
+            let base = duration::parse(base).map_err(|m| syn::Error::new(span, m))?;
+            let cap = duration::parse(cap).map_err(|m| syn::Error::new(span, m))?;
+            if base.is_zero() {
+                return Err(syn::Error::new(span, "the backoff's base is zero: retries would come back at once; give it a positive base, such as \"300ms..8s\""));
+            }
+            if base > cap {
+                return Err(syn::Error::new(span, format!("the backoff's base `{}` is larger than its cap `{}`: write \"base..cap\" with base ≤ cap", duration::human(base), duration::human(cap))));
+            }
+            args.backoff = Some(Setting {
+                value: (base, cap),
+                key,
+                span,
+            });
+        }
+        Kind::Jitter => {
+            let text = string_value(name, value, "\"full\"")?;
+            if !JITTERS.contains(&text.as_str()) {
+                let hint = did_you_mean(&text, JITTERS.iter().copied())
+                    .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
+                return Err(syn::Error::new(span, format!("unknown jitter \"{text}\"{hint}: use \"full\", \"equal\", \"decorrelated\" or \"none\"")));
+            }
+            args.jitter = Some(Setting {
+                value: text,
+                key,
+                span,
+            });
+        }
+        Kind::Breaker => {
+            let text = string_value(name, value, "\"openai\" or \"per_model\"")?;
+            let breaker = match text.strip_prefix("per_") {
+                Some(arg) if !arg.is_empty() => BreakerArg::PerArg(arg.to_owned()),
+                _ if text.trim().is_empty() => {
+                    return Err(syn::Error::new(span, "a breaker needs a name, such as `breaker = \"openai\"`, or `breaker = \"per_<argument>\"` for one breaker per value of an argument"));
+                }
+                _ => BreakerArg::Named(text),
+            };
+            args.breaker = Some(Setting {
+                value: breaker,
+                key,
+                span,
+            });
+        }
+        Kind::Path => match value {
+            Expr::Path(path) if path.qself.is_none() => {
+                args.fallback = Some(Setting {
+                    value: path.path.clone(),
+                    key,
+                    span,
+                });
+            }
+            _ => {
+                return Err(syn::Error::new(span, "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`"));
+            }
+        },
+        Kind::Later(what) => {
+            return Err(syn::Error::new(
+                key,
+                format!("`{name}` ({what}) is not available in this version of resil"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn string_value(name: &str, value: &Expr, example: &str) -> syn::Result<String> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) => Ok(text.value()),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!("`{name}` takes a string, such as `{name} = {example}`"),
+        )),
+    }
+}
+
+fn duration_value(name: &str, value: &Expr) -> syn::Result<Duration> {
+    if let Expr::Lit(ExprLit {
+        lit: Lit::Int(_), ..
+    }) = value
+    {
+        return Err(syn::Error::new(value.span(), format!("`{name}` needs a unit: write it as a string such as `{name} = \"20s\"` or `\"300ms\"`")));
+    }
+    let text = string_value(name, value, "\"20s\"")?;
+    let duration =
+        duration::parse(&text).map_err(|message| syn::Error::new(value.span(), message))?;
+    if duration.is_zero() {
+        return Err(syn::Error::new(
+            value.span(),
+            format!(
+                "`{name} = \"{text}\"` is zero: give it a positive duration, or remove `{name}`"
+            ),
+        ));
+    }
+    Ok(duration)
+}
+
+fn count_value(name: &str, value: &Expr) -> syn::Result<u32> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => int.base10_parse::<u32>().map_err(|_| {
+            syn::Error::new(
+                value.span(),
+                format!("`{name}` takes a whole number from 0 to {}", u32::MAX),
+            )
+        }),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!("`{name}` takes a whole number, such as `{name} = 2`"),
+        )),
+    }
+}

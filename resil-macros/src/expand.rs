@@ -1,0 +1,394 @@
+//! The expansion of `#[resilient]`: the signature stays as written, the body becomes a short
+//! call of the runtime (a `static` policy, then one fresh `async` block per attempt).
+
+use proc_macro2::{Ident, Span, TokenStream, TokenTree};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
+
+use crate::attr::{self, BreakerArg, Errors};
+use crate::duration::human;
+use crate::valid::{self, Config, DEFAULT_BACKOFF};
+
+/// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
+/// errors, so one mistake does not cascade into "cannot find function" errors.
+pub(crate) fn resilient(args: TokenStream, item: TokenStream) -> TokenStream {
+    let function = match syn::parse2::<ItemFn>(item.clone()) {
+        Ok(function) => function,
+        Err(error) => {
+            let error = not_a_function(error, &item);
+            return with_error(item, error);
+        }
+    };
+    let mut errors = Errors::default();
+    let config = attr::parse(args, &mut errors)
+        .and_then(|parsed| valid::check(parsed, &function.sig, errors));
+    match config {
+        Ok(config) => expand(function, &config),
+        Err(error) => with_error(function.into_token_stream(), error),
+    }
+}
+
+fn with_error(item: TokenStream, error: syn::Error) -> TokenStream {
+    let error = error.into_compile_error();
+    quote! { #item #error }
+}
+
+fn not_a_function(error: syn::Error, item: &TokenStream) -> syn::Error {
+    match syn::parse2::<syn::TraitItemFn>(item.clone()) {
+        Ok(declaration) if declaration.default.is_none() => syn::Error::new(
+            declaration.semi_token.map_or_else(|| declaration.sig.span(), |semi| semi.span),
+            "#[resilient] wraps a body, and this trait method has none: put the attribute on the method in each `impl` of the trait",
+        ),
+        Ok(_) => error,
+        Err(_) => syn::Error::new(
+            Span::call_site(),
+            "#[resilient] goes on an `async fn` (a free function, or a method in an `impl` block)",
+        ),
+    }
+}
+
+// Input:  #[resilient(timeout = "20s", retry = 2, breaker = "per_model")]
+//         async fn complete(&self, model: &str, req: Request) -> Result<T, E> { body }
+// Output: async fn complete(&self, model: &str, req: Request) -> Result<T, E> {
+//             static __RESIL_POLICY: LazyLock<Policy> = LazyLock::new(|| Policy::builder()...);
+//             let mut __resil_execution = __RESIL_POLICY.execute_keyed(model);
+//             let __resil_outcome = loop {
+//                 let req = clone_for_retry(&req);
+//                 if let Next::Done(o) = attempt::<Result<T, E>, _>(&mut __resil_execution, async { body }).await {
+//                     break o;
+//                 }
+//             };
+//             __resil_outcome.into_result()
+//         }
+fn expand(function: ItemFn, config: &Config) -> TokenStream {
+    let ItemFn {
+        mut attrs,
+        vis,
+        sig,
+        block,
+    } = function;
+    attrs.extend(docs(config));
+    let ReturnType::Type(_, output) = &sig.output else {
+        unreachable!("valid::check requires a return type")
+    };
+    let policy = policy(config, &sig.ident);
+    let execution = execution(config, &sig);
+    let clones = if config.clones_arguments() {
+        clones(&sig)
+    } else {
+        TokenStream::new()
+    };
+    let mut block = *block;
+    if config.clones_arguments() && takes_self_by_value(&sig) {
+        ReplaceSelf.visit_block_mut(&mut block);
+    }
+    let attempt = quote_spanned! {output.span()=>
+        ::resil::__private::attempt::<#output, _>(&mut __resil_execution, async #block).await
+    };
+    let outcome = if config.retry > 0 {
+        quote! {
+            loop {
+                #clones
+                if let ::resil::__private::Next::Done(__resil_outcome) = #attempt {
+                    break __resil_outcome;
+                }
+            }
+        }
+    } else {
+        quote! {{
+            #clones
+            ::resil::__private::single(#attempt)
+        }}
+    };
+    let finish = match &config.fallback {
+        None => quote! { __resil_outcome.into_result() },
+        Some(fallback) => {
+            let arguments = sig.inputs.iter().map(|input| match input {
+                FnArg::Receiver(receiver) => receiver.self_token.to_token_stream(),
+                FnArg::Typed(arg) => match &*arg.pat {
+                    Pat::Ident(ident) => ident.ident.to_token_stream(),
+                    other => other.to_token_stream(),
+                },
+            });
+            let call = quote_spanned! {fallback.span()=> #fallback(#(#arguments),*).await };
+            quote! {
+                match __resil_outcome {
+                    ::resil::__private::Outcome::Failed(_) => #call,
+                    __resil_outcome => __resil_outcome.into_result(),
+                }
+            }
+        }
+    };
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            static __RESIL_POLICY: ::resil::__private::LazyLock<::resil::__private::Policy> =
+                ::resil::__private::LazyLock::new(|| #policy);
+            let mut __resil_execution = #execution;
+            let __resil_outcome = #outcome;
+            #finish
+        }
+    }
+}
+
+fn duration(duration: std::time::Duration) -> TokenStream {
+    let nanos = duration.as_nanos() as u64;
+    if nanos % 1_000_000 == 0 {
+        let millis = nanos / 1_000_000;
+        quote! { ::resil::__private::Duration::from_millis(#millis) }
+    } else {
+        quote! { ::resil::__private::Duration::from_nanos(#nanos) }
+    }
+}
+
+fn policy(config: &Config, name: &Ident) -> TokenStream {
+    let name = name.to_string();
+    let mut calls = vec![quote! {
+        .name(::core::concat!(::core::module_path!(), "::", #name))
+    }];
+    if let Some(timeout) = config.timeout {
+        let timeout = duration(timeout);
+        calls.push(quote! { .timeout(#timeout) });
+    }
+    if let Some(deadline) = config.deadline {
+        let deadline = duration(deadline);
+        calls.push(quote! { .deadline(#deadline) });
+    }
+    if config.retry > 0 {
+        let retry = config.retry;
+        calls.push(quote! { .retry(#retry) });
+    }
+    if let Some((base, cap)) = config.backoff {
+        let (base, cap) = (duration(base), duration(cap));
+        calls.push(quote! { .backoff(#base, #cap) });
+    }
+    if let Some(jitter) = &config.jitter {
+        let variant = format_ident!("{}", capitalize(jitter));
+        calls.push(quote! { .jitter(::resil::__private::Jitter::#variant) });
+    }
+    if let Some(breaker) = &config.breaker {
+        let (threshold, cooldown) = (breaker.threshold, duration(breaker.cooldown));
+        calls.push(match &breaker.kind {
+            BreakerArg::Named(name) => quote! { .breaker_named(#name, #threshold, #cooldown) },
+            BreakerArg::PerArg(arg) => quote! { .breaker_per_key(#arg, #threshold, #cooldown) },
+        });
+    }
+    if let Some(bulkhead) = config.bulkhead {
+        let bulkhead = bulkhead as usize;
+        calls.push(quote! { .bulkhead(#bulkhead) });
+    }
+    quote! { ::resil::__private::Policy::builder() #(#calls)* .build_for_site() }
+}
+
+fn capitalize(word: &str) -> String {
+    let mut chars = word.chars();
+    chars
+        .next()
+        .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+        .unwrap_or_default()
+}
+
+fn execution(config: &Config, sig: &syn::Signature) -> TokenStream {
+    let key = config
+        .breaker
+        .as_ref()
+        .and_then(|breaker| match &breaker.kind {
+            BreakerArg::PerArg(name) => sig.inputs.iter().find_map(|input| match input {
+                FnArg::Typed(arg) => match &*arg.pat {
+                    Pat::Ident(ident) if ident.ident == name => {
+                        Some((ident.ident.clone(), &*arg.ty))
+                    }
+                    _ => None,
+                },
+                FnArg::Receiver(_) => None,
+            }),
+            BreakerArg::Named(_) => None,
+        });
+    match key {
+        Some((ident, Type::Reference(_))) => quote! { __RESIL_POLICY.execute_keyed(#ident) },
+        Some((ident, _)) => quote! { __RESIL_POLICY.execute_keyed(&#ident) },
+        None => quote! { __RESIL_POLICY.execute() },
+    }
+}
+
+/// `let name = clone_for_retry(&name);` for each argument taken by value, spanned at its
+/// type so a missing `Clone` is reported there.
+fn clones(sig: &syn::Signature) -> TokenStream {
+    let mut clones = TokenStream::new();
+    for input in &sig.inputs {
+        match input {
+            FnArg::Receiver(receiver)
+                if receiver.reference.is_none() && !is_reference(&receiver.ty) =>
+            {
+                clones.extend(quote_spanned! {receiver.self_token.span=>
+                    let __resil_self = ::resil::__private::clone_for_retry(&self);
+                });
+            }
+            FnArg::Typed(arg) if !is_reference(&arg.ty) => {
+                let ty = &arg.ty;
+                for (ident, mutability) in bindings(&arg.pat) {
+                    clones.extend(quote_spanned! {ty.span()=>
+                        let #mutability #ident = ::resil::__private::clone_for_retry(&#ident);
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    clones
+}
+
+fn is_reference(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(_) => true,
+        Type::Paren(inner) => is_reference(&inner.elem),
+        Type::Group(inner) => is_reference(&inner.elem),
+        _ => false,
+    }
+}
+
+fn takes_self_by_value(sig: &syn::Signature) -> bool {
+    sig.inputs.iter().any(|input| {
+        matches!(input, FnArg::Receiver(receiver) if receiver.reference.is_none() && !is_reference(&receiver.ty))
+    })
+}
+
+/// The names a pattern binds, with their `mut`.
+fn bindings(pat: &Pat) -> Vec<(Ident, Option<syn::token::Mut>)> {
+    match pat {
+        Pat::Ident(ident) => {
+            let mut names = vec![(ident.ident.clone(), ident.mutability)];
+            if let Some((_, sub)) = &ident.subpat {
+                names.extend(bindings(sub));
+            }
+            names
+        }
+        Pat::Tuple(tuple) => tuple.elems.iter().flat_map(bindings).collect(),
+        Pat::TupleStruct(tuple) => tuple.elems.iter().flat_map(bindings).collect(),
+        Pat::Struct(fields) => fields
+            .fields
+            .iter()
+            .flat_map(|field| bindings(&field.pat))
+            .collect(),
+        Pat::Slice(slice) => slice.elems.iter().flat_map(bindings).collect(),
+        Pat::Reference(reference) => bindings(&reference.pat),
+        Pat::Paren(paren) => bindings(&paren.pat),
+        Pat::Type(typed) => bindings(&typed.pat),
+        _ => Vec::new(),
+    }
+}
+
+/// Points `self` at the attempt's clone, `__resil_self`, in a body that takes `self` by
+/// value and may run more than once. Nested items have their own `self` and are skipped.
+struct ReplaceSelf;
+
+impl VisitMut for ReplaceSelf {
+    fn visit_expr_path_mut(&mut self, expr: &mut syn::ExprPath) {
+        if expr.qself.is_none() && expr.path.is_ident("self") {
+            let span = expr.path.span();
+            expr.path = Ident::new("__resil_self", span).into();
+        }
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+
+    fn visit_macro_mut(&mut self, mac: &mut syn::Macro) {
+        mac.tokens = replace_self_tokens(std::mem::take(&mut mac.tokens));
+    }
+}
+
+fn replace_self_tokens(tokens: TokenStream) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|token| match token {
+            TokenTree::Ident(ident) if ident == "self" => {
+                TokenTree::Ident(Ident::new("__resil_self", ident.span()))
+            }
+            TokenTree::Group(group) => {
+                let mut replaced =
+                    proc_macro2::Group::new(group.delimiter(), replace_self_tokens(group.stream()));
+                replaced.set_span(group.span());
+                TokenTree::Group(replaced)
+            }
+            other => other,
+        })
+        .collect()
+}
+
+/// The "Resilience" section appended to the function's docs.
+fn docs(config: &Config) -> Vec<syn::Attribute> {
+    let mut parts = Vec::new();
+    if let Some(timeout) = config.timeout {
+        parts.push(format!("timeout {}", human(timeout)));
+    }
+    if let Some(deadline) = config.deadline {
+        parts.push(format!("deadline {}", human(deadline)));
+    }
+    let (base, cap) = config.backoff.unwrap_or(DEFAULT_BACKOFF);
+    if config.retry > 0 {
+        parts.push(format!("retry {}", config.retry));
+        parts.push(format!("backoff {}..{}", human(base), human(cap)));
+        if let Some(jitter) = config.jitter.as_deref().filter(|j| *j != "full") {
+            parts.push(format!("{jitter} jitter"));
+        }
+    }
+    if let Some(breaker) = &config.breaker {
+        let which = match &breaker.kind {
+            BreakerArg::Named(name) => format!("breaker `{name}`"),
+            BreakerArg::PerArg(arg) => format!("a breaker per `{arg}`"),
+        };
+        parts.push(format!(
+            "{which} (opens after {} failures, probes after {})",
+            breaker.threshold,
+            human(breaker.cooldown)
+        ));
+    }
+    if let Some(bulkhead) = config.bulkhead {
+        parts.push(format!("bulkhead {bulkhead}"));
+    }
+    if let Some(fallback) = &config.fallback {
+        parts.push(format!(
+            "fallback `{}`",
+            fallback.to_token_stream().to_string().replace(' ', "")
+        ));
+    }
+    let worst = match worst_case(config, base, cap) {
+        Some(worst) => format!("worst case {} s", worst.as_millis() as f64 / 1000.0),
+        None => "worst case unbounded: no `timeout` or `deadline`".to_owned(),
+    };
+    let fallback_note = if config.fallback.is_some() {
+        ", plus the fallback's"
+    } else {
+        ""
+    };
+    let line = format!("{}: {worst}{fallback_note}.", parts.join(", "));
+    vec![
+        syn::parse_quote!(#[doc = ""]),
+        syn::parse_quote!(#[doc = "# Resilience"]),
+        syn::parse_quote!(#[doc = ""]),
+        syn::parse_quote!(#[doc = #line]),
+    ]
+}
+
+/// Every attempt timing out and every wait at its longest, capped by the deadline.
+fn worst_case(
+    config: &Config,
+    base: std::time::Duration,
+    cap: std::time::Duration,
+) -> Option<std::time::Duration> {
+    let attempts = config.timeout.map(|timeout| {
+        let waits: std::time::Duration = (0..config.retry)
+            .map(|n| {
+                base.saturating_mul(1u32.checked_shl(n.min(31)).unwrap_or(u32::MAX))
+                    .min(cap)
+            })
+            .sum();
+        timeout.saturating_mul(config.retry + 1) + waits
+    });
+    match (attempts, config.deadline) {
+        (Some(attempts), Some(deadline)) => Some(attempts.min(deadline)),
+        (attempts, deadline) => attempts.or(deadline),
+    }
+}

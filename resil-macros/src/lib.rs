@@ -1,0 +1,26 @@
+//! The procedural macros of [resil](https://docs.rs/resil): `#[resilient]` and
+//! `#[derive(Transient)]`. Use them through the `resil` crate, which documents them; this
+//! crate is a thin shim over `attr` (parsing), `valid` (rules across keys) and `expand`.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+
+mod attr;
+mod duration;
+mod expand;
+mod keys;
+mod transient;
+mod valid;
+
+use proc_macro::TokenStream;
+
+/// See `resil::resilient`.
+#[proc_macro_attribute]
+pub fn resilient(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand::resilient(args.into(), item.into()).into()
+}
+
+/// See `resil::Transient`.
+#[proc_macro_derive(Transient, attributes(transient))]
+pub fn derive_transient(input: TokenStream) -> TokenStream {
+    transient::derive(input.into()).into()
+}

@@ -1,0 +1,279 @@
+//! `#[derive(Transient)]`: `#[transient]` marks what is worth retrying, everything unmarked
+//! is permanent.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Attribute, Data, DeriveInput, Fields, Member};
+
+use crate::attr::Errors;
+
+/// What a `#[transient(...)]` attribute says about a variant or a struct.
+enum Marking {
+    Permanent,
+    Transient { retry_after: Option<Member> },
+    Transparent,
+}
+
+pub(crate) fn derive(input: TokenStream) -> TokenStream {
+    let input = match syn::parse2::<DeriveInput>(input) {
+        Ok(input) => input,
+        Err(error) => return error.into_compile_error(),
+    };
+    match expand(&input) {
+        Ok(tokens) => tokens,
+        Err(error) => {
+            // Still implement the trait, so the mistake does not cascade into "`X` is not
+            // `Transient`" errors wherever the type is used.
+            let name = &input.ident;
+            let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+            let error = error.into_compile_error();
+            quote! {
+                #error
+                impl #impl_generics ::resil::__private::Transient for #name #ty_generics #where_clause {
+                    fn is_transient(&self) -> bool { false }
+                }
+            }
+        }
+    }
+}
+
+// Input:  enum E { #[transient] Busy, #[transient(retry_after = wait)] Limited { wait: .. }, Bad }
+// Output: impl Transient for E {
+//             fn is_transient(&self) -> bool { match self { Self::Busy => true, Self::Limited { .. } => true, Self::Bad => false } }
+//             fn retry_after(&self) -> Option<Duration> { match self { Self::Limited { wait, .. } => wait.retry_after(), _ => None } }
+//         }
+fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
+    let mut errors = Errors::default();
+    let mut is_transient = Vec::new();
+    let mut retry_after = Vec::new();
+    match &input.data {
+        Data::Enum(data) => {
+            if let Some(attr) = input.attrs.iter().find(|a| a.path().is_ident("transient")) {
+                errors.push(
+                    attr.span(),
+                    "on an enum, put #[transient] on the variants that are worth retrying, not on the enum",
+                );
+            }
+            for variant in &data.variants {
+                reject_field_attributes(&variant.fields, &mut errors);
+                let ident = &variant.ident;
+                let pattern = quote! { Self::#ident };
+                match marking(
+                    &variant.attrs,
+                    &variant.fields,
+                    variant.ident.span(),
+                    &mut errors,
+                ) {
+                    Some(marking) => arms(
+                        &pattern,
+                        &variant.fields,
+                        marking,
+                        &mut is_transient,
+                        &mut retry_after,
+                    ),
+                    None => continue,
+                }
+            }
+        }
+        Data::Struct(data) => {
+            reject_field_attributes(&data.fields, &mut errors);
+            if let Some(marking) =
+                marking(&input.attrs, &data.fields, input.ident.span(), &mut errors)
+            {
+                arms(
+                    &quote! { Self },
+                    &data.fields,
+                    marking,
+                    &mut is_transient,
+                    &mut retry_after,
+                );
+            }
+        }
+        Data::Union(data) => {
+            errors.push(
+                data.union_token.span,
+                "#[derive(Transient)] works on enums and structs, not unions: implement `resil::Transient` by hand",
+            );
+        }
+    }
+    errors.into_result()?;
+
+    let name = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let is_transient = if is_transient.is_empty() {
+        quote! { false }
+    } else {
+        quote! {
+            #[allow(unreachable_patterns)]
+            match self { #(#is_transient)* }
+        }
+    };
+    Ok(quote! {
+        #[automatically_derived]
+        impl #impl_generics ::resil::__private::Transient for #name #ty_generics #where_clause {
+            fn is_transient(&self) -> bool {
+                #is_transient
+            }
+            fn retry_after(&self) -> ::core::option::Option<::core::time::Duration> {
+                #[allow(unreachable_patterns)]
+                match self {
+                    #(#retry_after)*
+                    _ => ::core::option::Option::None,
+                }
+            }
+        }
+    })
+}
+
+/// Adds the match arms of one variant (or of the struct).
+fn arms(
+    pattern: &TokenStream,
+    fields: &Fields,
+    marking: Marking,
+    is_transient: &mut Vec<TokenStream>,
+    retry_after: &mut Vec<TokenStream>,
+) {
+    let all = match fields {
+        Fields::Named(_) => quote! { { .. } },
+        Fields::Unnamed(_) => quote! { (..) },
+        Fields::Unit => quote! {},
+    };
+    match marking {
+        Marking::Permanent => is_transient.push(quote! { #pattern #all => false, }),
+        Marking::Transient { retry_after: field } => {
+            is_transient.push(quote! { #pattern #all => true, });
+            if let Some(field) = field {
+                let (binding, bind) = bind(fields, &field);
+                retry_after.push(quote_spanned! {field.span()=>
+                    #pattern #binding => ::resil::__private::RetryAfterField::retry_after_field(#bind),
+                });
+            }
+        }
+        Marking::Transparent => {
+            let member = match fields {
+                Fields::Named(named) => {
+                    Member::Named(named.named[0].ident.clone().expect("named field"))
+                }
+                _ => Member::Unnamed(0.into()),
+            };
+            let (binding, bind) = bind(fields, &member);
+            is_transient.push(quote! {
+                #pattern #binding => ::resil::__private::Transient::is_transient(#bind),
+            });
+            retry_after.push(quote! {
+                #pattern #binding => ::resil::__private::Transient::retry_after(#bind),
+            });
+        }
+    }
+}
+
+/// A pattern binding one field to `__resil_field`.
+fn bind(fields: &Fields, member: &Member) -> (TokenStream, TokenStream) {
+    let local = format_ident!("__resil_field");
+    let pattern = match (fields, member) {
+        (Fields::Named(_), Member::Named(name)) => quote! { { #name: #local, .. } },
+        (_, Member::Unnamed(index)) => {
+            let skipped = (0..index.index).map(|_| quote! { _, });
+            quote! { ( #(#skipped)* #local, .. ) }
+        }
+        _ => quote! {},
+    };
+    (pattern, quote! { #local })
+}
+
+/// Reads the `#[transient]` attributes of one variant or struct. `None` after an error.
+fn marking(
+    attrs: &[Attribute],
+    fields: &Fields,
+    span: Span,
+    errors: &mut Errors,
+) -> Option<Marking> {
+    let mut marks = attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("transient"));
+    let Some(attr) = marks.next() else {
+        return Some(Marking::Permanent);
+    };
+    if let Some(again) = marks.next() {
+        errors.push(again.span(), "#[transient] is given twice here: keep one");
+        return None;
+    }
+    if matches!(attr.meta, syn::Meta::Path(_)) {
+        return Some(Marking::Transient { retry_after: None });
+    }
+    let mut transparent = None;
+    let mut retry_after = None;
+    let parsed = attr.parse_nested_meta(|meta| {
+        if meta.path.is_ident("transparent") {
+            transparent = Some(meta.path.span());
+            Ok(())
+        } else if meta.path.is_ident("retry_after") {
+            let value = meta.value()?;
+            let member: Member = value.parse().map_err(|_| {
+                meta.error("`retry_after` names the field that holds the wait, such as `#[transient(retry_after = wait)]` or `retry_after = 0` for a tuple field")
+            })?;
+            retry_after = Some(member);
+            Ok(())
+        } else {
+            Err(meta.error("#[transient] takes `retry_after = field` or `transparent`, such as `#[transient(retry_after = wait)]`"))
+        }
+    });
+    if let Err(error) = parsed {
+        errors.push(error.span(), error);
+        return None;
+    }
+    match (transparent, retry_after) {
+        (Some(span), Some(_)) => {
+            errors.push(
+                span,
+                "`transparent` takes `retry_after` from the inner error: remove `retry_after`",
+            );
+            None
+        }
+        (Some(span), None) if fields.len() != 1 => {
+            errors.push(
+                span,
+                format!("#[transient(transparent)] delegates to the one field's own `Transient`, but there are {} fields: use it on a variant or struct with exactly one field", fields.len()),
+            );
+            None
+        }
+        (Some(_), None) => Some(Marking::Transparent),
+        (None, Some(member)) => {
+            if field_exists(fields, &member) {
+                Some(Marking::Transient {
+                    retry_after: Some(member),
+                })
+            } else {
+                errors.push(member.span(), "no such field here: `retry_after` names a field of this variant holding a `Duration` or `Option<Duration>`");
+                None
+            }
+        }
+        (None, None) => {
+            errors.push(span, "#[transient()] is empty: write `#[transient]`");
+            None
+        }
+    }
+}
+
+fn field_exists(fields: &Fields, member: &Member) -> bool {
+    match member {
+        Member::Named(name) => fields
+            .iter()
+            .any(|field| field.ident.as_ref() == Some(name)),
+        Member::Unnamed(index) => {
+            (index.index as usize) < fields.len() && matches!(fields, Fields::Unnamed(_))
+        }
+    }
+}
+
+fn reject_field_attributes(fields: &Fields, errors: &mut Errors) {
+    for field in fields {
+        if let Some(attr) = field.attrs.iter().find(|a| a.path().is_ident("transient")) {
+            errors.push(
+                attr.span(),
+                "#[transient] goes on a variant (or on a struct), not on a field: to name the field holding the wait, write `#[transient(retry_after = field)]` on the variant",
+            );
+        }
+    }
+}

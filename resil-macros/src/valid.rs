@@ -1,0 +1,200 @@
+//! Rules across keys and against the function's signature, turning [`ResilientArgs`] into a
+//! [`Config`] the expansion can trust.
+
+use std::time::Duration;
+
+use syn::spanned::Spanned;
+use syn::{FnArg, Pat, ReturnType, Signature, Type};
+
+use crate::attr::{BreakerArg, Errors, ResilientArgs};
+use crate::duration::human;
+use crate::keys::did_you_mean;
+
+/// A checked `#[resilient]` configuration.
+pub(crate) struct Config {
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) retry: u32,
+    pub(crate) backoff: Option<(Duration, Duration)>,
+    pub(crate) jitter: Option<String>,
+    pub(crate) breaker: Option<Breaker>,
+    pub(crate) bulkhead: Option<u32>,
+    pub(crate) fallback: Option<syn::Path>,
+}
+
+/// The breaker settings.
+pub(crate) struct Breaker {
+    pub(crate) kind: BreakerArg,
+    pub(crate) threshold: u32,
+    pub(crate) cooldown: Duration,
+}
+
+pub(crate) const DEFAULT_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(300), Duration::from_secs(8));
+const DEFAULT_THRESHOLD: u32 = 5;
+const DEFAULT_COOLDOWN: Duration = Duration::from_secs(30);
+
+impl Config {
+    /// Does an attempt need its own copy of the by-value arguments? Yes when there may be
+    /// another attempt, or a fallback that gets the originals.
+    pub(crate) fn clones_arguments(&self) -> bool {
+        self.retry > 0 || self.fallback.is_some()
+    }
+}
+
+/// Checks the attribute against itself and the signature; reports every mistake at once.
+pub(crate) fn check(
+    args: ResilientArgs,
+    sig: &Signature,
+    mut errors: Errors,
+) -> Result<Config, syn::Error> {
+    check_signature(sig, &mut errors);
+
+    if let (Some(timeout), Some(deadline)) = (&args.timeout, &args.deadline) {
+        if timeout.value > deadline.value {
+            errors.push(
+                timeout.span,
+                format!(
+                    "`timeout = \"{}\"` is longer than `deadline = \"{}\"`: the deadline would cut every attempt first; make the timeout shorter than the deadline",
+                    human(timeout.value),
+                    human(deadline.value)
+                ),
+            );
+        }
+    }
+    if let Some(bulkhead) = &args.bulkhead {
+        if bulkhead.value == 0 {
+            errors.push(
+                bulkhead.span,
+                "`bulkhead = 0` would reject every call: give the number of calls allowed in flight at once, such as `bulkhead = 8`",
+            );
+        }
+    }
+    if args.breaker.is_none() {
+        for (name, key) in [
+            (
+                "breaker_threshold",
+                args.breaker_threshold.as_ref().map(|s| s.key),
+            ),
+            (
+                "breaker_cooldown",
+                args.breaker_cooldown.as_ref().map(|s| s.key),
+            ),
+        ] {
+            if let Some(key) = key {
+                errors.push(
+                    key,
+                    format!("`{name}` tunes a circuit breaker, but there is none: add `breaker = \"name\"` (or `\"per_<argument>\"`), or remove `{name}`"),
+                );
+            }
+        }
+    }
+    if let Some(threshold) = &args.breaker_threshold {
+        if threshold.value == 0 {
+            errors.push(
+                threshold.span,
+                "`breaker_threshold = 0` would open the breaker before any failure: give the number of consecutive failures that open it, such as 5",
+            );
+        }
+    }
+    if let Some(breaker) = &args.breaker {
+        if let BreakerArg::PerArg(name) = &breaker.value {
+            let names = argument_names(sig);
+            if !names.iter().any(|arg| arg == name) {
+                let hint = match did_you_mean(name, names.iter().map(String::as_str)) {
+                    Some(arg) => format!("did you mean `per_{arg}`?"),
+                    None if names.is_empty() => "the function takes no named argument".to_owned(),
+                    None => format!(
+                        "its arguments are {}",
+                        names
+                            .iter()
+                            .map(|n| format!("`{n}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                errors.push(
+                    breaker.span,
+                    format!("`breaker = \"per_{name}\"` keys the breaker by the argument `{name}`, but the function has no such argument: {hint}"),
+                );
+            }
+        }
+    }
+    if args.fallback.is_some() {
+        for input in &sig.inputs {
+            if let FnArg::Typed(arg) = input {
+                if !matches!(&*arg.pat, Pat::Ident(_)) {
+                    errors.push(
+                        arg.pat.span(),
+                        "the fallback is called with the same arguments, so each needs a name: bind this argument to a name and destructure it in the body",
+                    );
+                }
+            }
+        }
+    }
+    errors.into_result()?;
+
+    Ok(Config {
+        timeout: args.timeout.map(|s| s.value),
+        deadline: args.deadline.map(|s| s.value),
+        retry: args.retry.map_or(0, |s| s.value),
+        backoff: args.backoff.map(|s| s.value),
+        jitter: args.jitter.map(|s| s.value),
+        breaker: args.breaker.map(|breaker| Breaker {
+            kind: breaker.value,
+            threshold: args
+                .breaker_threshold
+                .map_or(DEFAULT_THRESHOLD, |s| s.value),
+            cooldown: args.breaker_cooldown.map_or(DEFAULT_COOLDOWN, |s| s.value),
+        }),
+        bulkhead: args.bulkhead.map(|s| s.value),
+        fallback: args.fallback.map(|s| s.value),
+    })
+}
+
+fn check_signature(sig: &Signature, errors: &mut Errors) {
+    if sig.asyncness.is_none() {
+        errors.push(
+            sig.fn_token.span,
+            "#[resilient] goes on an `async fn`: each attempt re-runs the body and may be cut by a timeout, which needs a future; write `async fn`",
+        );
+    }
+    match &sig.output {
+        ReturnType::Default => errors.push(
+            sig.paren_token.span.close(),
+            "#[resilient] needs the function to return `Result<T, E>`: the error says whether a failure is worth retrying; add `-> Result<T, E>`",
+        ),
+        ReturnType::Type(_, ty) if result_type(ty).is_none() => errors.push(
+            ty.span(),
+            "#[resilient] needs the function to return `Result<T, E>` (or an alias whose name ends in `Result`): the error says whether a failure is worth retrying",
+        ),
+        ReturnType::Type(..) => {}
+    }
+}
+
+/// The return type, if it is a `Result` or an alias named `...Result`.
+pub(crate) fn result_type(ty: &Type) -> Option<&Type> {
+    match ty {
+        Type::Path(path) if path.qself.is_none() => {
+            let last = path.path.segments.last()?;
+            last.ident.to_string().ends_with("Result").then_some(ty)
+        }
+        Type::Paren(inner) => result_type(&inner.elem),
+        Type::Group(inner) => result_type(&inner.elem),
+        _ => None,
+    }
+}
+
+/// The names bound directly by the function's arguments.
+pub(crate) fn argument_names(sig: &Signature) -> Vec<String> {
+    sig.inputs
+        .iter()
+        .filter_map(|input| match input {
+            FnArg::Typed(arg) => match &*arg.pat {
+                Pat::Ident(ident) => Some(ident.ident.to_string()),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect()
+}

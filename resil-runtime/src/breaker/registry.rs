@@ -1,0 +1,254 @@
+//! Where breakers live: named ones process-wide, keyed ones per call site and per value.
+
+use std::any::Any;
+use std::borrow::Borrow;
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::fmt::{self, Display};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::sync::{Arc, OnceLock, RwLock};
+
+use super::{Breaker, BreakerConfig};
+use crate::sync::Ordering;
+use crate::ConfigError;
+
+/// The process-wide breaker called `name`, created with `config` on first use.
+///
+/// A later use with another config gets the existing breaker and an error describing the
+/// conflict, which the caller reports (the policy builder returns it; generated code emits an
+/// event and a debug assertion).
+pub(crate) fn named(name: &str, config: BreakerConfig) -> (Arc<Breaker>, Option<ConfigError>) {
+    static NAMED: OnceLock<std::sync::Mutex<HashMap<String, Arc<Breaker>>>> = OnceLock::new();
+    let mut map = NAMED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let breaker = map
+        .entry(name.to_owned())
+        .or_insert_with(|| Arc::new(Breaker::new(name, config)));
+    let existing = breaker.config();
+    let conflict = (existing != config).then(|| ConfigError::BreakerConflict {
+        name: name.to_owned(),
+        existing_threshold: existing.threshold(),
+        existing_cooldown: existing.cooldown(),
+        threshold: config.threshold(),
+        cooldown: config.cooldown(),
+    });
+    (Arc::clone(breaker), conflict)
+}
+
+/// A value that can key a breaker: `str`, `String`, or any `Clone + Hash + Eq + Display`
+/// type (an enum of models, a tenant id...).
+///
+/// Lookups borrow the key; it is copied into the registry only the first time a value is
+/// seen, so a `&str` lookup of a known key allocates nothing.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot key a circuit breaker",
+    note = "a `per_<arg>` breaker needs the argument to be `&str`, `String`, or a `Clone + Hash + Eq + Display + Send + Sync + 'static` type"
+)]
+pub trait BreakerKey: Hash + Eq + Display {
+    /// What the registry stores.
+    type Owned: Borrow<Self> + Send + Sync + 'static;
+    /// Copies the key into the registry.
+    fn to_owned_key(&self) -> Self::Owned;
+}
+
+impl BreakerKey for str {
+    type Owned = String;
+    fn to_owned_key(&self) -> String {
+        self.to_owned()
+    }
+}
+
+impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> BreakerKey for T {
+    type Owned = T;
+    fn to_owned_key(&self) -> T {
+        self.clone()
+    }
+}
+
+/// One breaker per value of a key: `breaker = "per_model"` gives each model its own, so a
+/// dead model never blocks a healthy one.
+///
+/// Keys of any [`BreakerKey`] type share one registry; two values never share a breaker
+/// (equal hashes are told apart by comparing the stored key).
+///
+/// **Memory bound.** When a new key arrives and the registry holds its limit (at first
+/// `max_idle`, 10 000 by default), a sweep forgets the breakers that are closed with no
+/// failure counted, not in use by a call, and not looked up since the previous sweep
+/// (second-chance eviction: no clock is read on the hot path). Open, half-open and failing
+/// breakers are never forgotten, since they carry what the provider told us. The next limit
+/// is `max(max_idle, 2 × survivors)`, so the registry holds at most that many breakers (each
+/// about 200 bytes plus its key) and sweeps in amortised constant time per new key.
+///
+/// ```
+/// use resil_runtime::{BreakerConfig, BreakerState, KeyedBreakers, Verdict};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let breakers = KeyedBreakers::new("model", BreakerConfig::new(1, std::time::Duration::from_secs(30))?);
+/// breakers.get("gpt-4o").admit().await?.record(Verdict::Failure);
+/// assert_eq!(breakers.get("gpt-4o").state(), BreakerState::Open);
+/// assert_eq!(breakers.get("claude").state(), BreakerState::Closed);
+/// assert_eq!(breakers.get("gpt-4o").name(), "model=gpt-4o");
+/// # Ok(()) }
+/// ```
+pub struct KeyedBreakers {
+    label: Arc<str>,
+    config: BreakerConfig,
+    max_idle: usize,
+    hasher: RandomState,
+    table: RwLock<Table>,
+}
+
+type Map = HashMap<u64, Vec<Entry>, BuildHasherDefault<PreHashed>>;
+
+#[derive(Default)]
+struct Table {
+    map: Map,
+    len: usize,
+    limit: usize,
+}
+
+struct Entry {
+    key: Box<dyn Any + Send + Sync>,
+    breaker: Arc<Breaker>,
+}
+
+impl fmt::Debug for KeyedBreakers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBreakers")
+            .field("label", &self.label)
+            .field("config", &self.config)
+            .field("max_idle", &self.max_idle)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl KeyedBreakers {
+    /// Default bound on idle breakers kept (see the type's docs).
+    pub const DEFAULT_MAX_IDLE: usize = 10_000;
+
+    /// One breaker per key; each is named `label=key`.
+    pub fn new(label: impl Into<Arc<str>>, config: BreakerConfig) -> Self {
+        KeyedBreakers {
+            label: label.into(),
+            config,
+            max_idle: Self::DEFAULT_MAX_IDLE,
+            hasher: RandomState::new(),
+            table: RwLock::new(Table {
+                limit: Self::DEFAULT_MAX_IDLE,
+                ..Table::default()
+            }),
+        }
+    }
+
+    /// Keeps at most `max_idle` idle breakers (at least 1).
+    pub fn with_max_idle(mut self, max_idle: usize) -> Self {
+        self.max_idle = max_idle.max(1);
+        self.table
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .limit = self.max_idle;
+        self
+    }
+
+    /// The tuning every breaker here gets.
+    pub fn config(&self) -> BreakerConfig {
+        self.config
+    }
+
+    /// How many breakers are held now.
+    pub fn len(&self) -> usize {
+        self.read().len
+    }
+
+    /// True when no breaker is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The breaker for `key`, created closed on first use.
+    pub fn get<K: BreakerKey + ?Sized>(&self, key: &K) -> Arc<Breaker> {
+        let hash = self.hasher.hash_one(key);
+        if let Some(breaker) = find(&self.read().map, hash, key) {
+            return breaker;
+        }
+        self.insert(hash, key)
+    }
+
+    #[cold]
+    fn insert<K: BreakerKey + ?Sized>(&self, hash: u64, key: &K) -> Arc<Breaker> {
+        let mut table = self
+            .table
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(breaker) = find(&table.map, hash, key) {
+            return breaker;
+        }
+        if table.len >= table.limit {
+            table.len = sweep(&mut table.map);
+            table.limit = self.max_idle.max(table.len.saturating_mul(2));
+        }
+        let breaker = Arc::new(Breaker::new(format!("{}={}", self.label, key), self.config));
+        table.map.entry(hash).or_default().push(Entry {
+            key: Box::new(key.to_owned_key()),
+            breaker: Arc::clone(&breaker),
+        });
+        table.len += 1;
+        breaker
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
+        self.table
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn find<K: BreakerKey + ?Sized>(map: &Map, hash: u64, key: &K) -> Option<Arc<Breaker>> {
+    let entry = map.get(&hash)?.iter().find(|entry| {
+        entry
+            .key
+            .downcast_ref::<K::Owned>()
+            .is_some_and(|stored| stored.borrow() == key)
+    })?;
+    if !entry.breaker.recently_used.load(Ordering::Relaxed) {
+        entry.breaker.recently_used.store(true, Ordering::Relaxed);
+    }
+    Some(Arc::clone(&entry.breaker))
+}
+
+/// Forgets idle breakers that nobody looked up since the last sweep and nobody holds;
+/// returns how many remain.
+fn sweep(map: &mut Map) -> usize {
+    map.retain(|_, entries| {
+        entries.retain(|entry| {
+            let keep = !entry.breaker.is_idle()
+                || entry.breaker.recently_used.load(Ordering::Relaxed)
+                || Arc::strong_count(&entry.breaker) > 1;
+            entry.breaker.recently_used.store(false, Ordering::Relaxed);
+            keep
+        });
+        !entries.is_empty()
+    });
+    map.values().map(Vec::len).sum()
+}
+
+/// The map's keys are already hashes: pass them through.
+#[derive(Default)]
+struct PreHashed(u64);
+
+impl Hasher for PreHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}

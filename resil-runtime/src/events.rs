@@ -1,0 +1,122 @@
+//! The one seam everything observable passes through: attempts, waits, rejections and
+//! breaker transitions. Tracing and metrics attach here without touching the policies.
+//!
+//! With no listener set, emitting an event costs one atomic load.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use crate::breaker::Transition;
+use crate::Rejected;
+
+/// Something a policy did.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Event<'a> {
+    /// An attempt is about to call the provider.
+    AttemptStarted {
+        /// The policy's name (the annotated function's path, for `#[resilient]`).
+        site: &'a str,
+        /// 0 for the first attempt.
+        attempt: u32,
+    },
+    /// An attempt ended.
+    AttemptEnded {
+        /// The policy's name.
+        site: &'a str,
+        /// 0 for the first attempt.
+        attempt: u32,
+        /// How it ended.
+        outcome: AttemptOutcome<'a>,
+    },
+    /// The policy is waiting before the next attempt.
+    Waiting {
+        /// The policy's name.
+        site: &'a str,
+        /// The attempt that failed.
+        attempt: u32,
+        /// How long.
+        wait: Duration,
+    },
+    /// The operation was rejected by the runtime (bulkhead, breaker, deadline).
+    Rejected {
+        /// The policy's name.
+        site: &'a str,
+        /// Why.
+        rejected: &'a Rejected,
+    },
+    /// A breaker changed state.
+    BreakerTransition {
+        /// The breaker's name.
+        breaker: &'a str,
+        /// From which state to which.
+        transition: Transition,
+    },
+    /// A setting was ignored because of a conflict (a named breaker configured differently
+    /// at two sites).
+    ConfigConflict {
+        /// The policy's name.
+        site: &'a str,
+        /// What conflicts, and what to do.
+        message: &'a str,
+    },
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AttemptOutcome<'a> {
+    /// The provider answered with success.
+    Ok,
+    /// A permanent error: not retried.
+    Permanent,
+    /// A transient error: may be retried.
+    Transient,
+    /// The runtime cut or refused the attempt.
+    Rejected(&'a Rejected),
+}
+
+/// Receives [`Event`]s. Keep it fast: it runs inline on the calling task.
+///
+/// ```
+/// use resil_runtime::events::{Event, Listener};
+/// use resil_runtime::Policy;
+/// use std::sync::{Arc, atomic::{AtomicU32, Ordering}};
+///
+/// #[derive(Debug, Default)]
+/// struct CountAttempts(AtomicU32);
+///
+/// impl Listener for CountAttempts {
+///     fn on_event(&self, event: &Event<'_>) {
+///         if let Event::AttemptStarted { .. } = event {
+///             self.0.fetch_add(1, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let counter = Arc::new(CountAttempts::default());
+/// let policy = Policy::builder().listener(counter.clone()).build().unwrap();
+/// let _: Result<(), resil_runtime::Rejected> = policy.run(|| async { Ok(()) }).await;
+/// assert_eq!(counter.0.load(Ordering::Relaxed), 1);
+/// # }
+/// ```
+pub trait Listener: Send + Sync + fmt::Debug + 'static {
+    /// Called for every event.
+    fn on_event(&self, event: &Event<'_>);
+}
+
+static GLOBAL: OnceLock<Arc<dyn Listener>> = OnceLock::new();
+
+/// Sets the listener for every policy that has none of its own (including every
+/// `#[resilient]` function). Only the first call takes effect; later ones return the
+/// listener back.
+pub fn set_global_listener(listener: Arc<dyn Listener>) -> Result<(), Arc<dyn Listener>> {
+    GLOBAL.set(listener)
+}
+
+/// The listener a policy emits to: its own, or else the global one.
+pub(crate) fn resolve(own: Option<&Arc<dyn Listener>>) -> Option<&Arc<dyn Listener>> {
+    own.or_else(|| GLOBAL.get())
+}

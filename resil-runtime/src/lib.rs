@@ -1,0 +1,96 @@
+//! The policies behind [resil](https://docs.rs/resil): a circuit breaker, a bulkhead,
+//! exponential backoff with jitter, per-attempt timeouts and an operation deadline, put
+//! together by [`Policy`] in the order that makes them work. No macro magic: everything the
+//! `#[resilient]` attribute does, you can do by hand.
+//!
+//! ```
+//! use resil_runtime::{Policy, Rejected, Transient};
+//! use std::time::Duration;
+//!
+//! /// What the provider can fail with, and what is worth retrying.
+//! #[derive(Debug)]
+//! enum LlmError {
+//!     Overloaded,
+//!     BadRequest,
+//!     Rejected(Rejected),
+//! }
+//!
+//! impl Transient for LlmError {
+//!     fn is_transient(&self) -> bool {
+//!         match self {
+//!             LlmError::Overloaded => true,
+//!             LlmError::BadRequest => false,
+//!             LlmError::Rejected(rejected) => rejected.is_transient(),
+//!         }
+//!     }
+//! }
+//!
+//! impl From<Rejected> for LlmError {
+//!     fn from(rejected: Rejected) -> Self {
+//!         LlmError::Rejected(rejected)
+//!     }
+//! }
+//!
+//! async fn complete(prompt: &str, attempt: u32) -> Result<String, LlmError> {
+//!     if attempt == 0 { Err(LlmError::Overloaded) } else { Ok(format!("echo: {prompt}")) }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let policy = Policy::builder()
+//!     .name("llm::complete")
+//!     .timeout(Duration::from_secs(20))
+//!     .deadline(Duration::from_secs(45))
+//!     .retry(2)
+//!     .backoff(Duration::from_millis(300), Duration::from_secs(8))
+//!     .breaker_per_key("model", 5, Duration::from_secs(30))
+//!     .bulkhead(8)
+//!     .build()?;
+//!
+//! let model = "gpt-4o";
+//! let mut attempt = 0;
+//! let answer = policy
+//!     .run_keyed(model, || {
+//!         let this_attempt = attempt;
+//!         attempt += 1;
+//!         complete("hello", this_attempt)
+//!     })
+//!     .await;
+//! assert_eq!(answer.unwrap(), "echo: hello");
+//! # Ok(()) }
+//! ```
+//!
+//! The order, per operation: the [`Bulkhead`] permit is taken once and held across retries;
+//! each attempt asks the [`Breaker`], then runs under the attempt's timeout and what is left
+//! of the deadline; a transient error is retried after a [`Backoff`] wait (never shorter than
+//! the error's `retry_after()`, never past the deadline, never into an open breaker).
+//! Errors say whether they are worth retrying through [`Transient`]; the runtime's own
+//! failures are [`Rejected`].
+//!
+//! The hot path (breaker closed, bulkhead free, answer ready on the first poll) allocates
+//! nothing, takes no lock and creates no timer.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+
+mod backoff;
+pub mod breaker;
+mod bulkhead;
+mod config;
+mod deadline;
+pub mod events;
+#[cfg(all(test, resil_loom))]
+mod loom;
+mod policy;
+mod rejected;
+mod sync;
+mod transient;
+
+pub use backoff::{Backoff, Jitter};
+pub use breaker::{
+    Admission, Breaker, BreakerConfig, BreakerKey, BreakerState, KeyedBreakers, Verdict,
+};
+pub use bulkhead::{Bulkhead, BulkheadPermit};
+pub use config::ConfigError;
+pub use policy::{Execution, Next, Outcome, Policy, PolicyBuilder};
+pub use rejected::Rejected;
+pub use transient::Transient;

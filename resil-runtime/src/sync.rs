@@ -1,0 +1,27 @@
+//! The atomics and locks the policies use, swapped for loom's under `--cfg resil_loom` so the
+//! model checker can explore every interleaving of the breaker and the bulkhead.
+
+#[cfg(not(resil_loom))]
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+#[cfg(not(resil_loom))]
+pub(crate) use std::sync::Mutex;
+
+#[cfg(resil_loom)]
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, AtomicUsize, Ordering};
+#[cfg(resil_loom)]
+pub(crate) use loom::sync::Mutex;
+
+/// Locks a mutex, ignoring poisoning: every critical section in this crate leaves the data
+/// consistent before anything that can panic runs, so a poisoned lock holds valid state.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
+    #[cfg(not(resil_loom))]
+    {
+        mutex
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+    #[cfg(resil_loom)]
+    {
+        mutex.lock().unwrap()
+    }
+}

@@ -1,0 +1,126 @@
+//! The [`Transient`] trait: an error type says for itself whether it is worth retrying.
+
+use std::io;
+use std::time::Duration;
+
+/// Says whether an error is worth retrying, and how long the other side asked us to wait.
+///
+/// resil retries an attempt only when its error `is_transient()`, and a transient error is
+/// the only kind that counts toward opening a circuit breaker. Permanent errors (a bad
+/// request, a missing permission) go straight back to the caller.
+///
+/// Derive it with `#[derive(Transient)]` from the `resil` crate, or implement it by hand:
+///
+/// ```
+/// use resil_runtime::Transient;
+/// use std::time::Duration;
+///
+/// #[derive(Debug)]
+/// enum PaymentError {
+///     Declined,
+///     GatewayBusy { retry_after: Option<Duration> },
+/// }
+///
+/// impl Transient for PaymentError {
+///     fn is_transient(&self) -> bool {
+///         matches!(self, PaymentError::GatewayBusy { .. })
+///     }
+///     fn retry_after(&self) -> Option<Duration> {
+///         match self {
+///             PaymentError::GatewayBusy { retry_after } => *retry_after,
+///             PaymentError::Declined => None,
+///         }
+///     }
+/// }
+///
+/// assert!(!PaymentError::Declined.is_transient());
+/// assert!(PaymentError::GatewayBusy { retry_after: None }.is_transient());
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not say whether it is worth retrying: it does not implement `Transient`",
+    label = "this error type must implement `resil::Transient`",
+    note = "add `#[derive(resil::Transient)]` to `{Self}` and mark the retryable variants with `#[transient]`, or implement `resil::Transient` by hand"
+)]
+pub trait Transient {
+    /// Would the same call, made again later, plausibly succeed?
+    fn is_transient(&self) -> bool;
+
+    /// How long the other side asked us to wait (`Retry-After`), if it said.
+    ///
+    /// The backoff never waits less than this before the next attempt.
+    fn retry_after(&self) -> Option<Duration> {
+        None
+    }
+}
+
+impl<T: Transient + ?Sized> Transient for &T {
+    fn is_transient(&self) -> bool {
+        (**self).is_transient()
+    }
+    fn retry_after(&self) -> Option<Duration> {
+        (**self).retry_after()
+    }
+}
+
+impl<T: Transient + ?Sized> Transient for Box<T> {
+    fn is_transient(&self) -> bool {
+        (**self).is_transient()
+    }
+    fn retry_after(&self) -> Option<Duration> {
+        (**self).retry_after()
+    }
+}
+
+/// Network hiccups are transient: the connection timed out, was reset, aborted or refused,
+/// the call was interrupted, would block, or the pipe broke. Every other kind (not found,
+/// permission denied, invalid data, ...) is permanent.
+impl Transient for io::Error {
+    fn is_transient(&self) -> bool {
+        matches!(
+            self.kind(),
+            io::ErrorKind::TimedOut
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::ConnectionRefused
+                | io::ErrorKind::Interrupted
+                | io::ErrorKind::WouldBlock
+                | io::ErrorKind::BrokenPipe
+        )
+    }
+}
+
+/// A tokio timeout that fired: the next try may well be faster.
+impl Transient for tokio::time::error::Elapsed {
+    fn is_transient(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_kinds() {
+        for kind in [
+            io::ErrorKind::TimedOut,
+            io::ErrorKind::ConnectionReset,
+            io::ErrorKind::ConnectionAborted,
+            io::ErrorKind::ConnectionRefused,
+            io::ErrorKind::Interrupted,
+            io::ErrorKind::WouldBlock,
+            io::ErrorKind::BrokenPipe,
+        ] {
+            assert!(io::Error::from(kind).is_transient(), "{kind:?}");
+        }
+        for kind in [
+            io::ErrorKind::NotFound,
+            io::ErrorKind::PermissionDenied,
+            io::ErrorKind::InvalidData,
+            io::ErrorKind::InvalidInput,
+            io::ErrorKind::Other,
+        ] {
+            assert!(!io::Error::from(kind).is_transient(), "{kind:?}");
+        }
+    }
+}

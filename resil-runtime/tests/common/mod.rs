@@ -1,0 +1,129 @@
+//! A provider error type and a scripted provider shared by the runtime's tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use resil_runtime::events::{Event, Listener};
+use resil_runtime::{Rejected, Transient};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TestError {
+    Busy,
+    BadRequest,
+    RetryAfter(Duration),
+    Rejected(Rejected),
+}
+
+impl Transient for TestError {
+    fn is_transient(&self) -> bool {
+        match self {
+            TestError::Busy | TestError::RetryAfter(_) => true,
+            TestError::BadRequest => false,
+            TestError::Rejected(rejected) => rejected.is_transient(),
+        }
+    }
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            TestError::RetryAfter(wait) => Some(*wait),
+            TestError::Rejected(rejected) => rejected.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+impl From<Rejected> for TestError {
+    fn from(rejected: Rejected) -> Self {
+        TestError::Rejected(rejected)
+    }
+}
+
+impl TestError {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TestError::Busy => "busy",
+            TestError::BadRequest => "bad_request",
+            TestError::RetryAfter(_) => "retry_after",
+            TestError::Rejected(rejected) => rejected.kind(),
+        }
+    }
+}
+
+/// Counts calls and answers from a script, then with its last entry forever.
+#[derive(Debug, Clone, Default)]
+pub struct Provider {
+    calls: Arc<AtomicU32>,
+}
+
+impl Provider {
+    pub fn calls(&self) -> u32 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    pub async fn answer(&self, result: Result<u32, TestError>) -> Result<u32, TestError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        result
+    }
+
+    /// Never answers: only a timeout ends the call.
+    pub async fn hang(&self) -> Result<u32, TestError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        std::future::pending().await
+    }
+
+    /// Answers after `delay`.
+    pub async fn slow(
+        &self,
+        delay: Duration,
+        result: Result<u32, TestError>,
+    ) -> Result<u32, TestError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(delay).await;
+        result
+    }
+}
+
+/// Records every event as a line of text.
+#[derive(Debug, Default)]
+pub struct Recorder(Mutex<Vec<String>>);
+
+impl Recorder {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Recorder::default())
+    }
+    pub fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+    pub fn waits(&self) -> Vec<Duration> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|line| line.strip_prefix("wait "))
+            .map(|ns| Duration::from_nanos(ns.parse().unwrap()))
+            .collect()
+    }
+}
+
+impl Listener for Recorder {
+    fn on_event(&self, event: &Event<'_>) {
+        let line = match event {
+            Event::AttemptStarted { attempt, .. } => format!("start {attempt}"),
+            Event::AttemptEnded {
+                attempt, outcome, ..
+            } => format!("end {attempt} {outcome:?}"),
+            Event::Waiting { wait, .. } => format!("wait {}", wait.as_nanos()),
+            Event::Rejected { rejected, .. } => format!("rejected {}", rejected.kind()),
+            Event::BreakerTransition {
+                breaker,
+                transition,
+            } => {
+                format!("breaker {breaker} {} -> {}", transition.from, transition.to)
+            }
+            Event::ConfigConflict { message, .. } => format!("conflict {message}"),
+            _ => format!("{event:?}"),
+        };
+        self.0.lock().unwrap().push(line);
+    }
+}

@@ -1,0 +1,88 @@
+//! What `#[resilient]` and `#[derive(Transient)]` expand to. Not a public API.
+
+use std::future::Future;
+
+pub use core::time::Duration;
+pub use resil_runtime::{Execution, Jitter, Next, Outcome, Policy, Rejected, Transient};
+pub use std::sync::LazyLock;
+
+/// `From<Rejected>`, with an error message written for a person.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot carry resil's own failures (timeouts, open breaker, full bulkhead): it does not implement `From<resil::Rejected>`",
+    label = "this error type needs `From<resil::Rejected>`",
+    note = "add a variant such as `#[error(transparent)] #[transient(transparent)] Rejected(#[from] resil::Rejected)`, or implement `From<resil::Rejected>` by hand"
+)]
+pub trait FromRejected: From<Rejected> {}
+
+#[diagnostic::do_not_recommend]
+impl<E: From<Rejected>> FromRejected for E {}
+
+/// `Result<T, E>` split into its parts, so the expansion can name them from the return type.
+pub trait ResultType {
+    /// `T`
+    type Ok;
+    /// `E`
+    type Err;
+}
+
+impl<T, E> ResultType for Result<T, E> {
+    type Ok = T;
+    type Err = E;
+}
+
+/// One attempt, with the attempt's output type fixed to the function's return type so that
+/// `?` in the body infers its conversion.
+pub async fn attempt<R, F>(execution: &mut Execution<'_>, attempt: F) -> Next<R::Ok, R::Err>
+where
+    R: ResultType,
+    R::Err: Transient + FromRejected,
+    F: Future<Output = Result<R::Ok, R::Err>>,
+{
+    execution.attempt(attempt).await
+}
+
+/// The outcome of the only attempt of a policy without retries.
+pub fn single<T, E>(next: Next<T, E>) -> Outcome<T, E> {
+    match next {
+        Next::Done(outcome) => outcome,
+        Next::Retry => unreachable!("a policy with retry = 0 never retries"),
+    }
+}
+
+/// `Clone`, with an error message written for a person.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is taken by value, but it cannot be cloned for another attempt",
+    label = "each attempt needs its own `{Self}`",
+    note = "take the argument by reference (`&{Self}`), or derive `Clone` for `{Self}`"
+)]
+pub trait CloneForRetry: Clone {}
+
+#[diagnostic::do_not_recommend]
+impl<T: Clone> CloneForRetry for T {}
+
+/// A fresh copy of a by-value argument for one attempt.
+pub fn clone_for_retry<T: CloneForRetry>(value: &T) -> T {
+    value.clone()
+}
+
+/// A field named by `#[transient(retry_after = field)]`.
+#[diagnostic::on_unimplemented(
+    message = "`retry_after` must name a `Duration` or `Option<Duration>` field, not `{Self}`",
+    label = "this field does not hold a wait"
+)]
+pub trait RetryAfterField {
+    /// The wait it holds.
+    fn retry_after_field(&self) -> Option<Duration>;
+}
+
+impl RetryAfterField for Duration {
+    fn retry_after_field(&self) -> Option<Duration> {
+        Some(*self)
+    }
+}
+
+impl RetryAfterField for Option<Duration> {
+    fn retry_after_field(&self) -> Option<Duration> {
+        *self
+    }
+}

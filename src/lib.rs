@@ -1,0 +1,170 @@
+//! Resilience as a declaration. One attribute on an `async fn` gives it a per-attempt
+//! timeout, an operation deadline, retries for transient errors only (exponential backoff,
+//! full jitter, `Retry-After` honoured), a circuit breaker (named, or one per argument
+//! value), a bulkhead and a fallback. Its signature does not change.
+//!
+//! ```
+//! use resil::{resilient, Rejected, Transient};
+//! use std::time::Duration;
+//!
+//! #[derive(Debug, thiserror::Error, Transient)]
+//! pub enum LlmError {
+//!     #[error("provider busy")]
+//!     #[transient]
+//!     Busy,
+//!     #[error("rate limited")]
+//!     #[transient(retry_after = wait)]
+//!     RateLimited { wait: Option<Duration> },
+//!     #[error("bad request: {0}")]
+//!     BadRequest(String), // permanent: never retried, never trips a breaker
+//!     #[error(transparent)]
+//!     #[transient(transparent)]
+//!     Rejected(#[from] Rejected), // timeouts, open breaker, full bulkhead, ...
+//! }
+//!
+//! pub struct ChatRequest { pub prompt: String }
+//! pub struct ChatResponse { pub text: String }
+//! pub struct Client;
+//!
+//! impl Client {
+//!     #[resilient(timeout = "20s", retry = 2, breaker = "per_model", bulkhead = 8)]
+//!     pub async fn complete(&self, model: &str, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+//!         self.http_call(model, req).await
+//!     }
+//!
+//!     async fn http_call(&self, model: &str, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+//!         Ok(ChatResponse { text: format!("{model}: {}", req.prompt) })
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let request = ChatRequest { prompt: "hello".into() };
+//! let answer = Client.complete("gpt-4o", &request).await.unwrap();
+//! assert_eq!(answer.text, "gpt-4o: hello");
+//! # }
+//! ```
+//!
+//! Errors say for themselves whether they are worth retrying, through [`Transient`]; the
+//! runtime's own failures are [`Rejected`]. Everything the attribute does is also available
+//! by hand through [`Policy`] (see the `resil_runtime` crate, re-exported here).
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+
+pub use resil_runtime::*;
+
+/// Derives [`Transient`](trait@Transient): `#[transient]` marks what is worth retrying;
+/// anything unmarked is permanent.
+///
+/// - `#[transient]` on a variant (or on a struct): transient.
+/// - `#[transient(retry_after = field)]`: transient, and `field` (a `Duration` or an
+///   `Option<Duration>`; a tuple field by index, `retry_after = 0`) holds how long the
+///   provider asked us to wait. The backoff never waits less.
+/// - `#[transient(transparent)]` on a variant or struct with one field: that field's own
+///   `Transient` decides, as for a wrapped [`Rejected`].
+///
+/// ```
+/// use resil::{Rejected, Transient};
+/// use std::time::Duration;
+///
+/// #[derive(Debug, Transient)]
+/// enum PaymentError {
+///     #[transient]
+///     GatewayTimeout,
+///     #[transient(retry_after = 0)]
+///     Throttled(Duration),
+///     Declined { reason: String },
+///     #[transient(transparent)]
+///     Rejected(Rejected),
+/// }
+///
+/// assert!(PaymentError::GatewayTimeout.is_transient());
+/// assert_eq!(PaymentError::Throttled(Duration::from_secs(2)).retry_after(), Some(Duration::from_secs(2)));
+/// assert!(!PaymentError::Declined { reason: "card expired".into() }.is_transient());
+/// assert!(PaymentError::Rejected(Rejected::Timeout { after: Duration::from_secs(1) }).is_transient());
+/// ```
+pub use resil_macros::Transient;
+
+/// Makes an `async fn` resilient. Every key is optional; durations are strings with a unit
+/// (`"300ms"`, `"20s"`, `"1m"`, `"1m30s"`, `"1h"`) checked at compile time.
+///
+/// | key | meaning | default |
+/// |---|---|---|
+/// | `timeout = "20s"` | limit for one attempt; past it the attempt fails with [`Rejected::Timeout`] (transient) | none |
+/// | `deadline = "45s"` | limit for the whole operation, all attempts and waits; no wait starts that cannot finish before it | none |
+/// | `retry = 2` | extra attempts after the first, only when the error `is_transient()` | 0 |
+/// | `backoff = "300ms..8s"` | wait before retry n = random(0, min(cap, base·2ⁿ)), never less than the error's `retry_after()` | `"300ms..8s"` |
+/// | `jitter = "full"` | `"full"`, `"equal"`, `"decorrelated"` or `"none"` | `"full"` |
+/// | `breaker = "openai"` | the process-wide circuit breaker of that name | none |
+/// | `breaker = "per_model"` | one breaker per value of the argument `model` (`&str`, `String`, or any `Clone + Hash + Eq + Display` type) | none |
+/// | `breaker_threshold = 5` | consecutive transient failures that open the breaker | 5 |
+/// | `breaker_cooldown = "30s"` | time open before one probe is let through | `"30s"` |
+/// | `bulkhead = 8` | at most 8 operations of this function in flight; the 9th fails at once with [`Rejected::BulkheadFull`] | none |
+/// | `fallback = Self::cached` | an async fn taking the same arguments, called when the operation ends in a transient error or a rejection (never for a permanent error) | none |
+///
+/// The function must return `Result<T, E>` with `E: Transient + From<Rejected>`. Its
+/// signature, visibility, attributes and docs stay as written; its docs gain a
+/// "Resilience" section with the policy and its worst-case latency.
+///
+/// # What it expands to
+///
+/// The policy is built once per function (a `static`); each attempt re-runs the body as a
+/// fresh `async` block, so the body may borrow `&mut self` and `return` and `?` behave as
+/// before. Arguments taken by value are cloned for each attempt when there can be more than
+/// one, or a fallback (a by-value argument that is not `Clone` is a compile error then).
+///
+/// ```
+/// # use resil::{resilient, Rejected, Transient};
+/// # #[derive(Debug, Transient)] enum Error { #[transient(transparent)] Rejected(Rejected) }
+/// # impl From<Rejected> for Error { fn from(r: Rejected) -> Self { Error::Rejected(r) } }
+/// # struct Client;
+/// impl Client {
+///     #[resilient(timeout = "2s", retry = 1, breaker = "per_model")]
+///     async fn complete(&self, model: &str, prompt: String) -> Result<String, Error> {
+///         Ok(format!("{model}: {prompt}"))
+///     }
+/// }
+/// ```
+/// is, without the macro:
+/// ```
+/// # use resil::{Next, Policy, Rejected, Transient};
+/// # use std::sync::LazyLock;
+/// # use std::time::Duration;
+/// # #[derive(Debug, Transient)] enum Error { #[transient(transparent)] Rejected(Rejected) }
+/// # impl From<Rejected> for Error { fn from(r: Rejected) -> Self { Error::Rejected(r) } }
+/// # struct Client;
+/// impl Client {
+///     async fn complete(&self, model: &str, prompt: String) -> Result<String, Error> {
+///         static POLICY: LazyLock<Policy> = LazyLock::new(|| {
+///             Policy::builder()
+///                 .name(concat!(module_path!(), "::complete"))
+///                 .timeout(Duration::from_secs(2))
+///                 .retry(1)
+///                 .breaker_per_key("model", 5, Duration::from_secs(30))
+///                 .build()
+///                 .unwrap()
+///         });
+///         let mut execution = POLICY.execute_keyed(model);
+///         let outcome = loop {
+///             let prompt = prompt.clone();
+///             if let Next::Done(outcome) = execution.attempt(async { Ok(format!("{model}: {prompt}")) }).await {
+///                 break outcome;
+///             }
+///         };
+///         outcome.into_result()
+///     }
+/// }
+/// ```
+///
+/// # Mistakes it catches
+///
+/// Each is a compile error at the offending token that says what to do: not an `async fn`;
+/// not returning `Result`; an error type that is not `Transient` or has no
+/// `From<Rejected>`; a malformed or zero duration; an unknown key (with a suggestion); a
+/// key given twice; `bulkhead = 0`; `per_<arg>` naming no argument; a by-value argument that
+/// cannot be cloned for a retry; a `timeout` longer than the `deadline`; `breaker_threshold`
+/// or `breaker_cooldown` without `breaker`; the attribute on a trait method without a body.
+/// All the mistakes of one attribute are reported at once.
+pub use resil_macros::resilient;
+
+#[doc(hidden)]
+pub mod __private;
