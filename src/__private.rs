@@ -32,13 +32,16 @@ impl<T, E> ResultType for Result<T, E> {
 
 /// One attempt, with the attempt's output type fixed to the function's return type so that
 /// `?` in the body infers its conversion.
-pub async fn attempt<R, F>(execution: &mut Execution<'_>, attempt: F) -> Next<R::Ok, R::Err>
+pub fn attempt<'a, 'p, R, F>(
+    execution: &'a mut Execution<'p>,
+    attempt: F,
+) -> impl Future<Output = Next<R::Ok, R::Err>> + use<'a, 'p, R, F>
 where
     R: ResultType,
     R::Err: Transient + FromRejected,
     F: Future<Output = Result<R::Ok, R::Err>>,
 {
-    execution.attempt(attempt).await
+    execution.attempt(attempt)
 }
 
 /// The outcome of the only attempt of a policy without retries.

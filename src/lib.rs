@@ -168,3 +168,8 @@ pub use resil_macros::resilient;
 
 #[doc(hidden)]
 pub mod __private;
+
+/// Compiles the README's examples as doctests, so the quick start cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

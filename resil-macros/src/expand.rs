@@ -66,16 +66,17 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     let ItemFn {
         mut attrs,
         vis,
-        sig,
+        mut sig,
         block,
     } = function;
     attrs.extend(docs(config));
-    let ReturnType::Type(_, output) = &sig.output else {
+    let ReturnType::Type(_, output) = sig.output.clone() else {
         unreachable!("valid::check requires a return type")
     };
     let policy = policy(config, &sig.ident);
     let execution = execution(config, &sig);
     let clones = if config.clones_arguments() {
+        allow_unused_mut(&mut sig);
         clones(&sig)
     } else {
         TokenStream::new()
@@ -84,7 +85,11 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     if config.clones_arguments() && takes_self_by_value(&sig) {
         ReplaceSelf.visit_block_mut(&mut block);
     }
-    let attempt = quote_spanned! {output.span()=>
+    // One span for the whole call, so a missing bound on the error type is reported once,
+    // at the error type, rather than once per place the compiler checks it.
+    let blame = error_type_span(&output);
+    let output = respan(output.to_token_stream(), blame);
+    let attempt = quote_spanned! {blame=>
         ::resil::__private::attempt::<#output, _>(&mut __resil_execution, async #block).await
     };
     let outcome = if config.retry > 0 {
@@ -131,6 +136,37 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             #finish
         }
     }
+}
+
+/// The span of `E` in `Result<T, E>`, or of the whole return type for an alias.
+fn error_type_span(output: &Type) -> Span {
+    if let Type::Path(path) = output {
+        if let Some(syn::PathArguments::AngleBracketed(args)) =
+            path.path.segments.last().map(|segment| &segment.arguments)
+        {
+            if let Some(syn::GenericArgument::Type(error)) = args.args.iter().nth(1) {
+                return error.span();
+            }
+        }
+    }
+    output.span()
+}
+
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut token| {
+            if let TokenTree::Group(group) = &token {
+                let mut respanned =
+                    proc_macro2::Group::new(group.delimiter(), respan(group.stream(), span));
+                respanned.set_span(span);
+                token = TokenTree::Group(respanned);
+            } else {
+                token.set_span(span);
+            }
+            token
+        })
+        .collect()
 }
 
 fn duration(duration: std::time::Duration) -> TokenStream {
@@ -238,6 +274,18 @@ fn clones(sig: &syn::Signature) -> TokenStream {
         }
     }
     clones
+}
+
+/// `mut text: String` now mutates each attempt's copy, not the argument itself: keep the
+/// `mut` as written, without the warning it would draw.
+fn allow_unused_mut(sig: &mut syn::Signature) {
+    for input in &mut sig.inputs {
+        if let FnArg::Typed(arg) = input {
+            if !is_reference(&arg.ty) && bindings(&arg.pat).iter().any(|(_, m)| m.is_some()) {
+                arg.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
+            }
+        }
+    }
 }
 
 fn is_reference(ty: &Type) -> bool {
@@ -390,5 +438,53 @@ fn worst_case(
     match (attempts, config.deadline) {
         (Some(attempts), Some(deadline)) => Some(attempts.min(deadline)),
         (attempts, deadline) => attempts.or(deadline),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expanded(attr: TokenStream, item: TokenStream) -> String {
+        resilient(attr, item).to_string()
+    }
+
+    #[test]
+    fn docs_state_the_policy_and_its_worst_case() {
+        let out = expanded(
+            quote! { timeout = "20s", retry = 2, breaker = "per_model", bulkhead = 8 },
+            quote! { async fn complete(&self, model: &str) -> Result<String, E> { todo!() } },
+        );
+        assert!(out.contains(
+            "timeout 20s, retry 2, backoff 300ms..8s, a breaker per `model` (opens after 5 failures, probes after 30s), bulkhead 8: worst case 60.9 s."
+        ), "{out}");
+        let out = expanded(
+            quote! { timeout = "8s", retry = 1 },
+            quote! { async fn f() -> Result<(), E> { Ok(()) } },
+        );
+        assert!(
+            out.contains("timeout 8s, retry 1, backoff 300ms..8s: worst case 16.3 s."),
+            "{out}"
+        );
+        let out = expanded(
+            quote! { timeout = "20s", deadline = "45s", retry = 2 },
+            quote! { async fn f() -> Result<(), E> { Ok(()) } },
+        );
+        assert!(out.contains("worst case 45 s."), "{out}");
+        let out = expanded(
+            quote! { retry = 2 },
+            quote! { async fn f() -> Result<(), E> { Ok(()) } },
+        );
+        assert!(out.contains("worst case unbounded"), "{out}");
+    }
+
+    #[test]
+    fn the_signature_is_kept_and_errors_keep_the_function() {
+        let out = expanded(
+            quote! { retries = 2 },
+            quote! { pub(crate) async fn f<'a, T: Clone>(x: &'a T) -> Result<T, E> where T: Send { Ok(x.clone()) } },
+        );
+        assert!(out.contains("pub (crate) async fn f < 'a , T : Clone > (x : & 'a T) -> Result < T , E > where T : Send"), "{out}");
+        assert!(out.contains("compile_error"), "{out}");
     }
 }

@@ -1,0 +1,7 @@
+#[derive(Debug, resil::Transient)]
+enum Error {
+    #[transient(retry_after = seconds)]
+    Limited { seconds: u64 },
+}
+
+fn main() {}

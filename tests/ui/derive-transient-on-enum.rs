@@ -1,0 +1,7 @@
+#[derive(Debug, resil::Transient)]
+#[transient]
+enum Error {
+    Busy,
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+#[derive(resil::Transient)]
+union Error {
+    code: u32,
+}
+
+fn main() {}

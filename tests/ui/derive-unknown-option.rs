@@ -1,0 +1,7 @@
+#[derive(Debug, resil::Transient)]
+enum Error {
+    #[transient(retry)]
+    Busy,
+}
+
+fn main() {}

@@ -1,0 +1,17 @@
+#[derive(Debug, resil::Transient)]
+enum Error {
+    #[transient(transparent)]
+    Rejected(resil::Rejected),
+}
+
+impl From<resil::Rejected> for Error {
+    fn from(rejected: resil::Rejected) -> Self {
+        Error::Rejected(rejected)
+    }
+}
+
+use resil::resilient;
+
+#[resilient(retry = 2)]
+async fn fetch() {}
+fn main() {}

@@ -1,0 +1,19 @@
+#[derive(Debug, resil::Transient)]
+enum Error {
+    #[transient(transparent)]
+    Rejected(resil::Rejected),
+}
+
+impl From<resil::Rejected> for Error {
+    fn from(rejected: resil::Rejected) -> Self {
+        Error::Rejected(rejected)
+    }
+}
+
+use resil::resilient;
+
+#[resilient(timout = "1s", retry = "2", bulkhead = 0, jitter = "ful")]
+async fn fetch() -> Result<u32, Error> {
+    Ok(1)
+}
+fn main() {}
