@@ -45,7 +45,31 @@
 //! ```
 //!
 //! Errors say for themselves whether they are worth retrying, through [`Transient`]; the
-//! runtime's own failures are [`Rejected`]. Everything the attribute does is also available
+//! runtime's own failures are [`Rejected`].
+//!
+//! # One operation, one budget
+//!
+//! Retries multiply across layers. A gateway calling a service calling a dependency, each
+//! with `retry = 3`, would send 4 × 4 × 4 = 64 calls to a dependency that is already down;
+//! an inner `timeout = "20s"` inside an outer `deadline = "1s"` would keep working long after
+//! the caller left. So the outermost `#[resilient]` call opens an *operation* and every call
+//! nested inside it respects it:
+//!
+//! - one **deadline**: a nested attempt gets the smaller of its own timeout and the time
+//!   left; past the deadline, nested calls fail with [`Rejected::DeadlineExceeded`] without
+//!   calling;
+//! - one **retry owner**: the outermost call that declares retries owns the allowance, and
+//!   every retry anywhere inside draws from it: the dependency above sees 4 calls, not 64;
+//! - one **id**, stable across attempts: [`Operation::current()`]`.id()` is a ready-made
+//!   `Idempotency-Key`.
+//!
+//! `nested = "independent"` keeps a call's own retry count inside an operation: right for a
+//! separate contract with its own budget (another team's service behind a queue), wrong for
+//! plain layering, where it brings the multiplication back. `retry_budget = "20%"` caps
+//! retries across operations, as a share of first attempts over a sliding 10 s window, which
+//! holds even when failures are too scattered to open a breaker. The context lives in the
+//! task: `tokio::spawn` does not inherit it; carry it with [`Operation::scope`].
+//! `cargo run --example one_budget` prints a trace of all this. Everything the attribute does is also available
 //! by hand through [`Policy`] (see the `resil_runtime` crate, re-exported here).
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
@@ -100,6 +124,8 @@ pub use resil_macros::Transient;
 /// | `breaker_cooldown = "30s"` | time open before one probe is let through | `"30s"` |
 /// | `bulkhead = 8` | at most 8 operations of this function in flight; the 9th fails at once with [`Rejected::BulkheadFull`] | none |
 /// | `fallback = Self::cached` | an async fn taking the same arguments, called when the operation ends in a transient error or a rejection (never for a permanent error) | none |
+/// | `retry_budget = "20%"` | across operations, retries may add at most 20 % to first attempts over a sliding 10 s window; `"20%, min 10/s"` adds a floor | none |
+/// | `nested = "independent"` | inside another operation, keep this call's own retry count instead of drawing from the operation's allowance (see the crate docs) | `"shared"` |
 ///
 /// The function must return `Result<T, E>` with `E: Transient + From<Rejected>`. Its
 /// signature, visibility, attributes and docs stay as written; its docs gain a

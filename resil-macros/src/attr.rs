@@ -40,6 +40,15 @@ pub(crate) struct ResilientArgs {
     pub(crate) breaker_cooldown: Option<Setting<Duration>>,
     pub(crate) bulkhead: Option<Setting<u32>>,
     pub(crate) fallback: Option<Setting<syn::Path>>,
+    pub(crate) retry_budget: Option<Setting<Budget>>,
+    pub(crate) independent: Option<Setting<bool>>,
+}
+
+/// `retry_budget = "20%, min 10/s"`.
+#[derive(Clone, Copy)]
+pub(crate) struct Budget {
+    pub(crate) percent: f64,
+    pub(crate) min_per_sec: f64,
 }
 
 /// Collects every mistake instead of stopping at the first.
@@ -215,14 +224,59 @@ fn assign(
                 return Err(syn::Error::new(span, "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`"));
             }
         },
-        Kind::Later(what) => {
-            return Err(syn::Error::new(
+        Kind::Budget => {
+            let text = string_value(name, value, "\"20%\"")?;
+            let budget = parse_budget(&text).ok_or_else(|| {
+                syn::Error::new(span, format!("`retry_budget = \"{text}\"` is not a budget: write the share of first attempts retries may add, such as \"20%\", optionally with a floor, such as \"20%, min 10/s\""))
+            })?;
+            args.retry_budget = Some(Setting {
+                value: budget,
                 key,
-                format!("`{name}` ({what}) is not available in this version of resil"),
-            ));
+                span,
+            });
+        }
+        Kind::Nested => {
+            let text = string_value(name, value, "\"independent\"")?;
+            let independent = match text.as_str() {
+                "independent" => true,
+                "shared" => false,
+                _ => {
+                    return Err(syn::Error::new(span, format!("unknown nesting \"{text}\": use \"independent\" to keep this call's own retry count inside another operation, or \"shared\" (the default) to draw from the operation's allowance")));
+                }
+            };
+            args.independent = Some(Setting {
+                value: independent,
+                key,
+                span,
+            });
         }
     }
     Ok(())
+}
+
+/// `"20%"` or `"20%, min 10/s"`.
+fn parse_budget(text: &str) -> Option<Budget> {
+    let (share, floor) = match text.split_once(',') {
+        Some((share, floor)) => (share, Some(floor)),
+        None => (text, None),
+    };
+    let percent: f64 = share.trim().strip_suffix('%')?.trim().parse().ok()?;
+    let min_per_sec = match floor {
+        None => 0.0,
+        Some(floor) => floor
+            .trim()
+            .strip_prefix("min")?
+            .trim()
+            .strip_suffix("/s")?
+            .trim()
+            .parse()
+            .ok()?,
+    };
+    let valid = |n: f64| n.is_finite() && n >= 0.0;
+    (valid(percent) && valid(min_per_sec)).then_some(Budget {
+        percent,
+        min_per_sec,
+    })
 }
 
 fn string_value(name: &str, value: &Expr, example: &str) -> syn::Result<String> {

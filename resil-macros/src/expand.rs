@@ -215,6 +215,13 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
         let bulkhead = bulkhead as usize;
         calls.push(quote! { .bulkhead(#bulkhead) });
     }
+    if let Some(budget) = config.retry_budget {
+        let (ratio, min_per_sec) = (budget.percent / 100.0, budget.min_per_sec);
+        calls.push(quote! { .retry_budget(#ratio, #min_per_sec) });
+    }
+    if config.independent {
+        calls.push(quote! { .independent(true) });
+    }
     quote! { ::resil::__private::Policy::builder() #(#calls)* .build_for_site() }
 }
 
@@ -380,6 +387,15 @@ fn docs(config: &Config) -> Vec<syn::Attribute> {
         parts.push(format!("backoff {}..{}", human(base), human(cap)));
         if let Some(jitter) = config.jitter.as_deref().filter(|j| *j != "full") {
             parts.push(format!("{jitter} jitter"));
+        }
+        if let Some(budget) = config.retry_budget {
+            parts.push(match budget.min_per_sec {
+                0.0 => format!("retry budget {}%", budget.percent),
+                min => format!("retry budget {}% (min {min}/s)", budget.percent),
+            });
+        }
+        if config.independent {
+            parts.push("retries counted independently when nested".to_owned());
         }
     }
     if let Some(breaker) = &config.breaker {

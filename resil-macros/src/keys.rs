@@ -16,8 +16,10 @@ pub(crate) enum Kind {
     Breaker,
     /// `path::to::function`
     Path,
-    /// Specified by a later capability; recognised so a typo of it gets a suggestion.
-    Later(&'static str),
+    /// `"20%"` or `"20%, min 10/s"`
+    Budget,
+    /// `"independent"` or `"shared"`
+    Nested,
 }
 
 /// Every key, in the order the docs present them.
@@ -32,14 +34,8 @@ pub(crate) const KEYS: &[(&str, Kind)] = &[
     ("breaker_cooldown", Kind::Duration),
     ("bulkhead", Kind::Count),
     ("fallback", Kind::Path),
-    (
-        "retry_budget",
-        Kind::Later("a retry budget across operations"),
-    ),
-    (
-        "nested",
-        Kind::Later("independent retry counting inside another operation"),
-    ),
+    ("retry_budget", Kind::Budget),
+    ("nested", Kind::Nested),
 ];
 
 /// The jitter names `jitter = "..."` accepts.

@@ -20,6 +20,8 @@ pub(crate) struct Config {
     pub(crate) breaker: Option<Breaker>,
     pub(crate) bulkhead: Option<u32>,
     pub(crate) fallback: Option<syn::Path>,
+    pub(crate) retry_budget: Option<crate::attr::Budget>,
+    pub(crate) independent: bool,
 }
 
 /// The breaker settings.
@@ -120,6 +122,19 @@ pub(crate) fn check(
             }
         }
     }
+    if args.retry.as_ref().is_none_or(|retry| retry.value == 0) {
+        for (name, key) in [
+            ("retry_budget", args.retry_budget.as_ref().map(|s| s.key)),
+            ("nested", args.independent.as_ref().map(|s| s.key)),
+        ] {
+            if let Some(key) = key {
+                errors.push(
+                    key,
+                    format!("`{name}` governs retries, but this function makes none: add `retry = 2` (or more), or remove `{name}`"),
+                );
+            }
+        }
+    }
     if args.fallback.is_some() {
         for input in &sig.inputs {
             if let FnArg::Typed(arg) = input {
@@ -149,6 +164,8 @@ pub(crate) fn check(
         }),
         bulkhead: args.bulkhead.map(|s| s.value),
         fallback: args.fallback.map(|s| s.value),
+        retry_budget: args.retry_budget.map(|s| s.value),
+        independent: args.independent.is_some_and(|s| s.value),
     })
 }
 

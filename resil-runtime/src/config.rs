@@ -42,6 +42,9 @@ pub enum ConfigError {
         /// Limit of the whole operation.
         deadline: Duration,
     },
+    /// A retry budget's share or minimum is negative or not a number.
+    #[error("a retry budget needs a share ≥ 0 (\"20%\") and a minimum ≥ 0 retries per second")]
+    InvalidRetryBudget,
     /// A named breaker is already in use with other settings.
     #[error("breaker `{name}` is already in use with threshold {existing_threshold} and cooldown {existing_cooldown:?}; this site asks for threshold {threshold} and cooldown {cooldown:?}: configure every use of a named breaker alike")]
     BreakerConflict {

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::breaker::Transition;
+use crate::operation::OperationId;
 use crate::Rejected;
 
 /// Something a policy did.
@@ -16,6 +17,8 @@ use crate::Rejected;
 pub enum Event<'a> {
     /// An attempt is about to call the provider.
     AttemptStarted {
+        /// The logical operation (see [`crate::Operation`]).
+        operation: Option<OperationId>,
         /// The policy's name (the annotated function's path, for `#[resilient]`).
         site: &'a str,
         /// 0 for the first attempt.
@@ -23,6 +26,8 @@ pub enum Event<'a> {
     },
     /// An attempt ended.
     AttemptEnded {
+        /// The logical operation (see [`crate::Operation`]).
+        operation: Option<OperationId>,
         /// The policy's name.
         site: &'a str,
         /// 0 for the first attempt.
@@ -32,6 +37,8 @@ pub enum Event<'a> {
     },
     /// The policy is waiting before the next attempt.
     Waiting {
+        /// The logical operation (see [`crate::Operation`]).
+        operation: Option<OperationId>,
         /// The policy's name.
         site: &'a str,
         /// The attempt that failed.
@@ -41,10 +48,23 @@ pub enum Event<'a> {
     },
     /// The operation was rejected by the runtime (bulkhead, breaker, deadline).
     Rejected {
+        /// The logical operation (see [`crate::Operation`]).
+        operation: Option<OperationId>,
         /// The policy's name.
         site: &'a str,
         /// Why.
         rejected: &'a Rejected,
+    },
+    /// The operation ended on a transient failure although the error was worth retrying.
+    GaveUp {
+        /// The logical operation.
+        operation: Option<OperationId>,
+        /// The policy's name.
+        site: &'a str,
+        /// The attempt that failed last.
+        attempt: u32,
+        /// Why no retry was made.
+        reason: GiveUp,
     },
     /// A breaker changed state.
     BreakerTransition {
@@ -61,6 +81,35 @@ pub enum Event<'a> {
         /// What conflicts, and what to do.
         message: &'a str,
     },
+}
+
+/// Why an operation made no further retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GiveUp {
+    /// The policy declares no retries (`retry = 0`).
+    NoRetries,
+    /// The policy's own `retry` count is used up.
+    RetriesExhausted,
+    /// The operation's retry allowance, owned by an outer layer, is used up.
+    AllowanceSpent,
+    /// The retry budget across operations is used up.
+    BudgetExhausted,
+    /// The next wait would end past the deadline.
+    DeadlineTooClose,
+}
+
+impl GiveUp {
+    /// A short name for logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            GiveUp::NoRetries => "no retries declared",
+            GiveUp::RetriesExhausted => "retries exhausted",
+            GiveUp::AllowanceSpent => "operation's retry allowance spent",
+            GiveUp::BudgetExhausted => "retry budget exhausted",
+            GiveUp::DeadlineTooClose => "no time left before the deadline",
+        }
+    }
 }
 
 /// How an attempt ended.

@@ -74,12 +74,14 @@
 
 mod backoff;
 pub mod breaker;
+mod budget;
 mod bulkhead;
 mod config;
 mod deadline;
 pub mod events;
 #[cfg(all(test, resil_loom))]
 mod loom;
+pub mod operation;
 mod policy;
 mod rejected;
 mod sync;
@@ -89,8 +91,10 @@ pub use backoff::{Backoff, Jitter};
 pub use breaker::{
     Admission, Breaker, BreakerConfig, BreakerKey, BreakerState, KeyedBreakers, Verdict,
 };
+pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use config::ConfigError;
+pub use operation::{Operation, OperationId};
 pub use policy::{Execution, Next, Outcome, Policy, PolicyBuilder};
 pub use rejected::Rejected;
 pub use transient::Transient;

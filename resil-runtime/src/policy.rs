@@ -3,6 +3,7 @@
 
 use std::fmt;
 use std::future::Future;
+use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,9 +13,11 @@ use tokio::time::Instant;
 
 use crate::breaker::{named, Admit, Breaker, BreakerConfig, BreakerKey, BreakerState};
 use crate::breaker::{KeyedBreakers, Transition, Verdict};
+use crate::budget::RetryBudget;
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{Limited, Limits};
-use crate::events::{self, AttemptOutcome, Event, Listener};
+use crate::events::{self, AttemptOutcome, Event, GiveUp, Listener};
+use crate::operation::{self, Context, OperationId};
 use crate::{Backoff, ConfigError, Rejected, Transient};
 
 /// Timeout, deadline, retries with backoff, a circuit breaker and a bulkhead, applied in
@@ -66,6 +69,8 @@ pub struct Policy {
     rng: Option<Mutex<SmallRng>>,
     breaker: BreakerSource,
     bulkhead: Option<Bulkhead>,
+    budget: Option<RetryBudget>,
+    independent: bool,
     listener: Option<Arc<dyn Listener>>,
 }
 
@@ -88,7 +93,10 @@ impl fmt::Debug for Policy {
             BreakerSource::Shared(b) => d.field("breaker", b),
             BreakerSource::Keyed(k) => d.field("breaker", k),
         };
-        d.field("bulkhead", &self.bulkhead).finish()
+        d.field("bulkhead", &self.bulkhead)
+            .field("budget", &self.budget)
+            .field("independent", &self.independent)
+            .finish()
     }
 }
 
@@ -132,6 +140,9 @@ impl Policy {
     /// Runs one operation: `make_attempt` is called once per attempt and returns that
     /// attempt's future. The result is the first success, the first permanent error, or the
     /// last transient error or rejection once no retry is allowed.
+    ///
+    /// The futures run inside the operation ([`crate::Operation::current()`] is `Some` in
+    /// them); the factory itself runs just outside it.
     ///
     /// On a policy with keyed breakers use [`Policy::run_keyed`].
     pub async fn run<T, E, F, Fut>(&self, make_attempt: F) -> Result<T, E>
@@ -187,14 +198,35 @@ impl Policy {
                 Err(rejected) => (None, Some(rejected)),
             },
         };
+        let own_deadline = self.deadline.map(|deadline| Instant::now() + deadline);
+        // Inside an operation: the earlier deadline wins, and the outermost layer that
+        // declares retries owns the allowance.
+        let listening = events::resolve(self.listener.as_ref()).is_some();
+        let nested = operation::with_current(|context| {
+            if !self.independent && context.claim(self.retry) && listening {
+                context.set_owner(&self.name);
+            }
+            earliest(context.deadline(), own_deadline)
+        });
+        let (context, deadline) = match nested {
+            Some(deadline) => (None, deadline),
+            None => {
+                let context = Context::new(own_deadline, (self.retry > 0).then_some(self.retry));
+                if self.retry > 0 && listening {
+                    context.set_owner(&self.name);
+                }
+                (Some(context), own_deadline)
+            }
+        };
         Execution {
             policy: self,
             breaker,
             _permit: permit,
             rejected,
-            deadline: self.deadline.map(|deadline| Instant::now() + deadline),
+            deadline,
             attempt: 0,
             last_wait: None,
+            context,
         }
     }
 
@@ -226,6 +258,13 @@ impl Policy {
                 transition,
             })
         });
+    }
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -289,6 +328,8 @@ pub struct Execution<'p> {
     deadline: Option<Instant>,
     attempt: u32,
     last_wait: Option<Duration>,
+    /// The operation's context when this call opened it; lent to each attempt's scope.
+    context: Option<Context>,
 }
 
 impl fmt::Debug for Execution<'_> {
@@ -347,8 +388,37 @@ impl Execution<'_> {
         F: Future<Output = Result<T, E>>,
         E: Transient + From<Rejected>,
     {
-        let result = self.call(future).await;
-        self.decide(result).await
+        match self.context.take() {
+            // The outermost call lends the operation's context to the attempt, so nested
+            // calls in its body see it, and takes it back for the next attempt.
+            Some(context) => {
+                let (next, context) = {
+                    let mut scoped = pin!(operation::scope(context, async {
+                        let result = self.call(future).await;
+                        self.decide(result).await
+                    }));
+                    let next = scoped.as_mut().await;
+                    (next, scoped.as_mut().take_value())
+                };
+                self.context = context;
+                next
+            }
+            None => {
+                let result = self.call(future).await;
+                self.decide(result).await
+            }
+        }
+    }
+
+    fn with_context<R>(&self, f: impl FnOnce(&Context) -> R) -> Option<R> {
+        match &self.context {
+            Some(context) => Some(f(context)),
+            None => operation::with_current(f),
+        }
+    }
+
+    fn operation_id(&self) -> Option<OperationId> {
+        self.with_context(Context::id)
     }
 
     async fn call<T, E, F>(&mut self, future: F) -> Result<T, Failure<E>>
@@ -386,6 +456,11 @@ impl Execution<'_> {
             },
         };
         let policy = self.policy;
+        if self.attempt == 0 {
+            if let Some(budget) = &policy.budget {
+                budget.record_first_attempt();
+            }
+        }
         if let Some(admission) = &admission {
             if let Some(transition) = admission.transition() {
                 policy.emit_transition(admission.breaker(), transition);
@@ -395,6 +470,7 @@ impl Execution<'_> {
         policy.emit(|listener| {
             listener.on_event(&Event::AttemptStarted {
                 site: &policy.name,
+                operation: self.operation_id(),
                 attempt,
             })
         });
@@ -420,6 +496,7 @@ impl Execution<'_> {
             };
             listener.on_event(&Event::AttemptEnded {
                 site: &policy.name,
+                operation: self.operation_id(),
                 attempt,
                 outcome,
             })
@@ -444,8 +521,11 @@ impl Execution<'_> {
             Err(Failure::Rejected(rejected @ Rejected::Timeout { .. })) => E::from(rejected),
             Err(Failure::Rejected(rejected)) => return self.reject(rejected),
         };
+        if self.policy.retry == 0 {
+            return self.give_up(error, GiveUp::NoRetries);
+        }
         if self.attempt >= self.policy.retry {
-            return Next::Done(Outcome::Failed(error));
+            return self.give_up(error, GiveUp::RetriesExhausted);
         }
         if let Some(breaker) = self.breaker.as_ref().map(BreakerRef::get) {
             if breaker.state() == BreakerState::Open {
@@ -459,14 +539,31 @@ impl Execution<'_> {
         if let Some(deadline) = self.deadline {
             // No wait is started that cannot end, with time for the call, before the deadline.
             if Instant::now() + wait >= deadline {
-                return Next::Done(Outcome::Failed(error));
+                return self.give_up(error, GiveUp::DeadlineTooClose);
             }
         }
+        let independent = self.policy.independent;
+        if !independent && self.with_context(Context::allowance) == Some(Some(0)) {
+            return self.give_up(error, GiveUp::AllowanceSpent);
+        }
+        if let Some(budget) = &self.policy.budget {
+            if !budget.try_withdraw() {
+                return self.give_up(error, GiveUp::BudgetExhausted);
+            }
+        }
+        self.with_context(|context| {
+            if independent {
+                context.count_retry();
+            } else {
+                context.draw();
+            }
+        });
         let attempt = self.attempt;
         let policy = self.policy;
         policy.emit(|listener| {
             listener.on_event(&Event::Waiting {
                 site: &policy.name,
+                operation: self.operation_id(),
                 attempt,
                 wait,
             })
@@ -479,11 +576,25 @@ impl Execution<'_> {
         Next::Retry
     }
 
+    fn give_up<T, E>(&self, error: E, reason: GiveUp) -> Next<T, E> {
+        let policy = self.policy;
+        policy.emit(|listener| {
+            listener.on_event(&Event::GaveUp {
+                site: &policy.name,
+                operation: self.operation_id(),
+                attempt: self.attempt,
+                reason,
+            })
+        });
+        Next::Done(Outcome::Failed(error))
+    }
+
     fn reject<T, E: From<Rejected>>(&self, rejected: Rejected) -> Next<T, E> {
         let policy = self.policy;
         policy.emit(|listener| {
             listener.on_event(&Event::Rejected {
                 site: &policy.name,
+                operation: self.operation_id(),
                 rejected: &rejected,
             })
         });
@@ -528,6 +639,8 @@ pub struct PolicyBuilder {
     seed: Option<u64>,
     breaker: BreakerSpec,
     bulkhead: Option<usize>,
+    budget: Option<(f64, f64)>,
+    independent: bool,
     listener: Option<Arc<dyn Listener>>,
 }
 
@@ -617,6 +730,20 @@ impl PolicyBuilder {
         self
     }
 
+    /// Retries may add at most `ratio` (0.2 for 20 %) to first attempts over a sliding
+    /// 10-second window, plus `min_per_sec` retries per second (see [`RetryBudget`]).
+    pub fn retry_budget(mut self, ratio: f64, min_per_sec: f64) -> Self {
+        self.budget = Some((ratio, min_per_sec));
+        self
+    }
+
+    /// Inside another operation, keep this policy's own retry count instead of drawing from
+    /// the operation's allowance (`nested = "independent"`). See [`crate::operation`].
+    pub fn independent(mut self, independent: bool) -> Self {
+        self.independent = independent;
+        self
+    }
+
     /// Sends this policy's events to `listener` instead of the global one.
     pub fn listener(mut self, listener: Arc<dyn Listener>) -> Self {
         self.listener = Some(listener);
@@ -671,6 +798,10 @@ impl PolicyBuilder {
         }
         .with_jitter(self.jitter);
         let bulkhead = self.bulkhead.map(Bulkhead::new).transpose()?;
+        let budget = self
+            .budget
+            .map(|(ratio, min_per_sec)| RetryBudget::new(ratio, min_per_sec))
+            .transpose()?;
         let mut conflict = None;
         let breaker = match self.breaker {
             BreakerSpec::None => BreakerSource::None,
@@ -695,6 +826,8 @@ impl PolicyBuilder {
                 .map(|seed| Mutex::new(SmallRng::seed_from_u64(seed))),
             breaker,
             bulkhead,
+            budget,
+            independent: self.independent,
             listener: self.listener,
         };
         Ok((policy, conflict))

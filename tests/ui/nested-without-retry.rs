@@ -12,7 +12,7 @@ impl From<resil::Rejected> for Error {
 
 use resil::resilient;
 
-#[resilient(retry = 2, retry_budget = "20%")]
+#[resilient(timeout = "1s", nested = "independent")]
 async fn fetch() -> Result<u32, Error> {
     Ok(1)
 }
