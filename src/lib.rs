@@ -116,7 +116,7 @@ pub use resil_macros::Transient;
 /// | `timeout = "20s"` | limit for one attempt; past it the attempt fails with [`Rejected::Timeout`] (transient) | none |
 /// | `deadline = "45s"` | limit for the whole operation, all attempts and waits; no wait starts that cannot finish before it | none |
 /// | `retry = 2` | extra attempts after the first, only when the error `is_transient()` | 0 |
-/// | `backoff = "300ms..8s"` | wait before retry n = random(0, min(cap, base·2ⁿ)), never less than the error's `retry_after()` | `"300ms..8s"` |
+/// | `backoff = "300ms..8s"` | wait before retry n = random(0, min(cap, base·2ⁿ)); when the error has a `retry_after()`, that plus the draw, so clients told the same `Retry-After` do not return together (`jitter = "none"`: exactly the longer of the two) | `"300ms..8s"` |
 /// | `jitter = "full"` | `"full"`, `"equal"`, `"decorrelated"` or `"none"` | `"full"` |
 /// | `breaker = "openai"` | the process-wide circuit breaker of that name | none |
 /// | `breaker = "per_model"` | one breaker per value of the argument `model` (`&str`, `String`, or any `Clone + Hash + Eq + Display` type) | none |

@@ -52,6 +52,11 @@ async fn retry_after_is_a_floor() {
     let calls = Calls::default();
     let started = Instant::now();
     rate_limited(&calls).await.unwrap_err();
-    assert_eq!(started.elapsed(), Duration::from_secs(3));
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(3), "{waited:?}");
+    assert!(
+        waited <= Duration::from_millis(3010),
+        "the floor plus full jitter of 10ms: {waited:?}"
+    );
     assert_eq!(calls.count(), 2);
 }

@@ -9,7 +9,7 @@ use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
 use crate::attr::{self, BreakerArg, Errors};
 use crate::duration::human;
-use crate::valid::{self, Config, DEFAULT_BACKOFF};
+use crate::valid::{self, Config};
 
 /// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
 /// errors, so one mistake does not cascade into "cannot find function" errors.
@@ -381,7 +381,11 @@ fn docs(config: &Config) -> Vec<syn::Attribute> {
     if let Some(deadline) = config.deadline {
         parts.push(format!("deadline {}", human(deadline)));
     }
-    let (base, cap) = config.backoff.unwrap_or(DEFAULT_BACKOFF);
+    let backoff = match config.backoff {
+        Some((base, cap)) => resil_runtime::Backoff::new(base, cap).unwrap_or_default(),
+        None => resil_runtime::Backoff::default(),
+    };
+    let (base, cap) = (backoff.base(), backoff.cap());
     if config.retry > 0 {
         parts.push(format!("retry {}", config.retry));
         parts.push(format!("backoff {}..{}", human(base), human(cap)));
@@ -418,10 +422,11 @@ fn docs(config: &Config) -> Vec<syn::Attribute> {
             fallback.to_token_stream().to_string().replace(' ', "")
         ));
     }
-    let worst = match worst_case(config, base, cap) {
-        Some(worst) => format!("worst case {} s", worst.as_millis() as f64 / 1000.0),
-        None => "worst case unbounded: no `timeout` or `deadline`".to_owned(),
-    };
+    let worst =
+        match resil_runtime::worst_case(config.timeout, config.deadline, config.retry, &backoff) {
+            Some(worst) => format!("worst case {} s", worst.as_millis() as f64 / 1000.0),
+            None => "worst case unbounded: no `timeout` or `deadline`".to_owned(),
+        };
     let fallback_note = if config.fallback.is_some() {
         ", plus the fallback's"
     } else {
@@ -434,27 +439,6 @@ fn docs(config: &Config) -> Vec<syn::Attribute> {
         syn::parse_quote!(#[doc = ""]),
         syn::parse_quote!(#[doc = #line]),
     ]
-}
-
-/// Every attempt timing out and every wait at its longest, capped by the deadline.
-fn worst_case(
-    config: &Config,
-    base: std::time::Duration,
-    cap: std::time::Duration,
-) -> Option<std::time::Duration> {
-    let attempts = config.timeout.map(|timeout| {
-        let waits: std::time::Duration = (0..config.retry)
-            .map(|n| {
-                base.saturating_mul(1u32.checked_shl(n.min(31)).unwrap_or(u32::MAX))
-                    .min(cap)
-            })
-            .sum();
-        timeout.saturating_mul(config.retry + 1) + waits
-    });
-    match (attempts, config.deadline) {
-        (Some(attempts), Some(deadline)) => Some(attempts.min(deadline)),
-        (attempts, deadline) => attempts.or(deadline),
-    }
 }
 
 #[cfg(test)]

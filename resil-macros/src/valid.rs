@@ -31,8 +31,6 @@ pub(crate) struct Breaker {
     pub(crate) cooldown: Duration,
 }
 
-pub(crate) const DEFAULT_BACKOFF: (Duration, Duration) =
-    (Duration::from_millis(300), Duration::from_secs(8));
 const DEFAULT_THRESHOLD: u32 = 5;
 const DEFAULT_COOLDOWN: Duration = Duration::from_secs(30);
 

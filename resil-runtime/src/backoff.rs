@@ -29,7 +29,9 @@ pub enum Jitter {
 /// Exponential backoff between `base` and `cap`, with jitter.
 ///
 /// The wait before retry `n` (counting from 0) under full jitter is
-/// `random(0, min(cap, base·2ⁿ))`. The caller floors it at the error's `retry_after()`.
+/// `random(0, min(cap, base·2ⁿ))`. When the error carries a `retry_after()`, a policy waits
+/// that long plus the draw (with `Jitter::None`, the longer of the two), so that clients given
+/// the same `Retry-After` spread out instead of returning together.
 ///
 /// ```
 /// use resil_runtime::{Backoff, Jitter};

@@ -79,6 +79,9 @@ mod bulkhead;
 mod config;
 mod deadline;
 pub mod events;
+#[cfg(feature = "http")]
+pub mod http;
+mod latency;
 #[cfg(all(test, resil_loom))]
 mod loom;
 pub mod operation;
@@ -94,6 +97,7 @@ pub use breaker::{
 pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use config::ConfigError;
+pub use latency::worst_case;
 pub use operation::{Operation, OperationId};
 pub use policy::{Execution, Next, Outcome, Policy, PolicyBuilder};
 pub use rejected::Rejected;

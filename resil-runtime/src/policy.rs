@@ -18,7 +18,7 @@ use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{Limited, Limits};
 use crate::events::{self, AttemptOutcome, Event, GiveUp, Listener};
 use crate::operation::{self, Context, OperationId};
-use crate::{Backoff, ConfigError, Rejected, Transient};
+use crate::{Backoff, ConfigError, Jitter, Rejected, Transient};
 
 /// Timeout, deadline, retries with backoff, a circuit breaker and a bulkhead, applied in
 /// this order: bulkhead (one permit for the whole operation) → retry loop → breaker check →
@@ -114,6 +114,11 @@ impl Policy {
     /// Extra attempts after the first.
     pub fn retries(&self) -> u32 {
         self.retry
+    }
+
+    /// The longest one operation can take (see [`crate::worst_case`]).
+    pub fn worst_case(&self) -> Option<Duration> {
+        crate::worst_case(self.timeout, self.deadline, self.retry, &self.backoff)
     }
 
     /// The bulkhead, if any.
@@ -230,6 +235,8 @@ impl Policy {
         }
     }
 
+    /// The backoff's draw; a `Retry-After` is a floor under it, not a replacement: clients
+    /// told the same `Retry-After` would otherwise all come back at the same instant.
     fn wait(&self, retry: u32, previous: Option<Duration>, floor: Option<Duration>) -> Duration {
         let drawn = match &self.rng {
             Some(rng) => {
@@ -240,7 +247,11 @@ impl Policy {
             }
             None => self.backoff.delay(retry, previous, &mut rand::rng()),
         };
-        drawn.max(floor.unwrap_or_default())
+        match (floor, self.backoff.jitter()) {
+            (None, _) => drawn,
+            (Some(floor), Jitter::None) => drawn.max(floor),
+            (Some(floor), _) => floor.saturating_add(drawn),
+        }
     }
 
     /// Builds and sends an event only when someone listens.
@@ -635,7 +646,7 @@ pub struct PolicyBuilder {
     deadline: Option<Duration>,
     retry: u32,
     backoff: Option<(Duration, Duration)>,
-    jitter: crate::Jitter,
+    jitter: Jitter,
     seed: Option<u64>,
     breaker: BreakerSpec,
     bulkhead: Option<usize>,
@@ -684,8 +695,8 @@ impl PolicyBuilder {
         self
     }
 
-    /// How waits are drawn (default [`crate::Jitter::Full`]).
-    pub fn jitter(mut self, jitter: crate::Jitter) -> Self {
+    /// How waits are drawn (default [`Jitter::Full`]).
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
         self.jitter = jitter;
         self
     }
