@@ -60,15 +60,32 @@ pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> 
 }
 
 /// Transient when the server answered 429, 408 or 5xx, when the connection could not be
-/// made, or when the request timed out; permanent otherwise (a 4xx, a body that does not
-/// decode, a malformed request).
+/// made or was lost (reset, closed mid-answer), or when the request timed out; permanent
+/// otherwise (a 4xx, a body that does not decode, a malformed request).
 #[cfg(feature = "reqwest")]
 impl Transient for reqwest::Error {
     fn is_transient(&self) -> bool {
-        match self.status() {
-            Some(status) => status.is_transient(),
-            None => self.is_timeout() || self.is_connect() || self.is_body(),
+        if let Some(status) = self.status() {
+            return status.is_transient();
         }
+        if self.is_timeout() || self.is_connect() {
+            return true;
+        }
+        // A connection lost mid-answer surfaces as a body or decode error that wraps the
+        // I/O error or hyper's "incomplete message".
+        let mut source = std::error::Error::source(self);
+        while let Some(error) = source {
+            if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                return io.is_transient();
+            }
+            if let Some(hyper) = error.downcast_ref::<hyper::Error>() {
+                if hyper.is_incomplete_message() || hyper.is_closed() || hyper.is_canceled() {
+                    return true;
+                }
+            }
+            source = error.source();
+        }
+        false
     }
 }
 

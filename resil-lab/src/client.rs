@@ -1,0 +1,228 @@
+//! A chat client over reqwest, made resilient with one attribute per method, and the
+//! scenarios it plays against the [mock provider](crate::mock).
+
+use std::time::Duration;
+
+use http::StatusCode;
+use resil::{resilient, Operation, Rejected, Transient};
+
+/// What can go wrong talking to the provider.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The provider answered with an error status.
+    #[error("the provider answered {status}")]
+    Status {
+        /// The status.
+        status: StatusCode,
+        /// Its `Retry-After`, if any.
+        retry_after: Option<Duration>,
+    },
+    /// The request failed on the way (connect, reset, ...).
+    #[error(transparent)]
+    Http(#[from] reqwest::Error),
+    /// The stream ended before its final `[DONE]`.
+    #[error("the answer stopped before its end")]
+    Truncated,
+    /// The runtime stopped the call.
+    #[error(transparent)]
+    Rejected(#[from] Rejected),
+}
+
+/// By hand, because the status decides: 429, 408 and 5xx are worth another try.
+impl Transient for ClientError {
+    fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Status { status, .. } => status.is_transient(),
+            ClientError::Http(error) => error.is_transient(),
+            ClientError::Truncated => true,
+            ClientError::Rejected(rejected) => rejected.is_transient(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ClientError::Status { retry_after, .. } => *retry_after,
+            ClientError::Rejected(rejected) => rejected.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+/// A streamed answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The tokens, concatenated.
+    pub text: String,
+    /// The attempt that produced it (0 for the first).
+    pub attempt: u32,
+}
+
+/// Talks to one provider.
+#[derive(Debug, Clone)]
+pub struct ChatClient {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl ChatClient {
+    /// A client for the provider at `base` (`http://127.0.0.1:PORT`).
+    pub fn new(base: impl Into<String>) -> Self {
+        ChatClient {
+            http: reqwest::Client::new(),
+            base: base.into(),
+        }
+    }
+
+    /// Impatient: 300 ms per attempt, 2 retries. Each attempt sends the operation's id as
+    /// `Idempotency-Key`, so a retry after a timeout is not billed twice.
+    #[resilient(timeout = "300ms", retry = 2, backoff = "50ms..100ms")]
+    pub async fn complete(&self, path: &str) -> Result<Completion, ClientError> {
+        self.stream(path).await
+    }
+
+    /// Patient: 5 s per attempt, 3 retries: for a provider that is busy, not down.
+    #[resilient(timeout = "5s", retry = 3, backoff = "50ms..100ms")]
+    pub async fn complete_patiently(&self, path: &str) -> Result<Completion, ClientError> {
+        self.stream(path).await
+    }
+
+    async fn stream(&self, path: &str) -> Result<Completion, ClientError> {
+        let operation = Operation::current();
+        let mut request = self.http.post(format!("{}{path}", self.base));
+        if let Some(operation) = &operation {
+            request = request.header("idempotency-key", operation.id().to_string());
+        }
+        let mut response = request.send().await?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(ClientError::Status {
+                status,
+                retry_after: resil::http::retry_after(response.headers()),
+            });
+        }
+        let mut buffer = String::new();
+        let mut text = String::new();
+        while let Some(chunk) = response.chunk().await? {
+            buffer.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buffer.find("\n\n") {
+                let event: String = buffer.drain(..end + 2).collect();
+                let Some(data) = event.trim().strip_prefix("data: ") else {
+                    continue;
+                };
+                if data == "[DONE]" {
+                    return Ok(Completion {
+                        text,
+                        attempt: operation.map_or(0, |o| o.attempt()),
+                    });
+                }
+                let value: serde_json::Value =
+                    serde_json::from_str(data).map_err(|_| ClientError::Truncated)?;
+                if let Some(token) = value["choices"][0]["delta"]["content"].as_str() {
+                    text.push_str(token);
+                }
+            }
+        }
+        Err(ClientError::Truncated)
+    }
+}
+
+/// One step of the [`tour`].
+#[derive(Debug)]
+pub struct Step {
+    /// What the step shows.
+    pub name: &'static str,
+    /// What the caller got (for several concurrent callers: the last one's).
+    pub results: Vec<Result<Completion, ClientError>>,
+    /// Until the last caller had its answer.
+    pub elapsed: Duration,
+    /// What the provider did during the step.
+    pub provider: crate::mock::Stats,
+}
+
+/// The client against a fresh mock provider on loopback: a hang cut by the timeout, a 401
+/// not retried, 429s waited out per `Retry-After`, a timeout-then-retry billed once thanks
+/// to the idempotency key, and streams cut by a reset and by an orderly close.
+pub async fn tour() -> std::io::Result<Vec<Step>> {
+    use crate::mock::{MockProvider, Stats};
+    use futures::future::join_all;
+
+    let provider = MockProvider::start().await?;
+    let client = ChatClient::new(provider.url(""));
+    let mut steps = Vec::new();
+    let mut before = provider.stats();
+    let mut step = |name, results, elapsed: Duration, after: Stats| {
+        let delta = Stats {
+            requests: after.requests - before.requests,
+            generations: after.generations - before.generations,
+            replays: after.replays - before.replays,
+            rate_limited: after.rate_limited - before.rate_limited,
+        };
+        before = after;
+        steps.push(Step {
+            name,
+            results,
+            elapsed,
+            provider: delta,
+        });
+    };
+
+    let started = std::time::Instant::now();
+    let hang = client.complete("/hang").await;
+    step(
+        "hang, cut by the timeout",
+        vec![hang],
+        started.elapsed(),
+        provider.stats(),
+    );
+
+    let started = std::time::Instant::now();
+    let unauthorized = client.complete("/401").await;
+    step(
+        "401, not retried",
+        vec![unauthorized],
+        started.elapsed(),
+        provider.stats(),
+    );
+
+    let started = std::time::Instant::now();
+    let busy =
+        join_all((0..5).map(|_| client.complete_patiently("/v1/chat/completions?delay=100"))).await;
+    step(
+        "5 at once against a capacity of 3: 429, Retry-After",
+        busy,
+        started.elapsed(),
+        provider.stats(),
+    );
+
+    let started = std::time::Instant::now();
+    let slow = client.complete("/v1/chat/completions?delay=80").await;
+    step(
+        "timeout, retry with the same Idempotency-Key",
+        vec![slow],
+        started.elapsed(),
+        provider.stats(),
+    );
+
+    let started = std::time::Instant::now();
+    let reset = client.complete("/v1/chat/completions?cut=2").await;
+    step(
+        "stream reset after 2 chunks",
+        vec![reset],
+        started.elapsed(),
+        provider.stats(),
+    );
+
+    let started = std::time::Instant::now();
+    let closed = client
+        .complete("/v1/chat/completions?cut=2&how=close")
+        .await;
+    step(
+        "stream closed after 2 chunks, no [DONE]",
+        vec![closed],
+        started.elapsed(),
+        provider.stats(),
+    );
+
+    provider.stop().await;
+    Ok(steps)
+}

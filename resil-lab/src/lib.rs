@@ -1,0 +1,56 @@
+//! The outage lab: resil against the classic outages, as functions that return their
+//! figures. The examples print them; the tests assert them.
+//!
+//! Scenarios run on whatever clock the caller's runtime has: under tokio's paused clock
+//! (the examples and tests start one) a minute-long outage takes no wall time. The mock
+//! provider is a real HTTP server on 127.0.0.1 and runs on real time.
+#![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
+
+pub mod client;
+pub mod fallback_trap;
+pub mod mock;
+pub mod report;
+pub mod retry_storm;
+pub mod thundering_herd;
+pub mod triage;
+pub mod worst_case;
+
+use resil::{Rejected, Transient};
+
+/// The error a simulated LLM provider fails with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Transient)]
+pub enum LlmError {
+    /// 503: try again later.
+    #[error("provider unavailable (503)")]
+    #[transient]
+    Unavailable,
+    /// 429 with a `Retry-After`.
+    #[error("rate limited (429), retry after {0:?}")]
+    #[transient(retry_after = 0)]
+    RateLimited(std::time::Duration),
+    /// 401: the same request will fail the same way.
+    #[error("unauthorized (401)")]
+    Unauthorized,
+    /// The runtime stopped the call.
+    #[error(transparent)]
+    #[transient(transparent)]
+    Rejected(#[from] Rejected),
+}
+
+impl LlmError {
+    /// The outcome kind for tables: `timeout`, `breaker_open`, `unavailable`, ...
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LlmError::Unavailable => "unavailable",
+            LlmError::RateLimited(_) => "rate_limited",
+            LlmError::Unauthorized => "unauthorized",
+            LlmError::Rejected(rejected) => rejected.kind(),
+        }
+    }
+}
+
+/// True when the program was asked for JSON lines (`--json`).
+pub fn json_requested() -> bool {
+    std::env::args().any(|arg| arg == "--json")
+}

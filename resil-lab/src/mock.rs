@@ -1,0 +1,329 @@
+//! A hostile mock provider: a real HTTP/1.1 server on 127.0.0.1 speaking a
+//! chat-completions-like protocol with Server-Sent Events.
+//!
+//! - `POST /v1/chat/completions`: streams `tokens` chunks (`?tokens=N`, default 5), each after
+//!   `?delay=ms` (default 0), then `data: [DONE]`. `?cut=N` abandons the stream after N
+//!   chunks: by connection reset, or with `&how=close` by an orderly end without `[DONE]`.
+//!   At most 3 requests generate at once; beyond that, 429 with `Retry-After` (1 s by
+//!   default). With an `Idempotency-Key` header, a key seen before replays the answer
+//!   generated for it (waiting for it if it is still being generated) instead of generating
+//!   and billing it again. Generation goes on when the client hangs up, as it does at real
+//!   providers: it is billed either way.
+//! - `/hang`: accepts the request and never answers.
+//! - `/401`: answers 401 Unauthorized.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+
+type Body = BoxBody<Bytes, std::io::Error>;
+/// A finished answer's chunks, published when generation ends.
+type Answer = Option<Arc<Vec<String>>>;
+
+/// What the provider has done so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// HTTP requests received.
+    pub requests: u32,
+    /// Answers generated (and billed).
+    pub generations: u32,
+    /// Answers replayed for a known `Idempotency-Key`.
+    pub replays: u32,
+    /// Requests turned away with 429.
+    pub rate_limited: u32,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    requests: AtomicU32,
+    generations: AtomicU32,
+    replays: AtomicU32,
+    rate_limited: AtomicU32,
+    generating: AtomicU32,
+    capacity: u32,
+    retry_after_secs: u64,
+    /// Idempotency key → the answer's chunks, filled in when generation ends.
+    answers: Mutex<HashMap<String, watch::Receiver<Answer>>>,
+}
+
+/// The running server; stopped when dropped or by [`MockProvider::stop`].
+#[derive(Debug)]
+pub struct MockProvider {
+    addr: SocketAddr,
+    state: Arc<State>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl MockProvider {
+    /// Starts on an ephemeral port of 127.0.0.1: 3 generations at once, `Retry-After: 1`.
+    pub async fn start() -> std::io::Result<Self> {
+        Self::with_capacity(3, 1).await
+    }
+
+    /// Starts with another capacity and `Retry-After`.
+    pub async fn with_capacity(capacity: u32, retry_after_secs: u64) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(State {
+            capacity,
+            retry_after_secs,
+            ..State::default()
+        });
+        let (shutdown, mut stop) = oneshot::channel();
+        let served = Arc::clone(&state);
+        let task = tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    _ = &mut stop => break,
+                    accepted = listener.accept() => {
+                        let Ok((stream, _)) = accepted else { continue };
+                        // Dropping an aborted connection then sends a reset, not a FIN.
+                        let _ = stream.set_zero_linger();
+                        let state = Arc::clone(&served);
+                        connections.spawn(async move {
+                            let service = service_fn(move |request| handle(Arc::clone(&state), request));
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(TokioIo::new(stream), service)
+                                .await;
+                        });
+                    }
+                }
+            }
+            connections.shutdown().await;
+        });
+        Ok(MockProvider {
+            addr,
+            state,
+            shutdown: Some(shutdown),
+            task: Some(task),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT` + `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// What it has done so far.
+    pub fn stats(&self) -> Stats {
+        let load = |n: &AtomicU32| n.load(Ordering::SeqCst);
+        Stats {
+            requests: load(&self.state.requests),
+            generations: load(&self.state.generations),
+            replays: load(&self.state.replays),
+            rate_limited: load(&self.state.rate_limited),
+        }
+    }
+
+    /// Stops accepting, closes every connection and waits for the server task.
+    pub async fn stop(mut self) {
+        self.shut_down();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+
+    fn shut_down(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+    }
+}
+
+impl Drop for MockProvider {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+fn full(status: StatusCode, body: &'static str) -> Response<Body> {
+    let mut response = Response::new(
+        Full::new(Bytes::from_static(body.as_bytes()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = status;
+    response
+}
+
+fn query(request: &Request<Incoming>, key: &str) -> Option<String> {
+    request.uri().query()?.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=')?;
+        (name == key).then(|| value.to_owned())
+    })
+}
+
+async fn handle(
+    state: Arc<State>,
+    request: Request<Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    state.requests.fetch_add(1, Ordering::SeqCst);
+    let response = match request.uri().path() {
+        "/hang" => std::future::pending().await,
+        "/401" => full(StatusCode::UNAUTHORIZED, r#"{"error":"invalid api key"}"#),
+        "/v1/chat/completions" => completions(state, request),
+        _ => full(StatusCode::NOT_FOUND, r#"{"error":"no such endpoint"}"#),
+    };
+    Ok(response)
+}
+
+fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> {
+    let number = |key, default| {
+        query(&request, key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let tokens: usize = number("tokens", 5);
+    let delay = Duration::from_millis(number("delay", 0) as u64);
+    let cut: Option<usize> = query(&request, "cut").and_then(|v| v.parse().ok());
+    let orderly = query(&request, "how").as_deref() == Some("close");
+    let key = request
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+
+    let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);
+    let known = key
+        .as_ref()
+        .and_then(|key| state.answers.lock().unwrap().get(key).cloned());
+    match known {
+        Some(mut answer) => {
+            state.replays.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let chunks = loop {
+                    if let Some(chunks) = answer.borrow().clone() {
+                        break chunks;
+                    }
+                    if answer.changed().await.is_err() {
+                        return;
+                    }
+                };
+                for chunk in chunks.iter() {
+                    let _ = tx.send(Ok(Frame::data(sse(chunk)))).await;
+                }
+                let _ = tx
+                    .send(Ok(Frame::data(Bytes::from_static(b"data: [DONE]\n\n"))))
+                    .await;
+            });
+        }
+        None => {
+            if state.generating.fetch_add(1, Ordering::SeqCst) >= state.capacity {
+                state.generating.fetch_sub(1, Ordering::SeqCst);
+                state.rate_limited.fetch_add(1, Ordering::SeqCst);
+                let mut response = full(StatusCode::TOO_MANY_REQUESTS, r#"{"error":"overloaded"}"#);
+                response
+                    .headers_mut()
+                    .insert(http::header::RETRY_AFTER, state.retry_after_secs.into());
+                return response;
+            }
+            state.generations.fetch_add(1, Ordering::SeqCst);
+            let (done, answer) = watch::channel(None);
+            if let Some(key) = &key {
+                state.answers.lock().unwrap().insert(key.clone(), answer);
+            }
+            let generation = Generation {
+                tokens,
+                delay,
+                cut,
+                orderly,
+                key,
+            };
+            tokio::spawn(generate(state, generation, tx, done));
+        }
+    }
+    let body = StreamBody::new(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|frame| (frame, rx))
+    }));
+    let mut response = Response::new(BodyExt::boxed(body));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        "text/event-stream".parse().expect("valid header"),
+    );
+    response
+}
+
+fn sse(token: &str) -> Bytes {
+    Bytes::from(format!(
+        "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{token}\"}}}}]}}\n\n"
+    ))
+}
+
+/// What one request asked to be generated.
+struct Generation {
+    tokens: usize,
+    delay: Duration,
+    cut: Option<usize>,
+    orderly: bool,
+    key: Option<String>,
+}
+
+/// Generates the whole answer, streaming it while the client listens; billing does not stop
+/// when the client hangs up.
+async fn generate(
+    state: Arc<State>,
+    generation: Generation,
+    tx: mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
+    done: watch::Sender<Answer>,
+) {
+    let mut chunks = Vec::with_capacity(generation.tokens);
+    for n in 0..generation.tokens {
+        tokio::time::sleep(generation.delay).await;
+        let token = format!("token{n} ");
+        if generation.cut == Some(n) {
+            if !generation.orderly {
+                let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut");
+                let _ = tx.send(Err(reset)).await;
+            }
+            // An abandoned answer is not replayed: a retry with the same key generates anew.
+            if let Some(key) = &generation.key {
+                state.answers.lock().unwrap().remove(key);
+            }
+            state.generating.fetch_sub(1, Ordering::SeqCst);
+            return;
+        }
+        let _ = tx.send(Ok(Frame::data(sse(&token)))).await;
+        chunks.push(token);
+    }
+    let _ = tx
+        .send(Ok(Frame::data(Bytes::from_static(b"data: [DONE]\n\n"))))
+        .await;
+    state.generating.fetch_sub(1, Ordering::SeqCst);
+    let _ = done.send(Some(Arc::new(chunks)));
+}
+
+/// One JSON object for a step of a client's run against the mock.
+pub fn step_json(
+    name: &str,
+    answered: usize,
+    callers: usize,
+    elapsed: Duration,
+    stats: Stats,
+) -> serde_json::Value {
+    serde_json::json!({
+        "step": name,
+        "answered": answered,
+        "callers": callers,
+        "elapsed_ms": elapsed.as_millis() as u64,
+        "requests": stats.requests,
+        "generations": stats.generations,
+        "replays": stats.replays,
+        "rate_limited": stats.rate_limited,
+    })
+}

@@ -1,0 +1,174 @@
+//! The headline: 100 requests from 10 parallel clients against a provider that hangs, each
+//! attempt cut at 1 s. Unprotected, with retries, with retries and a breaker (then the
+//! provider recovers), and a healthy provider behind a bulkhead with eager clients.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::future::join_all;
+use resil::resilient;
+use tokio::time::Instant;
+
+use crate::report::Row;
+use crate::LlmError;
+
+/// What the original measured, row by row: total ms, p50 ms, calls, outcomes.
+pub const ORIGINAL: &[(&str, &str)] = &[
+    ("a", "10066 ms, p50 1007, 100 calls"),
+    ("b", "32026 ms, p50 3178, 300 calls"),
+    (
+        "c",
+        "2063 ms, p50 0, 14 calls, 90 rejected by the open breaker",
+    ),
+    ("c_recovered", "278 ms, 100 ok"),
+    ("d", "4 ok, 96 rejected"),
+];
+
+/// A provider that hangs until it recovers, then answers in 20 ms.
+#[derive(Debug, Default)]
+pub struct Provider {
+    calls: AtomicU32,
+    healthy: AtomicBool,
+}
+
+impl Provider {
+    /// A provider in the given state.
+    pub fn new(healthy: bool) -> Self {
+        Provider {
+            calls: AtomicU32::new(0),
+            healthy: AtomicBool::new(healthy),
+        }
+    }
+
+    async fn call(&self) -> Result<(), LlmError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if !self.healthy.load(Ordering::Relaxed) {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        Ok(())
+    }
+
+    /// Calls so far.
+    pub fn calls(&self) -> u32 {
+        self.calls.load(Ordering::Relaxed)
+    }
+}
+
+#[resilient(timeout = "1s")]
+async fn unprotected(provider: &Provider) -> Result<(), LlmError> {
+    provider.call().await
+}
+
+#[resilient(timeout = "1s", retry = 2)]
+async fn retried(provider: &Provider) -> Result<(), LlmError> {
+    provider.call().await
+}
+
+#[resilient(
+    timeout = "1s",
+    retry = 2,
+    breaker = "retry_storm",
+    breaker_threshold = 5,
+    breaker_cooldown = "2s"
+)]
+async fn guarded(provider: &Provider) -> Result<(), LlmError> {
+    provider.call().await
+}
+
+#[resilient(timeout = "1s", bulkhead = 4)]
+async fn bulkheaded(provider: &Provider) -> Result<(), LlmError> {
+    provider.call().await
+}
+
+/// 100 requests shared by 10 clients, each sending its next request when the last ends.
+async fn clients<'a, F, Fut>(
+    provider: &'a Provider,
+    call: F,
+) -> (Duration, Vec<(Duration, Result<(), LlmError>)>)
+where
+    F: Fn(&'a Provider) -> Fut,
+    Fut: std::future::Future<Output = Result<(), LlmError>>,
+{
+    let next = AtomicUsize::new(0);
+    let started = Instant::now();
+    let per_client = join_all((0..10).map(|_| async {
+        let mut mine = Vec::new();
+        while next.fetch_add(1, Ordering::Relaxed) < 100 {
+            let sent = Instant::now();
+            let result = call(provider).await;
+            mine.push((sent.elapsed(), result));
+        }
+        mine
+    }))
+    .await;
+    (
+        started.elapsed(),
+        per_client.into_iter().flatten().collect(),
+    )
+}
+
+/// Runs every row. Call it once per process: the breaker and the bulkhead are per function,
+/// as in an application.
+pub async fn run() -> Vec<Row> {
+    let mut rows = Vec::new();
+
+    let provider = Provider::new(false);
+    let (total, results) = clients(&provider, unprotected).await;
+    rows.push(Row::new(
+        "a",
+        "unprotected (1 s timeout)",
+        total,
+        provider.calls(),
+        &results,
+    ));
+
+    let provider = Provider::new(false);
+    let (total, results) = clients(&provider, retried).await;
+    rows.push(Row::new(
+        "b",
+        "retry = 2",
+        total,
+        provider.calls(),
+        &results,
+    ));
+
+    let provider = Provider::new(false);
+    let (total, results) = clients(&provider, guarded).await;
+    rows.push(Row::new(
+        "c",
+        "retry = 2 + breaker 5 / 2 s",
+        total,
+        provider.calls(),
+        &results,
+    ));
+
+    provider.healthy.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let before = provider.calls();
+    let (total, results) = clients(&provider, guarded).await;
+    rows.push(Row::new(
+        "c_recovered",
+        "(c) after recovery + 2.1 s",
+        total,
+        provider.calls() - before,
+        &results,
+    ));
+
+    let provider = Provider::new(true);
+    let started = Instant::now();
+    let results = join_all((0..100).map(|_| async {
+        let sent = Instant::now();
+        let result = bulkheaded(&provider).await;
+        (sent.elapsed(), result)
+    }))
+    .await;
+    rows.push(Row::new(
+        "d",
+        "bulkhead = 4, 100 eager requests",
+        started.elapsed(),
+        provider.calls(),
+        &results,
+    ));
+    rows
+}
