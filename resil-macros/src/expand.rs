@@ -1,7 +1,7 @@
 //! The expansion of `#[resilient]`: the signature stays as written, the body becomes a short
 //! call of the runtime (a `static` policy, then one fresh `async` block per attempt).
 
-use proc_macro2::{Ident, Span, TokenStream, TokenTree};
+use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
@@ -172,9 +172,10 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
 fn duration(duration: std::time::Duration) -> TokenStream {
     let nanos = duration.as_nanos() as u64;
     if nanos % 1_000_000 == 0 {
-        let millis = nanos / 1_000_000;
+        let millis = Literal::u64_unsuffixed(nanos / 1_000_000);
         quote! { ::resil::__private::Duration::from_millis(#millis) }
     } else {
+        let nanos = Literal::u64_unsuffixed(nanos);
         quote! { ::resil::__private::Duration::from_nanos(#nanos) }
     }
 }
@@ -193,7 +194,7 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
         calls.push(quote! { .deadline(#deadline) });
     }
     if config.retry > 0 {
-        let retry = config.retry;
+        let retry = Literal::u32_unsuffixed(config.retry);
         calls.push(quote! { .retry(#retry) });
     }
     if let Some((base, cap)) = config.backoff {
@@ -205,14 +206,17 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
         calls.push(quote! { .jitter(::resil::__private::Jitter::#variant) });
     }
     if let Some(breaker) = &config.breaker {
-        let (threshold, cooldown) = (breaker.threshold, duration(breaker.cooldown));
+        let (threshold, cooldown) = (
+            Literal::u32_unsuffixed(breaker.threshold),
+            duration(breaker.cooldown),
+        );
         calls.push(match &breaker.kind {
             BreakerArg::Named(name) => quote! { .breaker_named(#name, #threshold, #cooldown) },
             BreakerArg::PerArg(arg) => quote! { .breaker_per_key(#arg, #threshold, #cooldown) },
         });
     }
     if let Some(bulkhead) = config.bulkhead {
-        let bulkhead = bulkhead as usize;
+        let bulkhead = Literal::u32_unsuffixed(bulkhead);
         calls.push(quote! { .bulkhead(#bulkhead) });
     }
     if let Some(budget) = config.retry_budget {

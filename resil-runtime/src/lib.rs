@@ -72,6 +72,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
+mod attempt;
 mod backoff;
 pub mod breaker;
 mod budget;
@@ -90,6 +91,7 @@ mod rejected;
 mod sync;
 mod transient;
 
+pub use attempt::Attempt;
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{
     Admission, Breaker, BreakerConfig, BreakerKey, BreakerState, KeyedBreakers, Verdict,

@@ -17,61 +17,79 @@
 //!   contract with its own budget (a different team's service, a queue hand-off whose
 //!   retries the caller never sees), and wrong for plain layering, where it multiplies.
 //!
-//! The context lives in the task that runs the operation: a task started with
-//! `tokio::spawn` does not see it. Carry it explicitly with [`Operation::scope`].
+//! The context lives in the task that runs the operation: it is put in place around every
+//! poll of an attempt and taken back after, so a task started with `tokio::spawn` does not
+//! see it. Carry it explicitly with [`Operation::scope`].
 //!
 //! [`PolicyBuilder::independent`]: crate::PolicyBuilder::independent
 
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::{Context as TaskContext, Poll};
 use std::time::Duration;
 
+use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
-tokio::task_local! {
-    static CONTEXT: Context;
+thread_local! {
+    /// The operation of the attempt being polled on this thread, if any.
+    static CURRENT: RefCell<Option<Context>> = const { RefCell::new(None) };
 }
 
-/// The operation's shared state, owned by the task-local scope of the outermost call.
-#[derive(Debug)]
+/// The operation's shared state, owned by the outermost call and lent to each poll.
 pub(crate) struct Context {
-    id: Cell<Option<OperationId>>,
+    /// The id's sequence number, drawn on first use (0: not yet).
+    sequence: Cell<u64>,
     deadline: Option<Instant>,
     /// Retries left for the whole operation; `None` until a layer declaring retries owns it.
     allowance: Cell<Option<u32>>,
     /// Retries made so far, by any layer.
     retries: Cell<u32>,
     /// The policy that owns the allowance; recorded only when someone listens to events.
-    owner: RefCell<Option<Arc<str>>>,
+    owner: Cell<Option<Arc<str>>>,
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("sequence", &self.sequence.get())
+            .field("deadline", &self.deadline)
+            .field("allowance", &self.allowance.get())
+            .field("retries", &self.retries.get())
+            .finish()
+    }
 }
 
 impl Context {
     pub(crate) fn new(deadline: Option<Instant>, allowance: Option<u32>) -> Self {
         Context {
-            id: Cell::new(None),
+            sequence: Cell::new(0),
             deadline,
             allowance: Cell::new(allowance),
             retries: Cell::new(0),
-            owner: RefCell::new(None),
+            owner: Cell::new(None),
         }
     }
 
     pub(crate) fn set_owner(&self, owner: &Arc<str>) {
-        *self.owner.borrow_mut() = Some(Arc::clone(owner));
+        self.owner.set(Some(Arc::clone(owner)));
+    }
+
+    fn owner(&self) -> Option<Arc<str>> {
+        let owner = self.owner.take();
+        self.owner.set(owner.clone());
+        owner
     }
 
     pub(crate) fn id(&self) -> OperationId {
-        match self.id.get() {
-            Some(id) => id,
-            None => {
-                let id = OperationId::next();
-                self.id.set(Some(id));
-                id
-            }
+        if self.sequence.get() == 0 {
+            self.sequence.set(OperationId::next_sequence());
         }
+        OperationId::new(self.sequence.get())
     }
 
     pub(crate) fn deadline(&self) -> Option<Instant> {
@@ -118,22 +136,31 @@ impl Context {
             attempt: self.retries.get(),
             deadline: self.deadline,
             allowance: self.allowance.get(),
-            owner: self.owner.borrow().clone(),
+            owner: self.owner(),
         }
     }
 }
 
 /// Runs `f` on the current operation's context, if there is one.
 pub(crate) fn with_current<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
-    CONTEXT.try_with(f).ok()
+    CURRENT.with(|current| current.borrow().as_ref().map(f))
 }
 
-/// Runs `future` as the scope of `context`.
-pub(crate) fn scope<F: Future>(
-    context: Context,
-    future: F,
-) -> tokio::task::futures::TaskLocalFuture<Context, F> {
-    CONTEXT.scope(context, future)
+/// Runs `f` (one poll of an attempt) with `context` as the current operation, then takes it
+/// back, also when `f` panics. With `None`, `f` runs in whatever operation is current.
+pub(crate) fn enter<R>(context: &mut Option<Context>, f: impl FnOnce() -> R) -> R {
+    if context.is_none() {
+        return f();
+    }
+    struct Restore<'a>(&'a mut Option<Context>);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            CURRENT.with(|current| std::mem::swap(&mut *current.borrow_mut(), self.0));
+        }
+    }
+    CURRENT.with(|current| std::mem::swap(&mut *current.borrow_mut(), context));
+    let _restore = Restore(context);
+    f()
 }
 
 /// The id of one logical operation: the same for all its attempts, different for every
@@ -164,12 +191,16 @@ pub struct OperationId {
 }
 
 impl OperationId {
-    fn next() -> Self {
-        static PROCESS: OnceLock<u64> = OnceLock::new();
+    fn next_sequence() -> u64 {
         static SEQUENCE: AtomicU64 = AtomicU64::new(1);
+        SEQUENCE.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn new(sequence: u64) -> Self {
+        static PROCESS: OnceLock<u64> = OnceLock::new();
         OperationId {
             process: *PROCESS.get_or_init(rand::random),
-            sequence: SEQUENCE.fetch_add(1, Ordering::Relaxed),
+            sequence,
         }
     }
 }
@@ -263,14 +294,38 @@ impl Operation {
     /// assert_eq!(plain, None);
     /// # }
     /// ```
-    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+    pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
         let context = Context {
-            id: Cell::new(Some(self.id)),
+            sequence: Cell::new(self.id.sequence),
             deadline: self.deadline,
             allowance: Cell::new(self.allowance),
             retries: Cell::new(self.attempt),
-            owner: RefCell::new(self.owner),
+            owner: Cell::new(self.owner),
         };
-        scope(context, future)
+        Scoped {
+            context: Some(context),
+            future,
+        }
+    }
+}
+
+pin_project! {
+    /// A future running inside a carried [`Operation`]; see [`Operation::scope`].
+    #[derive(Debug)]
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Scoped<F> {
+        context: Option<Context>,
+        #[pin]
+        future: F,
+    }
+}
+
+impl<F: Future> Future for Scoped<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let future = this.future;
+        enter(this.context, || future.poll(cx))
     }
 }

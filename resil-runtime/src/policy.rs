@@ -3,7 +3,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,11 +10,12 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use tokio::time::Instant;
 
-use crate::breaker::{named, Admit, Breaker, BreakerConfig, BreakerKey, BreakerState};
+use crate::attempt::Attempt;
+use crate::breaker::{named, Breaker, BreakerConfig, BreakerKey, BreakerState};
 use crate::breaker::{KeyedBreakers, Transition, Verdict};
 use crate::budget::RetryBudget;
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
-use crate::deadline::{Limited, Limits};
+use crate::deadline::Limits;
 use crate::events::{self, AttemptOutcome, Event, GiveUp, Listener};
 use crate::operation::{self, Context, OperationId};
 use crate::{Backoff, ConfigError, Jitter, Rejected, Transient};
@@ -177,6 +177,7 @@ impl Policy {
 
     /// Starts one operation by hand: takes the bulkhead permit and starts the deadline.
     /// Then hand it one attempt future at a time with [`Execution::attempt`].
+    #[inline]
     pub fn execute(&self) -> Execution<'_> {
         let breaker = match &self.breaker {
             BreakerSource::Shared(breaker) => Some(BreakerRef::Shared(breaker)),
@@ -195,12 +196,13 @@ impl Policy {
         self.start(breaker)
     }
 
+    #[inline]
     fn start<'p>(&'p self, breaker: Option<BreakerRef<'p>>) -> Execution<'p> {
-        let (permit, rejected) = match &self.bulkhead {
-            None => (None, None),
+        let (permit, bulkhead_full) = match &self.bulkhead {
+            None => (None, false),
             Some(bulkhead) => match bulkhead.try_acquire() {
-                Ok(permit) => (Some(permit), None),
-                Err(rejected) => (None, Some(rejected)),
+                Ok(permit) => (Some(permit), false),
+                Err(_) => (None, true),
             },
         };
         let own_deadline = self.deadline.map(|deadline| Instant::now() + deadline);
@@ -227,7 +229,7 @@ impl Policy {
             policy: self,
             breaker,
             _permit: permit,
-            rejected,
+            bulkhead_full,
             deadline,
             attempt: 0,
             last_wait: None,
@@ -292,13 +294,13 @@ where
     }
 }
 
-enum BreakerRef<'p> {
+pub(crate) enum BreakerRef<'p> {
     Shared(&'p Breaker),
     Keyed(Arc<Breaker>),
 }
 
 impl BreakerRef<'_> {
-    fn get(&self) -> &Breaker {
+    pub(crate) fn get(&self) -> &Breaker {
         match self {
             BreakerRef::Shared(breaker) => breaker,
             BreakerRef::Keyed(breaker) => breaker,
@@ -335,7 +337,7 @@ pub struct Execution<'p> {
     policy: &'p Policy,
     breaker: Option<BreakerRef<'p>>,
     _permit: Option<BulkheadPermit<'p>>,
-    rejected: Option<Rejected>,
+    bulkhead_full: bool,
     deadline: Option<Instant>,
     attempt: u32,
     last_wait: Option<Duration>,
@@ -381,44 +383,31 @@ impl<T, E> Outcome<T, E> {
     }
 }
 
-enum Failure<E> {
+/// How an attempt failed: the call's own error, or the runtime's.
+pub(crate) enum Failure<E> {
     Error(E),
     Rejected(Rejected),
 }
 
-impl Execution<'_> {
+/// After an attempt: the end of the operation, or a wait before the next attempt.
+pub(crate) enum Decision<T, E> {
+    Done(Next<T, E>),
+    Wait(Duration),
+}
+
+impl<'p> Execution<'p> {
     /// 0 during the first attempt, 1 during the first retry, ...
     pub fn attempt_number(&self) -> u32 {
         self.attempt
     }
 
-    /// Runs one attempt (breaker check, timeout, call), then decides: waits the backoff and
-    /// returns [`Next::Retry`], or returns how the operation ended.
-    pub async fn attempt<T, E, F>(&mut self, future: F) -> Next<T, E>
-    where
-        F: Future<Output = Result<T, E>>,
-        E: Transient + From<Rejected>,
-    {
-        match self.context.take() {
-            // The outermost call lends the operation's context to the attempt, so nested
-            // calls in its body see it, and takes it back for the next attempt.
-            Some(context) => {
-                let (next, context) = {
-                    let mut scoped = pin!(operation::scope(context, async {
-                        let result = self.call(future).await;
-                        self.decide(result).await
-                    }));
-                    let next = scoped.as_mut().await;
-                    (next, scoped.as_mut().take_value())
-                };
-                self.context = context;
-                next
-            }
-            None => {
-                let result = self.call(future).await;
-                self.decide(result).await
-            }
-        }
+    /// One attempt: breaker check, the call under the attempt's timeout and what is left of
+    /// the deadline, then the decision. Resolves to [`Next::Retry`] once the backoff wait is
+    /// over, or to how the operation ended. Dropping it cancels the attempt: a probe frees
+    /// its slot, and nothing is counted.
+    #[inline]
+    pub fn attempt<F>(&mut self, future: F) -> Attempt<'_, 'p, F> {
+        Attempt::new(self, future)
     }
 
     fn with_context<R>(&self, f: impl FnOnce(&Context) -> R) -> Option<R> {
@@ -432,116 +421,113 @@ impl Execution<'_> {
         self.with_context(Context::id)
     }
 
-    async fn call<T, E, F>(&mut self, future: F) -> Result<T, Failure<E>>
-    where
-        F: Future<Output = Result<T, E>>,
-        E: Transient,
-    {
-        if let Some(rejected) = self.rejected.take() {
-            return Err(Failure::Rejected(rejected));
-        }
-        let mut limits = Limits {
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
             timeout: self.policy.timeout,
             started: None,
             deadline: self.deadline,
-        };
+        }
+    }
+
+    pub(crate) fn context(&mut self) -> &mut Option<Context> {
+        &mut self.context
+    }
+
+    pub(crate) fn breaker_ref(&self) -> Option<&BreakerRef<'p>> {
+        self.breaker.as_ref()
+    }
+
+    pub(crate) fn breaker(&self) -> Option<&Breaker> {
+        self.breaker.as_ref().map(BreakerRef::get)
+    }
+
+    /// A full bulkhead or a passed deadline stop the attempt before anything else.
+    pub(crate) fn before_call(&mut self) -> Result<(), Rejected> {
+        if self.bulkhead_full {
+            self.bulkhead_full = false;
+            let limit = self.policy.bulkhead.as_ref().map_or(0, Bulkhead::limit);
+            return Err(Rejected::BulkheadFull { limit });
+        }
         if let Some(deadline) = self.deadline {
             if Instant::now() >= deadline {
-                return Err(Failure::Rejected(Rejected::DeadlineExceeded));
+                return Err(Rejected::DeadlineExceeded);
             }
         }
-        let admission = match self.breaker.as_ref().map(BreakerRef::get) {
-            None => None,
-            Some(breaker) => match breaker.try_admit_closed() {
-                Admit::Pass(admission) => Some(admission),
-                _ => {
-                    // Waiting for a probe's verdict counts toward this attempt's own limits.
-                    limits.started = Some(Instant::now());
-                    match Limited::new(breaker.admit(), limits).await {
-                        Ok(Ok(admission)) => Some(admission),
-                        Ok(Err(rejected)) | Err(rejected) => {
-                            return Err(Failure::Rejected(rejected))
-                        }
-                    }
-                }
-            },
-        };
+        Ok(())
+    }
+
+    pub(crate) fn emit_transition(&self, breaker: &Breaker, transition: Transition) {
+        self.policy.emit_transition(breaker, transition);
+    }
+
+    /// The call is about to be made.
+    pub(crate) fn started(&self) {
         let policy = self.policy;
         if self.attempt == 0 {
             if let Some(budget) = &policy.budget {
                 budget.record_first_attempt();
             }
         }
-        if let Some(admission) = &admission {
-            if let Some(transition) = admission.transition() {
-                policy.emit_transition(admission.breaker(), transition);
-            }
-        }
-        let attempt = self.attempt;
         policy.emit(|listener| {
             listener.on_event(&Event::AttemptStarted {
                 site: &policy.name,
                 operation: self.operation_id(),
-                attempt,
+                attempt: self.attempt,
             })
         });
-        let result = Limited::new(future, limits).await;
-        let verdict = match &result {
-            Ok(Ok(_)) => Verdict::Success,
-            Ok(Err(error)) if error.is_transient() => Verdict::Failure,
-            Err(Rejected::Timeout { .. }) => Verdict::Failure,
-            Ok(Err(_)) | Err(_) => Verdict::Neutral,
-        };
-        if let Some(admission) = admission {
-            let breaker = admission.breaker();
-            if let Some(transition) = admission.record(verdict) {
-                policy.emit_transition(breaker, transition);
-            }
-        }
+    }
+
+    /// The call ended (or was refused) with `result`.
+    pub(crate) fn ended<T, E>(&self, result: &Result<T, Failure<E>>, verdict: Verdict) {
+        let policy = self.policy;
         policy.emit(|listener| {
-            let outcome = match &result {
-                Ok(Ok(_)) => AttemptOutcome::Ok,
-                Ok(Err(_)) if verdict == Verdict::Failure => AttemptOutcome::Transient,
-                Ok(Err(_)) => AttemptOutcome::Permanent,
-                Err(rejected) => AttemptOutcome::Rejected(rejected),
+            let outcome = match result {
+                Ok(_) => AttemptOutcome::Ok,
+                Err(Failure::Error(_)) if verdict == Verdict::Failure => AttemptOutcome::Transient,
+                Err(Failure::Error(_)) => AttemptOutcome::Permanent,
+                Err(Failure::Rejected(rejected)) => AttemptOutcome::Rejected(rejected),
             };
             listener.on_event(&Event::AttemptEnded {
                 site: &policy.name,
                 operation: self.operation_id(),
-                attempt,
+                attempt: self.attempt,
                 outcome,
             })
         });
-        match result {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(error)) => Err(Failure::Error(error)),
-            Err(rejected) => Err(Failure::Rejected(rejected)),
-        }
     }
 
-    async fn decide<T, E>(&mut self, result: Result<T, Failure<E>>) -> Next<T, E>
+    /// The backoff wait is over: the next attempt begins.
+    pub(crate) fn advance(&mut self) {
+        self.attempt += 1;
+    }
+
+    /// After an attempt: the operation's end, or how long to wait before the next attempt.
+    pub(crate) fn decide<T, E>(&mut self, result: Result<T, Failure<E>>) -> Decision<T, E>
     where
         E: Transient + From<Rejected>,
     {
         let error = match result {
-            Ok(value) => return Next::Done(Outcome::Completed(Ok(value))),
+            Ok(value) => return Decision::Done(Next::Done(Outcome::Completed(Ok(value)))),
             Err(Failure::Error(error)) if !error.is_transient() => {
-                return Next::Done(Outcome::Completed(Err(error)))
+                return Decision::Done(Next::Done(Outcome::Completed(Err(error))))
             }
             Err(Failure::Error(error)) => error,
             Err(Failure::Rejected(rejected @ Rejected::Timeout { .. })) => E::from(rejected),
-            Err(Failure::Rejected(rejected)) => return self.reject(rejected),
+            Err(Failure::Rejected(rejected)) => return Decision::Done(self.reject(rejected)),
         };
         if self.policy.retry == 0 {
-            return self.give_up(error, GiveUp::NoRetries);
+            return Decision::Done(self.give_up(error, GiveUp::NoRetries));
         }
         if self.attempt >= self.policy.retry {
-            return self.give_up(error, GiveUp::RetriesExhausted);
+            return Decision::Done(self.give_up(error, GiveUp::RetriesExhausted));
         }
         if let Some(breaker) = self.breaker.as_ref().map(BreakerRef::get) {
+            // Opened meanwhile (by this failure or another caller's) and not yet cooled down.
             if breaker.state() == BreakerState::Open {
                 let retry_in = breaker.retry_in(Instant::now());
-                return self.reject(breaker.rejection(retry_in));
+                if !retry_in.is_zero() {
+                    return Decision::Done(self.reject(breaker.rejection(retry_in)));
+                }
             }
         }
         let wait = self
@@ -550,16 +536,16 @@ impl Execution<'_> {
         if let Some(deadline) = self.deadline {
             // No wait is started that cannot end, with time for the call, before the deadline.
             if Instant::now() + wait >= deadline {
-                return self.give_up(error, GiveUp::DeadlineTooClose);
+                return Decision::Done(self.give_up(error, GiveUp::DeadlineTooClose));
             }
         }
         let independent = self.policy.independent;
         if !independent && self.with_context(Context::allowance) == Some(Some(0)) {
-            return self.give_up(error, GiveUp::AllowanceSpent);
+            return Decision::Done(self.give_up(error, GiveUp::AllowanceSpent));
         }
         if let Some(budget) = &self.policy.budget {
             if !budget.try_withdraw() {
-                return self.give_up(error, GiveUp::BudgetExhausted);
+                return Decision::Done(self.give_up(error, GiveUp::BudgetExhausted));
             }
         }
         self.with_context(|context| {
@@ -569,22 +555,17 @@ impl Execution<'_> {
                 context.draw();
             }
         });
-        let attempt = self.attempt;
         let policy = self.policy;
         policy.emit(|listener| {
             listener.on_event(&Event::Waiting {
                 site: &policy.name,
                 operation: self.operation_id(),
-                attempt,
+                attempt: self.attempt,
                 wait,
             })
         });
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
-        self.attempt += 1;
         self.last_wait = Some(wait);
-        Next::Retry
+        Decision::Wait(wait)
     }
 
     fn give_up<T, E>(&self, error: E, reason: GiveUp) -> Next<T, E> {

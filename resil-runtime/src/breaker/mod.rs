@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU8, Mutex, Ordering};
+use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Mutex, Ordering};
 use crate::{ConfigError, Rejected};
 
 const CLOSED: u8 = 0;
@@ -157,15 +157,15 @@ pub struct Breaker {
     config: BreakerConfig,
     state: AtomicU8,
     failures: AtomicU32,
+    /// When it last opened, in nanoseconds since `created`: read without a lock, so an open
+    /// breaker rejects as cheaply as a closed one admits.
+    opened_at: AtomicU64,
+    created: Instant,
     /// Set on every keyed lookup, cleared by the eviction sweep (second chance).
     pub(crate) recently_used: AtomicBool,
-    slow: Mutex<Slow>,
+    /// Whether a half-open probe is in flight.
+    probing: Mutex<bool>,
     verdict: Notify,
-}
-
-struct Slow {
-    opened_at: Instant,
-    probing: bool,
 }
 
 impl fmt::Debug for Breaker {
@@ -195,11 +195,10 @@ impl Breaker {
             config,
             state: AtomicU8::new(CLOSED),
             failures: AtomicU32::new(0),
+            opened_at: AtomicU64::new(0),
+            created: Instant::now(),
             recently_used: AtomicBool::new(false),
-            slow: Mutex::new(Slow {
-                opened_at: Instant::now(),
-                probing: false,
-            }),
+            probing: Mutex::new(false),
             verdict: Notify::new(),
         }
     }
@@ -260,28 +259,44 @@ impl Breaker {
         if let pass @ Admit::Pass(_) = self.try_admit_closed() {
             return pass;
         }
-        let mut slow = lock(&self.slow);
+        if self.state.load(Ordering::Acquire) == OPEN {
+            let retry_in = self.cooling(now);
+            if !retry_in.is_zero() {
+                return Admit::Reject(self.rejection(retry_in));
+            }
+        }
+        let mut probing = lock(&self.probing);
         match self.state.load(Ordering::Acquire) {
             CLOSED => Admit::Pass(Admission::new(self, false)),
-            OPEN => {
-                let elapsed = now.saturating_duration_since(slow.opened_at);
-                if elapsed >= self.config.cooldown {
-                    self.state.store(HALF_OPEN, Ordering::Release);
-                    slow.probing = true;
-                    Admit::Pass(Admission::new(self, true).with_transition(Transition {
-                        from: BreakerState::Open,
-                        to: BreakerState::HalfOpen,
-                    }))
-                } else {
-                    Admit::Reject(self.rejection(self.config.cooldown - elapsed))
-                }
+            OPEN if self.cooling(now).is_zero() => {
+                self.state.store(HALF_OPEN, Ordering::Release);
+                *probing = true;
+                Admit::Pass(Admission::new(self, true).with_transition(Transition {
+                    from: BreakerState::Open,
+                    to: BreakerState::HalfOpen,
+                }))
             }
-            _ if slow.probing => Admit::Wait,
+            OPEN => Admit::Reject(self.rejection(self.cooling(now))),
+            _ if *probing => Admit::Wait,
             _ => {
-                slow.probing = true;
+                *probing = true;
                 Admit::Pass(Admission::new(self, true))
             }
         }
+    }
+
+    /// Time left in the cooldown since the breaker last opened.
+    fn cooling(&self, now: Instant) -> Duration {
+        let opened_at = self.created + Duration::from_nanos(self.opened_at.load(Ordering::Acquire));
+        self.config
+            .cooldown
+            .saturating_sub(now.saturating_duration_since(opened_at))
+    }
+
+    fn mark_opened(&self) {
+        let since = Instant::now().saturating_duration_since(self.created);
+        self.opened_at
+            .store(since.as_nanos() as u64, Ordering::Release);
     }
 
     /// Time until an open breaker lets a probe through (zero unless open).
@@ -289,10 +304,7 @@ impl Breaker {
         if self.state.load(Ordering::Acquire) != OPEN {
             return Duration::ZERO;
         }
-        let slow = lock(&self.slow);
-        self.config
-            .cooldown
-            .saturating_sub(now.saturating_duration_since(slow.opened_at))
+        self.cooling(now)
     }
 
     /// The rejection for a call that met this breaker open.
@@ -303,7 +315,7 @@ impl Breaker {
         }
     }
 
-    fn record(&self, probe: bool, verdict: Verdict) -> Option<Transition> {
+    pub(crate) fn record(&self, probe: bool, verdict: Verdict) -> Option<Transition> {
         if probe {
             return self.record_probe(verdict);
         }
@@ -325,11 +337,11 @@ impl Breaker {
                 if failures < self.config.threshold {
                     return None;
                 }
-                let mut slow = lock(&self.slow);
+                let _probing = lock(&self.probing);
                 if self.state.load(Ordering::Acquire) != CLOSED {
                     return None;
                 }
-                slow.opened_at = Instant::now();
+                self.mark_opened();
                 self.failures.store(0, Ordering::Relaxed);
                 self.state.store(OPEN, Ordering::Release);
                 Some(Transition {
@@ -343,8 +355,8 @@ impl Breaker {
 
     fn record_probe(&self, verdict: Verdict) -> Option<Transition> {
         let transition = {
-            let mut slow = lock(&self.slow);
-            slow.probing = false;
+            let mut probing = lock(&self.probing);
+            *probing = false;
             match verdict {
                 Verdict::Success => {
                     self.failures.store(0, Ordering::Relaxed);
@@ -352,7 +364,7 @@ impl Breaker {
                     Some(BreakerState::Closed)
                 }
                 Verdict::Failure => {
-                    slow.opened_at = Instant::now();
+                    self.mark_opened();
                     self.state.store(OPEN, Ordering::Release);
                     Some(BreakerState::Open)
                 }
@@ -411,6 +423,14 @@ impl<'b> Admission<'b> {
     pub fn record(self, verdict: Verdict) -> Option<Transition> {
         let this = std::mem::ManuallyDrop::new(self);
         this.breaker.record(this.probe, verdict)
+    }
+
+    /// Hands the duty of recording (or, for a cancelled probe, of releasing the slot with
+    /// `record(true, Verdict::Neutral)`) to the caller: whether it is the probe, and the
+    /// transition admitting it caused.
+    pub(crate) fn detach(self) -> (bool, Option<Transition>) {
+        let this = std::mem::ManuallyDrop::new(self);
+        (this.probe, this.transition)
     }
 }
 

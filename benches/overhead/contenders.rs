@@ -1,0 +1,299 @@
+//! The contenders, all configured alike: timeout 20 s, 2 retries, a breaker opening after 5
+//! consecutive failures (30 s cooldown), a bulkhead of 8. Each exposes
+//! `async fn call(&self, op) -> Result<u64, Failure>`.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{LazyLock, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use failsafe::futures::CircuitBreaker as _;
+use resil::{resilient, Policy, Rejected, Transient};
+use tokio::sync::Semaphore;
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+pub const COOLDOWN: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Transient)]
+pub enum Failure {
+    #[error("busy")]
+    #[transient]
+    Busy,
+    #[error(transparent)]
+    #[transient(transparent)]
+    Rejected(#[from] Rejected),
+}
+
+/// The operation under the wrappers.
+pub trait Operation: Copy + Send + Sync + 'static {
+    fn run(self) -> impl Future<Output = Result<u64, Failure>> + Send;
+}
+
+/// Answers on the first poll.
+#[derive(Debug, Clone, Copy)]
+pub struct Ready;
+
+impl Operation for Ready {
+    fn run(self) -> impl Future<Output = Result<u64, Failure>> + Send {
+        std::future::ready(Ok(std::hint::black_box(1)))
+    }
+}
+
+/// Yields once before answering: a stand-in for I/O, so a timer is really registered.
+#[derive(Debug, Clone, Copy)]
+pub struct Yielding;
+
+impl Operation for Yielding {
+    async fn run(self) -> Result<u64, Failure> {
+        tokio::task::yield_now().await;
+        Ok(std::hint::black_box(1))
+    }
+}
+
+pub async fn bare<O: Operation>(op: O) -> Result<u64, Failure> {
+    op.run().await
+}
+
+pub async fn tokio_timeout<O: Operation>(op: O) -> Result<u64, Failure> {
+    tokio::time::timeout(TIMEOUT, op.run())
+        .await
+        .map_err(|_| Failure::Busy)?
+}
+
+#[resilient(timeout = "20s", retry = 2, breaker = "bench", bulkhead = 8)]
+pub async fn resil_attribute<O: Operation>(op: O) -> Result<u64, Failure> {
+    op.run().await
+}
+
+pub static RESIL_POLICY: LazyLock<Policy> = LazyLock::new(|| {
+    Policy::builder()
+        .timeout(TIMEOUT)
+        .retry(2)
+        .breaker_named("bench-policy", 5, COOLDOWN)
+        .bulkhead(8)
+        .build()
+        .expect("valid policy")
+});
+
+pub async fn resil_policy<O: Operation>(op: O) -> Result<u64, Failure> {
+    RESIL_POLICY.run(|| op.run()).await
+}
+
+/// What a careful user writes by hand: a semaphore, a retry loop, a consecutive-failure
+/// breaker on atomics with a mutex for the opening time, tokio's timeout.
+#[derive(Debug)]
+pub struct HandWritten {
+    bulkhead: Semaphore,
+    failures: AtomicU32,
+    open: AtomicBool,
+    opened_at: Mutex<Option<Instant>>,
+}
+
+impl Default for HandWritten {
+    fn default() -> Self {
+        HandWritten {
+            bulkhead: Semaphore::new(8),
+            failures: AtomicU32::new(0),
+            open: AtomicBool::new(false),
+            opened_at: Mutex::new(None),
+        }
+    }
+}
+
+impl HandWritten {
+    fn allow(&self) -> bool {
+        if !self.open.load(Ordering::Acquire) {
+            return true;
+        }
+        let opened_at = self.opened_at.lock().unwrap();
+        opened_at.is_some_and(|at| at.elapsed() >= COOLDOWN)
+    }
+
+    fn record(&self, ok: bool) {
+        if ok {
+            if self.failures.load(Ordering::Relaxed) != 0 || self.open.load(Ordering::Relaxed) {
+                self.failures.store(0, Ordering::Relaxed);
+                self.open.store(false, Ordering::Release);
+            }
+        } else if self.failures.fetch_add(1, Ordering::AcqRel) + 1 >= 5 {
+            *self.opened_at.lock().unwrap() = Some(Instant::now());
+            self.open.store(true, Ordering::Release);
+        }
+    }
+
+    pub async fn call<O: Operation>(&self, op: O) -> Result<u64, Failure> {
+        let _permit = self.bulkhead.try_acquire().map_err(|_| Failure::Busy)?;
+        let mut attempt = 0;
+        loop {
+            if !self.allow() {
+                return Err(Failure::Busy);
+            }
+            let result = match tokio::time::timeout(TIMEOUT, op.run()).await {
+                Ok(result) => result,
+                Err(_) => Err(Failure::Busy),
+            };
+            self.record(result.is_ok());
+            match result {
+                Err(error) if attempt < 2 => {
+                    let _ = error;
+                    tokio::time::sleep(Duration::from_millis(300) * 2u32.pow(attempt)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+}
+
+/// tower's own middleware: load shed, concurrency limit, retry, timeout (no breaker).
+pub fn tower_stack<O: Operation>(
+) -> impl Service<O, Response = u64, Error = tower::BoxError, Future: Send> + Clone + Send + Sync {
+    ServiceBuilder::new()
+        .load_shed()
+        .concurrency_limit(8)
+        .retry(Attempts(2))
+        .timeout(TIMEOUT)
+        .service_fn(|op: O| op.run())
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Attempts(u32);
+
+impl<O: Copy, Res, E> tower::retry::Policy<O, Res, E> for Attempts {
+    type Future = std::future::Ready<()>;
+
+    fn retry(&mut self, _: &mut O, result: &mut Result<Res, E>) -> Option<Self::Future> {
+        match result {
+            Err(_) if self.0 > 0 => {
+                self.0 -= 1;
+                Some(std::future::ready(()))
+            }
+            _ => None,
+        }
+    }
+
+    fn clone_request(&mut self, op: &O) -> Option<O> {
+        Some(*op)
+    }
+}
+
+/// Calls a tower service the way a shared client does: clone, ready, call.
+pub async fn call_tower<S, O>(service: &S, op: O) -> Result<u64, tower::BoxError>
+where
+    S: Service<O, Response = u64, Error = tower::BoxError> + Clone,
+{
+    let mut service = service.clone();
+    service.ready().await?.call(op).await
+}
+
+/// tower-resilience (Resilience4j's design for tower): bulkhead, circuit breaker, retry,
+/// time limiter.
+pub fn tower_resilience_stack<O: Operation>(
+) -> impl Service<O, Response = u64, Error = tower::BoxError, Future: Send> + Clone + Send + Sync {
+    let bulkhead = tower_resilience::bulkhead::BulkheadLayer::builder()
+        .max_concurrent_calls(8)
+        .build()
+        .expect("valid bulkhead");
+    let breaker = tower_resilience::circuitbreaker::CircuitBreakerLayer::builder()
+        .consecutive_failures(5)
+        .wait_duration_in_open(COOLDOWN)
+        .build()
+        .expect("valid breaker");
+    let retry = tower_resilience::retry::RetryLayer::<O, u64, tower::BoxError>::builder()
+        .max_attempts(3)
+        .exponential_backoff(Duration::from_millis(300))
+        .build();
+    let timeout = tower_resilience::timelimiter::TimeLimiterLayer::builder()
+        .timeout_duration(TIMEOUT)
+        .build();
+    ServiceBuilder::new()
+        .map_err(Into::<tower::BoxError>::into)
+        .layer(bulkhead)
+        .map_err(Into::<tower::BoxError>::into)
+        .layer(breaker)
+        .layer(retry)
+        .map_err(Into::<tower::BoxError>::into)
+        .layer(timeout)
+        .map_err(Into::<tower::BoxError>::into)
+        .service_fn(|op: O| op.run())
+}
+
+pub type FailsafeBreaker = failsafe::StateMachine<
+    failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::Constant>,
+    (),
+>;
+
+pub fn failsafe_breaker() -> FailsafeBreaker {
+    failsafe::Config::new()
+        .failure_policy(failsafe::failure_policy::consecutive_failures(
+            5,
+            failsafe::backoff::constant(COOLDOWN),
+        ))
+        .build()
+}
+
+/// failsafe's breaker around tokio's timeout.
+pub async fn failsafe_timeout<O: Operation>(
+    breaker: &FailsafeBreaker,
+    op: O,
+) -> Result<u64, Failure> {
+    let timed = async {
+        tokio::time::timeout(TIMEOUT, op.run())
+            .await
+            .map_err(|_| Failure::Busy)?
+    };
+    breaker.call(timed).await.map_err(|_| Failure::Busy)
+}
+
+fn backoff() -> ExponentialBuilder {
+    ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(300))
+        .with_max_times(2)
+        .with_jitter()
+}
+
+/// backon's retry around tokio's timeout.
+pub async fn backon_timeout<O: Operation>(op: O) -> Result<u64, Failure> {
+    (|| async {
+        tokio::time::timeout(TIMEOUT, op.run())
+            .await
+            .map_err(|_| Failure::Busy)?
+    })
+    .retry(backoff())
+    .await
+}
+
+/// The four policies from three crates: a semaphore, backon, failsafe, tokio's timeout.
+#[derive(Debug)]
+pub struct PeerStack {
+    bulkhead: Semaphore,
+    breaker: FailsafeBreaker,
+}
+
+impl Default for PeerStack {
+    fn default() -> Self {
+        PeerStack {
+            bulkhead: Semaphore::new(8),
+            breaker: failsafe_breaker(),
+        }
+    }
+}
+
+impl PeerStack {
+    pub async fn call<O: Operation>(&self, op: O) -> Result<u64, Failure> {
+        let _permit = self.bulkhead.try_acquire().map_err(|_| Failure::Busy)?;
+        (|| failsafe_timeout(&self.breaker, op))
+            .retry(backoff())
+            .await
+    }
+}
+
+/// Polls a future once with a no-op waker: for the rejected-call benchmarks, which finish
+/// on the first poll.
+pub fn poll_once<F: Future>(future: F) -> Poll<F::Output> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    std::pin::pin!(future).poll(&mut cx)
+}

@@ -1,0 +1,380 @@
+//! resil against its peers: what a resilience wrapper costs on every call.
+//!
+//! `cargo bench` runs every contender with the same settings (timeout 20 s, retry 2,
+//! breaker 5, bulkhead 8) on (1) an operation ready on its first poll, (2) one that yields
+//! once, (3) 1000 tasks sharing one instance on 2 worker threads; then keyed-breaker lookups
+//! and rejected calls, and prints a summary table (median ns per call, and over bare).
+#![allow(missing_docs, unreachable_pub, unsafe_code)]
+
+mod contenders;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::fmt;
+use std::future::Future;
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use contenders::*;
+use criterion::{BenchmarkId, Criterion};
+use resil::{BreakerConfig, KeyedBreakers, Policy};
+
+/// Counts bytes allocated, for the memory of a keyed breaker.
+struct Counting;
+
+static ALLOCATED: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATED.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        // SAFETY: same layout, forwarded.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        ALLOCATED.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        // SAFETY: allocated by `System` above with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+static HAND_WRITTEN: LazyLock<HandWritten> = LazyLock::new(HandWritten::default);
+static PEER_STACK: LazyLock<PeerStack> = LazyLock::new(PeerStack::default);
+static FAILSAFE: LazyLock<FailsafeBreaker> = LazyLock::new(failsafe_breaker);
+
+/// Every contender on one operation, each measured on its own concrete future (no boxing
+/// in the loop).
+macro_rules! sequential {
+    ($c:expr, $rt:expr, $group:literal, $op:expr) => {{
+        let rt = &$rt;
+        let tower = tower_stack();
+        let tower_resilience = tower_resilience_stack();
+        let mut group = $c.benchmark_group($group);
+        group.bench_function("bare", |b| b.to_async(rt).iter(|| bare($op)));
+        group.bench_function("tokio timeout", |b| {
+            b.to_async(rt).iter(|| tokio_timeout($op))
+        });
+        group.bench_function("hand-written", |b| {
+            b.to_async(rt).iter(|| HAND_WRITTEN.call($op))
+        });
+        group.bench_function("tower", |b| b.to_async(rt).iter(|| call_tower(&tower, $op)));
+        group.bench_function("tower-resilience", |b| {
+            b.to_async(rt).iter(|| call_tower(&tower_resilience, $op))
+        });
+        group.bench_function("failsafe + timeout", |b| {
+            b.to_async(rt).iter(|| failsafe_timeout(&FAILSAFE, $op))
+        });
+        group.bench_function("backon + timeout", |b| {
+            b.to_async(rt).iter(|| backon_timeout($op))
+        });
+        group.bench_function("four-policy peer stack", |b| {
+            b.to_async(rt).iter(|| PEER_STACK.call($op))
+        });
+        group.bench_function("resil #[resilient]", |b| {
+            b.to_async(rt).iter(|| resil_attribute($op))
+        });
+        group.bench_function("resil Policy", |b| {
+            b.to_async(rt).iter(|| resil_policy($op))
+        });
+        group.finish();
+    }};
+}
+
+fn sequential(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    sequential!(c, rt, "ready", Ready);
+    sequential!(c, rt, "yielding", Yielding);
+}
+
+static TOWER: LazyLock<Box<dyn Fn() -> TowerCall + Send + Sync>> = LazyLock::new(|| {
+    let service = tower_stack::<Ready>();
+    Box::new(move || {
+        let service = service.clone();
+        Box::pin(async move { call_tower(&service, Ready).await.map(drop).map_err(drop) })
+    })
+});
+
+type TowerCall = std::pin::Pin<Box<dyn Future<Output = Result<(), ()>> + Send>>;
+
+/// tower's services have no `'static` name to share across tasks without boxing.
+fn tower_call() -> TowerCall {
+    TOWER()
+}
+
+/// 1000 tasks on 2 worker threads through one shared instance, each making calls ready on
+/// their first poll (so the bulkhead of 8 is never full); reports time per call.
+fn contend<F, Fut>(b: &mut criterion::Bencher<'_>, rt: &tokio::runtime::Runtime, call: F)
+where
+    F: Fn() -> Fut + Copy + Send + 'static,
+    Fut: Future + Send,
+{
+    b.iter_custom(|iters| {
+        rt.block_on(async {
+            let per_task = iters.div_ceil(1000).max(1);
+            let started = Instant::now();
+            let tasks: Vec<_> = (0..1000)
+                .map(|_| {
+                    tokio::spawn(async move {
+                        for _ in 0..per_task {
+                            black_box(call().await);
+                        }
+                    })
+                })
+                .collect();
+            for task in tasks {
+                task.await.unwrap();
+            }
+            started
+                .elapsed()
+                .mul_f64(iters as f64 / (per_task * 1000) as f64)
+        })
+    });
+}
+
+fn contention(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut group = c.benchmark_group("contention");
+    group.bench_function("bare", |b| contend(b, &rt, || bare(Ready)));
+    group.bench_function("hand-written", |b| {
+        contend(b, &rt, || HAND_WRITTEN.call(Ready))
+    });
+    group.bench_function("tower (boxed call)", |b| contend(b, &rt, tower_call));
+    group.bench_function("failsafe + timeout", |b| {
+        contend(b, &rt, || failsafe_timeout(&FAILSAFE, Ready))
+    });
+    group.bench_function("four-policy peer stack", |b| {
+        contend(b, &rt, || PEER_STACK.call(Ready))
+    });
+    group.bench_function("resil #[resilient]", |b| {
+        contend(b, &rt, || resil_attribute(Ready))
+    });
+    group.bench_function("resil Policy", |b| contend(b, &rt, || resil_policy(Ready)));
+    group.finish();
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Tier {
+    Free(u16),
+    Pro(u16),
+}
+
+impl fmt::Display for Tier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tier::Free(n) => write!(f, "free-{n}"),
+            Tier::Pro(n) => write!(f, "pro-{n}"),
+        }
+    }
+}
+
+fn keyed(c: &mut Criterion) {
+    let mut group = c.benchmark_group("keyed lookup");
+    for keys in [10usize, 10_000] {
+        let breakers = KeyedBreakers::new("model", BreakerConfig::default()).with_max_idle(100_000);
+        let names: Vec<String> = (0..keys).map(|n| format!("model-{n}")).collect();
+        let tiers: Vec<Tier> = (0..keys as u16)
+            .map(|n| {
+                if n % 2 == 0 {
+                    Tier::Free(n)
+                } else {
+                    Tier::Pro(n)
+                }
+            })
+            .collect();
+        for name in &names {
+            breakers.get(name.as_str());
+        }
+        for tier in &tiers {
+            breakers.get(tier);
+        }
+        let mut i = 0;
+        group.bench_function(BenchmarkId::new("&str", keys), |b| {
+            b.iter(|| {
+                i = (i + 1) % keys;
+                black_box(breakers.get(names[i].as_str()))
+            })
+        });
+        group.bench_function(BenchmarkId::new("String", keys), |b| {
+            b.iter(|| {
+                i = (i + 1) % keys;
+                black_box(breakers.get(&names[i]))
+            })
+        });
+        group.bench_function(BenchmarkId::new("enum", keys), |b| {
+            b.iter(|| {
+                i = (i + 1) % keys;
+                black_box(breakers.get(&tiers[i]))
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Bytes held per keyed breaker: the registry's growth over 10 000 new keys.
+fn bytes_per_keyed_breaker() -> u64 {
+    let breakers = KeyedBreakers::new("model", BreakerConfig::default()).with_max_idle(100_000);
+    let names: Vec<String> = (0..10_000).map(|n| format!("model-{n:05}")).collect();
+    let before = ALLOCATED.load(Ordering::SeqCst);
+    for name in &names {
+        breakers.get(name.as_str());
+    }
+    let after = ALLOCATED.load(Ordering::SeqCst);
+    (after - before) / 10_000
+}
+
+fn rejected(c: &mut Criterion) {
+    let mut group = c.benchmark_group("rejected");
+    let open = Policy::builder()
+        .breaker_named("bench-open", 1, Duration::from_secs(3600))
+        .build()
+        .unwrap();
+    let _ = poll_once(open.run(|| async { Err::<u64, _>(Failure::Busy) }));
+    group.bench_function("resil: open breaker", |b| {
+        b.iter(|| poll_once(open.run(|| async { Ok::<u64, Failure>(1) })))
+    });
+    let full = Policy::builder().bulkhead(1).build().unwrap();
+    let _held = full.execute();
+    group.bench_function("resil: full bulkhead", |b| {
+        b.iter(|| poll_once(full.run(|| async { Ok::<u64, Failure>(1) })))
+    });
+    let failsafe_open = failsafe::Config::new()
+        .failure_policy(failsafe::failure_policy::consecutive_failures(
+            1,
+            failsafe::backoff::constant(Duration::from_secs(3600)),
+        ))
+        .build();
+    {
+        use failsafe::futures::CircuitBreaker as _;
+        let _ = poll_once(failsafe_open.call(async { Err::<u64, ()>(()) }));
+        group.bench_function("failsafe: open breaker", |b| {
+            b.iter(|| poll_once(failsafe_open.call(async { Ok::<u64, ()>(1) })))
+        });
+    }
+    let semaphore = tokio::sync::Semaphore::new(1);
+    let _permit = semaphore.try_acquire().unwrap();
+    group.bench_function("semaphore: full", |b| {
+        b.iter(|| black_box(semaphore.try_acquire().is_err()))
+    });
+    let tower = tower_stack::<Ready>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut held = Vec::new();
+    rt.block_on(async {
+        use tower::ServiceExt as _;
+        for _ in 0..8 {
+            let mut clone = tower.clone();
+            clone.ready().await.unwrap();
+            held.push(clone);
+        }
+    });
+    group.bench_function("tower: load shed", |b| {
+        b.iter(|| poll_once(call_tower(&tower, Ready)))
+    });
+    group.finish();
+}
+
+/// Reads criterion's medians back and prints one table.
+fn summary(bytes_per_breaker: u64) {
+    let root = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let median = |group: &str, name: &str| -> Option<f64> {
+        let path = format!(
+            "{root}/criterion/{group}/{}/new/estimates.json",
+            name.replace(':', "_")
+        );
+        let text = std::fs::read_to_string(path).ok()?;
+        let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+        value["median"]["point_estimate"].as_f64()
+    };
+    println!("\n== resil and its peers: median ns per call (over bare; × tokio timeout) ==");
+    for group in ["ready", "yielding"] {
+        let bare = median(group, "bare").unwrap_or(0.0);
+        let timeout = median(group, "tokio timeout").unwrap_or(f64::NAN);
+        println!("\n{group}:");
+        for name in [
+            "bare",
+            "tokio timeout",
+            "hand-written",
+            "tower",
+            "tower-resilience",
+            "failsafe + timeout",
+            "backon + timeout",
+            "four-policy peer stack",
+            "resil #[resilient]",
+            "resil Policy",
+        ] {
+            if let Some(ns) = median(group, name) {
+                println!(
+                    "  {name:<26} {ns:>8.1} ns   +{:>7.1}   {:>5.2}×",
+                    ns - bare,
+                    ns / timeout
+                );
+            }
+        }
+    }
+    println!("\ncontention (2 workers, 1000 tasks, one shared instance):");
+    let hand = median("contention", "hand-written").unwrap_or(f64::NAN);
+    for name in [
+        "bare",
+        "hand-written",
+        "tower (boxed call)",
+        "failsafe + timeout",
+        "four-policy peer stack",
+        "resil #[resilient]",
+        "resil Policy",
+    ] {
+        if let Some(ns) = median("contention", name) {
+            println!(
+                "  {name:<26} {:>6.2} M calls/s   {:>5.2}× hand-written",
+                1e3 / ns,
+                hand / ns
+            );
+        }
+    }
+    println!("\nkeyed lookup:");
+    for keys in ["10", "10000"] {
+        for key in ["&str", "String", "enum"] {
+            if let Some(ns) = median("keyed lookup", &format!("{key}/{keys}")) {
+                println!("  {key:<7} {keys:>6} keys   {ns:>6.1} ns");
+            }
+        }
+    }
+    println!("  memory per keyed breaker: {bytes_per_breaker} bytes (breaker, key, map entry)");
+    println!("\nrejected call:");
+    for name in [
+        "resil: open breaker",
+        "resil: full bulkhead",
+        "failsafe: open breaker",
+        "semaphore: full",
+        "tower: load shed",
+    ] {
+        if let Some(ns) = median("rejected", name) {
+            println!("  {name:<26} {ns:>6.1} ns");
+        }
+    }
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    sequential(&mut c);
+    contention(&mut c);
+    keyed(&mut c);
+    rejected(&mut c);
+    c.final_summary();
+    summary(bytes_per_keyed_breaker());
+}
