@@ -14,7 +14,7 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::breaker::{Admit, Breaker, Verdict};
-use crate::deadline::{Limited, Limits};
+use crate::deadline::{Cut, Limited, Limits};
 use crate::operation;
 use crate::policy::{BreakerRef, Decision, Execution, Failure, Next};
 use crate::{Rejected, Transient};
@@ -42,8 +42,8 @@ pin_project! {
         timer: Option<Sleep>,
         stage: Stage<'p>,
         limits: Limits,
-        // The rejection the armed timer ends the call with.
-        cut: Option<Rejected>,
+        // The limit the armed timer stands for.
+        cut: Option<Cut>,
         // `Some(probe)` once the breaker admitted the call, until its verdict is recorded.
         admitted: Option<bool>,
     }
@@ -123,15 +123,15 @@ where
                         }
                     } else {
                         if this.timer.is_none() {
-                            let Some((at, rejection)) = this.limits.end(Instant::now) else {
+                            let Some((at, cut)) = this.limits.end(Instant::now) else {
                                 return Poll::Pending;
                             };
-                            *this.cut = Some(rejection);
+                            *this.cut = Some(cut);
                             this.timer.set(Some(tokio::time::sleep_until(at)));
                         }
                         match fired(this.timer.as_mut(), cx) {
                             true => Err(Failure::Rejected(
-                                this.cut.take().unwrap_or(Rejected::DeadlineExceeded),
+                                this.cut.map_or(Rejected::DeadlineExceeded, Cut::rejection),
                             )),
                             false => return Poll::Pending,
                         }
@@ -188,6 +188,7 @@ enum Started {
 }
 
 /// The checks before the call: bulkhead, deadline, breaker.
+#[inline]
 fn start<'p>(
     execution: &mut Execution<'p>,
     stage: &mut Stage<'p>,

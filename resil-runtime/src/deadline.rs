@@ -23,16 +23,34 @@ pub(crate) struct Limits {
     pub(crate) deadline: Option<Instant>,
 }
 
+/// Which limit ends an attempt.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cut {
+    /// Its own timeout, of this length.
+    Timeout(Duration),
+    /// The operation's deadline.
+    Deadline,
+}
+
+impl Cut {
+    pub(crate) fn rejection(self) -> Rejected {
+        match self {
+            Cut::Timeout(after) => Rejected::Timeout { after },
+            Cut::Deadline => Rejected::DeadlineExceeded,
+        }
+    }
+}
+
 impl Limits {
-    /// When the attempt must end, and the rejection it ends with then.
-    pub(crate) fn end(&self, now: impl FnOnce() -> Instant) -> Option<(Instant, Rejected)> {
+    /// When the attempt must end, and which limit ends it then.
+    pub(crate) fn end(&self, now: impl FnOnce() -> Instant) -> Option<(Instant, Cut)> {
         let by_timeout = self.timeout.map(|after| {
             let start = self.started.unwrap_or_else(now);
-            (start + after, Rejected::Timeout { after })
+            (start + after, Cut::Timeout(after))
         });
         match (by_timeout, self.deadline) {
             (Some((at, timeout)), Some(deadline)) if at < deadline => Some((at, timeout)),
-            (_, Some(deadline)) => Some((deadline, Rejected::DeadlineExceeded)),
+            (_, Some(deadline)) => Some((deadline, Cut::Deadline)),
             (by_timeout, None) => by_timeout,
         }
     }
@@ -47,7 +65,7 @@ pin_project! {
         #[pin]
         sleep: Option<Sleep>,
         limits: Limits,
-        rejection: Option<Rejected>,
+        cut: Option<Cut>,
     }
 }
 
@@ -57,7 +75,7 @@ impl<F> Limited<F> {
             future,
             sleep: None,
             limits,
-            rejection: None,
+            cut: None,
         }
     }
 }
@@ -71,22 +89,19 @@ impl<F: Future> Future for Limited<F> {
             return Poll::Ready(Ok(output));
         }
         if this.sleep.is_none() {
-            let Some((at, rejection)) = this.limits.end(Instant::now) else {
+            let Some((at, cut)) = this.limits.end(Instant::now) else {
                 return Poll::Pending;
             };
-            *this.rejection = Some(rejection);
+            *this.cut = Some(cut);
             this.sleep.set(Some(tokio::time::sleep_until(at)));
         }
         let fired = this
             .sleep
             .as_pin_mut()
             .is_some_and(|sleep| sleep.poll(cx).is_ready());
-        match this.rejection.take() {
-            Some(rejection) if fired => Poll::Ready(Err(rejection)),
-            rejection => {
-                *this.rejection = rejection;
-                Poll::Pending
-            }
+        match *this.cut {
+            Some(cut) if fired => Poll::Ready(Err(cut.rejection())),
+            _ => Poll::Pending,
         }
     }
 }

@@ -148,6 +148,7 @@ pub(crate) fn with_current<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
 
 /// Runs `f` (one poll of an attempt) with `context` as the current operation, then takes it
 /// back, also when `f` panics. With `None`, `f` runs in whatever operation is current.
+#[inline]
 pub(crate) fn enter<R>(context: &mut Option<Context>, f: impl FnOnce() -> R) -> R {
     if context.is_none() {
         return f();

@@ -150,7 +150,7 @@ impl Policy {
     /// them); the factory itself runs just outside it.
     ///
     /// On a policy with keyed breakers use [`Policy::run_keyed`].
-    pub async fn run<T, E, F, Fut>(&self, make_attempt: F) -> Result<T, E>
+    pub async fn run<T, E, F, Fut>(&self, mut make_attempt: F) -> Result<T, E>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -161,18 +161,28 @@ impl Policy {
             "policy `{}` has one breaker per key: call run_keyed",
             self.name
         );
-        drive(self.execute(), make_attempt).await
+        let mut execution = self.execute();
+        loop {
+            if let Next::Done(outcome) = execution.attempt(make_attempt()).await {
+                return outcome.into_result();
+            }
+        }
     }
 
     /// [`Policy::run`] through the breaker for `key`.
-    pub async fn run_keyed<K, T, E, F, Fut>(&self, key: &K, make_attempt: F) -> Result<T, E>
+    pub async fn run_keyed<K, T, E, F, Fut>(&self, key: &K, mut make_attempt: F) -> Result<T, E>
     where
         K: BreakerKey + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: Transient + From<Rejected>,
     {
-        drive(self.execute_keyed(key), make_attempt).await
+        let mut execution = self.execute_keyed(key);
+        loop {
+            if let Next::Done(outcome) = execution.attempt(make_attempt()).await {
+                return outcome.into_result();
+            }
+        }
     }
 
     /// Starts one operation by hand: takes the bulkhead permit and starts the deadline.
@@ -278,19 +288,6 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
-    }
-}
-
-async fn drive<T, E, F, Fut>(mut execution: Execution<'_>, mut make_attempt: F) -> Result<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    E: Transient + From<Rejected>,
-{
-    loop {
-        if let Next::Done(outcome) = execution.attempt(make_attempt()).await {
-            return outcome.into_result();
-        }
     }
 }
 
@@ -442,6 +439,7 @@ impl<'p> Execution<'p> {
     }
 
     /// A full bulkhead or a passed deadline stop the attempt before anything else.
+    #[inline]
     pub(crate) fn before_call(&mut self) -> Result<(), Rejected> {
         if self.bulkhead_full {
             self.bulkhead_full = false;
@@ -461,6 +459,7 @@ impl<'p> Execution<'p> {
     }
 
     /// The call is about to be made.
+    #[inline]
     pub(crate) fn started(&self) {
         let policy = self.policy;
         if self.attempt == 0 {
@@ -478,6 +477,7 @@ impl<'p> Execution<'p> {
     }
 
     /// The call ended (or was refused) with `result`.
+    #[inline]
     pub(crate) fn ended<T, E>(&self, result: &Result<T, Failure<E>>, verdict: Verdict) {
         let policy = self.policy;
         policy.emit(|listener| {
@@ -502,6 +502,7 @@ impl<'p> Execution<'p> {
     }
 
     /// After an attempt: the operation's end, or how long to wait before the next attempt.
+    #[inline]
     pub(crate) fn decide<T, E>(&mut self, result: Result<T, Failure<E>>) -> Decision<T, E>
     where
         E: Transient + From<Rejected>,

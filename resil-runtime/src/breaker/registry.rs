@@ -2,7 +2,6 @@
 
 use std::any::Any;
 use std::borrow::Borrow;
-use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::fmt::{self, Display};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
@@ -96,7 +95,7 @@ pub struct KeyedBreakers {
     label: Arc<str>,
     config: BreakerConfig,
     max_idle: usize,
-    hasher: RandomState,
+    hasher: foldhash::fast::RandomState,
     table: RwLock<Table>,
 }
 
@@ -135,7 +134,7 @@ impl KeyedBreakers {
             label: label.into(),
             config,
             max_idle: Self::DEFAULT_MAX_IDLE,
-            hasher: RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
             table: RwLock::new(Table {
                 limit: Self::DEFAULT_MAX_IDLE,
                 ..Table::default()
