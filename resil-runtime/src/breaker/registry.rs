@@ -190,10 +190,15 @@ impl KeyedBreakers {
             table.limit = self.max_idle.max(table.len.saturating_mul(2));
         }
         let breaker = Arc::new(Breaker::new(format!("{}={}", self.label, key), self.config));
-        table.map.entry(hash).or_default().push(Entry {
-            key: Box::new(key.to_owned_key()),
-            breaker: Arc::clone(&breaker),
-        });
+        // Hash collisions are rare: one slot per bucket, not the four a first push reserves.
+        table
+            .map
+            .entry(hash)
+            .or_insert_with(|| Vec::with_capacity(1))
+            .push(Entry {
+                key: Box::new(key.to_owned_key()),
+                breaker: Arc::clone(&breaker),
+            });
         table.len += 1;
         breaker
     }
