@@ -4,7 +4,7 @@
 //! Retries multiply across layers: three layers that each try four times send 64 calls to a
 //! dependency that is already failing; an inner 20 s timeout inside an outer 10 s deadline
 //! keeps working after the caller has left. So the outermost call opens an *operation* (a
-//! tokio task-local) and nested calls respect it:
+//! context that travels with the task running it) and nested calls respect it:
 //!
 //! - **Deadline.** A nested call's attempt timeout is the smaller of its own timeout and the
 //!   operation's remaining time; once the deadline has passed, nested calls fail with
@@ -274,7 +274,7 @@ impl Operation {
     }
 
     /// Runs `future` inside this operation: the way to carry it into a spawned task, which
-    /// does not inherit task-locals. The carried operation keeps the id and the deadline, and
+    /// does not inherit it. The carried operation keeps the id and the deadline, and
     /// starts from the retry allowance left when it was captured.
     ///
     /// ```
