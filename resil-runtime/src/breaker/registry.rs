@@ -5,7 +5,8 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt::{self, Display};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::Mutex;
+use std::sync::{Arc, OnceLock};
 
 use super::{Breaker, BreakerConfig};
 use crate::sync::Ordering;
@@ -70,7 +71,8 @@ impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> BreakerKey for T {
 /// dead model never blocks a healthy one.
 ///
 /// Keys of any [`BreakerKey`] type share one registry; two values never share a breaker
-/// (equal hashes are told apart by comparing the stored key).
+/// (equal hashes are told apart by comparing the stored key). A lookup takes no lock and,
+/// for a key seen before, allocates nothing.
 ///
 /// **Memory bound.** When a new key arrives and the registry holds its limit (at first
 /// `max_idle`, 10 000 by default), a sweep forgets the breakers that are closed with no
@@ -96,21 +98,25 @@ pub struct KeyedBreakers {
     config: BreakerConfig,
     max_idle: usize,
     hasher: foldhash::fast::RandomState,
-    table: RwLock<Table>,
+    /// Key hash → the breakers whose keys have that hash (almost always one). Lookups read
+    /// it without a lock (papaya: lock-free reads, memory reclaimed by epochs).
+    map: papaya::HashMap<u64, Bucket, BuildHasherDefault<PreHashed>>,
+    /// Serialises inserts and sweeps, which are rare; lookups never take it.
+    writer: Mutex<Size>,
 }
 
-type Map = HashMap<u64, Vec<Entry>, BuildHasherDefault<PreHashed>>;
+type Bucket = Box<[Entry]>;
 
-#[derive(Default)]
-struct Table {
-    map: Map,
+#[derive(Clone)]
+struct Entry {
+    key: Arc<dyn Any + Send + Sync>,
+    breaker: Arc<Breaker>,
+}
+
+#[derive(Debug)]
+struct Size {
     len: usize,
     limit: usize,
-}
-
-struct Entry {
-    key: Box<dyn Any + Send + Sync>,
-    breaker: Arc<Breaker>,
 }
 
 impl fmt::Debug for KeyedBreakers {
@@ -135,9 +141,10 @@ impl KeyedBreakers {
             config,
             max_idle: Self::DEFAULT_MAX_IDLE,
             hasher: foldhash::fast::RandomState::default(),
-            table: RwLock::new(Table {
+            map: papaya::HashMap::with_hasher(BuildHasherDefault::default()),
+            writer: Mutex::new(Size {
+                len: 0,
                 limit: Self::DEFAULT_MAX_IDLE,
-                ..Table::default()
             }),
         }
     }
@@ -145,10 +152,7 @@ impl KeyedBreakers {
     /// Keeps at most `max_idle` idle breakers (at least 1).
     pub fn with_max_idle(mut self, max_idle: usize) -> Self {
         self.max_idle = max_idle.max(1);
-        self.table
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .limit = self.max_idle;
+        self.size().limit = self.max_idle;
         self
     }
 
@@ -159,7 +163,7 @@ impl KeyedBreakers {
 
     /// How many breakers are held now.
     pub fn len(&self) -> usize {
-        self.read().len
+        self.size().len
     }
 
     /// True when no breaker is held.
@@ -170,73 +174,90 @@ impl KeyedBreakers {
     /// The breaker for `key`, created closed on first use.
     pub fn get<K: BreakerKey + ?Sized>(&self, key: &K) -> Arc<Breaker> {
         let hash = self.hasher.hash_one(key);
-        if let Some(breaker) = find(&self.read().map, hash, key) {
+        if let Some(breaker) = self.find(hash, key) {
             return breaker;
         }
         self.insert(hash, key)
     }
 
+    fn find<K: BreakerKey + ?Sized>(&self, hash: u64, key: &K) -> Option<Arc<Breaker>> {
+        let guard = self.map.guard();
+        let entry = self.map.get(&hash, &guard)?.iter().find(|entry| {
+            entry
+                .key
+                .downcast_ref::<K::Owned>()
+                .is_some_and(|stored| stored.borrow() == key)
+        })?;
+        if !entry.breaker.recently_used.load(Ordering::Relaxed) {
+            entry.breaker.recently_used.store(true, Ordering::Relaxed);
+        }
+        Some(Arc::clone(&entry.breaker))
+    }
+
     #[cold]
     fn insert<K: BreakerKey + ?Sized>(&self, hash: u64, key: &K) -> Arc<Breaker> {
-        let mut table = self
-            .table
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(breaker) = find(&table.map, hash, key) {
+        let mut size = self.size();
+        if let Some(breaker) = self.find(hash, key) {
             return breaker;
         }
-        if table.len >= table.limit {
-            table.len = sweep(&mut table.map);
-            table.limit = self.max_idle.max(table.len.saturating_mul(2));
+        if size.len >= size.limit {
+            size.len = self.sweep();
+            size.limit = self.max_idle.max(size.len.saturating_mul(2));
         }
         let breaker = Arc::new(Breaker::new(format!("{}={}", self.label, key), self.config));
-        // Hash collisions are rare: one slot per bucket, not the four a first push reserves.
-        table
-            .map
-            .entry(hash)
-            .or_insert_with(|| Vec::with_capacity(1))
-            .push(Entry {
-                key: Box::new(key.to_owned_key()),
-                breaker: Arc::clone(&breaker),
-            });
-        table.len += 1;
+        let entry = Entry {
+            key: Arc::new(key.to_owned_key()),
+            breaker: Arc::clone(&breaker),
+        };
+        let map = self.map.pin();
+        // Writers are serialised: replacing the bucket whole cannot lose another insert.
+        let bucket: Bucket = match map.get(&hash) {
+            Some(bucket) => bucket.iter().cloned().chain([entry]).collect(),
+            None => Box::new([entry]),
+        };
+        map.insert(hash, bucket);
+        size.len += 1;
         breaker
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
-        self.table
-            .read()
+    /// Forgets idle breakers that nobody looked up since the last sweep and nobody holds;
+    /// returns how many remain. Called with the writer lock held.
+    fn sweep(&self) -> usize {
+        let map = self.map.pin();
+        let mut kept = 0;
+        let mut changed = Vec::new();
+        for (hash, bucket) in map.iter() {
+            let keep: Bucket = bucket
+                .iter()
+                .filter(|entry| {
+                    let keep = !entry.breaker.is_idle()
+                        || entry.breaker.recently_used.load(Ordering::Relaxed)
+                        || Arc::strong_count(&entry.breaker) > 1;
+                    entry.breaker.recently_used.store(false, Ordering::Relaxed);
+                    keep
+                })
+                .cloned()
+                .collect();
+            kept += keep.len();
+            if keep.len() != bucket.len() {
+                changed.push((*hash, keep));
+            }
+        }
+        for (hash, bucket) in changed {
+            if bucket.is_empty() {
+                map.remove(&hash);
+            } else {
+                map.insert(hash, bucket);
+            }
+        }
+        kept
+    }
+
+    fn size(&self) -> std::sync::MutexGuard<'_, Size> {
+        self.writer
+            .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
-}
-
-fn find<K: BreakerKey + ?Sized>(map: &Map, hash: u64, key: &K) -> Option<Arc<Breaker>> {
-    let entry = map.get(&hash)?.iter().find(|entry| {
-        entry
-            .key
-            .downcast_ref::<K::Owned>()
-            .is_some_and(|stored| stored.borrow() == key)
-    })?;
-    if !entry.breaker.recently_used.load(Ordering::Relaxed) {
-        entry.breaker.recently_used.store(true, Ordering::Relaxed);
-    }
-    Some(Arc::clone(&entry.breaker))
-}
-
-/// Forgets idle breakers that nobody looked up since the last sweep and nobody holds;
-/// returns how many remain.
-fn sweep(map: &mut Map) -> usize {
-    map.retain(|_, entries| {
-        entries.retain(|entry| {
-            let keep = !entry.breaker.is_idle()
-                || entry.breaker.recently_used.load(Ordering::Relaxed)
-                || Arc::strong_count(&entry.breaker) > 1;
-            entry.breaker.recently_used.store(false, Ordering::Relaxed);
-            keep
-        });
-        !entries.is_empty()
-    });
-    map.values().map(Vec::len).sum()
 }
 
 /// The map's keys are already hashes: pass them through.
