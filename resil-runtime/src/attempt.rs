@@ -34,6 +34,7 @@ enum Stage<'p> {
 pin_project! {
     /// One attempt: see [`Execution::attempt`].
     #[must_use = "futures do nothing unless polled"]
+    #[project = AttemptProjection]
     pub struct Attempt<'e, 'p, F> {
         execution: &'e mut Execution<'p>,
         #[pin]
@@ -87,93 +88,108 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Next<T, E>> {
         let mut this = self.project();
-        loop {
-            let result = match this.stage {
-                Stage::Start => match start(this.execution, this.stage, this.limits) {
-                    Ok(Started::Admitted(admitted)) => {
-                        *this.admitted = admitted;
-                        this.execution.started();
-                        *this.stage = Stage::Call;
-                        continue;
-                    }
-                    Ok(Started::AwaitingProbe) => continue,
-                    Err(rejected) => Err(Failure::Rejected(rejected)),
-                },
-                Stage::AwaitingProbe(wait) => match wait.as_mut().poll(cx) {
-                    Poll::Ready(Ok(Ok(probe))) => {
-                        *this.admitted = Some(probe);
-                        this.execution.started();
-                        *this.stage = Stage::Call;
-                        continue;
-                    }
-                    Poll::Ready(Ok(Err(rejected)) | Err(rejected)) => {
-                        Err(Failure::Rejected(rejected))
-                    }
-                    Poll::Pending => return Poll::Pending,
-                },
-                Stage::Call => {
-                    let future = this.future.as_mut();
-                    // The operation is current while the body runs, so nested calls see it.
-                    if let Poll::Ready(output) =
-                        operation::enter(this.execution.context(), || future.poll(cx))
-                    {
-                        match output {
-                            Ok(value) => Ok(value),
-                            Err(error) => Err(Failure::Error(error)),
-                        }
-                    } else {
-                        if this.timer.is_none() {
-                            let Some((at, cut)) = this.limits.end(Instant::now) else {
-                                return Poll::Pending;
-                            };
-                            *this.cut = Some(cut);
-                            this.timer.set(Some(tokio::time::sleep_until(at)));
-                        }
-                        match fired(this.timer.as_mut(), cx) {
-                            true => Err(Failure::Rejected(
-                                this.cut.map_or(Rejected::DeadlineExceeded, Cut::rejection),
-                            )),
-                            false => return Poll::Pending,
-                        }
-                    }
+        // The operation is current for the whole poll: the body's nested calls see it, and so
+        // do listeners of the events emitted here.
+        let mut context = this.execution.context().take();
+        let poll = operation::enter(&mut context, || step(&mut this, cx));
+        *this.execution.context() = context;
+        poll
+    }
+}
+
+fn step<'p, T, E, F>(
+    this: &mut AttemptProjection<'_, '_, 'p, F>,
+    cx: &mut TaskContext<'_>,
+) -> Poll<Next<T, E>>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Transient + From<Rejected>,
+{
+    loop {
+        // Whether the call was made: a rejection before it is not an attempt's end.
+        let mut called = false;
+        let result = match this.stage {
+            Stage::Start => match start(this.execution, this.stage, this.limits) {
+                Ok(Started::Admitted(admitted)) => {
+                    *this.admitted = admitted;
+                    this.execution.started();
+                    *this.stage = Stage::Call;
+                    continue;
                 }
-                Stage::Backoff => {
+                Ok(Started::AwaitingProbe) => continue,
+                Err(rejected) => Err(Failure::Rejected(rejected)),
+            },
+            Stage::AwaitingProbe(wait) => match wait.as_mut().poll(cx) {
+                Poll::Ready(Ok(Ok(probe))) => {
+                    *this.admitted = Some(probe);
+                    this.execution.started();
+                    *this.stage = Stage::Call;
+                    continue;
+                }
+                Poll::Ready(Ok(Err(rejected)) | Err(rejected)) => Err(Failure::Rejected(rejected)),
+                Poll::Pending => return Poll::Pending,
+            },
+            Stage::Call => {
+                called = true;
+                if let Poll::Ready(output) = this.future.as_mut().poll(cx) {
+                    match output {
+                        Ok(value) => Ok(value),
+                        Err(error) => Err(Failure::Error(error)),
+                    }
+                } else {
+                    if this.timer.is_none() {
+                        let Some((at, cut)) = this.limits.end(Instant::now) else {
+                            return Poll::Pending;
+                        };
+                        *this.cut = Some(cut);
+                        this.timer.set(Some(tokio::time::sleep_until(at)));
+                    }
                     if !fired(this.timer.as_mut(), cx) {
                         return Poll::Pending;
                     }
-                    *this.stage = Stage::Done;
-                    this.execution.advance();
-                    return Poll::Ready(Next::Retry);
-                }
-                Stage::Done => panic!("`Attempt` polled after it completed"),
-            };
-            let verdict = verdict(&result);
-            if let Some(probe) = this.admitted.take() {
-                if let Some(breaker) = this.execution.breaker() {
-                    if let Some(transition) = breaker.record(probe, verdict) {
-                        this.execution.emit_transition(breaker, transition);
-                    }
+                    Err(Failure::Rejected(
+                        this.cut.map_or(Rejected::DeadlineExceeded, Cut::rejection),
+                    ))
                 }
             }
+            Stage::Backoff => {
+                if !fired(this.timer.as_mut(), cx) {
+                    return Poll::Pending;
+                }
+                *this.stage = Stage::Done;
+                this.execution.advance();
+                return Poll::Ready(Next::Retry);
+            }
+            Stage::Done => panic!("`Attempt` polled after it completed"),
+        };
+        let verdict = verdict(&result);
+        if let Some(probe) = this.admitted.take() {
+            if let Some(breaker) = this.execution.breaker() {
+                if let Some(transition) = breaker.record(probe, verdict) {
+                    this.execution.emit_transition(breaker, transition);
+                }
+            }
+        }
+        if called {
             this.execution.ended(&result, verdict);
-            match this.execution.decide(result) {
-                Decision::Done(next) => {
-                    *this.stage = Stage::Done;
-                    return Poll::Ready(next);
+        }
+        match this.execution.decide(result) {
+            Decision::Done(next) => {
+                *this.stage = Stage::Done;
+                return Poll::Ready(next);
+            }
+            Decision::Wait(wait) if wait.is_zero() => {
+                *this.stage = Stage::Done;
+                this.execution.advance();
+                return Poll::Ready(Next::Retry);
+            }
+            Decision::Wait(wait) => {
+                let at = Instant::now() + wait;
+                match this.timer.as_mut().as_pin_mut() {
+                    Some(timer) => timer.reset(at),
+                    None => this.timer.set(Some(tokio::time::sleep_until(at))),
                 }
-                Decision::Wait(wait) if wait.is_zero() => {
-                    *this.stage = Stage::Done;
-                    this.execution.advance();
-                    return Poll::Ready(Next::Retry);
-                }
-                Decision::Wait(wait) => {
-                    let at = Instant::now() + wait;
-                    match this.timer.as_mut().as_pin_mut() {
-                        Some(timer) => timer.reset(at),
-                        None => this.timer.set(Some(tokio::time::sleep_until(at))),
-                    }
-                    *this.stage = Stage::Backoff;
-                }
+                *this.stage = Stage::Backoff;
             }
         }
     }

@@ -229,3 +229,29 @@ fn builders_report_settings_that_cannot_work() {
         "timeout 20s is longer than deadline 10s: the deadline would always cut the attempt first; make timeout ≤ deadline"
     );
 }
+
+/// Records, for every event, whether the operation was visible to the listener.
+#[derive(Debug, Default)]
+struct SeesOperation(std::sync::Mutex<Vec<bool>>);
+
+impl resil_runtime::events::Listener for SeesOperation {
+    fn on_event(&self, _: &resil_runtime::events::Event<'_>) {
+        let visible = resil_runtime::Operation::current().is_some();
+        self.0.lock().unwrap().push(visible);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn listeners_see_the_operation_of_every_event() {
+    let seen = Arc::new(SeesOperation::default());
+    let policy = Policy::builder()
+        .retry(2)
+        .listener(seen.clone())
+        .build()
+        .unwrap();
+    let provider = Provider::default();
+    policy.run(|| provider.answer(Err(TestError::Busy))).await.unwrap_err();
+    let seen = seen.0.lock().unwrap();
+    assert_eq!(seen.len(), 9, "3 starts, 3 ends, 2 waits, 1 give-up");
+    assert!(seen.iter().all(|visible| *visible));
+}
