@@ -250,7 +250,10 @@ async fn listeners_see_the_operation_of_every_event() {
         .build()
         .unwrap();
     let provider = Provider::default();
-    policy.run(|| provider.answer(Err(TestError::Busy))).await.unwrap_err();
+    policy
+        .run(|| provider.answer(Err(TestError::Busy)))
+        .await
+        .unwrap_err();
     let seen = seen.0.lock().unwrap();
     assert_eq!(seen.len(), 9, "3 starts, 3 ends, 2 waits, 1 give-up");
     assert!(seen.iter().all(|visible| *visible));
