@@ -8,10 +8,7 @@ use resil_lab::fallback_trap::{run, ORIGINAL};
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() {
     let rows = run().await;
-    if resil_lab::json_requested() {
-        for row in &rows {
-            println!("{}", row.json());
-        }
+    if resil_lab::print_json(&rows, resil_lab::fallback_trap::Row::json) {
         return;
     }
     println!("primary model always 503, backup healthy; retry = 2, breaker threshold 5");

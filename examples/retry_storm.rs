@@ -9,10 +9,7 @@ use resil_lab::retry_storm::{run, ORIGINAL};
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() {
     let rows = run().await;
-    if resil_lab::json_requested() {
-        for row in &rows {
-            println!("{}", row.json());
-        }
+    if resil_lab::print_json(&rows, resil_lab::report::Row::json) {
         return;
     }
     println!("100 requests, 10 parallel clients, the provider hangs; every attempt times out after 1 s\n");

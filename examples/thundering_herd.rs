@@ -9,10 +9,7 @@ use resil_lab::thundering_herd::{run, ORIGINAL};
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() {
     let rows = run().await;
-    if resil_lab::json_requested() {
-        for row in &rows {
-            println!("{}", row.json());
-        }
+    if resil_lab::print_json(&rows, resil_lab::thundering_herd::Row::json) {
         return;
     }
     println!("server: 3 at once, 125 ms each, 429 + Retry-After: 1 beyond; every client sends one request\n");

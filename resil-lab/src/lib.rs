@@ -54,3 +54,14 @@ impl LlmError {
 pub fn json_requested() -> bool {
     std::env::args().any(|arg| arg == "--json")
 }
+
+/// With `--json`, prints one JSON object per row and returns true; otherwise prints nothing.
+pub fn print_json<R>(rows: &[R], json: impl Fn(&R) -> serde_json::Value) -> bool {
+    if !json_requested() {
+        return false;
+    }
+    for row in rows {
+        println!("{}", json(row));
+    }
+    true
+}
