@@ -7,7 +7,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use pin_project_lite::pin_project;
@@ -16,7 +15,7 @@ use tokio::time::{Instant, Sleep};
 use crate::breaker::{Admit, Breaker, Verdict};
 use crate::deadline::{Cut, Limited, Limits};
 use crate::operation;
-use crate::policy::{BreakerRef, Decision, Execution, Failure, Next};
+use crate::policy::{Decision, Execution, Failure, Next};
 use crate::{Rejected, Transient};
 
 type ProbeWait<'p> =
@@ -214,11 +213,7 @@ fn start<'p>(
     let Some(breaker) = execution.breaker_ref() else {
         return Ok(Started::Admitted(None));
     };
-    let admit = match breaker.get().try_admit_closed() {
-        pass @ Admit::Pass(_) => pass,
-        _ => breaker.get().try_admit(Instant::now()),
-    };
-    match admit {
+    match breaker.get().try_admit(Instant::now) {
         Admit::Pass(admission) => {
             let (probe, transition) = admission.detach();
             if let Some(transition) = transition {
@@ -232,16 +227,9 @@ fn start<'p>(
             // so the wait is boxed to keep every attempt small.
             limits.started = Some(Instant::now());
             let wait_limits = *limits;
-            let wait: ProbeWait<'p> = match breaker {
-                BreakerRef::Shared(breaker) => {
-                    let breaker: &'p Breaker = breaker;
-                    Box::pin(async move { probe_verdict(breaker, wait_limits).await })
-                }
-                BreakerRef::Keyed(breaker) => {
-                    let breaker = Arc::clone(breaker);
-                    Box::pin(async move { probe_verdict(&breaker, wait_limits).await })
-                }
-            };
+            let breaker = breaker.clone_ref();
+            let wait: ProbeWait<'p> =
+                Box::pin(async move { probe_verdict(breaker.get(), wait_limits).await });
             *stage = Stage::AwaitingProbe(wait);
             Ok(Started::AwaitingProbe)
         }

@@ -77,7 +77,7 @@ fn loom_half_open_admits_exactly_one_probe() {
         let threads: Vec<_> = (0..2)
             .map(|_| {
                 let breaker = breaker.clone();
-                thread::spawn(move || match breaker.try_admit(later) {
+                thread::spawn(move || match breaker.try_admit(|| later) {
                     Admit::Pass(admission) => {
                         let probe = u32::from(admission.is_probe());
                         admission.record(Verdict::Success);
@@ -104,7 +104,7 @@ fn loom_a_dropped_probe_never_wedges_the_breaker() {
         let dropper = {
             let breaker = breaker.clone();
             thread::spawn(move || {
-                if let Admit::Pass(admission) = breaker.try_admit(later) {
+                if let Admit::Pass(admission) = breaker.try_admit(|| later) {
                     drop(admission);
                 }
             })
@@ -112,7 +112,7 @@ fn loom_a_dropped_probe_never_wedges_the_breaker() {
         let other = {
             let breaker = breaker.clone();
             thread::spawn(move || {
-                if let Admit::Pass(admission) = breaker.try_admit(later) {
+                if let Admit::Pass(admission) = breaker.try_admit(|| later) {
                     admission.record(Verdict::Failure);
                 }
             })
@@ -121,6 +121,6 @@ fn loom_a_dropped_probe_never_wedges_the_breaker() {
         other.join().unwrap();
         // Whatever happened, a later caller is not stuck waiting forever.
         let much_later = later + Duration::from_secs(1);
-        assert!(!matches!(breaker.try_admit(much_later), Admit::Wait));
+        assert!(!matches!(breaker.try_admit(|| much_later), Admit::Wait));
     });
 }

@@ -296,11 +296,19 @@ pub(crate) enum BreakerRef<'p> {
     Keyed(Arc<Breaker>),
 }
 
-impl BreakerRef<'_> {
+impl<'p> BreakerRef<'p> {
     pub(crate) fn get(&self) -> &Breaker {
         match self {
             BreakerRef::Shared(breaker) => breaker,
             BreakerRef::Keyed(breaker) => breaker,
+        }
+    }
+
+    /// Another handle on the same breaker, for a future that outlives this borrow.
+    pub(crate) fn clone_ref(&self) -> BreakerRef<'p> {
+        match self {
+            BreakerRef::Shared(breaker) => BreakerRef::Shared(breaker),
+            BreakerRef::Keyed(breaker) => BreakerRef::Keyed(Arc::clone(breaker)),
         }
     }
 }
@@ -476,7 +484,7 @@ impl<'p> Execution<'p> {
         });
     }
 
-    /// The call ended (or was refused) with `result`.
+    /// The call that `started` announced ended with `result`.
     #[inline]
     pub(crate) fn ended<T, E>(&self, result: &Result<T, Failure<E>>, verdict: Verdict) {
         let policy = self.policy;
@@ -522,7 +530,7 @@ impl<'p> Execution<'p> {
         if self.attempt >= self.policy.retry {
             return Decision::Done(self.give_up(error, GiveUp::RetriesExhausted));
         }
-        if let Some(breaker) = self.breaker.as_ref().map(BreakerRef::get) {
+        if let Some(breaker) = self.breaker() {
             // Opened meanwhile (by this failure or another caller's) and not yet cooled down.
             if breaker.state() == BreakerState::Open {
                 let retry_in = breaker.retry_in(Instant::now());

@@ -237,7 +237,7 @@ impl Breaker {
             let notified = self.verdict.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            match self.try_admit(Instant::now()) {
+            match self.try_admit(Instant::now) {
                 Admit::Pass(admission) => return Ok(admission),
                 Admit::Reject(rejected) => return Err(rejected),
                 Admit::Wait => notified.await,
@@ -255,10 +255,13 @@ impl Breaker {
         }
     }
 
-    pub(crate) fn try_admit(&self, now: Instant) -> Admit<'_> {
+    /// The whole admission check. `now` is read only when the breaker is not closed, so the
+    /// closed path stays one atomic load.
+    pub(crate) fn try_admit(&self, now: impl FnOnce() -> Instant) -> Admit<'_> {
         if let pass @ Admit::Pass(_) = self.try_admit_closed() {
             return pass;
         }
+        let now = now();
         if self.state.load(Ordering::Acquire) == OPEN {
             let retry_in = self.cooling(now);
             if !retry_in.is_zero() {
