@@ -3,7 +3,7 @@
 use std::future::Future;
 
 pub use core::time::Duration;
-pub use resil_runtime::{Execution, Jitter, Next, Outcome, Policy, Rejected, Transient};
+pub use resil_runtime::{Execution, Jitter, Keyed, Next, Outcome, Policy, Rejected, Transient};
 pub use std::sync::LazyLock;
 
 /// `From<Rejected>`, with an error message written for a person.
@@ -33,7 +33,7 @@ impl<T, E> ResultType for Result<T, E> {
 /// One attempt, with the attempt's output type fixed to the function's return type so that
 /// `?` in the body infers its conversion.
 pub fn attempt<'a, 'p, R, F>(
-    execution: &'a mut Execution<'p>,
+    execution: &'a mut Execution<'p, R::Err>,
     attempt: F,
 ) -> impl Future<Output = Next<R::Ok, R::Err>> + use<'a, 'p, R, F>
 where

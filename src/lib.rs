@@ -152,7 +152,7 @@ pub use resil_macros::Transient;
 /// ```
 /// is, without the macro:
 /// ```
-/// # use resil::{Next, Policy, Rejected, Transient};
+/// # use resil::{Keyed, Next, Policy, Rejected, Transient};
 /// # use std::sync::LazyLock;
 /// # use std::time::Duration;
 /// # #[derive(Debug, Transient)] enum Error { #[transient(transparent)] Rejected(Rejected) }
@@ -160,7 +160,7 @@ pub use resil_macros::Transient;
 /// # struct Client;
 /// impl Client {
 ///     async fn complete(&self, model: &str, prompt: String) -> Result<String, Error> {
-///         static POLICY: LazyLock<Policy> = LazyLock::new(|| {
+///         static POLICY: LazyLock<Policy<Keyed>> = LazyLock::new(|| {
 ///             Policy::builder()
 ///                 .name(concat!(module_path!(), "::complete"))
 ///                 .timeout(Duration::from_secs(2))
@@ -169,13 +169,15 @@ pub use resil_macros::Transient;
 ///                 .build()
 ///                 .unwrap()
 ///         });
-///         let mut execution = POLICY.execute_keyed(model);
-///         let outcome = loop {
-///             let prompt = prompt.clone();
-///             if let Next::Done(outcome) = execution.attempt(async { Ok(format!("{model}: {prompt}")) }).await {
-///                 break outcome;
+///         let outcome = {
+///             let mut execution = POLICY.execute_keyed(model);
+///             loop {
+///                 let prompt = prompt.clone();
+///                 if let Next::Done(outcome) = execution.attempt(async { Ok(format!("{model}: {prompt}")) }).await {
+///                     break outcome;
+///                 }
 ///             }
-///         };
+///         }; // the execution gives back its permit here, before any fallback runs
 ///         outcome.into_result()
 ///     }
 /// }

@@ -89,11 +89,14 @@ async fn by_enum(model: Model, calls: &Calls) -> Result<String, ApiError> {
 #[tokio::test(start_paused = true)]
 async fn per_arg_with_an_enum_argument() {
     let calls = Calls::default();
-    assert!(
-        is_open(&by_enum(Model::Large, &calls).await, "model=large"),
-        "the retry met the open breaker"
+    assert_eq!(
+        by_enum(Model::Large, &calls).await,
+        Err(ApiError::Busy),
+        "the retry met the open breaker: the provider's error, not a rejection"
     );
     assert_eq!(calls.count(), 1);
+    assert!(is_open(&by_enum(Model::Large, &calls).await, "model=large"));
+    assert_eq!(calls.count(), 1, "no call while open");
     assert_eq!(by_enum(Model::Small, &calls).await, Ok("small".into()));
 }
 

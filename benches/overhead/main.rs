@@ -190,7 +190,7 @@ impl fmt::Display for Tier {
 fn keyed(c: &mut Criterion) {
     let mut group = c.benchmark_group("keyed lookup");
     for keys in [10usize, 10_000] {
-        let breakers = KeyedBreakers::new("model", BreakerConfig::default()).with_max_idle(100_000);
+        let breakers = KeyedBreakers::new("model", BreakerConfig::default()).with_max_keys(100_000);
         let names: Vec<String> = (0..keys).map(|n| format!("model-{n}")).collect();
         let tiers: Vec<Tier> = (0..keys as u16)
             .map(|n| {
@@ -232,7 +232,7 @@ fn keyed(c: &mut Criterion) {
 
 /// Bytes held per keyed breaker: the registry's growth over 10 000 new keys.
 fn bytes_per_keyed_breaker() -> u64 {
-    let breakers = KeyedBreakers::new("model", BreakerConfig::default()).with_max_idle(100_000);
+    let breakers = KeyedBreakers::new("model", BreakerConfig::default()).with_max_keys(100_000);
     let names: Vec<String> = (0..10_000).map(|n| format!("model-{n:05}")).collect();
     let before = ALLOCATED.load(Ordering::SeqCst);
     for name in &names {
@@ -253,7 +253,7 @@ fn rejected(c: &mut Criterion) {
         b.iter(|| poll_once(open.run(|| async { Ok::<u64, Failure>(1) })))
     });
     let full = Policy::builder().bulkhead(1).build().unwrap();
-    let _held = full.execute();
+    let _held = full.execute::<Failure>();
     group.bench_function("resil: full bulkhead", |b| {
         b.iter(|| poll_once(full.run(|| async { Ok::<u64, Failure>(1) })))
     });

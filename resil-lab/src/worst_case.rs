@@ -27,13 +27,19 @@ impl Case {
 }
 
 /// The original's settings: 20 s timeout, retry 2, backoff from 300 ms; the same with a
-/// fallback model behind the same policy; and 8 s with one retry.
+/// fallback model behind the same policy; and 8 s with one retry. The original counted no
+/// server-requested waits (`Duration::ZERO`); the last row is the first policy when the
+/// provider answers `Retry-After: 60` each time, which resil honours up to `retry_after_max`.
 pub fn cases() -> Vec<Case> {
     let backoff = Backoff::default();
     let secs = Duration::from_secs;
-    let one = resil::worst_case(Some(secs(20)), None, 2, &backoff).expect("bounded by the timeout");
+    let quiet = Duration::ZERO;
+    let one = resil::worst_case(Some(secs(20)), None, 2, &backoff, quiet)
+        .expect("bounded by the timeout");
     let short =
-        resil::worst_case(Some(secs(8)), None, 1, &backoff).expect("bounded by the timeout");
+        resil::worst_case(Some(secs(8)), None, 1, &backoff, quiet).expect("bounded by the timeout");
+    let asked = resil::worst_case(Some(secs(20)), None, 2, &backoff, secs(60))
+        .expect("bounded by the timeout");
     vec![
         Case {
             policy: "timeout 20s, retry 2, backoff 300ms..8s",
@@ -49,6 +55,11 @@ pub fn cases() -> Vec<Case> {
             policy: "timeout 8s, retry 1",
             worst: short,
             original: "16.3 s",
+        },
+        Case {
+            policy: "timeout 20s, retry 2, server sends Retry-After: 60",
+            worst: asked,
+            original: "not counted",
         },
     ]
 }

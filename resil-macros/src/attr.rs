@@ -33,11 +33,13 @@ pub(crate) struct ResilientArgs {
     pub(crate) timeout: Option<Setting<Duration>>,
     pub(crate) deadline: Option<Setting<Duration>>,
     pub(crate) retry: Option<Setting<u32>>,
+    pub(crate) retry_after_max: Option<Setting<Duration>>,
     pub(crate) backoff: Option<Setting<(Duration, Duration)>>,
     pub(crate) jitter: Option<Setting<String>>,
     pub(crate) breaker: Option<Setting<BreakerArg>>,
     pub(crate) breaker_threshold: Option<Setting<u32>>,
     pub(crate) breaker_cooldown: Option<Setting<Duration>>,
+    pub(crate) max_keys: Option<Setting<u32>>,
     pub(crate) bulkhead: Option<Setting<u32>>,
     pub(crate) fallback: Option<Setting<syn::Path>>,
     pub(crate) retry_budget: Option<Setting<Budget>>,
@@ -131,7 +133,9 @@ fn assign(
             let slot = match name {
                 "timeout" => &mut args.timeout,
                 "deadline" => &mut args.deadline,
-                _ => &mut args.breaker_cooldown,
+                "retry_after_max" => &mut args.retry_after_max,
+                "breaker_cooldown" => &mut args.breaker_cooldown,
+                _ => unreachable!("`{name}` is not a duration key of the table"),
             };
             *slot = Some(Setting {
                 value: duration,
@@ -141,29 +145,18 @@ fn assign(
         }
         Kind::Count => {
             let count = count_value(name, value)?;
-            match name {
-                "retry" => {
-                    args.retry = Some(Setting {
-                        value: count,
-                        key,
-                        span,
-                    })
-                }
-                "breaker_threshold" => {
-                    args.breaker_threshold = Some(Setting {
-                        value: count,
-                        key,
-                        span,
-                    })
-                }
-                _ => {
-                    args.bulkhead = Some(Setting {
-                        value: count,
-                        key,
-                        span,
-                    })
-                }
-            }
+            let slot = match name {
+                "retry" => &mut args.retry,
+                "breaker_threshold" => &mut args.breaker_threshold,
+                "max_keys" => &mut args.max_keys,
+                "bulkhead" => &mut args.bulkhead,
+                _ => unreachable!("`{name}` is not a count key of the table"),
+            };
+            *slot = Some(Setting {
+                value: count,
+                key,
+                span,
+            });
         }
         Kind::Range => {
             let text = string_value(name, value, "\"300ms..8s\"")?;

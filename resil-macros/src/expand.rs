@@ -52,15 +52,17 @@ fn not_a_function(error: syn::Error, item: &TokenStream) -> syn::Error {
 // Input:  #[resilient(timeout = "20s", retry = 2, breaker = "per_model")]
 //         async fn complete(&self, model: &str, req: Request) -> Result<T, E> { body }
 // Output: async fn complete(&self, model: &str, req: Request) -> Result<T, E> {
-//             static __RESIL_POLICY: LazyLock<Policy> = LazyLock::new(|| Policy::builder()...);
-//             let mut __resil_execution = __RESIL_POLICY.execute_keyed(model);
-//             let __resil_outcome = loop {
-//                 let req = clone_for_retry(&req);
-//                 if let Next::Done(o) = attempt::<Result<T, E>, _>(&mut __resil_execution, async { body }).await {
-//                     break o;
+//             static __RESIL_POLICY: LazyLock<Policy<Keyed>> = LazyLock::new(|| Policy::builder()...);
+//             let __resil_outcome = {
+//                 let mut __resil_execution = __RESIL_POLICY.execute_keyed(model);
+//                 loop {
+//                     let req = clone_for_retry(&req);
+//                     if let Next::Done(o) = attempt::<Result<T, E>, _>(&mut __resil_execution, async { body }).await {
+//                         break o;
+//                     }
 //                 }
 //             };
-//             __resil_outcome.into_result()
+//             __resil_outcome.into_result() // or the fallback, once the execution gave back its permit
 //         }
 fn expand(function: ItemFn, config: &Config) -> TokenStream {
     let ItemFn {
@@ -126,13 +128,22 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             }
         }
     };
+    let policy_type = if is_keyed(config) {
+        quote! { ::resil::__private::Policy<::resil::__private::Keyed> }
+    } else {
+        quote! { ::resil::__private::Policy }
+    };
+    // The execution (bulkhead permit, breaker admission) ends with the block, before any
+    // fallback runs: a fallback may call this function again.
     quote! {
         #(#attrs)*
         #vis #sig {
-            static __RESIL_POLICY: ::resil::__private::LazyLock<::resil::__private::Policy> =
+            static __RESIL_POLICY: ::resil::__private::LazyLock<#policy_type> =
                 ::resil::__private::LazyLock::new(|| #policy);
-            let mut __resil_execution = #execution;
-            let __resil_outcome = #outcome;
+            let __resil_outcome = {
+                let mut __resil_execution = #execution;
+                #outcome
+            };
             #finish
         }
     }
@@ -197,6 +208,10 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
         let retry = Literal::u32_unsuffixed(config.retry);
         calls.push(quote! { .retry(#retry) });
     }
+    if let Some(longest) = config.retry_after_max {
+        let longest = duration(longest);
+        calls.push(quote! { .retry_after_max(#longest) });
+    }
     if let Some((base, cap)) = config.backoff {
         let (base, cap) = (duration(base), duration(cap));
         calls.push(quote! { .backoff(#base, #cap) });
@@ -215,6 +230,10 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
             BreakerArg::PerArg(arg) => quote! { .breaker_per_key(#arg, #threshold, #cooldown) },
         });
     }
+    if let Some(max_keys) = config.max_keys {
+        let max_keys = Literal::u32_unsuffixed(max_keys);
+        calls.push(quote! { .max_keys(#max_keys) });
+    }
     if let Some(bulkhead) = config.bulkhead {
         let bulkhead = Literal::u32_unsuffixed(bulkhead);
         calls.push(quote! { .bulkhead(#bulkhead) });
@@ -227,6 +246,22 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
         calls.push(quote! { .independent(true) });
     }
     quote! { ::resil::__private::Policy::builder() #(#calls)* .build_for_site() }
+}
+
+fn jitter(config: &Config) -> resil_runtime::Jitter {
+    match config.jitter.as_deref() {
+        Some("equal") => resil_runtime::Jitter::Equal,
+        Some("decorrelated") => resil_runtime::Jitter::Decorrelated,
+        Some("none") => resil_runtime::Jitter::None,
+        _ => resil_runtime::Jitter::Full,
+    }
+}
+
+fn is_keyed(config: &Config) -> bool {
+    matches!(
+        config.breaker.as_ref().map(|breaker| &breaker.kind),
+        Some(BreakerArg::PerArg(_))
+    )
 }
 
 fn capitalize(word: &str) -> String {
@@ -390,9 +425,15 @@ fn docs(config: &Config) -> Vec<syn::Attribute> {
         None => resil_runtime::Backoff::default(),
     };
     let (base, cap) = (backoff.base(), backoff.cap());
+    let retry_after_max = config
+        .retry_after_max
+        .unwrap_or(valid::DEFAULT_RETRY_AFTER_MAX);
     if config.retry > 0 {
         parts.push(format!("retry {}", config.retry));
         parts.push(format!("backoff {}..{}", human(base), human(cap)));
+        if config.retry_after_max.is_some() {
+            parts.push(format!("Retry-After up to {}", human(retry_after_max)));
+        }
         if let Some(jitter) = config.jitter.as_deref().filter(|j| *j != "full") {
             parts.push(format!("{jitter} jitter"));
         }
@@ -416,6 +457,9 @@ fn docs(config: &Config) -> Vec<syn::Attribute> {
             breaker.threshold,
             human(breaker.cooldown)
         ));
+        if let Some(max_keys) = config.max_keys {
+            parts.push(format!("at most {max_keys} keys"));
+        }
     }
     if let Some(bulkhead) = config.bulkhead {
         parts.push(format!("bulkhead {bulkhead}"));
@@ -426,11 +470,30 @@ fn docs(config: &Config) -> Vec<syn::Attribute> {
             fallback.to_token_stream().to_string().replace(' ', "")
         ));
     }
-    let worst =
-        match resil_runtime::worst_case(config.timeout, config.deadline, config.retry, &backoff) {
-            Some(worst) => format!("worst case {} s", worst.as_millis() as f64 / 1000.0),
-            None => "worst case unbounded: no `timeout` or `deadline`".to_owned(),
-        };
+    let backoff = backoff.with_jitter(jitter(config));
+    let worst_case = |retry_after_max| {
+        resil_runtime::worst_case(
+            config.timeout,
+            config.deadline,
+            config.retry,
+            &backoff,
+            retry_after_max,
+        )
+    };
+    let seconds = |worst: std::time::Duration| worst.as_millis() as f64 / 1000.0;
+    let worst = match (
+        worst_case(std::time::Duration::ZERO),
+        worst_case(retry_after_max),
+    ) {
+        (Some(quiet), Some(asked)) if asked > quiet => format!(
+            "worst case {} s, or {} s when the server asks to wait (Retry-After, up to {} a retry)",
+            seconds(quiet),
+            seconds(asked),
+            human(retry_after_max)
+        ),
+        (Some(worst), _) => format!("worst case {} s", seconds(worst)),
+        (None, _) => "worst case unbounded: no `timeout` or `deadline`".to_owned(),
+    };
     let fallback_note = if config.fallback.is_some() {
         ", plus the fallback's"
     } else {
@@ -460,14 +523,22 @@ mod tests {
             quote! { async fn complete(&self, model: &str) -> Result<String, E> { todo!() } },
         );
         assert!(out.contains(
-            "timeout 20s, retry 2, backoff 300ms..8s, a breaker per `model` (opens after 5 failures, probes after 30s), bulkhead 8: worst case 60.9 s."
+            "timeout 20s, retry 2, backoff 300ms..8s, a breaker per `model` (opens after 5 failures, probes after 30s), bulkhead 8: worst case 60.9 s, or 180.9 s when the server asks to wait (Retry-After, up to 1m a retry)."
         ), "{out}");
         let out = expanded(
             quote! { timeout = "8s", retry = 1 },
             quote! { async fn f() -> Result<(), E> { Ok(()) } },
         );
         assert!(
-            out.contains("timeout 8s, retry 1, backoff 300ms..8s: worst case 16.3 s."),
+            out.contains("timeout 8s, retry 1, backoff 300ms..8s: worst case 16.3 s, or 76.3 s when the server asks to wait"),
+            "{out}"
+        );
+        let out = expanded(
+            quote! { timeout = "8s", retry = 1, retry_after_max = "5s" },
+            quote! { async fn f() -> Result<(), E> { Ok(()) } },
+        );
+        assert!(
+            out.contains("timeout 8s, retry 1, backoff 300ms..8s, Retry-After up to 5s: worst case 16.3 s, or 21.3 s when the server asks to wait (Retry-After, up to 5s a retry)."),
             "{out}"
         );
         let out = expanded(

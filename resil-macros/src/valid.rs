@@ -15,9 +15,11 @@ pub(crate) struct Config {
     pub(crate) timeout: Option<Duration>,
     pub(crate) deadline: Option<Duration>,
     pub(crate) retry: u32,
+    pub(crate) retry_after_max: Option<Duration>,
     pub(crate) backoff: Option<(Duration, Duration)>,
     pub(crate) jitter: Option<String>,
     pub(crate) breaker: Option<Breaker>,
+    pub(crate) max_keys: Option<u32>,
     pub(crate) bulkhead: Option<u32>,
     pub(crate) fallback: Option<syn::Path>,
     pub(crate) retry_budget: Option<crate::attr::Budget>,
@@ -33,6 +35,8 @@ pub(crate) struct Breaker {
 
 const DEFAULT_THRESHOLD: u32 = 5;
 const DEFAULT_COOLDOWN: Duration = Duration::from_secs(30);
+/// The longest `Retry-After` honoured unless `retry_after_max` says otherwise.
+pub(crate) const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
 
 impl Config {
     /// Does an attempt need its own copy of the by-value arguments? Yes when there may be
@@ -120,9 +124,29 @@ pub(crate) fn check(
             }
         }
     }
+    if let Some(max_keys) = &args.max_keys {
+        if !matches!(
+            args.breaker.as_ref().map(|b| &b.value),
+            Some(BreakerArg::PerArg(_))
+        ) {
+            errors.push(
+                max_keys.key,
+                "`max_keys` bounds the breakers kept per key, but there are none: add `breaker = \"per_<argument>\"`, or remove `max_keys`",
+            );
+        } else if max_keys.value == 0 {
+            errors.push(
+                max_keys.span,
+                "`max_keys = 0` leaves no room for any key: give the number of keys to remember, such as `max_keys = 10000`",
+            );
+        }
+    }
     if args.retry.as_ref().is_none_or(|retry| retry.value == 0) {
         for (name, key) in [
             ("retry_budget", args.retry_budget.as_ref().map(|s| s.key)),
+            (
+                "retry_after_max",
+                args.retry_after_max.as_ref().map(|s| s.key),
+            ),
             ("nested", args.independent.as_ref().map(|s| s.key)),
         ] {
             if let Some(key) = key {
@@ -151,6 +175,7 @@ pub(crate) fn check(
         timeout: args.timeout.map(|s| s.value),
         deadline: args.deadline.map(|s| s.value),
         retry: args.retry.map_or(0, |s| s.value),
+        retry_after_max: args.retry_after_max.map(|s| s.value),
         backoff: args.backoff.map(|s| s.value),
         jitter: args.jitter.map(|s| s.value),
         breaker: args.breaker.map(|breaker| Breaker {
@@ -160,6 +185,7 @@ pub(crate) fn check(
                 .map_or(DEFAULT_THRESHOLD, |s| s.value),
             cooldown: args.breaker_cooldown.map_or(DEFAULT_COOLDOWN, |s| s.value),
         }),
+        max_keys: args.max_keys.map(|s| s.value),
         bulkhead: args.bulkhead.map(|s| s.value),
         fallback: args.fallback.map(|s| s.value),
         retry_budget: args.retry_budget.map(|s| s.value),

@@ -136,6 +136,8 @@ impl Backoff {
 }
 
 fn uniform<R: Rng + ?Sized>(rng: &mut R, low: Duration, high: Duration) -> Duration {
-    let (low, high) = (low.as_nanos() as u64, high.as_nanos() as u64);
-    Duration::from_nanos(rng.random_range(low..=high))
+    // Past u64 nanoseconds (584 years) a wait is "never" anyway: saturate, never wrap.
+    let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let (low, high) = (nanos(low), nanos(high));
+    Duration::from_nanos(rng.random_range(low..=high.max(low)))
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::ConfigError;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const BUCKETS: usize = 10;
 const WINDOW: Duration = Duration::from_secs(10);
@@ -21,8 +21,8 @@ const BUCKET_NANOS: u64 = (WINDOW.as_nanos() / BUCKETS as u128) as u64;
 /// budget bounds the extra load at 20 %, whatever the failure rate (the idea of Finagle's and
 /// Envoy's retry budgets).
 ///
-/// Counting is lock-free: first attempts and retries go into ten one-second buckets of
-/// atomics; a retry checks the sums.
+/// Counting is lock-free: first attempts and retries go into ten one-second buckets, one
+/// atomic word each; a retry checks the sums.
 ///
 /// ```
 /// use resil_runtime::RetryBudget;
@@ -42,15 +42,53 @@ pub struct RetryBudget {
     ratio: f64,
     min_per_sec: f64,
     origin: Instant,
-    buckets: [Bucket; BUCKETS],
+    buckets: [AtomicU64; BUCKETS],
 }
 
-#[derive(Debug, Default)]
-struct Bucket {
-    /// Which 1-second slot since `origin` the counts belong to.
-    slot: AtomicU64,
-    firsts: AtomicU32,
-    retries: AtomicU32,
+/// One bucket's counts in one word, so that emptying a stale bucket and counting into it, or
+/// checking the budget and taking a retry from it, is one compare-and-swap: no increment is
+/// lost and no two callers take the last retry. Bits 0-20 the first attempts, 21-41 the
+/// retries (each saturating at two million a second), 42-63 the bucket's slot (wrapping).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counts(u64);
+
+const COUNT_MASK: u64 = (1 << 21) - 1;
+const SLOT_MASK: u64 = (1 << 22) - 1;
+
+impl Counts {
+    fn new(slot: i64, firsts: u64, retries: u64) -> Self {
+        Counts(
+            (slot as u64 & SLOT_MASK) << 42
+                | retries.min(COUNT_MASK) << 21
+                | firsts.min(COUNT_MASK),
+        )
+    }
+
+    fn slot(self) -> u64 {
+        self.0 >> 42
+    }
+
+    fn firsts(self) -> u64 {
+        self.0 & COUNT_MASK
+    }
+
+    fn retries(self) -> u64 {
+        self.0 >> 21 & COUNT_MASK
+    }
+
+    /// The counts as of `slot`: a bucket last written in another second starts empty.
+    fn at(self, slot: i64) -> Counts {
+        if self.slot() == slot as u64 & SLOT_MASK {
+            self
+        } else {
+            Counts::new(slot, 0, 0)
+        }
+    }
+
+    /// Does this bucket belong to the window ending at `slot`?
+    fn in_window(self, slot: i64) -> bool {
+        ((slot as u64).wrapping_sub(self.slot()) & SLOT_MASK) < BUCKETS as u64
+    }
 }
 
 impl RetryBudget {
@@ -75,57 +113,73 @@ impl RetryBudget {
 
     /// Counts an operation's first attempt.
     pub fn record_first_attempt(&self) {
-        self.bucket(self.slot_now())
-            .firsts
-            .fetch_add(1, Ordering::Relaxed);
+        let slot = self.slot_now();
+        let bucket = self.bucket(slot);
+        let mut seen = Counts(bucket.load(Ordering::Acquire));
+        loop {
+            let now = seen.at(slot);
+            let counted = Counts::new(slot, now.firsts() + 1, now.retries());
+            match bucket.compare_exchange_weak(
+                seen.0,
+                counted.0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return,
+                Err(actual) => seen = Counts(actual),
+            }
+        }
     }
 
     /// Takes one retry from the budget; false when the window has none left.
+    ///
+    /// Exact within a one-second bucket (the check and the withdrawal are one
+    /// compare-and-swap); callers racing across a bucket boundary may each see the other's
+    /// second as it was, so the window can overshoot by at most one retry per such caller.
     pub fn try_withdraw(&self) -> bool {
-        let now = self.slot_now();
-        let (firsts, retries) = self.totals(now);
-        let allowed = self.ratio * f64::from(firsts) + self.min_per_sec * WINDOW.as_secs_f64();
-        if f64::from(retries) + 1.0 > allowed + 1e-9 {
-            return false;
-        }
-        self.bucket(now).retries.fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
-    fn slot_now(&self) -> u64 {
-        Instant::now()
-            .saturating_duration_since(self.origin)
-            .as_nanos() as u64
-            / BUCKET_NANOS
-    }
-
-    /// The bucket for `slot`, emptied first if it still holds an older slot's counts.
-    fn bucket(&self, slot: u64) -> &Bucket {
-        let bucket = &self.buckets[(slot % BUCKETS as u64) as usize];
-        let seen = bucket.slot.load(Ordering::Acquire);
-        if seen != slot
-            && bucket
-                .slot
-                .compare_exchange(seen, slot, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        {
-            bucket.firsts.store(0, Ordering::Relaxed);
-            bucket.retries.store(0, Ordering::Relaxed);
-        }
-        bucket
-    }
-
-    fn totals(&self, now: u64) -> (u32, u32) {
-        self.buckets
+        let slot = self.slot_now();
+        let bucket = self.bucket(slot);
+        let (other_firsts, other_retries) = self
+            .buckets
             .iter()
-            .filter(|bucket| {
-                now.saturating_sub(bucket.slot.load(Ordering::Acquire)) < BUCKETS as u64
-            })
-            .fold((0, 0), |(firsts, retries), bucket| {
-                (
-                    firsts + bucket.firsts.load(Ordering::Relaxed),
-                    retries + bucket.retries.load(Ordering::Relaxed),
-                )
-            })
+            .filter(|other| !std::ptr::eq(*other, bucket))
+            .map(|other| Counts(other.load(Ordering::Acquire)))
+            .filter(|counts| counts.in_window(slot))
+            .fold((0, 0), |(firsts, retries), counts| {
+                (firsts + counts.firsts(), retries + counts.retries())
+            });
+        let mut seen = Counts(bucket.load(Ordering::Acquire));
+        loop {
+            let now = seen.at(slot);
+            let firsts = (other_firsts + now.firsts()) as f64;
+            let retries = (other_retries + now.retries()) as f64;
+            let allowed = self.ratio * firsts + self.min_per_sec * WINDOW.as_secs_f64();
+            if retries + 1.0 > allowed + 1e-9 {
+                return false;
+            }
+            let taken = Counts::new(slot, now.firsts(), now.retries() + 1);
+            match bucket.compare_exchange_weak(seen.0, taken.0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(actual) => seen = Counts(actual),
+            }
+        }
+    }
+
+    /// Seconds since `origin`, signed: a budget shared by two runtimes (two paused test
+    /// clocks) may see instants before its origin. Those seconds still advance, and buckets
+    /// written on the other clock fall out of the window (their slots are not within the last
+    /// ten) instead of counting forever.
+    fn slot_now(&self) -> i64 {
+        let now = Instant::now();
+        let slots = |d: Duration| i64::try_from(d.as_nanos() / u128::from(BUCKET_NANOS));
+        match now.checked_duration_since(self.origin) {
+            Some(after) => slots(after).unwrap_or(i64::MAX),
+            None => slots(self.origin - now).map_or(i64::MIN, |before| -before - 1),
+        }
+    }
+
+    fn bucket(&self, slot: i64) -> &AtomicU64 {
+        &self.buckets[slot.rem_euclid(BUCKETS as i64) as usize]
     }
 }

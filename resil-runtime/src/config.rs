@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::rejected::Rounded;
+
 /// A policy setting that cannot work, reported by the builders instead of a panic.
 ///
 /// ```
@@ -21,7 +23,7 @@ pub enum ConfigError {
         key: &'static str,
     },
     /// The backoff's base is larger than its cap.
-    #[error("backoff base {base:?} is larger than its cap {cap:?}: write it as \"base..cap\" with base ≤ cap")]
+    #[error("backoff base {} is larger than its cap {}: write it as \"base..cap\" with base ≤ cap", Rounded(*base), Rounded(*cap))]
     BackoffBaseAboveCap {
         /// The first wait.
         base: Duration,
@@ -31,11 +33,14 @@ pub enum ConfigError {
     /// A bulkhead of zero lets nothing through.
     #[error("a bulkhead of 0 rejects every call: give it at least 1")]
     ZeroBulkhead,
+    /// A keyed registry bounded to zero keys could hold no breaker at all.
+    #[error("`max_keys` is 0: a keyed breaker needs room for at least one key; give it the number of keys to remember, such as 10000")]
+    ZeroMaxKeys,
     /// A breaker that opens after zero failures is always open.
     #[error("a breaker threshold of 0 would open before any failure: give it at least 1")]
     ZeroBreakerThreshold,
     /// The per-attempt timeout is longer than the whole operation's deadline.
-    #[error("timeout {timeout:?} is longer than deadline {deadline:?}: the deadline would always cut the attempt first; make timeout ≤ deadline")]
+    #[error("timeout {} is longer than deadline {}: the deadline would always cut the attempt first; make timeout ≤ deadline", Rounded(*timeout), Rounded(*deadline))]
     TimeoutAboveDeadline {
         /// Limit of one attempt.
         timeout: Duration,
@@ -46,7 +51,7 @@ pub enum ConfigError {
     #[error("a retry budget needs a share ≥ 0 (\"20%\") and a minimum ≥ 0 retries per second")]
     InvalidRetryBudget,
     /// A named breaker is already in use with other settings.
-    #[error("breaker `{name}` is already in use with threshold {existing_threshold} and cooldown {existing_cooldown:?}; this site asks for threshold {threshold} and cooldown {cooldown:?}: configure every use of a named breaker alike")]
+    #[error("breaker `{name}` is already in use with threshold {existing_threshold} and cooldown {}; this site asks for threshold {threshold} and cooldown {}: configure every use of a named breaker alike", Rounded(*existing_cooldown), Rounded(*cooldown))]
     BreakerConflict {
         /// The breaker's name.
         name: String,

@@ -11,6 +11,16 @@ use tokio::time::{Instant, Sleep};
 
 use crate::Rejected;
 
+/// `at + after`, saturating: a `Retry-After` of `u64::MAX` seconds or a builder's
+/// `Duration::MAX` means "practically never", not a panic. Thirty years is what tokio itself
+/// takes for "never".
+pub(crate) fn later(at: Instant, after: Duration) -> Instant {
+    const NEVER: Duration = Duration::from_secs(86_400 * 365 * 30);
+    at.checked_add(after.min(NEVER))
+        .or_else(|| at.checked_add(Duration::from_secs(86_400)))
+        .unwrap_or(at)
+}
+
 /// The limits one attempt runs under.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
@@ -46,7 +56,7 @@ impl Limits {
     pub(crate) fn end(&self, now: impl FnOnce() -> Instant) -> Option<(Instant, Cut)> {
         let by_timeout = self.timeout.map(|after| {
             let start = self.started.unwrap_or_else(now);
-            (start + after, Cut::Timeout(after))
+            (later(start, after), Cut::Timeout(after))
         });
         match (by_timeout, self.deadline) {
             (Some((at, timeout)), Some(deadline)) if at < deadline => Some((at, timeout)),

@@ -18,7 +18,7 @@ pub enum Event<'a> {
     /// An attempt is about to call the provider.
     AttemptStarted {
         /// The logical operation (see [`crate::Operation`]).
-        operation: Option<OperationId>,
+        operation: Option<&'a OperationId>,
         /// The policy's name (the annotated function's path, for `#[resilient]`).
         site: &'a str,
         /// 0 for the first attempt.
@@ -27,7 +27,7 @@ pub enum Event<'a> {
     /// An attempt ended.
     AttemptEnded {
         /// The logical operation (see [`crate::Operation`]).
-        operation: Option<OperationId>,
+        operation: Option<&'a OperationId>,
         /// The policy's name.
         site: &'a str,
         /// 0 for the first attempt.
@@ -38,7 +38,7 @@ pub enum Event<'a> {
     /// The policy is waiting before the next attempt.
     Waiting {
         /// The logical operation (see [`crate::Operation`]).
-        operation: Option<OperationId>,
+        operation: Option<&'a OperationId>,
         /// The policy's name.
         site: &'a str,
         /// The attempt that failed.
@@ -49,7 +49,7 @@ pub enum Event<'a> {
     /// The operation was rejected by the runtime (bulkhead, breaker, deadline).
     Rejected {
         /// The logical operation (see [`crate::Operation`]).
-        operation: Option<OperationId>,
+        operation: Option<&'a OperationId>,
         /// The policy's name.
         site: &'a str,
         /// Why.
@@ -58,7 +58,7 @@ pub enum Event<'a> {
     /// The operation ended on a transient failure although the error was worth retrying.
     GaveUp {
         /// The logical operation.
-        operation: Option<OperationId>,
+        operation: Option<&'a OperationId>,
         /// The policy's name.
         site: &'a str,
         /// The attempt that failed last.
@@ -97,6 +97,10 @@ pub enum GiveUp {
     BudgetExhausted,
     /// The next wait would end past the deadline.
     DeadlineTooClose,
+    /// The error asked to wait longer than `retry_after_max`: the caller decides whether to.
+    RetryAfterTooLong,
+    /// The breaker opened meanwhile: the operation ends with the provider's last error.
+    BreakerOpen,
 }
 
 impl GiveUp {
@@ -108,6 +112,8 @@ impl GiveUp {
             GiveUp::AllowanceSpent => "operation's retry allowance spent",
             GiveUp::BudgetExhausted => "retry budget exhausted",
             GiveUp::DeadlineTooClose => "no time left before the deadline",
+            GiveUp::RetryAfterTooLong => "asked to wait longer than retry_after_max",
+            GiveUp::BreakerOpen => "the breaker opened",
         }
     }
 }

@@ -2,12 +2,16 @@
 
 use std::time::Duration;
 
-use crate::Backoff;
+use crate::{Backoff, Jitter};
 
 /// The longest an operation can take: every attempt running to its `timeout` and every wait
-/// at its longest (the backoff's envelope), capped by the `deadline`. `None` when nothing
-/// bounds it (no timeout and no deadline). A `Retry-After` longer than the envelope can
-/// stretch the waits; the deadline, if any, still caps the total.
+/// at its longest, capped by the `deadline`. `None` when nothing bounds it (no timeout and no
+/// deadline).
+///
+/// A wait is at most the backoff's envelope plus `retry_after_max` (a `Retry-After` is a floor
+/// under the jitter; with [`Jitter::None`] the longer of the two): a server that asks for more
+/// than `retry_after_max` ends the operation instead. Pass `Duration::ZERO` for the figure when
+/// the server never asks to wait.
 ///
 /// This is the figure `#[resilient]` writes into each function's docs.
 ///
@@ -17,20 +21,33 @@ use crate::Backoff;
 ///
 /// let secs = Duration::from_secs;
 /// let backoff = Backoff::default(); // 300ms..8s
-/// assert_eq!(worst_case(Some(secs(20)), None, 2, &backoff), Some(Duration::from_millis(60_900)));
-/// assert_eq!(worst_case(Some(secs(8)), None, 1, &backoff), Some(Duration::from_millis(16_300)));
-/// assert_eq!(worst_case(Some(secs(20)), Some(secs(45)), 2, &backoff), Some(secs(45)));
-/// assert_eq!(worst_case(None, None, 2, &backoff), None);
+/// let quiet = Duration::ZERO;
+/// assert_eq!(worst_case(Some(secs(20)), None, 2, &backoff, quiet), Some(Duration::from_millis(60_900)));
+/// assert_eq!(worst_case(Some(secs(8)), None, 1, &backoff, quiet), Some(Duration::from_millis(16_300)));
+/// assert_eq!(worst_case(Some(secs(20)), Some(secs(45)), 2, &backoff, quiet), Some(secs(45)));
+/// assert_eq!(worst_case(None, None, 2, &backoff, quiet), None);
+/// // A server may ask to wait up to a minute before each retry:
+/// assert_eq!(worst_case(Some(secs(20)), None, 2, &backoff, secs(60)), Some(Duration::from_millis(180_900)));
 /// ```
 pub fn worst_case(
     timeout: Option<Duration>,
     deadline: Option<Duration>,
     retry: u32,
     backoff: &Backoff,
+    retry_after_max: Duration,
 ) -> Option<Duration> {
     let attempts = timeout.map(|timeout| {
-        let waits: Duration = (0..retry).map(|n| backoff.envelope(n)).sum();
-        timeout.saturating_mul(retry.saturating_add(1)) + waits
+        let waits = (0..retry).fold(Duration::ZERO, |total, n| {
+            let envelope = backoff.envelope(n);
+            let wait = match backoff.jitter() {
+                Jitter::None => envelope.max(retry_after_max),
+                _ => envelope.saturating_add(retry_after_max),
+            };
+            total.saturating_add(wait)
+        });
+        timeout
+            .saturating_mul(retry.saturating_add(1))
+            .saturating_add(waits)
     });
     match (attempts, deadline) {
         (Some(attempts), Some(deadline)) => Some(attempts.min(deadline)),

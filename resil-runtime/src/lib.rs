@@ -72,7 +72,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
-mod attempt;
 mod backoff;
 pub mod breaker;
 mod budget;
@@ -80,6 +79,7 @@ mod bulkhead;
 mod config;
 mod deadline;
 pub mod events;
+mod execution;
 #[cfg(feature = "http")]
 pub mod http;
 mod latency;
@@ -91,16 +91,17 @@ mod rejected;
 mod sync;
 mod transient;
 
-pub use attempt::Attempt;
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{
-    Admission, Breaker, BreakerConfig, BreakerKey, BreakerState, KeyedBreakers, Verdict,
+    Admission, Breaker, BreakerConfig, BreakerKey, BreakerState, KeyedBreaker, KeyedBreakers,
+    Verdict,
 };
 pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use config::ConfigError;
+pub use execution::{Attempt, Execution, Next, Outcome};
 pub use latency::worst_case;
 pub use operation::{Operation, OperationId};
-pub use policy::{Execution, Next, Outcome, Policy, PolicyBuilder};
+pub use policy::{Keyed, Policy, PolicyBuilder, Unkeyed};
 pub use rejected::Rejected;
 pub use transient::Transient;

@@ -6,24 +6,36 @@
 //! keeps working after the caller has left. So the outermost call opens an *operation* (a
 //! context that travels with the task running it) and nested calls respect it:
 //!
-//! - **Deadline.** A nested call's attempt timeout is the smaller of its own timeout and the
-//!   operation's remaining time; once the deadline has passed, nested calls fail with
-//!   [`Rejected::DeadlineExceeded`](crate::Rejected::DeadlineExceeded) without calling.
-//! - **One retry owner.** The outermost call that declares retries owns the operation's
-//!   allowance; every retry anywhere inside draws from it. Three nested layers of `retry = 3`
-//!   over a dead dependency make 4 calls, not 64.
+//! - **Deadline.** A nested call runs under the smaller of its own limits and what is left of
+//!   every enclosing deadline, and [`Operation::remaining`] inside it reports that smaller
+//!   figure, so a deadline passed downstream is never overstated. Once it has passed, nested
+//!   calls fail with [`Rejected::DeadlineExceeded`](crate::Rejected::DeadlineExceeded) without
+//!   calling.
+//! - **Retries.** A call draws its retries from the allowance of the nearest enclosing call
+//!   that declares retries (the retry owner); a call with no such ancestor owns its own. Three
+//!   nested layers of `retry = 3` over a dead dependency make 4 calls, not 64; two sibling
+//!   calls under a parent with `retry = 0` each keep their own allowance.
+//! - **Ids.** [`Operation::id`] names the current call and is stable across its attempts: the
+//!   outermost call has the operation id; the n-th nested call started by an attempt of its
+//!   parent has `{parent id}.{n}` (n from 1, counted afresh in each parent attempt). Two
+//!   different charges inside one operation get different idempotency keys, and a retried
+//!   parent re-derives the same key for the same charge.
+//! - **One breaker, one verdict.** A nested call on a breaker that an enclosing call holds
+//!   (admitted, or probing) goes through as part of that call: it never waits for a probe
+//!   verdict that depends on itself, and the breaker records the outcome once.
 //! - **Opting out.** `nested = "independent"` ([`PolicyBuilder::independent`]) keeps a call's
 //!   own retry count inside an operation. That is right when the inner call is a separate
 //!   contract with its own budget (a different team's service, a queue hand-off whose
 //!   retries the caller never sees), and wrong for plain layering, where it multiplies.
 //!
-//! The context lives in the task that runs the operation: it is put in place around every
-//! poll of an attempt and taken back after, so a task started with `tokio::spawn` does not
-//! see it. Carry it explicitly with [`Operation::scope`].
+//! Each call keeps its frame (id, deadline, allowance, the breaker it holds) in its own
+//! state; around every poll of an attempt the frame is pushed on a thread-local stack and
+//! taken back after, so nested calls see their ancestors and a task started with
+//! `tokio::spawn` does not. Carry the operation into one explicitly with [`Operation::scope`].
 //!
 //! [`PolicyBuilder::independent`]: crate::PolicyBuilder::independent
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -36,137 +48,215 @@ use pin_project_lite::pin_project;
 use tokio::time::Instant;
 
 thread_local! {
-    /// The operation of the attempt being polled on this thread, if any.
-    static CURRENT: RefCell<Option<Context>> = const { RefCell::new(None) };
+    /// The frames of the calls being polled on this thread, outermost first.
+    static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The operation's shared state, owned by the outermost call and lent to each poll.
-pub(crate) struct Context {
-    /// The id's sequence number, drawn on first use (0: not yet).
-    sequence: Cell<u64>,
+/// One `#[resilient]` call's place in its operation. Kept by the call between polls, pushed on
+/// the thread's stack during each poll of one of its attempts.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    /// The operation's sequence number; 0 until an outermost call's id is first asked for.
+    sequence: u64,
+    path: Path,
+    /// Nested calls started by the current attempt.
+    children: u32,
     deadline: Option<Instant>,
-    /// Retries left for the whole operation; `None` until a layer declaring retries owns it.
-    allowance: Cell<Option<u32>>,
-    /// Retries made so far, by any layer.
-    retries: Cell<u32>,
-    /// The policy that owns the allowance; recorded only when someone listens to events.
-    owner: Cell<Option<Arc<str>>>,
+    /// Retries left, when this call owns an allowance.
+    allowance: Option<u32>,
+    /// Retries made anywhere in the operation (kept on the outermost frame).
+    retries: u32,
+    /// The breaker the current attempt holds (its address), or 0.
+    held: usize,
+    /// The policy owning the allowance; recorded only when someone listens to events.
+    owner: Option<Arc<str>>,
 }
 
-impl fmt::Debug for Context {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Context")
-            .field("sequence", &self.sequence.get())
-            .field("deadline", &self.deadline)
-            .field("allowance", &self.allowance.get())
-            .field("retries", &self.retries.get())
-            .finish()
-    }
-}
-
-impl Context {
-    pub(crate) fn new(deadline: Option<Instant>, allowance: Option<u32>) -> Self {
-        Context {
-            sequence: Cell::new(0),
+impl Frame {
+    /// The frame of a call starting now, nested in the call being polled, if any. `retry` is
+    /// the call's own retry count; `name` is recorded as the owner when it owns retries.
+    pub(crate) fn start(
+        deadline: Option<Instant>,
+        retry: u32,
+        independent: bool,
+        name: Option<&Arc<str>>,
+    ) -> Frame {
+        let mut frame = Frame {
+            sequence: 0,
+            path: Path::ROOT,
+            children: 0,
             deadline,
-            allowance: Cell::new(allowance),
-            retries: Cell::new(0),
-            owner: Cell::new(None),
+            allowance: None,
+            retries: 0,
+            held: 0,
+            owner: None,
+        };
+        let has_owner = STACK.with(|stack| {
+            let mut stack = stack.borrow_mut();
+            let has_owner = stack.iter().any(|frame| frame.allowance.is_some());
+            if let Some(parent) = stack.last_mut() {
+                parent.children = parent.children.saturating_add(1);
+                frame.sequence = parent.sequence();
+                frame.path = parent.path.child(parent.children);
+                frame.deadline = earliest(parent.deadline, deadline);
+            }
+            has_owner
+        });
+        if retry > 0 && (independent || !has_owner) {
+            frame.allowance = Some(retry);
+            frame.owner = name.cloned();
         }
+        frame
     }
 
-    pub(crate) fn set_owner(&self, owner: &Arc<str>) {
-        self.owner.set(Some(Arc::clone(owner)));
-    }
-
-    fn owner(&self) -> Option<Arc<str>> {
-        let owner = self.owner.take();
-        self.owner.set(owner.clone());
-        owner
-    }
-
-    pub(crate) fn id(&self) -> OperationId {
-        if self.sequence.get() == 0 {
-            self.sequence.set(OperationId::next_sequence());
-        }
-        OperationId::new(self.sequence.get())
-    }
-
+    /// The operation's deadline as this call sees it: the earliest of its own and every
+    /// enclosing one.
     pub(crate) fn deadline(&self) -> Option<Instant> {
         self.deadline
     }
 
-    /// Takes ownership of the allowance if no layer has yet.
-    pub(crate) fn claim(&self, retries: u32) -> bool {
-        if self.allowance.get().is_none() && retries > 0 {
-            self.allowance.set(Some(retries));
-            return true;
+    /// A new attempt of this call: its nested calls are numbered afresh, so a retried parent
+    /// re-derives the same ids.
+    pub(crate) fn new_attempt(&mut self) {
+        self.children = 0;
+    }
+
+    fn sequence(&mut self) -> u64 {
+        if self.sequence == 0 {
+            self.sequence = OperationId::next_sequence();
         }
-        false
+        self.sequence
     }
 
-    pub(crate) fn allowance(&self) -> Option<u32> {
-        self.allowance.get()
-    }
-
-    /// Draws one retry from the allowance; false when it is spent.
-    pub(crate) fn draw(&self) -> bool {
-        match self.allowance.get() {
-            Some(0) => false,
-            Some(left) => {
-                self.allowance.set(Some(left - 1));
-                self.retries.set(self.retries.get() + 1);
-                true
-            }
-            None => {
-                self.retries.set(self.retries.get() + 1);
-                true
-            }
-        }
-    }
-
-    /// Counts a retry made by an independent layer (it draws nothing).
-    pub(crate) fn count_retry(&self) {
-        self.retries.set(self.retries.get() + 1);
-    }
-
-    fn snapshot(&self) -> Operation {
-        Operation {
-            id: self.id(),
-            attempt: self.retries.get(),
-            deadline: self.deadline,
-            allowance: self.allowance.get(),
-            owner: self.owner(),
-        }
+    fn id(&mut self) -> OperationId {
+        OperationId::new(self.sequence(), self.path.clone())
     }
 }
 
-/// Runs `f` on the current operation's context, if there is one.
-pub(crate) fn with_current<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
-    CURRENT.with(|current| current.borrow().as_ref().map(f))
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
-/// Runs `f` (one poll of an attempt) with `context` as the current operation, then takes it
-/// back, also when `f` panics. With `None`, `f` runs in whatever operation is current.
+/// Runs `f` (one poll of an attempt) with `frame` on top of the thread's stack, then takes it
+/// back, also when `f` panics.
 #[inline]
-pub(crate) fn enter<R>(context: &mut Option<Context>, f: impl FnOnce() -> R) -> R {
-    if context.is_none() {
+pub(crate) fn enter<R>(frame: &mut Option<Frame>, f: impl FnOnce() -> R) -> R {
+    let Some(pushed) = frame.take() else {
         return f();
-    }
-    struct Restore<'a>(&'a mut Option<Context>);
-    impl Drop for Restore<'_> {
+    };
+    struct Pop<'a>(&'a mut Option<Frame>);
+    impl Drop for Pop<'_> {
         fn drop(&mut self) {
-            CURRENT.with(|current| std::mem::swap(&mut *current.borrow_mut(), self.0));
+            *self.0 = STACK.with(|stack| stack.borrow_mut().pop());
         }
     }
-    CURRENT.with(|current| std::mem::swap(&mut *current.borrow_mut(), context));
-    let _restore = Restore(context);
+    STACK.with(|stack| stack.borrow_mut().push(pushed));
+    let _pop = Pop(frame);
     f()
 }
 
-/// The id of one logical operation: the same for all its attempts, different for every
-/// operation of the process (and, through a random prefix, of other processes). Use it as an
-/// `Idempotency-Key` so a retried request is not processed twice.
+/// Runs `f` on the stack, if a call is being polled. Called only from inside `enter`, where
+/// the top frame is the polled call's.
+fn with_stack<R>(f: impl FnOnce(&mut [Frame]) -> R) -> Option<R> {
+    STACK.with(|stack| {
+        let mut stack = stack.borrow_mut();
+        (!stack.is_empty()).then(|| f(&mut stack))
+    })
+}
+
+/// The index of the frame whose allowance the top frame draws from.
+fn owner_index(stack: &[Frame]) -> Option<usize> {
+    stack.iter().rposition(|frame| frame.allowance.is_some())
+}
+
+/// Retries the polled call may still draw, if an allowance governs it.
+pub(crate) fn allowance() -> Option<u32> {
+    with_stack(|stack| owner_index(stack).and_then(|owner| stack[owner].allowance)).flatten()
+}
+
+/// Counts a retry of the polled call: drawn from its owner's allowance unless `independent`
+/// (which owns its own). False when the allowance is spent.
+pub(crate) fn draw() -> bool {
+    with_stack(|stack| {
+        if let Some(owner) = owner_index(stack) {
+            match stack[owner].allowance {
+                Some(0) => return false,
+                Some(left) => stack[owner].allowance = Some(left - 1),
+                None => {}
+            }
+        }
+        stack[0].retries = stack[0].retries.saturating_add(1);
+        true
+    })
+    .unwrap_or(true)
+}
+
+/// The id of the polled call.
+pub(crate) fn current_id() -> Option<OperationId> {
+    with_stack(|stack| stack.last_mut().map(Frame::id)).flatten()
+}
+
+/// Is `breaker` held by a call enclosing the polled one? Then the polled call goes through as
+/// part of it.
+pub(crate) fn held_by_ancestor(breaker: usize) -> bool {
+    with_stack(|stack| {
+        let (_, ancestors) = stack.split_last().unwrap_or((&stack[0], &[]));
+        ancestors.iter().any(|frame| frame.held == breaker)
+    })
+    .unwrap_or(false)
+}
+
+/// Marks the breaker the polled call's attempt holds (0: none).
+pub(crate) fn hold(breaker: usize) {
+    with_stack(|stack| {
+        if let Some(top) = stack.last_mut() {
+            top.held = breaker;
+        }
+    });
+}
+
+/// The path of a nested call below the operation: `[2, 1]` for the first call started by the
+/// second call of the outermost one. Inline up to six levels; deeper ones are rare enough to
+/// allocate.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Path {
+    Inline(u8, [u32; 6]),
+    Deep(Arc<[u32]>),
+}
+
+impl Path {
+    const ROOT: Path = Path::Inline(0, [0; 6]);
+
+    fn parts(&self) -> &[u32] {
+        match self {
+            Path::Inline(len, parts) => &parts[..usize::from(*len)],
+            Path::Deep(parts) => parts,
+        }
+    }
+
+    fn child(&self, n: u32) -> Path {
+        match self {
+            Path::Inline(len, parts) if usize::from(*len) < parts.len() => {
+                let mut parts = *parts;
+                parts[usize::from(*len)] = n;
+                Path::Inline(len + 1, parts)
+            }
+            _ => Path::Deep(self.parts().iter().copied().chain([n]).collect()),
+        }
+    }
+}
+
+/// The id of one call of a logical operation: the same for all its attempts, different for
+/// every operation of the process (and, through a random prefix, of other processes), and for
+/// every nested call inside one. Use it as an `Idempotency-Key`: a retried request carries the
+/// same key, so the provider replays it instead of processing it twice.
+///
+/// The outermost call has the operation's id; the n-th nested call started by an attempt of
+/// its parent has `{parent id}.{n}`, so two different charges inside one operation have
+/// different keys, and a retried parent re-derives the same key for the same charge.
 ///
 /// ```
 /// use resil_runtime::{Operation, Policy, Rejected};
@@ -185,10 +275,11 @@ pub(crate) fn enter<R>(context: &mut Option<Context>, f: impl FnOnce() -> R) -> 
 /// assert!(keys.iter().all(|key| *key == keys[0]));
 /// # }
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct OperationId {
     process: u64,
     sequence: u64,
+    path: Path,
 }
 
 impl OperationId {
@@ -197,23 +288,40 @@ impl OperationId {
         SEQUENCE.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn new(sequence: u64) -> Self {
+    fn new(sequence: u64, path: Path) -> Self {
         static PROCESS: OnceLock<u64> = OnceLock::new();
         OperationId {
             process: *PROCESS.get_or_init(rand::random),
             sequence,
+            path,
         }
     }
-}
 
-/// 33 characters, safe in an HTTP header: `5f2a9c1e7b3d4a60-0000000000000001`.
-impl fmt::Display for OperationId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:016x}-{:016x}", self.process, self.sequence)
+    /// The id of the outermost call: the operation's own.
+    pub fn operation(&self) -> OperationId {
+        OperationId::new(self.sequence, Path::ROOT)
+    }
+
+    /// How deep the call is nested: 0 for the outermost call.
+    pub fn depth(&self) -> usize {
+        self.path.parts().len()
     }
 }
 
-/// What the current logical operation knows: its id, its attempt, its deadline.
+/// 33 characters for the outermost call, safe in an HTTP header:
+/// `5f2a9c1e7b3d4a60-0000000000000001`; a nested call appends `.{n}` per level
+/// (`5f2a9c1e7b3d4a60-0000000000000001.2.1`).
+impl fmt::Display for OperationId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}-{:016x}", self.process, self.sequence)?;
+        for part in self.path.parts() {
+            write!(f, ".{part}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the current call knows of its logical operation: its id, its attempt, its deadline.
 ///
 /// `Operation::current()` is `None` outside any `#[resilient]` call or `Policy::run`.
 ///
@@ -240,14 +348,32 @@ pub struct Operation {
 }
 
 impl Operation {
-    /// The operation the current task is running, if any.
+    /// The operation the current task is running, as the innermost call sees it, if any.
     pub fn current() -> Option<Operation> {
-        with_current(Context::snapshot)
+        with_stack(|stack| {
+            let owner = owner_index(stack).map(|owner| &stack[owner]);
+            let (allowance, owner) = owner.map_or((None, None), |f| (f.allowance, f.owner.clone()));
+            let attempt = stack[0].retries;
+            let top = stack.last_mut()?;
+            Some(Operation {
+                id: top.id(),
+                attempt,
+                deadline: top.deadline,
+                allowance,
+                owner,
+            })
+        })
+        .flatten()
     }
 
-    /// Stable across attempts; use it as an `Idempotency-Key`.
+    /// This call's id, stable across its attempts; use it as an `Idempotency-Key`.
     pub fn id(&self) -> OperationId {
-        self.id
+        self.id.clone()
+    }
+
+    /// The outermost call's id: the same for every call of the operation.
+    pub fn operation_id(&self) -> OperationId {
+        self.id.operation()
     }
 
     /// 0 on the first attempt; grows by one with every retry made anywhere in the operation.
@@ -255,20 +381,20 @@ impl Operation {
         self.attempt
     }
 
-    /// Time left before the operation's deadline, if it has one.
+    /// Time left before the earliest deadline that applies to this call, if any.
     pub fn remaining(&self) -> Option<Duration> {
         self.deadline
             .map(|deadline| deadline.saturating_duration_since(Instant::now()))
     }
 
-    /// Retries the operation may still make, if a layer declared retries.
+    /// Retries this call may still make, if a layer declared retries.
     pub fn retries_left(&self) -> Option<u32> {
         self.allowance
     }
 
-    /// The policy whose retries the operation draws from. Recorded only while an event
-    /// listener is set (it costs a reference count per operation), so tracing can say who
-    /// retries; `None` otherwise.
+    /// The policy whose retries this call draws from. Recorded only while an event listener
+    /// is set (it costs a reference count per operation), so tracing can say who retries;
+    /// `None` otherwise.
     pub fn retry_owner(&self) -> Option<&str> {
         self.owner.as_deref()
     }
@@ -296,15 +422,18 @@ impl Operation {
     /// # }
     /// ```
     pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
-        let context = Context {
-            sequence: Cell::new(self.id.sequence),
+        let frame = Frame {
+            sequence: self.id.sequence,
+            path: self.id.path,
+            children: 0,
             deadline: self.deadline,
-            allowance: Cell::new(self.allowance),
-            retries: Cell::new(self.attempt),
-            owner: Cell::new(self.owner),
+            allowance: self.allowance,
+            retries: self.attempt,
+            held: 0,
+            owner: self.owner,
         };
         Scoped {
-            context: Some(context),
+            frame: Some(frame),
             future,
         }
     }
@@ -315,7 +444,7 @@ pin_project! {
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
     pub struct Scoped<F> {
-        context: Option<Context>,
+        frame: Option<Frame>,
         #[pin]
         future: F,
     }
@@ -327,6 +456,6 @@ impl<F: Future> Future for Scoped<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
         let this = self.project();
         let future = this.future;
-        enter(this.context, || future.poll(cx))
+        enter(this.frame, || future.poll(cx))
     }
 }

@@ -1,5 +1,6 @@
 //! [`Rejected`]: what the runtime itself fails an operation with.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,27 +18,35 @@ use crate::Transient;
 /// let open = Rejected::BreakerOpen { breaker: "openai".into(), retry_in: Duration::from_secs(12) };
 /// assert!(!open.is_transient());
 /// assert_eq!(open.retry_after(), Some(Duration::from_secs(12)));
-/// assert_eq!(
-///     open.to_string(),
-///     "circuit breaker `openai` is open: the provider failed repeatedly; \
-///      no call was made, try again in 12s or serve a fallback"
-/// );
+/// assert_eq!(open.to_string(), "circuit breaker `openai` is open: no call was made (retry in 12s)");
+/// let open = Rejected::BreakerOpen { breaker: "openai".into(), retry_in: Duration::from_nanos(1_999_999_269) };
+/// assert_eq!(open.to_string(), "circuit breaker `openai` is open: no call was made (retry in 2s)");
+/// ```
+///
+/// The messages say what happened, not what to do: they end up in end users' error chains.
+/// Durations are rounded for people (`1.5s`, `2m30s`); the exact values are in the fields.
+///
+/// ```
+/// # use resil_runtime::Rejected;
+/// # use std::time::Duration;
+/// let timeout = Rejected::Timeout { after: Duration::from_millis(1500) };
+/// assert_eq!(timeout.to_string(), "the attempt timed out after 1.5s");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Rejected {
     /// One attempt ran longer than its `timeout`. The only transient rejection: the next
     /// attempt may be faster.
-    #[error("the attempt timed out after {after:?}: the provider did not answer in time; it may be retried")]
+    #[error("the attempt timed out after {}", Rounded(*after))]
     Timeout {
         /// The attempt's time limit.
         after: Duration,
     },
     /// The whole operation ran out of time (`deadline`): no further attempt or wait fits.
-    #[error("the operation's deadline passed: no time was left for another attempt; raise `deadline` or answer without this call")]
+    #[error("the operation's deadline passed")]
     DeadlineExceeded,
     /// The circuit breaker is open: the provider failed repeatedly, so no call was made.
-    #[error("circuit breaker `{breaker}` is open: the provider failed repeatedly; no call was made, try again in {retry_in:?} or serve a fallback")]
+    #[error("circuit breaker `{breaker}` is open: no call was made (retry in {})", Rounded(*retry_in))]
     BreakerOpen {
         /// The breaker's name (`openai`, or `model=gpt-4o` for a keyed breaker).
         breaker: Arc<str>,
@@ -45,7 +54,7 @@ pub enum Rejected {
         retry_in: Duration,
     },
     /// The bulkhead already has `limit` operations in flight; this one was not queued.
-    #[error("bulkhead full: {limit} operations already in flight; shed this request or raise `bulkhead`")]
+    #[error("bulkhead full: {limit} operations already in flight")]
     BulkheadFull {
         /// The number of operations the bulkhead lets run at once.
         limit: usize,
@@ -76,6 +85,60 @@ impl Transient for Rejected {
         match self {
             Rejected::BreakerOpen { retry_in, .. } => Some(*retry_in),
             _ => None,
+        }
+    }
+}
+
+/// A duration written for people: `250ms`, `1.5s`, `12s`, `2m30s`, `3h20m`. Rounded up to the
+/// unit shown, so a "retry in" is never shorter than the real wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rounded(pub(crate) Duration);
+
+impl fmt::Display for Rounded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ceil = |unit: u128| self.0.as_nanos().div_ceil(unit);
+        let ms = ceil(1_000_000);
+        if ms < 1000 {
+            return write!(f, "{ms}ms");
+        }
+        let tenths = ceil(100_000_000);
+        if tenths < 100 {
+            return match tenths % 10 {
+                0 => write!(f, "{}s", tenths / 10),
+                tenth => write!(f, "{}.{tenth}s", tenths / 10),
+            };
+        }
+        let secs = ceil(1_000_000_000);
+        match (secs / 3600, secs % 3600 / 60, secs % 60) {
+            (0, 0, s) => write!(f, "{s}s"),
+            (0, m, 0) => write!(f, "{m}m"),
+            (0, m, s) => write!(f, "{m}m{s}s"),
+            (h, 0, _) => write!(f, "{h}h"),
+            (h, m, _) => write!(f, "{h}h{m}m"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounded_for_people() {
+        let cases = [
+            (Duration::ZERO, "0ms"),
+            (Duration::from_nanos(1), "1ms"),
+            (Duration::from_millis(250), "250ms"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_nanos(1_999_999_269), "2s"),
+            (Duration::from_secs(12), "12s"),
+            (Duration::from_secs(150), "2m30s"),
+            (Duration::from_secs(120), "2m"),
+            (Duration::from_secs(3600 * 3 + 1200), "3h20m"),
+            (Duration::MAX, "5124095576030431h"),
+        ];
+        for (duration, text) in cases {
+            assert_eq!(Rounded(duration).to_string(), text, "{duration:?}");
         }
     }
 }

@@ -2,16 +2,12 @@
 //! model checker can explore every interleaving of the breaker and the bulkhead.
 
 #[cfg(not(resil_loom))]
-pub(crate) use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(resil_loom))]
 pub(crate) use std::sync::Mutex;
 
 #[cfg(resil_loom)]
-pub(crate) use loom::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 #[cfg(resil_loom)]
 pub(crate) use loom::sync::Mutex;
 
@@ -20,12 +16,17 @@ pub(crate) use loom::sync::Mutex;
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
     #[cfg(not(resil_loom))]
     {
-        mutex
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock_std(mutex)
     }
     #[cfg(resil_loom)]
     {
         mutex.lock().unwrap()
     }
+}
+
+/// [`lock`] for the std mutexes that loom does not model (registries, the seeded generator).
+pub(crate) fn lock_std<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

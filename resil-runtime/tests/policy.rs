@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Provider, Recorder, TestError};
-use resil_runtime::{Breaker, BreakerConfig, ConfigError, Next, Outcome, Policy, Rejected};
+use resil_runtime::{Breaker, BreakerConfig, ConfigError, Keyed, Next, Outcome, Policy, Rejected};
 
 #[tokio::test(start_paused = true)]
 async fn transient_errors_are_retried_until_success() {
@@ -47,7 +47,7 @@ async fn retries_stop_at_retry_plus_one_attempts() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_retry_that_meets_an_open_breaker_ends_with_breaker_open() {
+async fn a_retry_that_meets_an_open_breaker_ends_with_the_providers_error() {
     let breaker = Arc::new(Breaker::new(
         "flaky",
         BreakerConfig::new(2, Duration::from_secs(30)).unwrap(),
@@ -55,17 +55,23 @@ async fn a_retry_that_meets_an_open_breaker_ends_with_breaker_open() {
     let policy = Policy::builder().retry(5).breaker(breaker).build().unwrap();
     let provider = Provider::default();
     let result = policy.run(|| provider.answer(Err(TestError::Busy))).await;
-    assert!(
-        matches!(
-            result,
-            Err(TestError::Rejected(Rejected::BreakerOpen { .. }))
-        ),
-        "{result:?}"
+    assert_eq!(
+        result,
+        Err(TestError::Busy),
+        "the operation called: its result is what the provider said, still transient"
     );
     assert_eq!(
         provider.calls(),
         2,
         "the second failure opened it; no third call"
+    );
+    let refused = policy.run(|| provider.answer(Ok(1))).await;
+    assert!(
+        matches!(
+            refused,
+            Err(TestError::Rejected(Rejected::BreakerOpen { .. }))
+        ),
+        "an operation that made no call: {refused:?}"
     );
 }
 
@@ -92,7 +98,7 @@ async fn outcomes_tell_where_a_fallback_applies() {
         Outcome::Failed(TestError::Busy)
     );
 
-    let _held = policy.execute();
+    let _held = policy.execute::<TestError>();
     assert_eq!(
         outcome(&policy, Ok(1)).await,
         Outcome::Failed(TestError::Rejected(Rejected::BulkheadFull { limit: 1 })),
@@ -161,7 +167,7 @@ async fn events_trace_the_operation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn futures_are_send_when_attempts_borrow() {
     struct Client {
-        policy: Policy,
+        policy: Policy<Keyed>,
         prefix: String,
     }
     impl Client {

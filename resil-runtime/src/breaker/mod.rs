@@ -14,7 +14,7 @@
 mod registry;
 
 pub(crate) use registry::named;
-pub use registry::{BreakerKey, KeyedBreakers};
+pub use registry::{BreakerKey, KeyedBreaker, KeyedBreakers};
 
 use std::fmt;
 use std::sync::Arc;
@@ -23,12 +23,44 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::sync::{lock, AtomicBool, AtomicU32, AtomicU64, AtomicU8, Mutex, Ordering};
+use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::{ConfigError, Rejected};
 
-const CLOSED: u8 = 0;
-const OPEN: u8 = 1;
-const HALF_OPEN: u8 = 2;
+const CLOSED: u64 = 0;
+const OPEN: u64 = 1;
+const HALF_OPEN: u64 = 2;
+
+/// State, consecutive failures and generation in one atomic word, so that "count this failure
+/// if the breaker is still in the generation that admitted the call" is one compare-and-swap:
+/// bits 0-1 the state, 2-33 the failures, 34-63 the generation (wrapping).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Word(u64);
+
+impl Word {
+    const GENERATION_SHIFT: u32 = 34;
+
+    fn state(self) -> u64 {
+        self.0 & 0b11
+    }
+
+    fn failures(self) -> u32 {
+        (self.0 >> 2) as u32
+    }
+
+    fn generation(self) -> u32 {
+        (self.0 >> Self::GENERATION_SHIFT) as u32
+    }
+
+    fn with_failures(self, failures: u32) -> Word {
+        Word(self.0 & !(u64::from(u32::MAX) << 2) | u64::from(failures) << 2)
+    }
+
+    /// The next generation, in `state`, with no failure counted.
+    fn next(self, state: u64) -> Word {
+        let generation = u64::from(self.generation().wrapping_add(1)) & ((1 << 30) - 1);
+        Word(generation << Self::GENERATION_SHIFT | state)
+    }
+}
 
 /// The state a breaker is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +74,7 @@ pub enum BreakerState {
 }
 
 impl BreakerState {
-    fn from_u8(state: u8) -> Self {
+    fn from_bits(state: u64) -> Self {
         match state {
             CLOSED => BreakerState::Closed,
             OPEN => BreakerState::Open,
@@ -155,17 +187,20 @@ pub enum Verdict {
 pub struct Breaker {
     name: Arc<str>,
     config: BreakerConfig,
-    state: AtomicU8,
-    failures: AtomicU32,
-    /// When it last opened, in nanoseconds since `created`: read without a lock, so an open
-    /// breaker rejects as cheaply as a closed one admits.
+    /// See [`Word`]. Transitions are made under `probing`'s lock; counting a failure or a
+    /// success is a compare-and-swap that no transition can slip between.
+    word: AtomicU64,
+    /// When it last opened, in signed nanoseconds from `created`: read without a lock, so an
+    /// open breaker rejects as cheaply as a closed one admits. Signed, because a breaker shared
+    /// by two runtimes (two paused test clocks) may see instants from before `created`.
     opened_at: AtomicU64,
     created: Instant,
-    /// Set on every keyed lookup, cleared by the eviction sweep (second chance).
-    pub(crate) recently_used: AtomicBool,
-    /// Whether a half-open probe is in flight.
+    /// Whether a half-open probe is in flight; its lock serialises transitions.
     probing: Mutex<bool>,
     verdict: Notify,
+    /// Calls holding this breaker through a keyed registry, and whether the registry has
+    /// retired it (see `registry.rs`).
+    pub(crate) lease: registry::Lease,
 }
 
 impl fmt::Debug for Breaker {
@@ -174,7 +209,7 @@ impl fmt::Debug for Breaker {
             .field("name", &self.name)
             .field("config", &self.config)
             .field("state", &self.state())
-            .field("failures", &self.failures.load(Ordering::Relaxed))
+            .field("failures", &self.failures())
             .finish()
     }
 }
@@ -193,13 +228,12 @@ impl Breaker {
         Breaker {
             name: name.into(),
             config,
-            state: AtomicU8::new(CLOSED),
-            failures: AtomicU32::new(0),
+            word: AtomicU64::new(CLOSED),
             opened_at: AtomicU64::new(0),
             created: Instant::now(),
-            recently_used: AtomicBool::new(false),
             probing: Mutex::new(false),
             verdict: Notify::new(),
+            lease: registry::Lease::default(),
         }
     }
 
@@ -216,12 +250,29 @@ impl Breaker {
     /// The state as of the last call. Lazy: an open breaker whose cooldown has passed still
     /// reads `Open` until the next caller turns it half-open.
     pub fn state(&self) -> BreakerState {
-        BreakerState::from_u8(self.state.load(Ordering::Acquire))
+        BreakerState::from_bits(self.load().state())
     }
 
-    /// True when closed with no failure counted: nothing would be lost by forgetting it.
+    /// Consecutive transient failures counted while closed.
+    pub fn failures(&self) -> u32 {
+        self.load().failures()
+    }
+
+    /// Incremented by every transition: a verdict of a call admitted in another generation
+    /// counts for nothing, so a call admitted before the breaker opened cannot re-open it after
+    /// a probe closed it.
+    pub fn generation(&self) -> u32 {
+        self.load().generation()
+    }
+
+    fn load(&self) -> Word {
+        Word(self.word.load(Ordering::Acquire))
+    }
+
+    /// Closed with no failure counted: nothing would be lost by forgetting it.
     pub(crate) fn is_idle(&self) -> bool {
-        self.state.load(Ordering::Acquire) == CLOSED && self.failures.load(Ordering::Relaxed) == 0
+        let word = self.load();
+        word.state() == CLOSED && word.failures() == 0
     }
 
     /// Asks to make a call. Closed: admitted at once. Open: rejected, unless the cooldown has
@@ -248,8 +299,9 @@ impl Breaker {
     /// The hot path: one atomic load.
     #[inline]
     pub(crate) fn try_admit_closed(&self) -> Admit<'_> {
-        if self.state.load(Ordering::Acquire) == CLOSED {
-            Admit::Pass(Admission::new(self, false))
+        let word = self.load();
+        if word.state() == CLOSED {
+            Admit::Pass(Admission::new(self, Ticket::new(false, word)))
         } else {
             Admit::Wait
         }
@@ -262,49 +314,76 @@ impl Breaker {
             return pass;
         }
         let now = now();
-        if self.state.load(Ordering::Acquire) == OPEN {
+        if self.load().state() == OPEN {
             let retry_in = self.cooling(now);
             if !retry_in.is_zero() {
                 return Admit::Reject(self.rejection(retry_in));
             }
         }
         let mut probing = lock(&self.probing);
-        match self.state.load(Ordering::Acquire) {
-            CLOSED => Admit::Pass(Admission::new(self, false)),
+        let word = self.load();
+        match word.state() {
+            CLOSED => Admit::Pass(Admission::new(self, Ticket::new(false, word))),
             OPEN if self.cooling(now).is_zero() => {
-                self.state.store(HALF_OPEN, Ordering::Release);
+                let half_open = word.next(HALF_OPEN);
+                self.word.store(half_open.0, Ordering::Release);
                 *probing = true;
-                Admit::Pass(Admission::new(self, true).with_transition(Transition {
-                    from: BreakerState::Open,
-                    to: BreakerState::HalfOpen,
-                }))
+                Admit::Pass(
+                    Admission::new(self, Ticket::new(true, half_open)).with_transition(
+                        Transition {
+                            from: BreakerState::Open,
+                            to: BreakerState::HalfOpen,
+                        },
+                    ),
+                )
             }
             OPEN => Admit::Reject(self.rejection(self.cooling(now))),
             _ if *probing => Admit::Wait,
             _ => {
                 *probing = true;
-                Admit::Pass(Admission::new(self, true))
+                Admit::Pass(Admission::new(self, Ticket::new(true, word)))
             }
         }
     }
 
-    /// Time left in the cooldown since the breaker last opened.
+    /// Time left in the cooldown since the breaker last opened. An opening that lies in the
+    /// future of `now` was measured on another clock (a breaker outliving a paused test
+    /// runtime): the cooldown then counts from `now`, so it lasts one cooldown at most.
     fn cooling(&self, now: Instant) -> Duration {
-        let opened_at = self.created + Duration::from_nanos(self.opened_at.load(Ordering::Acquire));
-        self.config
-            .cooldown
-            .saturating_sub(now.saturating_duration_since(opened_at))
+        let opened_at = self.opened_at.load(Ordering::Acquire) as i64;
+        let now = self.since_created(now);
+        if now < opened_at {
+            let _ = self.opened_at.compare_exchange(
+                opened_at as u64,
+                now as u64,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+            return self.config.cooldown;
+        }
+        let elapsed = Duration::from_nanos(now.abs_diff(opened_at));
+        self.config.cooldown.saturating_sub(elapsed)
     }
 
-    fn mark_opened(&self) {
-        let since = Instant::now().saturating_duration_since(self.created);
-        self.opened_at
-            .store(since.as_nanos() as u64, Ordering::Release);
+    /// Signed nanoseconds from `created` to `at`, saturating.
+    fn since_created(&self, at: Instant) -> i64 {
+        let nanos = |d: Duration| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX);
+        match at.checked_duration_since(self.created) {
+            Some(after) => nanos(after),
+            None => -nanos(self.created.saturating_duration_since(at)),
+        }
+    }
+
+    /// Opens the breaker: called with the transition lock held.
+    fn open(&self, from: Word) {
+        let now = self.since_created(Instant::now());
+        self.opened_at.store(now as u64, Ordering::Release);
+        self.word.store(from.next(OPEN).0, Ordering::Release);
     }
 
     /// Time until an open breaker lets a probe through (zero unless open).
     pub fn retry_in(&self, now: Instant) -> Duration {
-        if self.state.load(Ordering::Acquire) != OPEN {
+        if self.load().state() != OPEN {
             return Duration::ZERO;
         }
         self.cooling(now)
@@ -318,57 +397,66 @@ impl Breaker {
         }
     }
 
-    pub(crate) fn record(&self, probe: bool, verdict: Verdict) -> Option<Transition> {
-        if probe {
-            return self.record_probe(verdict);
+    /// Records how an admitted call ended. A verdict from another generation than the one that
+    /// admitted the call counts for nothing.
+    pub(crate) fn record(&self, ticket: Ticket, verdict: Verdict) -> Option<Transition> {
+        if ticket.probe {
+            return self.record_probe(ticket, verdict);
         }
-        match verdict {
-            Verdict::Success => {
-                // Load first: under load most successes find the count at zero and leave the
-                // cache line shared.
-                if self.failures.load(Ordering::Relaxed) != 0 {
-                    self.failures.store(0, Ordering::Relaxed);
-                }
-                None
+        let mut word = self.load();
+        loop {
+            if word.generation() != ticket.generation || word.state() != CLOSED {
+                return None;
             }
-            Verdict::Failure => {
-                // A late failure of a call admitted before the breaker opened counts for nothing.
-                if self.state.load(Ordering::Acquire) != CLOSED {
-                    return None;
+            let counted = match verdict {
+                Verdict::Neutral => return None,
+                // Under load most successes find the count at zero: a load, no write.
+                Verdict::Success if word.failures() == 0 => return None,
+                Verdict::Success => word.with_failures(0),
+                Verdict::Failure => {
+                    let failures = word.failures().saturating_add(1);
+                    if failures >= self.config.threshold {
+                        let _transition = lock(&self.probing);
+                        if self.load() != word {
+                            word = self.load();
+                            continue;
+                        }
+                        self.open(word);
+                        return Some(Transition {
+                            from: BreakerState::Closed,
+                            to: BreakerState::Open,
+                        });
+                    }
+                    word.with_failures(failures)
                 }
-                let failures = self.failures.fetch_add(1, Ordering::AcqRel) + 1;
-                if failures < self.config.threshold {
-                    return None;
-                }
-                let _probing = lock(&self.probing);
-                if self.state.load(Ordering::Acquire) != CLOSED {
-                    return None;
-                }
-                self.mark_opened();
-                self.failures.store(0, Ordering::Relaxed);
-                self.state.store(OPEN, Ordering::Release);
-                Some(Transition {
-                    from: BreakerState::Closed,
-                    to: BreakerState::Open,
-                })
+            };
+            match self.word.compare_exchange_weak(
+                word.0,
+                counted.0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return None,
+                Err(actual) => word = Word(actual),
             }
-            Verdict::Neutral => None,
         }
     }
 
-    fn record_probe(&self, verdict: Verdict) -> Option<Transition> {
+    fn record_probe(&self, ticket: Ticket, verdict: Verdict) -> Option<Transition> {
         let transition = {
             let mut probing = lock(&self.probing);
+            let word = self.load();
+            if word.generation() != ticket.generation || word.state() != HALF_OPEN {
+                return None;
+            }
             *probing = false;
             match verdict {
                 Verdict::Success => {
-                    self.failures.store(0, Ordering::Relaxed);
-                    self.state.store(CLOSED, Ordering::Release);
+                    self.word.store(word.next(CLOSED).0, Ordering::Release);
                     Some(BreakerState::Closed)
                 }
                 Verdict::Failure => {
-                    self.mark_opened();
-                    self.state.store(OPEN, Ordering::Release);
+                    self.open(word);
                     Some(BreakerState::Open)
                 }
                 Verdict::Neutral => None,
@@ -382,6 +470,23 @@ impl Breaker {
     }
 }
 
+/// What a caller holds between its admission and its verdict: whether it is the probe, and the
+/// generation that admitted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    pub(crate) probe: bool,
+    generation: u32,
+}
+
+impl Ticket {
+    fn new(probe: bool, word: Word) -> Self {
+        Ticket {
+            probe,
+            generation: word.generation(),
+        }
+    }
+}
+
 /// Permission to make one call through a [`Breaker`]. Report how the call ended with
 /// [`Admission::record`]; dropping it unrecorded (the call was cancelled) counts for nothing
 /// and, for a probe, lets the next caller probe.
@@ -389,15 +494,15 @@ impl Breaker {
 #[derive(Debug)]
 pub struct Admission<'b> {
     breaker: &'b Breaker,
-    probe: bool,
+    ticket: Ticket,
     transition: Option<Transition>,
 }
 
 impl<'b> Admission<'b> {
-    fn new(breaker: &'b Breaker, probe: bool) -> Self {
+    fn new(breaker: &'b Breaker, ticket: Ticket) -> Self {
         Admission {
             breaker,
-            probe,
+            ticket,
             transition: None,
         }
     }
@@ -414,7 +519,7 @@ impl<'b> Admission<'b> {
 
     /// Is this call the half-open probe?
     pub fn is_probe(&self) -> bool {
-        self.probe
+        self.ticket.probe
     }
 
     /// The transition that admitting this call caused (open → half-open), if any.
@@ -425,22 +530,22 @@ impl<'b> Admission<'b> {
     /// Reports how the call ended; returns the state change it caused, if any.
     pub fn record(self, verdict: Verdict) -> Option<Transition> {
         let this = std::mem::ManuallyDrop::new(self);
-        this.breaker.record(this.probe, verdict)
+        this.breaker.record(this.ticket, verdict)
     }
 
     /// Hands the duty of recording (or, for a cancelled probe, of releasing the slot with
-    /// `record(true, Verdict::Neutral)`) to the caller: whether it is the probe, and the
-    /// transition admitting it caused.
-    pub(crate) fn detach(self) -> (bool, Option<Transition>) {
+    /// `record(ticket, Verdict::Neutral)`) to the caller, with the transition admitting it
+    /// caused.
+    pub(crate) fn detach(self) -> (Ticket, Option<Transition>) {
         let this = std::mem::ManuallyDrop::new(self);
-        (this.probe, this.transition)
+        (this.ticket, this.transition)
     }
 }
 
 impl Drop for Admission<'_> {
     fn drop(&mut self) {
-        if self.probe {
-            self.breaker.record_probe(Verdict::Neutral);
+        if self.ticket.probe {
+            self.breaker.record_probe(self.ticket, Verdict::Neutral);
         }
     }
 }

@@ -5,11 +5,14 @@ use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt::{self, Display};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
-use std::sync::Mutex;
-use std::sync::{Arc, OnceLock};
+use std::ops::Deref;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use super::{Breaker, BreakerConfig};
-use crate::sync::Ordering;
+use tokio::time::Instant;
+
+use super::{Breaker, BreakerConfig, BreakerState};
+use crate::sync::lock_std;
 use crate::ConfigError;
 
 /// The process-wide breaker called `name`, created with `config` on first use.
@@ -19,10 +22,7 @@ use crate::ConfigError;
 /// event and a debug assertion).
 pub(crate) fn named(name: &str, config: BreakerConfig) -> (Arc<Breaker>, Option<ConfigError>) {
     static NAMED: OnceLock<std::sync::Mutex<HashMap<String, Arc<Breaker>>>> = OnceLock::new();
-    let mut map = NAMED
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut map = lock_std(NAMED.get_or_init(Default::default));
     let breaker = map
         .entry(name.to_owned())
         .or_insert_with(|| Arc::new(Breaker::new(name, config)));
@@ -74,19 +74,20 @@ impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> BreakerKey for T {
 /// (equal hashes are told apart by comparing the stored key). A lookup takes no lock and,
 /// for a key seen before, allocates nothing.
 ///
-/// **Memory bound.** When a new key arrives and the registry holds its limit (at first
-/// `max_idle`, 10 000 by default), a sweep forgets the breakers that are closed with no
-/// failure counted, not in use by a call, and not looked up since the previous sweep
-/// (second-chance eviction: no clock is read on the hot path). Open, half-open and failing
-/// breakers are never forgotten, since they carry what the provider told us. The next limit
-/// is `max(max_idle, 2 × survivors)`, so the registry holds at most that many breakers (each
-/// about 200 bytes plus its key) and sweeps in amortised constant time per new key.
+/// **Memory bound.** The registry holds at most `max_keys` breakers (10 000 by default), so a
+/// key set driven by request input (user ids, model names from the request) cannot exhaust
+/// memory. When a new key arrives at the bound, a sweep forgets a tenth of them, in this order:
+/// idle breakers (closed, no failure counted), then open ones whose cooldown has passed (what
+/// they knew is stale), then closed ones with stale failures, then open ones still cooling;
+/// within each, the least recently used first. A breaker in use by a call is never forgotten,
+/// so the bound can be exceeded only by keys in flight at once.
 ///
 /// ```
 /// use resil_runtime::{BreakerConfig, BreakerState, KeyedBreakers, Verdict};
 ///
 /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let breakers = KeyedBreakers::new("model", BreakerConfig::new(1, std::time::Duration::from_secs(30))?);
+/// let breakers = KeyedBreakers::new("model", BreakerConfig::new(1, std::time::Duration::from_secs(30))?)
+///     .with_max_keys(1_000);
 /// breakers.get("gpt-4o").admit().await?.record(Verdict::Failure);
 /// assert_eq!(breakers.get("gpt-4o").state(), BreakerState::Open);
 /// assert_eq!(breakers.get("claude").state(), BreakerState::Closed);
@@ -96,13 +97,16 @@ impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> BreakerKey for T {
 pub struct KeyedBreakers {
     label: Arc<str>,
     config: BreakerConfig,
-    max_idle: usize,
+    max_keys: usize,
     hasher: foldhash::fast::RandomState,
     /// Key hash → the breakers whose keys have that hash (almost always one). Lookups read
     /// it without a lock (papaya: lock-free reads, memory reclaimed by epochs).
     map: papaya::HashMap<u64, Bucket, BuildHasherDefault<PreHashed>>,
+    /// Sweeps so far: a lookup stamps it on the breaker, which orders eviction by recency
+    /// without reading a clock on the hot path.
+    sweeps: AtomicU32,
     /// Serialises inserts and sweeps, which are rare; lookups never take it.
-    writer: Mutex<Size>,
+    writer: Mutex<usize>,
 }
 
 type Bucket = Box<[Entry]>;
@@ -113,10 +117,83 @@ struct Entry {
     breaker: Arc<Breaker>,
 }
 
+/// How many calls hold a keyed breaker, and whether the registry retired it. One word, so a
+/// lookup and a sweep cannot both win: a sweep retires only a breaker nobody holds, and a
+/// lookup that finds it retired goes to the writer's path, which sees it gone.
+#[derive(Debug, Default)]
+pub(crate) struct Lease {
+    holders: AtomicU32,
+    last_seen: AtomicU32,
+}
+
+const RETIRED: u32 = 1 << 31;
+
+impl Lease {
+    fn take(&self) -> bool {
+        if self.holders.fetch_add(1, Ordering::AcqRel) & RETIRED == 0 {
+            return true;
+        }
+        self.holders.fetch_sub(1, Ordering::AcqRel);
+        false
+    }
+
+    fn release(&self) {
+        self.holders.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn retire(&self) -> bool {
+        self.holders
+            .compare_exchange(0, RETIRED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    fn in_use(&self) -> bool {
+        self.holders.load(Ordering::Acquire) & !RETIRED != 0
+    }
+
+    fn seen(&self, sweep: u32) {
+        if self.last_seen.load(Ordering::Relaxed) != sweep {
+            self.last_seen.store(sweep, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A keyed breaker in use: the registry will not forget it while this is held.
+///
+/// ```
+/// use resil_runtime::{BreakerConfig, KeyedBreakers};
+///
+/// let breakers = KeyedBreakers::new("model", BreakerConfig::default());
+/// let breaker = breakers.get("gpt-4o");
+/// assert_eq!(breaker.name(), "model=gpt-4o");
+/// ```
 #[derive(Debug)]
-struct Size {
-    len: usize,
-    limit: usize,
+pub struct KeyedBreaker {
+    breaker: Arc<Breaker>,
+}
+
+impl Deref for KeyedBreaker {
+    type Target = Breaker;
+
+    fn deref(&self) -> &Breaker {
+        &self.breaker
+    }
+}
+
+/// Another hold on the same breaker: it is already held, so it cannot be retired meanwhile.
+impl Clone for KeyedBreaker {
+    fn clone(&self) -> Self {
+        self.breaker.lease.holders.fetch_add(1, Ordering::AcqRel);
+        KeyedBreaker {
+            breaker: Arc::clone(&self.breaker),
+        }
+    }
+}
+
+impl Drop for KeyedBreaker {
+    fn drop(&mut self) {
+        self.breaker.lease.release();
+    }
 }
 
 impl fmt::Debug for KeyedBreakers {
@@ -124,36 +201,38 @@ impl fmt::Debug for KeyedBreakers {
         f.debug_struct("KeyedBreakers")
             .field("label", &self.label)
             .field("config", &self.config)
-            .field("max_idle", &self.max_idle)
+            .field("max_keys", &self.max_keys)
             .field("len", &self.len())
             .finish()
     }
 }
 
 impl KeyedBreakers {
-    /// Default bound on idle breakers kept (see the type's docs).
-    pub const DEFAULT_MAX_IDLE: usize = 10_000;
+    /// Default bound on the breakers kept (see the type's docs).
+    pub const DEFAULT_MAX_KEYS: usize = 10_000;
 
     /// One breaker per key; each is named `label=key`.
     pub fn new(label: impl Into<Arc<str>>, config: BreakerConfig) -> Self {
         KeyedBreakers {
             label: label.into(),
             config,
-            max_idle: Self::DEFAULT_MAX_IDLE,
+            max_keys: Self::DEFAULT_MAX_KEYS,
             hasher: foldhash::fast::RandomState::default(),
             map: papaya::HashMap::with_hasher(BuildHasherDefault::default()),
-            writer: Mutex::new(Size {
-                len: 0,
-                limit: Self::DEFAULT_MAX_IDLE,
-            }),
+            sweeps: AtomicU32::new(0),
+            writer: Mutex::new(0),
         }
     }
 
-    /// Keeps at most `max_idle` idle breakers (at least 1).
-    pub fn with_max_idle(mut self, max_idle: usize) -> Self {
-        self.max_idle = max_idle.max(1);
-        self.size().limit = self.max_idle;
+    /// Keeps at most `max_keys` breakers (at least 1; see the type's docs).
+    pub fn with_max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys.max(1);
         self
+    }
+
+    /// The bound on breakers kept.
+    pub fn max_keys(&self) -> usize {
+        self.max_keys
     }
 
     /// The tuning every breaker here gets.
@@ -163,7 +242,7 @@ impl KeyedBreakers {
 
     /// How many breakers are held now.
     pub fn len(&self) -> usize {
-        self.size().len
+        *self.size()
     }
 
     /// True when no breaker is held.
@@ -172,7 +251,7 @@ impl KeyedBreakers {
     }
 
     /// The breaker for `key`, created closed on first use.
-    pub fn get<K: BreakerKey + ?Sized>(&self, key: &K) -> Arc<Breaker> {
+    pub fn get<K: BreakerKey + ?Sized>(&self, key: &K) -> KeyedBreaker {
         let hash = self.hasher.hash_one(key);
         if let Some(breaker) = self.find(hash, key) {
             return breaker;
@@ -180,7 +259,7 @@ impl KeyedBreakers {
         self.insert(hash, key)
     }
 
-    fn find<K: BreakerKey + ?Sized>(&self, hash: u64, key: &K) -> Option<Arc<Breaker>> {
+    fn find<K: BreakerKey + ?Sized>(&self, hash: u64, key: &K) -> Option<KeyedBreaker> {
         let guard = self.map.guard();
         let entry = self.map.get(&hash, &guard)?.iter().find(|entry| {
             entry
@@ -188,23 +267,27 @@ impl KeyedBreakers {
                 .downcast_ref::<K::Owned>()
                 .is_some_and(|stored| stored.borrow() == key)
         })?;
-        if !entry.breaker.recently_used.load(Ordering::Relaxed) {
-            entry.breaker.recently_used.store(true, Ordering::Relaxed);
+        let lease = &entry.breaker.lease;
+        if !lease.take() {
+            return None;
         }
-        Some(Arc::clone(&entry.breaker))
+        lease.seen(self.sweeps.load(Ordering::Relaxed));
+        Some(KeyedBreaker {
+            breaker: Arc::clone(&entry.breaker),
+        })
     }
 
     #[cold]
-    fn insert<K: BreakerKey + ?Sized>(&self, hash: u64, key: &K) -> Arc<Breaker> {
-        let mut size = self.size();
+    fn insert<K: BreakerKey + ?Sized>(&self, hash: u64, key: &K) -> KeyedBreaker {
+        let mut len = self.size();
         if let Some(breaker) = self.find(hash, key) {
             return breaker;
         }
-        if size.len >= size.limit {
-            size.len = self.sweep();
-            size.limit = self.max_idle.max(size.len.saturating_mul(2));
+        if *len >= self.max_keys {
+            *len = self.sweep(*len);
         }
         let breaker = Arc::new(Breaker::new(format!("{}={}", self.label, key), self.config));
+        breaker.lease.take();
         let entry = Entry {
             key: Arc::new(key.to_owned_key()),
             breaker: Arc::clone(&breaker),
@@ -216,50 +299,70 @@ impl KeyedBreakers {
             None => Box::new([entry]),
         };
         map.insert(hash, bucket);
-        size.len += 1;
-        breaker
+        *len += 1;
+        KeyedBreaker { breaker }
     }
 
-    /// Forgets idle breakers that nobody looked up since the last sweep and nobody holds;
-    /// returns how many remain. Called with the writer lock held.
-    fn sweep(&self) -> usize {
+    /// Forgets a tenth of the breakers (see the type's docs), never one in use; returns how
+    /// many remain. Called with the writer lock held.
+    fn sweep(&self, len: usize) -> usize {
+        let now = Instant::now();
         let map = self.map.pin();
-        let mut kept = 0;
-        let mut changed = Vec::new();
-        for (hash, bucket) in map.iter() {
+        let sweep = self.sweeps.load(Ordering::Relaxed);
+        let mut candidates: Vec<(u8, u32, u64, Arc<Breaker>)> = map
+            .iter()
+            .flat_map(|(hash, bucket)| bucket.iter().map(move |entry| (*hash, entry)))
+            .filter(|(_, entry)| !entry.breaker.lease.in_use())
+            .map(|(hash, entry)| {
+                let breaker = &entry.breaker;
+                let class = match breaker.state() {
+                    BreakerState::Closed if breaker.is_idle() => 0,
+                    BreakerState::Open | BreakerState::HalfOpen
+                        if breaker.retry_in(now).is_zero() =>
+                    {
+                        1
+                    }
+                    BreakerState::Closed => 2,
+                    _ => 3,
+                };
+                let age = sweep.wrapping_sub(breaker.lease.last_seen.load(Ordering::Relaxed));
+                (class, u32::MAX - age, hash, Arc::clone(breaker))
+            })
+            .collect();
+        candidates.sort_unstable_by_key(|(class, recency, ..)| (*class, *recency));
+        let target = self.max_keys - (self.max_keys / 10).max(1);
+        let mut evicted = Vec::new();
+        for (.., hash, breaker) in candidates {
+            if len - evicted.len() <= target {
+                break;
+            }
+            if breaker.lease.retire() {
+                evicted.push((hash, breaker));
+            }
+        }
+        for (hash, breaker) in &evicted {
+            let Some(bucket) = map.get(hash) else {
+                continue;
+            };
             let keep: Bucket = bucket
                 .iter()
-                .filter(|entry| {
-                    let keep = !entry.breaker.is_idle()
-                        || entry.breaker.recently_used.load(Ordering::Relaxed)
-                        || Arc::strong_count(&entry.breaker) > 1;
-                    entry.breaker.recently_used.store(false, Ordering::Relaxed);
-                    keep
-                })
+                .filter(|entry| !Arc::ptr_eq(&entry.breaker, breaker))
                 .cloned()
                 .collect();
-            kept += keep.len();
-            if keep.len() != bucket.len() {
-                changed.push((*hash, keep));
-            }
-        }
-        for (hash, bucket) in changed {
-            if bucket.is_empty() {
-                map.remove(&hash);
+            if keep.is_empty() {
+                map.remove(hash);
             } else {
-                map.insert(hash, bucket);
+                map.insert(*hash, keep);
             }
         }
-        kept
+        self.sweeps.store(sweep.wrapping_add(1), Ordering::Relaxed);
+        len - evicted.len()
     }
 
-    fn size(&self) -> std::sync::MutexGuard<'_, Size> {
-        self.writer
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn size(&self) -> std::sync::MutexGuard<'_, usize> {
+        lock_std(&self.writer)
     }
 }
-
 /// The map's keys are already hashes: pass them through.
 #[derive(Default)]
 struct PreHashed(u64);

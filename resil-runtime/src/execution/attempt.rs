@@ -4,6 +4,9 @@
 //! timer. So the attempt is one flat state machine: the checks before the call are
 //! synchronous, the call is polled in place, and a single timer slot serves first the
 //! attempt's time limit (armed only if the first poll returns `Pending`), then the backoff.
+//!
+//! Every state change (an admission stored, a verdict recorded) is complete before a listener
+//! hears of it, so a listener that panics cannot leave a probe slot or a permit held.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,14 +15,16 @@ use std::task::{Context as TaskContext, Poll};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-use crate::breaker::{Admit, Breaker, Verdict};
-use crate::deadline::{Cut, Limited, Limits};
+use super::{Decision, Execution, Failure, Next};
+use crate::breaker::{Admit, Breaker, Ticket, Transition, Verdict};
+use crate::deadline::{later, Cut, Limited, Limits};
+use crate::events::AttemptOutcome;
 use crate::operation;
-use crate::policy::{Decision, Execution, Failure, Next};
+use crate::policy::BreakerRef;
 use crate::{Rejected, Transient};
 
-type ProbeWait<'p> =
-    Pin<Box<dyn Future<Output = Result<Result<bool, Rejected>, Rejected>> + Send + 'p>>;
+type Admitted = (Ticket, Option<Transition>);
+type ProbeWait<'p> = Pin<Box<dyn Future<Output = Result<Admitted, Rejected>> + Send + 'p>>;
 
 enum Stage<'p> {
     Start,
@@ -34,8 +39,8 @@ pin_project! {
     /// One attempt: see [`Execution::attempt`].
     #[must_use = "futures do nothing unless polled"]
     #[project = AttemptProjection]
-    pub struct Attempt<'e, 'p, F> {
-        execution: &'e mut Execution<'p>,
+    pub struct Attempt<'e, 'p, F, E> {
+        execution: &'e mut Execution<'p, E>,
         #[pin]
         future: F,
         #[pin]
@@ -44,27 +49,27 @@ pin_project! {
         limits: Limits,
         // The limit the armed timer stands for.
         cut: Option<Cut>,
-        // `Some(probe)` once the breaker admitted the call, until its verdict is recorded.
-        admitted: Option<bool>,
+        // The breaker's ticket once it admitted the call, until its verdict is recorded.
+        admitted: Option<Ticket>,
     }
 
-    impl<'e, 'p, F> PinnedDrop for Attempt<'e, 'p, F> {
+    impl<'e, 'p, F, E> PinnedDrop for Attempt<'e, 'p, F, E> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             // A cancelled probe frees the slot for the next caller; a cancelled call counts
             // for nothing.
-            if *this.admitted == Some(true) {
+            if let Some(ticket) = this.admitted.take().filter(|ticket| ticket.probe) {
                 if let Some(breaker) = this.execution.breaker() {
-                    breaker.record(true, Verdict::Neutral);
+                    breaker.record(ticket, Verdict::Neutral);
                 }
             }
         }
     }
 }
 
-impl<'e, 'p, F> Attempt<'e, 'p, F> {
+impl<'e, 'p, F, E> Attempt<'e, 'p, F, E> {
     #[inline]
-    pub(crate) fn new(execution: &'e mut Execution<'p>, future: F) -> Self {
+    pub(super) fn new(execution: &'e mut Execution<'p, E>, future: F) -> Self {
         let limits = execution.limits();
         Attempt {
             execution,
@@ -78,7 +83,7 @@ impl<'e, 'p, F> Attempt<'e, 'p, F> {
     }
 }
 
-impl<'p, T, E, F> Future for Attempt<'_, 'p, F>
+impl<'p, T, E, F> Future for Attempt<'_, 'p, F, E>
 where
     F: Future<Output = Result<T, E>>,
     E: Transient + From<Rejected>,
@@ -87,17 +92,17 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Next<T, E>> {
         let mut this = self.project();
-        // The operation is current for the whole poll: the body's nested calls see it, and so
-        // do listeners of the events emitted here.
-        let mut context = this.execution.context().take();
-        let poll = operation::enter(&mut context, || step(&mut this, cx));
-        *this.execution.context() = context;
+        // This call's frame is on the stack for the whole poll: the body's nested calls see
+        // it, and so do listeners of the events emitted here.
+        let mut frame = this.execution.frame.take();
+        let poll = operation::enter(&mut frame, || step(&mut this, cx));
+        this.execution.frame = frame;
         poll
     }
 }
 
 fn step<'p, T, E, F>(
-    this: &mut AttemptProjection<'_, '_, 'p, F>,
+    this: &mut AttemptProjection<'_, '_, 'p, F, E>,
     cx: &mut TaskContext<'_>,
 ) -> Poll<Next<T, E>>
 where
@@ -109,32 +114,25 @@ where
         let mut called = false;
         let result = match this.stage {
             Stage::Start => match start(this.execution, this.stage, this.limits) {
-                Ok(Started::Admitted(admitted)) => {
-                    *this.admitted = admitted;
-                    this.execution.started();
-                    *this.stage = Stage::Call;
+                Ok(Started::Admitted(ticket, transition)) => {
+                    admit(this, ticket, transition);
                     continue;
                 }
                 Ok(Started::AwaitingProbe) => continue,
                 Err(rejected) => Err(Failure::Rejected(rejected)),
             },
             Stage::AwaitingProbe(wait) => match wait.as_mut().poll(cx) {
-                Poll::Ready(Ok(Ok(probe))) => {
-                    *this.admitted = Some(probe);
-                    this.execution.started();
-                    *this.stage = Stage::Call;
+                Poll::Ready(Ok((ticket, transition))) => {
+                    admit(this, Some(ticket), transition);
                     continue;
                 }
-                Poll::Ready(Ok(Err(rejected)) | Err(rejected)) => Err(Failure::Rejected(rejected)),
+                Poll::Ready(Err(rejected)) => Err(Failure::Rejected(rejected)),
                 Poll::Pending => return Poll::Pending,
             },
             Stage::Call => {
                 called = true;
                 if let Poll::Ready(output) = this.future.as_mut().poll(cx) {
-                    match output {
-                        Ok(value) => Ok(value),
-                        Err(error) => Err(Failure::Error(error)),
-                    }
+                    output.map_err(Failure::Error)
                 } else {
                     if this.timer.is_none() {
                         let Some((at, cut)) = this.limits.end(Instant::now) else {
@@ -162,15 +160,16 @@ where
             Stage::Done => panic!("`Attempt` polled after it completed"),
         };
         let verdict = verdict(&result);
-        if let Some(probe) = this.admitted.take() {
+        if let Some(ticket) = this.admitted.take() {
+            operation::hold(0);
             if let Some(breaker) = this.execution.breaker() {
-                if let Some(transition) = breaker.record(probe, verdict) {
-                    this.execution.emit_transition(breaker, transition);
+                if let Some(transition) = breaker.record(ticket, verdict) {
+                    this.execution.settings.emit_transition(breaker, transition);
                 }
             }
         }
         if called {
-            this.execution.ended(&result, verdict);
+            this.execution.ended(outcome(&result, verdict));
         }
         match this.execution.decide(result) {
             Decision::Done(next) => {
@@ -183,7 +182,7 @@ where
                 return Poll::Ready(Next::Retry);
             }
             Decision::Wait(wait) => {
-                let at = Instant::now() + wait;
+                let at = later(Instant::now(), wait);
                 match this.timer.as_mut().as_pin_mut() {
                     Some(timer) => timer.reset(at),
                     None => this.timer.set(Some(tokio::time::sleep_until(at))),
@@ -194,32 +193,53 @@ where
     }
 }
 
+/// The call may be made: store the admission, then tell the listeners.
+fn admit<F, E>(
+    this: &mut AttemptProjection<'_, '_, '_, F, E>,
+    ticket: Option<Ticket>,
+    transition: Option<Transition>,
+) {
+    *this.admitted = ticket;
+    *this.stage = Stage::Call;
+    let breaker = this.execution.breaker();
+    if ticket.is_some() {
+        operation::hold(breaker.map_or(0, address));
+    }
+    if let (Some(breaker), Some(transition)) = (breaker, transition) {
+        this.execution.settings.emit_transition(breaker, transition);
+    }
+    this.execution.started();
+}
+
 /// How the checks before the call ended, when they did not reject it.
 enum Started {
-    /// Admitted: `Some(probe)` through a breaker, `None` without one.
-    Admitted(Option<bool>),
+    /// The call may be made: with the breaker's ticket, if it gave one, and the transition
+    /// admitting it caused.
+    Admitted(Option<Ticket>, Option<Transition>),
     /// A probe is in flight; the stage now waits for its verdict.
     AwaitingProbe,
 }
 
 /// The checks before the call: bulkhead, deadline, breaker.
 #[inline]
-fn start<'p>(
-    execution: &mut Execution<'p>,
+fn start<'p, E>(
+    execution: &mut Execution<'p, E>,
     stage: &mut Stage<'p>,
     limits: &mut Limits,
 ) -> Result<Started, Rejected> {
     execution.before_call()?;
-    let Some(breaker) = execution.breaker_ref() else {
-        return Ok(Started::Admitted(None));
+    let Some(breaker) = &execution.breaker else {
+        return Ok(Started::Admitted(None, None));
     };
+    // An enclosing call of this operation holds the breaker: this call is part of it, and must
+    // not wait for a verdict that depends on itself.
+    if operation::held_by_ancestor(address(breaker.get())) {
+        return Ok(Started::Admitted(None, None));
+    }
     match breaker.get().try_admit(Instant::now) {
         Admit::Pass(admission) => {
-            let (probe, transition) = admission.detach();
-            if let Some(transition) = transition {
-                execution.emit_transition(breaker.get(), transition);
-            }
-            Ok(Started::Admitted(Some(probe)))
+            let (ticket, transition) = admission.detach();
+            Ok(Started::Admitted(Some(ticket), transition))
         }
         Admit::Reject(rejected) => Err(rejected),
         Admit::Wait => {
@@ -236,13 +256,15 @@ fn start<'p>(
     }
 }
 
-async fn probe_verdict(
-    breaker: &Breaker,
-    limits: Limits,
-) -> Result<Result<bool, Rejected>, Rejected> {
+async fn probe_verdict(breaker: &Breaker, limits: Limits) -> Result<Admitted, Rejected> {
     Limited::new(breaker.admit(), limits)
-        .await
-        .map(|admitted| admitted.map(|admission| admission.detach().0))
+        .await?
+        .map(|admission| admission.detach())
+}
+
+/// What identifies a breaker on the operation's stack.
+fn address(breaker: &Breaker) -> usize {
+    std::ptr::from_ref(breaker) as usize
 }
 
 fn fired(timer: Pin<&mut Option<Sleep>>, cx: &mut TaskContext<'_>) -> bool {
@@ -259,5 +281,24 @@ fn verdict<T, E: Transient>(result: &Result<T, Failure<E>>) -> Verdict {
         Err(Failure::Error(error)) if error.is_transient() => Verdict::Failure,
         Err(Failure::Rejected(Rejected::Timeout { .. })) => Verdict::Failure,
         Err(_) => Verdict::Neutral,
+    }
+}
+
+fn outcome<'r, T, E>(result: &'r Result<T, Failure<E>>, verdict: Verdict) -> AttemptOutcome<'r> {
+    match result {
+        Ok(_) => AttemptOutcome::Ok,
+        Err(Failure::Error(_)) if verdict == Verdict::Failure => AttemptOutcome::Transient,
+        Err(Failure::Error(_)) => AttemptOutcome::Permanent,
+        Err(Failure::Rejected(rejected)) => AttemptOutcome::Rejected(rejected),
+    }
+}
+
+impl BreakerRef<'_> {
+    /// Another handle on the same breaker, for the probe wait that outlives this borrow.
+    fn clone_ref(&self) -> Self {
+        match self {
+            BreakerRef::Shared(breaker) => BreakerRef::Shared(breaker),
+            BreakerRef::Keyed(breaker) => BreakerRef::Keyed(breaker.clone()),
+        }
     }
 }

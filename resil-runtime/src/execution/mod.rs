@@ -1,0 +1,332 @@
+//! [`Execution`]: one logical operation in progress, and the decision after each attempt.
+
+mod attempt;
+
+pub use attempt::Attempt;
+
+use std::fmt;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::breaker::{Breaker, BreakerState};
+use crate::bulkhead::{Bulkhead, BulkheadPermit};
+use crate::deadline::{later, Limits};
+use crate::events::{AttemptOutcome, Event, GiveUp};
+use crate::operation::{self, Frame};
+use crate::policy::{BreakerRef, Settings};
+use crate::{Rejected, Transient};
+
+/// One logical operation in progress: holds the bulkhead permit and the deadline, counts
+/// attempts, and decides after each whether there is another.
+///
+/// This is what `#[resilient]` expands to; it takes one future per attempt so the body can
+/// borrow `&mut self` across attempts and the whole stays `Send`. `E` is the operation's error
+/// type: the execution keeps the last error the provider gave, so that a retry refused by a
+/// breaker that opened meanwhile ends with that error rather than with a rejection.
+///
+/// ```
+/// use resil_runtime::{Next, Policy, Rejected};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let policy = Policy::builder().retry(1).build().unwrap();
+/// let mut buffer = Vec::new();
+/// let mut execution = policy.execute();
+/// let outcome = loop {
+///     let attempt = async {
+///         buffer.push(1); // borrows `buffer` mutably, attempt after attempt
+///         Ok::<_, Rejected>(buffer.len())
+///     };
+///     if let Next::Done(outcome) = execution.attempt(attempt).await {
+///         break outcome;
+///     }
+/// };
+/// assert_eq!(outcome.into_result(), Ok(1));
+/// # }
+/// ```
+pub struct Execution<'p, E> {
+    settings: &'p Settings,
+    breaker: Option<BreakerRef<'p>>,
+    _permit: Option<BulkheadPermit<'p>>,
+    bulkhead_full: bool,
+    deadline: Option<Instant>,
+    attempt: u32,
+    last_wait: Option<Duration>,
+    /// Whether an attempt has called the provider (the retry budget counts calls).
+    called: bool,
+    /// The error of the last attempt that called, while the next one is pending.
+    last_error: Option<E>,
+    /// This call's place in the operation; on the thread's stack while an attempt is polled.
+    frame: Option<Frame>,
+}
+
+impl<E> fmt::Debug for Execution<'_, E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Execution")
+            .field("policy", &self.settings.name)
+            .field("attempt", &self.attempt)
+            .field("deadline", &self.deadline)
+            .finish()
+    }
+}
+
+/// What to do after an attempt.
+#[derive(Debug)]
+pub enum Next<T, E> {
+    /// The wait is over: make the next attempt.
+    Retry,
+    /// The operation is over.
+    Done(Outcome<T, E>),
+}
+
+/// How an operation ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome<T, E> {
+    /// What the call returned: a success or a permanent error. A fallback does not apply.
+    Completed(Result<T, E>),
+    /// A transient error with no retry left, or a rejection: where a fallback applies.
+    Failed(E),
+}
+
+impl<T, E> Outcome<T, E> {
+    /// The operation's result.
+    pub fn into_result(self) -> Result<T, E> {
+        match self {
+            Outcome::Completed(result) => result,
+            Outcome::Failed(error) => Err(error),
+        }
+    }
+}
+
+/// How an attempt failed: the call's own error, or the runtime's.
+pub(crate) enum Failure<E> {
+    Error(E),
+    Rejected(Rejected),
+}
+
+/// After an attempt: the end of the operation, or a wait before the next attempt.
+pub(crate) enum Decision<T, E> {
+    Done(Next<T, E>),
+    Wait(Duration),
+}
+
+impl<'p, E> Execution<'p, E> {
+    /// Takes the bulkhead permit, starts the deadline and takes this call's place in the
+    /// enclosing operation, if any.
+    #[inline]
+    pub(crate) fn start(settings: &'p Settings, breaker: Option<BreakerRef<'p>>) -> Self {
+        let (permit, bulkhead_full) = match &settings.bulkhead {
+            None => (None, false),
+            Some(bulkhead) => match bulkhead.try_acquire() {
+                Ok(permit) => (Some(permit), false),
+                Err(_) => (None, true),
+            },
+        };
+        let own_deadline = settings
+            .deadline
+            .map(|deadline| later(Instant::now(), deadline));
+        let owner = settings.listener().map(|_| &settings.name);
+        let frame = Frame::start(own_deadline, settings.retry, settings.independent, owner);
+        Execution {
+            settings,
+            breaker,
+            _permit: permit,
+            bulkhead_full,
+            deadline: frame.deadline(),
+            attempt: 0,
+            last_wait: None,
+            called: false,
+            last_error: None,
+            frame: Some(frame),
+        }
+    }
+
+    /// 0 during the first attempt, 1 during the first retry, ...
+    pub fn attempt_number(&self) -> u32 {
+        self.attempt
+    }
+
+    /// One attempt: breaker check, the call under the attempt's timeout and what is left of
+    /// the deadline, then the decision. Resolves to [`Next::Retry`] once the backoff wait is
+    /// over, or to how the operation ended. Dropping it cancels the attempt: a probe frees
+    /// its slot, and nothing is counted.
+    #[inline]
+    pub fn attempt<F>(&mut self, future: F) -> Attempt<'_, 'p, F, E> {
+        if let Some(frame) = &mut self.frame {
+            frame.new_attempt();
+        }
+        Attempt::new(self, future)
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            timeout: self.settings.timeout,
+            started: None,
+            deadline: self.deadline,
+        }
+    }
+
+    fn breaker(&self) -> Option<&Breaker> {
+        self.breaker.as_ref().map(BreakerRef::get)
+    }
+
+    /// A full bulkhead or a passed deadline stop the attempt before anything else.
+    #[inline]
+    fn before_call(&mut self) -> Result<(), Rejected> {
+        if self.bulkhead_full {
+            self.bulkhead_full = false;
+            let limit = self.settings.bulkhead.as_ref().map_or(0, Bulkhead::limit);
+            return Err(Rejected::BulkheadFull { limit });
+        }
+        if let Some(deadline) = self.deadline {
+            if Instant::now() >= deadline {
+                return Err(Rejected::DeadlineExceeded);
+            }
+        }
+        Ok(())
+    }
+
+    /// The call is about to be made.
+    #[inline]
+    fn started(&mut self) {
+        let settings = self.settings;
+        if !self.called {
+            self.called = true;
+            if let Some(budget) = &settings.budget {
+                budget.record_first_attempt();
+            }
+        }
+        self.last_error = None;
+        settings.emit(|listener| {
+            let operation = operation::current_id();
+            listener.on_event(&Event::AttemptStarted {
+                site: &settings.name,
+                operation: operation.as_ref(),
+                attempt: self.attempt,
+            })
+        });
+    }
+
+    /// The call that `started` announced ended with `outcome`.
+    #[inline]
+    fn ended(&self, outcome: AttemptOutcome<'_>) {
+        let settings = self.settings;
+        settings.emit(|listener| {
+            let operation = operation::current_id();
+            listener.on_event(&Event::AttemptEnded {
+                site: &settings.name,
+                operation: operation.as_ref(),
+                attempt: self.attempt,
+                outcome,
+            })
+        });
+    }
+
+    /// The backoff wait is over: the next attempt begins.
+    fn advance(&mut self) {
+        self.attempt += 1;
+    }
+
+    /// After an attempt: the operation's end, or how long to wait before the next attempt.
+    #[inline]
+    fn decide<T>(&mut self, result: Result<T, Failure<E>>) -> Decision<T, E>
+    where
+        E: Transient + From<Rejected>,
+    {
+        let error = match result {
+            Ok(value) => return Decision::Done(Next::Done(Outcome::Completed(Ok(value)))),
+            Err(Failure::Error(error)) if !error.is_transient() => {
+                return Decision::Done(Next::Done(Outcome::Completed(Err(error))))
+            }
+            Err(Failure::Error(error)) => error,
+            Err(Failure::Rejected(rejected @ Rejected::Timeout { .. })) => E::from(rejected),
+            Err(Failure::Rejected(rejected @ Rejected::BreakerOpen { .. })) => {
+                // A retry that meets an open breaker ends with what the provider said last:
+                // `BreakerOpen` means this operation made no call at all.
+                return Decision::Done(match self.last_error.take() {
+                    Some(error) => self.give_up(error, GiveUp::BreakerOpen),
+                    None => self.reject(rejected),
+                });
+            }
+            Err(Failure::Rejected(rejected)) => return Decision::Done(self.reject(rejected)),
+        };
+        let settings = self.settings;
+        if settings.retry == 0 {
+            return Decision::Done(self.give_up(error, GiveUp::NoRetries));
+        }
+        if self.attempt >= settings.retry {
+            return Decision::Done(self.give_up(error, GiveUp::RetriesExhausted));
+        }
+        if let Some(breaker) = self.breaker() {
+            // Opened meanwhile (by this failure or another caller's) and not yet cooled down.
+            if breaker.state() == BreakerState::Open && !breaker.retry_in(Instant::now()).is_zero()
+            {
+                return Decision::Done(self.give_up(error, GiveUp::BreakerOpen));
+            }
+        }
+        let asked = error.retry_after();
+        if asked.is_some_and(|asked| asked > settings.retry_after_max) {
+            return Decision::Done(self.give_up(error, GiveUp::RetryAfterTooLong));
+        }
+        let wait = settings.wait(self.attempt, self.last_wait, asked);
+        if let Some(deadline) = self.deadline {
+            // No wait is started that cannot end, with time for the call, before the deadline.
+            if later(Instant::now(), wait) >= deadline {
+                return Decision::Done(self.give_up(error, GiveUp::DeadlineTooClose));
+            }
+        }
+        if operation::allowance() == Some(0) {
+            return Decision::Done(self.give_up(error, GiveUp::AllowanceSpent));
+        }
+        if let Some(budget) = &settings.budget {
+            // An operation that has not called yet (its first attempt waited for a probe and
+            // timed out) withdraws nothing: its next call is its first.
+            if self.called && !budget.try_withdraw() {
+                return Decision::Done(self.give_up(error, GiveUp::BudgetExhausted));
+            }
+        }
+        operation::draw();
+        settings.emit(|listener| {
+            let operation = operation::current_id();
+            listener.on_event(&Event::Waiting {
+                site: &settings.name,
+                operation: operation.as_ref(),
+                attempt: self.attempt,
+                wait,
+            })
+        });
+        self.last_wait = Some(wait);
+        self.last_error = Some(error);
+        Decision::Wait(wait)
+    }
+
+    fn give_up<T>(&self, error: E, reason: GiveUp) -> Next<T, E> {
+        let settings = self.settings;
+        settings.emit(|listener| {
+            let operation = operation::current_id();
+            listener.on_event(&Event::GaveUp {
+                site: &settings.name,
+                operation: operation.as_ref(),
+                attempt: self.attempt,
+                reason,
+            })
+        });
+        Next::Done(Outcome::Failed(error))
+    }
+
+    fn reject<T>(&self, rejected: Rejected) -> Next<T, E>
+    where
+        E: From<Rejected>,
+    {
+        let settings = self.settings;
+        settings.emit(|listener| {
+            let operation = operation::current_id();
+            listener.on_event(&Event::Rejected {
+                site: &settings.name,
+                operation: operation.as_ref(),
+                rejected: &rejected,
+            })
+        });
+        Next::Done(Outcome::Failed(E::from(rejected)))
+    }
+}

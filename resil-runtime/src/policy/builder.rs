@@ -1,0 +1,330 @@
+//! [`PolicyBuilder`]: settings in, a checked [`Policy`] out.
+
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use super::{BreakerSource, Keyed, Policy, Settings, Unkeyed};
+use crate::breaker::{named, Breaker, BreakerConfig, KeyedBreakers};
+use crate::budget::RetryBudget;
+use crate::bulkhead::Bulkhead;
+use crate::events::{Event, Listener};
+use crate::{Backoff, ConfigError, Jitter};
+
+/// Builds a [`Policy`]; [`PolicyBuilder::build`] checks that the settings can work.
+///
+/// Every value is accepted without a panic: durations as long as `Duration::MAX` mean
+/// "practically never" (instants saturate), and settings that cannot work are refused by
+/// `build` with a [`ConfigError`] that says the fix.
+///
+/// ```
+/// use resil_runtime::{ConfigError, Jitter, Policy};
+/// use std::time::Duration;
+///
+/// let policy = Policy::builder()
+///     .name("payments::charge")
+///     .timeout(Duration::from_secs(5))
+///     .deadline(Duration::from_secs(12))
+///     .retry(2)
+///     .retry_after_max(Duration::from_secs(10))
+///     .backoff(Duration::from_millis(200), Duration::from_secs(2))
+///     .jitter(Jitter::Equal)
+///     .breaker_per_key("gateway", 5, Duration::from_secs(30))
+///     .max_keys(1_000)
+///     .bulkhead(16)
+///     .build()?;
+/// assert_eq!(policy.retries(), 2);
+///
+/// let too_long = Policy::builder()
+///     .timeout(Duration::from_secs(20))
+///     .deadline(Duration::from_secs(10))
+///     .build();
+/// assert!(matches!(too_long, Err(ConfigError::TimeoutAboveDeadline { .. })));
+/// # Ok::<(), ConfigError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "call .build() to get the policy"]
+pub struct PolicyBuilder<K = Unkeyed> {
+    name: Option<Arc<str>>,
+    timeout: Option<Duration>,
+    deadline: Option<Duration>,
+    retry: u32,
+    retry_after_max: Duration,
+    backoff: Option<(Duration, Duration)>,
+    jitter: Jitter,
+    seed: Option<u64>,
+    breaker: BreakerSpec,
+    max_keys: usize,
+    bulkhead: Option<usize>,
+    budget: Option<(f64, f64)>,
+    independent: bool,
+    listener: Option<Arc<dyn Listener>>,
+    keyed: PhantomData<fn() -> K>,
+}
+
+#[derive(Debug, Default)]
+enum BreakerSpec {
+    #[default]
+    None,
+    Named(String, u32, Duration),
+    Keyed(String, u32, Duration),
+    Given(Arc<Breaker>),
+}
+
+impl Default for PolicyBuilder {
+    fn default() -> Self {
+        PolicyBuilder {
+            name: None,
+            timeout: None,
+            deadline: None,
+            retry: 0,
+            retry_after_max: PolicyBuilder::DEFAULT_RETRY_AFTER_MAX,
+            backoff: None,
+            jitter: Jitter::default(),
+            seed: None,
+            breaker: BreakerSpec::None,
+            max_keys: KeyedBreakers::DEFAULT_MAX_KEYS,
+            bulkhead: None,
+            budget: None,
+            independent: false,
+            listener: None,
+            keyed: PhantomData,
+        }
+    }
+}
+
+impl PolicyBuilder {
+    /// The longest `Retry-After` honoured by default: one minute.
+    pub const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
+}
+
+impl<K> PolicyBuilder<K> {
+    /// The name events carry (for `#[resilient]`, the function's path).
+    pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// Limit for one attempt; an attempt past it fails with [`crate::Rejected::Timeout`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Limit for the whole operation: every attempt and every wait.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Extra attempts after the first, made only for transient errors.
+    pub fn retry(mut self, retries: u32) -> Self {
+        self.retry = retries;
+        self
+    }
+
+    /// The longest `Retry-After` a retry waits for (default 60 s): an error asking for more,
+    /// or for more than what is left of the deadline, ends the operation at once and keeps its
+    /// `retry_after()` for the caller. Retrying sooner would be rude; waiting that long is the
+    /// caller's decision.
+    pub fn retry_after_max(mut self, longest: Duration) -> Self {
+        self.retry_after_max = longest;
+        self
+    }
+
+    /// Exponential backoff from `base` up to `cap` (default `300ms..8s`).
+    pub fn backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.backoff = Some((base, cap));
+        self
+    }
+
+    /// How waits are drawn (default [`Jitter::Full`]).
+    pub fn jitter(mut self, jitter: Jitter) -> Self {
+        self.jitter = jitter;
+        self
+    }
+
+    /// Draws waits from a generator seeded with `seed`, for reproducible runs.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The process-wide breaker called `name`, shared with every policy that names it.
+    pub fn breaker_named(
+        self,
+        name: impl Into<String>,
+        threshold: u32,
+        cooldown: Duration,
+    ) -> PolicyBuilder<Unkeyed> {
+        let mut builder = self.retype();
+        builder.breaker = BreakerSpec::Named(name.into(), threshold, cooldown);
+        builder
+    }
+
+    /// One breaker per key; `label` names them `label=key`. The policy is then a
+    /// `Policy<Keyed>`, run with [`Policy::run_keyed`].
+    pub fn breaker_per_key(
+        self,
+        label: impl Into<String>,
+        threshold: u32,
+        cooldown: Duration,
+    ) -> PolicyBuilder<Keyed> {
+        let mut builder = self.retype();
+        builder.breaker = BreakerSpec::Keyed(label.into(), threshold, cooldown);
+        builder
+    }
+
+    /// A breaker you created and may share by hand.
+    pub fn breaker(self, breaker: Arc<Breaker>) -> PolicyBuilder<Unkeyed> {
+        let mut builder = self.retype();
+        builder.breaker = BreakerSpec::Given(breaker);
+        builder
+    }
+
+    /// At most `limit` operations in flight; the next fails with
+    /// [`crate::Rejected::BulkheadFull`].
+    pub fn bulkhead(mut self, limit: usize) -> Self {
+        self.bulkhead = Some(limit);
+        self
+    }
+
+    /// Retries may add at most `ratio` (0.2 for 20 %) to first attempts over a sliding
+    /// 10-second window, plus `min_per_sec` retries per second (see [`RetryBudget`]).
+    pub fn retry_budget(mut self, ratio: f64, min_per_sec: f64) -> Self {
+        self.budget = Some((ratio, min_per_sec));
+        self
+    }
+
+    /// Inside another operation, keep this policy's own retry allowance instead of drawing
+    /// from the enclosing one's (`nested = "independent"`). See [`crate::operation`].
+    pub fn independent(mut self, independent: bool) -> Self {
+        self.independent = independent;
+        self
+    }
+
+    /// Sends this policy's events to `listener` instead of the global one.
+    pub fn listener(mut self, listener: Arc<dyn Listener>) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    fn retype<L>(self) -> PolicyBuilder<L> {
+        PolicyBuilder {
+            name: self.name,
+            timeout: self.timeout,
+            deadline: self.deadline,
+            retry: self.retry,
+            retry_after_max: self.retry_after_max,
+            backoff: self.backoff,
+            jitter: self.jitter,
+            seed: self.seed,
+            breaker: self.breaker,
+            max_keys: self.max_keys,
+            bulkhead: self.bulkhead,
+            budget: self.budget,
+            independent: self.independent,
+            listener: self.listener,
+            keyed: PhantomData,
+        }
+    }
+
+    /// Checks the settings and builds the policy.
+    pub fn build(self) -> Result<Policy<K>, ConfigError> {
+        let (policy, conflict) = self.build_reporting_conflict()?;
+        match conflict {
+            Some(conflict) => Err(conflict),
+            None => Ok(policy),
+        }
+    }
+
+    /// Like [`PolicyBuilder::build`], but a named breaker already configured otherwise is
+    /// used as it is, and the conflict is reported as an event and a debug assertion.
+    /// Generated code calls this: its settings were checked at compile time.
+    #[doc(hidden)]
+    pub fn build_for_site(self) -> Policy<K> {
+        match self.build_reporting_conflict() {
+            Ok((policy, None)) => policy,
+            Ok((policy, Some(conflict))) => {
+                let message = conflict.to_string();
+                policy.settings.emit(|listener| {
+                    listener.on_event(&Event::ConfigConflict {
+                        site: &policy.settings.name,
+                        message: &message,
+                    })
+                });
+                debug_assert!(false, "{}: {message}", policy.settings.name);
+                policy
+            }
+            Err(error) => panic!("invalid resilience policy: {error}"),
+        }
+    }
+
+    fn build_reporting_conflict(self) -> Result<(Policy<K>, Option<ConfigError>), ConfigError> {
+        for (key, value) in [("timeout", self.timeout), ("deadline", self.deadline)] {
+            if value.is_some_and(|d| d.is_zero()) {
+                return Err(ConfigError::ZeroDuration { key });
+            }
+        }
+        if let (Some(timeout), Some(deadline)) = (self.timeout, self.deadline) {
+            if timeout > deadline {
+                return Err(ConfigError::TimeoutAboveDeadline { timeout, deadline });
+            }
+        }
+        let backoff = match self.backoff {
+            Some((base, cap)) => Backoff::new(base, cap)?,
+            None => Backoff::default(),
+        }
+        .with_jitter(self.jitter);
+        let bulkhead = self.bulkhead.map(Bulkhead::new).transpose()?;
+        let budget = self
+            .budget
+            .map(|(ratio, min_per_sec)| RetryBudget::new(ratio, min_per_sec))
+            .transpose()?;
+        if self.max_keys == 0 {
+            return Err(ConfigError::ZeroMaxKeys);
+        }
+        let mut conflict = None;
+        let breaker = match self.breaker {
+            BreakerSpec::None => BreakerSource::None,
+            BreakerSpec::Given(breaker) => BreakerSource::Shared(breaker),
+            BreakerSpec::Named(name, threshold, cooldown) => {
+                let (breaker, clash) = named(&name, BreakerConfig::new(threshold, cooldown)?);
+                conflict = clash;
+                BreakerSource::Shared(breaker)
+            }
+            BreakerSpec::Keyed(label, threshold, cooldown) => BreakerSource::Keyed(
+                KeyedBreakers::new(label, BreakerConfig::new(threshold, cooldown)?)
+                    .with_max_keys(self.max_keys),
+            ),
+        };
+        let settings = Settings {
+            name: self.name.unwrap_or_else(|| Arc::from("policy")),
+            timeout: self.timeout,
+            deadline: self.deadline,
+            retry: self.retry,
+            retry_after_max: self.retry_after_max,
+            backoff,
+            rng: self
+                .seed
+                .map(|seed| Mutex::new(SmallRng::seed_from_u64(seed))),
+            breaker,
+            bulkhead,
+            budget,
+            independent: self.independent,
+            listener: self.listener,
+        };
+        Ok((Policy::new(settings), conflict))
+    }
+}
+
+impl PolicyBuilder<Keyed> {
+    /// Keeps at most `max_keys` per-key breakers (default 10 000; see [`KeyedBreakers`]).
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
+        self
+    }
+}

@@ -1,0 +1,307 @@
+//! [`Policy`]: the policies put together in the order that makes them work.
+//!
+//! A policy with one breaker per key is a `Policy<Keyed>` and runs only through
+//! [`Policy::run_keyed`] and [`Policy::execute_keyed`]; every other policy runs through
+//! [`Policy::run`] and [`Policy::execute`]. The type says which, so a keyed policy cannot be
+//! run without its key (and silently without a breaker).
+
+mod builder;
+
+pub use builder::PolicyBuilder;
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+
+use crate::breaker::{Breaker, BreakerKey, KeyedBreaker, KeyedBreakers};
+use crate::budget::RetryBudget;
+use crate::bulkhead::Bulkhead;
+use crate::events::{self, Event, Listener};
+use crate::execution::{Execution, Next};
+use crate::{Backoff, Jitter, Rejected, Transient};
+
+/// Marks a policy without per-key breakers: run it with [`Policy::run`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Unkeyed;
+
+/// Marks a policy with one breaker per key: run it with [`Policy::run_keyed`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Keyed;
+
+/// Timeout, deadline, retries with backoff, a circuit breaker and a bulkhead, applied in
+/// this order: bulkhead (one permit for the whole operation) → retry loop → breaker check →
+/// timeout → call. Build it once and share it; its state (breaker, bulkhead) is shared by
+/// every call made through it.
+///
+/// ```
+/// use resil_runtime::{Policy, Rejected, Transient};
+/// use std::time::Duration;
+///
+/// #[derive(Debug)]
+/// enum Error { Busy, Rejected(Rejected) }
+/// impl Transient for Error {
+///     fn is_transient(&self) -> bool {
+///         match self { Error::Busy => true, Error::Rejected(r) => r.is_transient() }
+///     }
+/// }
+/// impl From<Rejected> for Error {
+///     fn from(r: Rejected) -> Self { Error::Rejected(r) }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let policy = Policy::builder()
+///     .timeout(Duration::from_secs(2))
+///     .retry(2)
+///     .breaker_named("inventory", 5, Duration::from_secs(30))
+///     .bulkhead(8)
+///     .build()?;
+///
+/// let mut calls = 0;
+/// let stock: Result<u32, Error> = policy
+///     .run(|| {
+///         calls += 1;
+///         let busy = calls < 3;
+///         async move { if busy { Err(Error::Busy) } else { Ok(42) } }
+///     })
+///     .await;
+/// assert_eq!(stock.unwrap(), 42);
+/// assert_eq!(calls, 3);
+/// # Ok(()) }
+/// ```
+pub struct Policy<K = Unkeyed> {
+    settings: Settings,
+    keyed: PhantomData<fn() -> K>,
+}
+
+/// What a policy is made of, whatever its keying: what an [`Execution`] reads.
+pub(crate) struct Settings {
+    pub(crate) name: Arc<str>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) retry: u32,
+    pub(crate) retry_after_max: Duration,
+    pub(crate) backoff: Backoff,
+    pub(crate) rng: Option<Mutex<SmallRng>>,
+    pub(crate) breaker: BreakerSource,
+    pub(crate) bulkhead: Option<Bulkhead>,
+    pub(crate) budget: Option<RetryBudget>,
+    pub(crate) independent: bool,
+    pub(crate) listener: Option<Arc<dyn Listener>>,
+}
+
+pub(crate) enum BreakerSource {
+    None,
+    Shared(Arc<Breaker>),
+    Keyed(KeyedBreakers),
+}
+
+/// The breaker one operation goes through.
+pub(crate) enum BreakerRef<'p> {
+    Shared(&'p Breaker),
+    Keyed(KeyedBreaker),
+}
+
+impl BreakerRef<'_> {
+    pub(crate) fn get(&self) -> &Breaker {
+        match self {
+            BreakerRef::Shared(breaker) => breaker,
+            BreakerRef::Keyed(breaker) => breaker,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Policy<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let settings = &self.settings;
+        let mut d = f.debug_struct("Policy");
+        d.field("name", &settings.name)
+            .field("timeout", &settings.timeout)
+            .field("deadline", &settings.deadline)
+            .field("retry", &settings.retry)
+            .field("retry_after_max", &settings.retry_after_max)
+            .field("backoff", &settings.backoff);
+        match &settings.breaker {
+            BreakerSource::None => d.field("breaker", &None::<()>),
+            BreakerSource::Shared(b) => d.field("breaker", b),
+            BreakerSource::Keyed(k) => d.field("breaker", k),
+        };
+        d.field("bulkhead", &settings.bulkhead)
+            .field("budget", &settings.budget)
+            .field("independent", &settings.independent)
+            .finish()
+    }
+}
+
+impl Policy {
+    /// A builder with nothing enabled: no timeout, no retry, no breaker, no bulkhead.
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::default()
+    }
+
+    /// Runs one operation: `make_attempt` is called once per attempt and returns that
+    /// attempt's future. The result is the first success, the first permanent error, or the
+    /// last transient error or rejection once no retry is allowed.
+    ///
+    /// The futures run inside the operation ([`crate::Operation::current()`] is `Some` in
+    /// them); the factory itself runs just outside it.
+    pub async fn run<T, E, F, Fut>(&self, make_attempt: F) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        drive(self.execute(), make_attempt).await
+    }
+
+    /// Starts one operation by hand: takes the bulkhead permit and starts the deadline.
+    /// Then hand it one attempt future at a time with [`Execution::attempt`].
+    #[inline]
+    pub fn execute<E>(&self) -> Execution<'_, E> {
+        let breaker = match &self.settings.breaker {
+            BreakerSource::Shared(breaker) => Some(BreakerRef::Shared(breaker)),
+            _ => None,
+        };
+        Execution::start(&self.settings, breaker)
+    }
+
+    /// The shared breaker (named, or given to the builder), if any.
+    pub fn breaker(&self) -> Option<&Arc<Breaker>> {
+        match &self.settings.breaker {
+            BreakerSource::Shared(breaker) => Some(breaker),
+            _ => None,
+        }
+    }
+}
+
+impl Policy<Keyed> {
+    /// [`Policy::run`] through the breaker for `key`.
+    pub async fn run_keyed<Q, T, E, F, Fut>(&self, key: &Q, make_attempt: F) -> Result<T, E>
+    where
+        Q: BreakerKey + ?Sized,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        drive(self.execute_keyed(key), make_attempt).await
+    }
+
+    /// [`Policy::execute`] through the breaker for `key`.
+    #[inline]
+    pub fn execute_keyed<Q: BreakerKey + ?Sized, E>(&self, key: &Q) -> Execution<'_, E> {
+        let breaker = match &self.settings.breaker {
+            BreakerSource::Keyed(keyed) => Some(BreakerRef::Keyed(keyed.get(key))),
+            _ => None,
+        };
+        Execution::start(&self.settings, breaker)
+    }
+
+    /// The keyed breakers.
+    pub fn keyed_breakers(&self) -> Option<&KeyedBreakers> {
+        match &self.settings.breaker {
+            BreakerSource::Keyed(keyed) => Some(keyed),
+            _ => None,
+        }
+    }
+}
+
+async fn drive<T, E, F, Fut>(mut execution: Execution<'_, E>, mut make_attempt: F) -> Result<T, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Transient + From<Rejected>,
+{
+    loop {
+        if let Next::Done(outcome) = execution.attempt(make_attempt()).await {
+            return outcome.into_result();
+        }
+    }
+}
+
+impl<K> Policy<K> {
+    fn new(settings: Settings) -> Self {
+        Policy {
+            settings,
+            keyed: PhantomData,
+        }
+    }
+
+    /// The policy's name, used in events.
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    /// Extra attempts after the first.
+    pub fn retries(&self) -> u32 {
+        self.settings.retry
+    }
+
+    /// The longest one operation can take (see [`crate::worst_case`]), counting waits a
+    /// server may ask for up to `retry_after_max`.
+    pub fn worst_case(&self) -> Option<Duration> {
+        let settings = &self.settings;
+        crate::worst_case(
+            settings.timeout,
+            settings.deadline,
+            settings.retry,
+            &settings.backoff,
+            settings.retry_after_max,
+        )
+    }
+
+    /// The bulkhead, if any.
+    pub fn bulkhead(&self) -> Option<&Bulkhead> {
+        self.settings.bulkhead.as_ref()
+    }
+}
+
+impl Settings {
+    /// The backoff's draw; a `Retry-After` is a floor under it, not a replacement: clients
+    /// told the same `Retry-After` would otherwise all come back at the same instant.
+    pub(crate) fn wait(
+        &self,
+        retry: u32,
+        previous: Option<Duration>,
+        floor: Option<Duration>,
+    ) -> Duration {
+        let drawn = match &self.rng {
+            Some(rng) => self
+                .backoff
+                .delay(retry, previous, &mut *crate::sync::lock_std(rng)),
+            None => self.backoff.delay(retry, previous, &mut rand::rng()),
+        };
+        match (floor, self.backoff.jitter()) {
+            (None, _) => drawn,
+            (Some(floor), Jitter::None) => drawn.max(floor),
+            (Some(floor), _) => floor.saturating_add(drawn),
+        }
+    }
+
+    /// Builds and sends an event only when someone listens.
+    #[inline]
+    pub(crate) fn emit(&self, emit: impl FnOnce(&dyn Listener)) {
+        if let Some(listener) = self.listener() {
+            emit(&**listener);
+        }
+    }
+
+    pub(crate) fn listener(&self) -> Option<&Arc<dyn Listener>> {
+        events::resolve(self.listener.as_ref())
+    }
+
+    pub(crate) fn emit_transition(
+        &self,
+        breaker: &Breaker,
+        transition: crate::breaker::Transition,
+    ) {
+        self.emit(|listener| {
+            listener.on_event(&Event::BreakerTransition {
+                breaker: breaker.name(),
+                transition,
+            })
+        });
+    }
+}
