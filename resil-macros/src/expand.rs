@@ -554,6 +554,25 @@ mod tests {
     }
 
     #[test]
+    fn hardening_keys_reach_the_builder() {
+        let out = expanded(
+            quote! { retry = 1, retry_after_max = "5s", breaker = "per_user", max_keys = 500 },
+            quote! { async fn f(user: u64) -> Result<(), E> { Ok(()) } },
+        );
+        assert!(
+            out.contains(
+                ". retry_after_max (:: resil :: __private :: Duration :: from_millis (5000))"
+            ),
+            "{out}"
+        );
+        assert!(out.contains(". max_keys (500)"), "{out}");
+        assert!(
+            out.contains("Policy < :: resil :: __private :: Keyed >"),
+            "{out}"
+        );
+    }
+
+    #[test]
     fn the_signature_is_kept_and_errors_keep_the_function() {
         let out = expanded(
             quote! { retries = 2 },

@@ -36,15 +36,22 @@ pub fn worst_case(
     backoff: &Backoff,
     retry_after_max: Duration,
 ) -> Option<Duration> {
+    let longest_wait = |n: u32| {
+        let envelope = backoff.envelope(n);
+        match backoff.jitter() {
+            Jitter::None => envelope.max(retry_after_max),
+            _ => envelope.saturating_add(retry_after_max),
+        }
+    };
     let attempts = timeout.map(|timeout| {
-        let waits = (0..retry).fold(Duration::ZERO, |total, n| {
-            let envelope = backoff.envelope(n);
-            let wait = match backoff.jitter() {
-                Jitter::None => envelope.max(retry_after_max),
-                _ => envelope.saturating_add(retry_after_max),
-            };
-            total.saturating_add(wait)
-        });
+        // The envelope stops growing by retry 31 at the latest: sum the first waits, then
+        // multiply the last, so `retry = u32::MAX` costs no more than `retry = 32`.
+        let growing = retry.min(32);
+        let waits = (0..growing)
+            .fold(Duration::ZERO, |total, n| {
+                total.saturating_add(longest_wait(n))
+            })
+            .saturating_add(longest_wait(growing).saturating_mul(retry - growing));
         timeout
             .saturating_mul(retry.saturating_add(1))
             .saturating_add(waits)
