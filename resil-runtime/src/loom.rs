@@ -69,6 +69,35 @@ fn loom_concurrent_failures_open_the_breaker_exactly_once() {
 }
 
 #[test]
+fn loom_a_late_failure_of_an_old_generation_never_reopens_a_closed_breaker() {
+    loom::model(|| {
+        let breaker = breaker(1);
+        let Admit::Pass(old) = breaker.try_admit_closed() else {
+            unreachable!("a new breaker is closed")
+        };
+        let (ticket, _) = old.detach();
+        let later = Instant::now() + Duration::from_secs(1);
+        let late = {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.record(ticket, Verdict::Failure))
+        };
+        let recovery = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                fail(&breaker);
+                match breaker.try_admit(|| later) {
+                    Admit::Pass(probe) => probe.record(Verdict::Success),
+                    other => panic!("the cooldown passed, yet {other:?}"),
+                }
+            })
+        };
+        late.join().unwrap();
+        recovery.join().unwrap();
+        assert_eq!(breaker.state(), BreakerState::Closed);
+    });
+}
+
+#[test]
 fn loom_half_open_admits_exactly_one_probe() {
     loom::model(|| {
         let breaker = breaker(1);
