@@ -58,10 +58,16 @@
 //! - one **deadline**: a nested attempt gets the smaller of its own timeout and the time
 //!   left; past the deadline, nested calls fail with [`Rejected::DeadlineExceeded`] without
 //!   calling;
-//! - one **retry owner**: the outermost call that declares retries owns the allowance, and
-//!   every retry anywhere inside draws from it: the dependency above sees 4 calls, not 64;
-//! - one **id**, stable across attempts: [`Operation::current()`]`.id()` is a ready-made
-//!   `Idempotency-Key`.
+//! - one **retry owner**: a call draws its retries from the allowance of the nearest enclosing
+//!   call that declares retries (a call with none above it owns its own): the dependency
+//!   above sees 4 calls, not 64;
+//! - an **id** per call, stable across its attempts: [`Operation::current()`]`.id()` is a
+//!   ready-made `Idempotency-Key`. The n-th nested call started by an attempt of its parent is
+//!   `{parent id}.{n}`, so two charges inside one checkout get two keys, and a retried
+//!   checkout re-derives the same two, which the provider replays instead of billing twice;
+//!   `operation_id()` is the outermost call's;
+//! - **one verdict per breaker**: a nested call on a breaker that an enclosing call holds goes
+//!   through as part of that call, and the breaker counts the operation once.
 //!
 //! `nested = "independent"` keeps a call's own retry count inside an operation: right for a
 //! separate contract with its own budget (another team's service behind a queue), wrong for
