@@ -401,7 +401,11 @@ impl Operation {
 
     /// Runs `future` inside this operation: the way to carry it into a spawned task, which
     /// does not inherit it. The carried operation keeps the id and the deadline, and
-    /// starts from the retry allowance left when it was captured.
+    /// starts from the retry allowance left when it was captured. Nested calls inside it are
+    /// numbered from `{id}.1` on, as if started by a new attempt of the captured call: when
+    /// the captured call also starts nested calls of its own, or several futures carry the same
+    /// capture, wrap each carried piece of work in its own `#[resilient]` call if their ids
+    /// must differ.
     ///
     /// ```
     /// use resil_runtime::{Operation, Policy, Rejected};

@@ -10,6 +10,10 @@
 //!
 //! Transitions are lazy: they happen on the next call, with no timer and no background task.
 //! While closed, the admission check is one atomic load.
+//!
+//! Every transition starts a new generation, and every admission belongs to the generation
+//! that admitted it: a call admitted while closed that fails after the breaker opened, and
+//! after a probe closed it again, counts for nothing instead of re-opening it.
 
 mod registry;
 

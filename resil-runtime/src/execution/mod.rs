@@ -12,8 +12,8 @@ use tokio::time::Instant;
 use crate::breaker::{Breaker, BreakerState};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
-use crate::events::{AttemptOutcome, Event, GiveUp};
-use crate::operation::{self, Frame};
+use crate::events::{AttemptOutcome, Event, GiveUp, Listener};
+use crate::operation::{self, Frame, OperationId};
 use crate::policy::{BreakerRef, Settings};
 use crate::{Rejected, Transient};
 
@@ -197,26 +197,34 @@ impl<'p, E> Execution<'p, E> {
             }
         }
         self.last_error = None;
+        let attempt = self.attempt;
+        self.notify(|listener, site, operation| {
+            listener.on_event(&Event::AttemptStarted {
+                site,
+                operation,
+                attempt,
+            })
+        });
+    }
+
+    /// Calls `send` with the listener, this call's site and its id, when someone listens.
+    fn notify(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
+        let settings = self.settings;
         settings.emit(|listener| {
             let operation = operation::current_id();
-            listener.on_event(&Event::AttemptStarted {
-                site: &settings.name,
-                operation: operation.as_ref(),
-                attempt: self.attempt,
-            })
+            send(listener, &settings.name, operation.as_ref())
         });
     }
 
     /// The call that `started` announced ended with `outcome`.
     #[inline]
     fn ended(&self, outcome: AttemptOutcome<'_>) {
-        let settings = self.settings;
-        settings.emit(|listener| {
-            let operation = operation::current_id();
+        let attempt = self.attempt;
+        self.notify(|listener, site, operation| {
             listener.on_event(&Event::AttemptEnded {
-                site: &settings.name,
-                operation: operation.as_ref(),
-                attempt: self.attempt,
+                site,
+                operation,
+                attempt,
                 outcome,
             })
         });
@@ -286,12 +294,12 @@ impl<'p, E> Execution<'p, E> {
             }
         }
         operation::draw();
-        settings.emit(|listener| {
-            let operation = operation::current_id();
+        let attempt = self.attempt;
+        self.notify(|listener, site, operation| {
             listener.on_event(&Event::Waiting {
-                site: &settings.name,
-                operation: operation.as_ref(),
-                attempt: self.attempt,
+                site,
+                operation,
+                attempt,
                 wait,
             })
         });
@@ -301,13 +309,12 @@ impl<'p, E> Execution<'p, E> {
     }
 
     fn give_up<T>(&self, error: E, reason: GiveUp) -> Next<T, E> {
-        let settings = self.settings;
-        settings.emit(|listener| {
-            let operation = operation::current_id();
+        let attempt = self.attempt;
+        self.notify(|listener, site, operation| {
             listener.on_event(&Event::GaveUp {
-                site: &settings.name,
-                operation: operation.as_ref(),
-                attempt: self.attempt,
+                site,
+                operation,
+                attempt,
                 reason,
             })
         });
@@ -318,12 +325,10 @@ impl<'p, E> Execution<'p, E> {
     where
         E: From<Rejected>,
     {
-        let settings = self.settings;
-        settings.emit(|listener| {
-            let operation = operation::current_id();
+        self.notify(|listener, site, operation| {
             listener.on_event(&Event::Rejected {
-                site: &settings.name,
-                operation: operation.as_ref(),
+                site,
+                operation,
                 rejected: &rejected,
             })
         });
