@@ -58,6 +58,8 @@ thread_local! {
 pub(crate) struct Frame {
     /// The operation's sequence number; 0 until an outermost call's id is first asked for.
     sequence: u64,
+    /// Started inside another call (or a carried operation).
+    nested: bool,
     path: Path,
     /// Nested calls started by the current attempt.
     children: u32,
@@ -66,35 +68,40 @@ pub(crate) struct Frame {
     allowance: Option<u32>,
     /// Retries made anywhere in the operation (kept on the outermost frame).
     retries: u32,
-    /// The breaker the current attempt holds (its address), or 0.
-    held: usize,
+    /// The breaker this call goes through (its address), or 0: held whenever the call's body
+    /// runs, since a body runs only once the breaker admitted it.
+    breaker: usize,
     /// The policy owning the allowance; recorded only when someone listens to events.
     owner: Option<Arc<str>>,
 }
 
 impl Frame {
     /// The frame of a call starting now, nested in the call being polled, if any. `retry` is
-    /// the call's own retry count; `name` is recorded as the owner when it owns retries.
+    /// the call's own retry count; `name` is recorded as the owner when it owns retries;
+    /// `breaker` identifies the breaker the call goes through (0: none).
     pub(crate) fn start(
         deadline: Option<Instant>,
         retry: u32,
         independent: bool,
         name: Option<&Arc<str>>,
+        breaker: usize,
     ) -> Frame {
         let mut frame = Frame {
             sequence: 0,
+            nested: false,
             path: Path::ROOT,
             children: 0,
             deadline,
             allowance: None,
             retries: 0,
-            held: 0,
+            breaker,
             owner: None,
         };
         let has_owner = STACK.with(|stack| {
             let mut stack = stack.borrow_mut();
             let has_owner = stack.iter().any(|frame| frame.allowance.is_some());
             if let Some(parent) = stack.last_mut() {
+                frame.nested = true;
                 parent.children = parent.children.saturating_add(1);
                 frame.sequence = parent.sequence();
                 frame.path = parent.path.child(parent.children);
@@ -107,6 +114,11 @@ impl Frame {
             frame.owner = name.cloned();
         }
         frame
+    }
+
+    /// Is this call nested in another (or in a carried operation)?
+    pub(crate) fn is_nested(&self) -> bool {
+        self.nested
     }
 
     /// The operation's deadline as this call sees it: the earliest of its own and every
@@ -203,19 +215,11 @@ pub(crate) fn current_id() -> Option<OperationId> {
 /// part of it.
 pub(crate) fn held_by_ancestor(breaker: usize) -> bool {
     with_stack(|stack| {
-        let (_, ancestors) = stack.split_last().unwrap_or((&stack[0], &[]));
-        ancestors.iter().any(|frame| frame.held == breaker)
+        stack
+            .split_last()
+            .is_some_and(|(_, ancestors)| ancestors.iter().any(|frame| frame.breaker == breaker))
     })
     .unwrap_or(false)
-}
-
-/// Marks the breaker the polled call's attempt holds (0: none).
-pub(crate) fn hold(breaker: usize) {
-    with_stack(|stack| {
-        if let Some(top) = stack.last_mut() {
-            top.held = breaker;
-        }
-    });
 }
 
 /// The path of a nested call below the operation: `[2, 1]` for the first call started by the
@@ -428,12 +432,13 @@ impl Operation {
     pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
         let frame = Frame {
             sequence: self.id.sequence,
+            nested: true,
             path: self.id.path,
             children: 0,
             deadline: self.deadline,
             allowance: self.allowance,
             retries: self.attempt,
-            held: 0,
+            breaker: 0,
             owner: self.owner,
         };
         Scoped {

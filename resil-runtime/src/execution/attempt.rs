@@ -15,7 +15,7 @@ use std::task::{Context as TaskContext, Poll};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-use super::{Decision, Execution, Failure, Next};
+use super::{address, Decision, Execution, Failure, Next};
 use crate::breaker::{Admit, Breaker, Ticket, Transition, Verdict};
 use crate::deadline::{later, Cut, Limited, Limits};
 use crate::events::AttemptOutcome;
@@ -161,7 +161,6 @@ where
         };
         let verdict = verdict(&result);
         if let Some(ticket) = this.admitted.take() {
-            operation::hold(0);
             if let Some(breaker) = this.execution.breaker() {
                 if let Some(transition) = breaker.record(ticket, verdict) {
                     this.execution.settings.emit_transition(breaker, transition);
@@ -201,11 +200,7 @@ fn admit<F, E>(
 ) {
     *this.admitted = ticket;
     *this.stage = Stage::Call;
-    let breaker = this.execution.breaker();
-    if ticket.is_some() {
-        operation::hold(breaker.map_or(0, address));
-    }
-    if let (Some(breaker), Some(transition)) = (breaker, transition) {
+    if let (Some(breaker), Some(transition)) = (this.execution.breaker(), transition) {
         this.execution.settings.emit_transition(breaker, transition);
     }
     this.execution.started();
@@ -233,7 +228,7 @@ fn start<'p, E>(
     };
     // An enclosing call of this operation holds the breaker: this call is part of it, and must
     // not wait for a verdict that depends on itself.
-    if operation::held_by_ancestor(address(breaker.get())) {
+    if execution.nested && operation::held_by_ancestor(address(breaker.get())) {
         return Ok(Started::Admitted(None, None));
     }
     match breaker.get().try_admit(Instant::now) {
@@ -260,11 +255,6 @@ async fn probe_verdict(breaker: &Breaker, limits: Limits) -> Result<Admitted, Re
     Limited::new(breaker.admit(), limits)
         .await?
         .map(|admission| admission.detach())
-}
-
-/// What identifies a breaker on the operation's stack.
-fn address(breaker: &Breaker) -> usize {
-    std::ptr::from_ref(breaker) as usize
 }
 
 fn fired(timer: Pin<&mut Option<Sleep>>, cx: &mut TaskContext<'_>) -> bool {

@@ -58,6 +58,8 @@ pub struct Execution<'p, E> {
     last_error: Option<E>,
     /// This call's place in the operation; on the thread's stack while an attempt is polled.
     frame: Option<Frame>,
+    /// Whether an enclosing call may hold this call's breaker.
+    nested: bool,
 }
 
 impl<E> fmt::Debug for Execution<'_, E> {
@@ -98,6 +100,11 @@ impl<T, E> Outcome<T, E> {
     }
 }
 
+/// What identifies a breaker on the operation's stack.
+fn address(breaker: &Breaker) -> usize {
+    std::ptr::from_ref(breaker) as usize
+}
+
 /// How an attempt failed: the call's own error, or the runtime's.
 pub(crate) enum Failure<E> {
     Error(E),
@@ -126,7 +133,14 @@ impl<'p, E> Execution<'p, E> {
             .deadline
             .map(|deadline| later(Instant::now(), deadline));
         let owner = settings.listener().map(|_| &settings.name);
-        let frame = Frame::start(own_deadline, settings.retry, settings.independent, owner);
+        let address = breaker.as_ref().map_or(0, |breaker| address(breaker.get()));
+        let frame = Frame::start(
+            own_deadline,
+            settings.retry,
+            settings.independent,
+            owner,
+            address,
+        );
         Execution {
             settings,
             breaker,
@@ -137,6 +151,7 @@ impl<'p, E> Execution<'p, E> {
             last_wait: None,
             called: false,
             last_error: None,
+            nested: frame.is_nested(),
             frame: Some(frame),
         }
     }
