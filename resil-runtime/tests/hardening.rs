@@ -249,9 +249,9 @@ async fn a_listener_that_panics_on_any_event_leaves_nothing_held() {
             Ok(1),
         ];
         for answer in script {
-            let _ = AssertUnwindSafe(policy.run(|| provider.answer(answer.clone())))
-                .catch_unwind()
-                .await;
+            // Bounded, so a leaked probe slot fails the test instead of hanging it.
+            let run = AssertUnwindSafe(policy.run(|| provider.answer(answer.clone())));
+            let _ = tokio::time::timeout(Duration::from_secs(10), run.catch_unwind()).await;
             advance(Duration::from_secs(2)).await;
             assert_eq!(policy.bulkhead().unwrap().in_flight(), 0, "{kind}");
         }
