@@ -78,9 +78,32 @@
 //! `cargo run --example one_budget` prints a trace of all this. Everything the attribute does is also available
 //! by hand through [`Policy`] (see the `resil_runtime` crate, re-exported here).
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
-pub use resil_runtime::*;
+// Named, not globbed: the public API is exactly this list.
+#[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
+#[doc(inline)]
+pub use resil_runtime::http;
+#[doc(inline)]
+pub use resil_runtime::{breaker, events, operation};
+pub use resil_runtime::{
+    worst_case, Backoff, Bulkhead, BulkheadPermit, ConfigError, Jitter, Keyed, Operation,
+    OperationId, Policy, PolicyBuilder, Rejected, RetryBudget, Transient, Unkeyed,
+};
+
+// Circuit breakers, used by hand (the `breaker` module documents them).
+pub use resil_runtime::{
+    Admission, Breaker, BreakerConfig, BreakerKey, BreakerState, KeyedBreaker, KeyedBreakers,
+    Verdict,
+};
+
+/// One operation driven attempt by attempt, as `#[resilient]` expands to: the way to write
+/// the retry loop by hand around a body that borrows `&mut self`.
+pub mod execution {
+    pub use resil_runtime::{Attempt, Execution, Next, Outcome};
+}
 
 /// Derives [`Transient`](trait@Transient): `#[transient]` marks what is worth retrying;
 /// anything unmarked is permanent.
@@ -158,7 +181,8 @@ pub use resil_macros::Transient;
 /// ```
 /// is, without the macro:
 /// ```
-/// # use resil::{Keyed, Next, Policy, Rejected, Transient};
+/// # use resil::execution::Next;
+/// # use resil::{Keyed, Policy, Rejected, Transient};
 /// # use std::sync::LazyLock;
 /// # use std::time::Duration;
 /// # #[derive(Debug, Transient)] enum Error { #[transient(transparent)] Rejected(Rejected) }

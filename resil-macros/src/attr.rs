@@ -9,8 +9,9 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit, Meta, Token};
 
-use crate::duration;
-use crate::keys::{did_you_mean, Kind, JITTERS, KEYS};
+use resil_spec::{duration, Jitter};
+
+use crate::keys::{did_you_mean, Kind, KEYS};
 
 /// A value with where it was written.
 pub(crate) struct Setting<T> {
@@ -35,7 +36,7 @@ pub(crate) struct ResilientArgs {
     pub(crate) retry: Option<Setting<u32>>,
     pub(crate) retry_after_max: Option<Setting<Duration>>,
     pub(crate) backoff: Option<Setting<(Duration, Duration)>>,
-    pub(crate) jitter: Option<Setting<String>>,
+    pub(crate) jitter: Option<Setting<Jitter>>,
     pub(crate) breaker: Option<Setting<BreakerArg>>,
     pub(crate) breaker_threshold: Option<Setting<u32>>,
     pub(crate) breaker_cooldown: Option<Setting<Duration>>,
@@ -179,13 +180,14 @@ fn assign(
         }
         Kind::Jitter => {
             let text = string_value(name, value, "\"full\"")?;
-            if !JITTERS.contains(&text.as_str()) {
-                let hint = did_you_mean(&text, JITTERS.iter().copied())
+            let Some(jitter) = Jitter::from_name(&text) else {
+                let names = Jitter::ALL.iter().map(|(known, _)| *known);
+                let hint = did_you_mean(&text, names)
                     .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
                 return Err(syn::Error::new(span, format!("unknown jitter \"{text}\"{hint}: use \"full\", \"equal\", \"decorrelated\" or \"none\"")));
-            }
+            };
             args.jitter = Some(Setting {
-                value: text,
+                value: jitter,
                 key,
                 span,
             });

@@ -8,7 +8,9 @@ use syn::visit_mut::VisitMut;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
 use crate::attr::{self, BreakerArg, Errors};
-use crate::duration::human;
+use resil_spec::duration::human;
+use resil_spec::{defaults, Jitter};
+
 use crate::valid::{self, Config};
 
 /// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
@@ -216,8 +218,8 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
         let (base, cap) = (duration(base), duration(cap));
         calls.push(quote! { .backoff(#base, #cap) });
     }
-    if let Some(jitter) = &config.jitter {
-        let variant = format_ident!("{}", capitalize(jitter));
+    if let Some(jitter) = config.jitter {
+        let variant = format_ident!("{}", jitter.variant());
         calls.push(quote! { .jitter(::resil::__private::Jitter::#variant) });
     }
     if let Some(breaker) = &config.breaker {
@@ -248,28 +250,11 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
     quote! { ::resil::__private::Policy::builder() #(#calls)* .build_for_site() }
 }
 
-fn jitter(config: &Config) -> resil_runtime::Jitter {
-    match config.jitter.as_deref() {
-        Some("equal") => resil_runtime::Jitter::Equal,
-        Some("decorrelated") => resil_runtime::Jitter::Decorrelated,
-        Some("none") => resil_runtime::Jitter::None,
-        _ => resil_runtime::Jitter::Full,
-    }
-}
-
 fn is_keyed(config: &Config) -> bool {
     matches!(
         config.breaker.as_ref().map(|breaker| &breaker.kind),
         Some(BreakerArg::PerArg(_))
     )
-}
-
-fn capitalize(word: &str) -> String {
-    let mut chars = word.chars();
-    chars
-        .next()
-        .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
-        .unwrap_or_default()
 }
 
 fn execution(config: &Config, sig: &syn::Signature) -> TokenStream {
@@ -420,22 +405,19 @@ fn docs(config: &Config) -> Vec<syn::Attribute> {
     if let Some(deadline) = config.deadline {
         parts.push(format!("deadline {}", human(deadline)));
     }
-    let backoff = match config.backoff {
-        Some((base, cap)) => resil_runtime::Backoff::new(base, cap).unwrap_or_default(),
-        None => resil_runtime::Backoff::default(),
-    };
-    let (base, cap) = (backoff.base(), backoff.cap());
-    let retry_after_max = config
-        .retry_after_max
-        .unwrap_or(valid::DEFAULT_RETRY_AFTER_MAX);
+    let (base, cap) = config
+        .backoff
+        .unwrap_or((defaults::BACKOFF_BASE, defaults::BACKOFF_CAP));
+    let jitter = config.jitter.unwrap_or_default();
+    let retry_after_max = config.retry_after_max.unwrap_or(defaults::RETRY_AFTER_MAX);
     if config.retry > 0 {
         parts.push(format!("retry {}", config.retry));
         parts.push(format!("backoff {}..{}", human(base), human(cap)));
         if config.retry_after_max.is_some() {
             parts.push(format!("Retry-After up to {}", human(retry_after_max)));
         }
-        if let Some(jitter) = config.jitter.as_deref().filter(|j| *j != "full") {
-            parts.push(format!("{jitter} jitter"));
+        if jitter != Jitter::Full {
+            parts.push(format!("{} jitter", jitter.name()));
         }
         if let Some(budget) = config.retry_budget {
             parts.push(match budget.min_per_sec {
@@ -470,13 +452,13 @@ fn docs(config: &Config) -> Vec<syn::Attribute> {
             fallback.to_token_stream().to_string().replace(' ', "")
         ));
     }
-    let backoff = backoff.with_jitter(jitter(config));
     let worst_case = |retry_after_max| {
-        resil_runtime::worst_case(
+        resil_spec::worst_case(
             config.timeout,
             config.deadline,
             config.retry,
-            &backoff,
+            (base, cap),
+            jitter,
             retry_after_max,
         )
     };

@@ -40,9 +40,6 @@ pub(crate) const KEYS: &[(&str, Kind)] = &[
     ("nested", Kind::Nested),
 ];
 
-/// The jitter names `jitter = "..."` accepts.
-pub(crate) const JITTERS: &[&str] = &["full", "equal", "decorrelated", "none"];
-
 /// The closest of `candidates` to `typo`, if one is close enough to be what was meant.
 pub(crate) fn did_you_mean<'a>(
     typo: &str,

@@ -5,7 +5,6 @@
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod attr;
-mod duration;
 mod expand;
 mod keys;
 mod transient;

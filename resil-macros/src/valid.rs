@@ -6,8 +6,10 @@ use std::time::Duration;
 use syn::spanned::Spanned;
 use syn::{FnArg, Pat, ReturnType, Signature, Type};
 
+use resil_spec::duration::human;
+use resil_spec::{defaults, Jitter};
+
 use crate::attr::{BreakerArg, Errors, ResilientArgs};
-use crate::duration::human;
 use crate::keys::did_you_mean;
 
 /// A checked `#[resilient]` configuration.
@@ -17,7 +19,7 @@ pub(crate) struct Config {
     pub(crate) retry: u32,
     pub(crate) retry_after_max: Option<Duration>,
     pub(crate) backoff: Option<(Duration, Duration)>,
-    pub(crate) jitter: Option<String>,
+    pub(crate) jitter: Option<Jitter>,
     pub(crate) breaker: Option<Breaker>,
     pub(crate) max_keys: Option<u32>,
     pub(crate) bulkhead: Option<u32>,
@@ -32,11 +34,6 @@ pub(crate) struct Breaker {
     pub(crate) threshold: u32,
     pub(crate) cooldown: Duration,
 }
-
-const DEFAULT_THRESHOLD: u32 = 5;
-const DEFAULT_COOLDOWN: Duration = Duration::from_secs(30);
-/// The longest `Retry-After` honoured unless `retry_after_max` says otherwise.
-pub(crate) const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
 
 impl Config {
     /// Does an attempt need its own copy of the by-value arguments? Yes when there may be
@@ -182,8 +179,10 @@ pub(crate) fn check(
             kind: breaker.value,
             threshold: args
                 .breaker_threshold
-                .map_or(DEFAULT_THRESHOLD, |s| s.value),
-            cooldown: args.breaker_cooldown.map_or(DEFAULT_COOLDOWN, |s| s.value),
+                .map_or(defaults::BREAKER_THRESHOLD, |s| s.value),
+            cooldown: args
+                .breaker_cooldown
+                .map_or(defaults::BREAKER_COOLDOWN, |s| s.value),
         }),
         max_keys: args.max_keys.map(|s| s.value),
         bulkhead: args.bulkhead.map(|s| s.value),

@@ -8,23 +8,10 @@
 use std::time::Duration;
 
 use rand::Rng;
+use resil_spec::defaults;
+pub use resil_spec::Jitter;
 
 use crate::ConfigError;
-
-/// How a wait is drawn from the exponential envelope `min(cap, base·2ⁿ)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Jitter {
-    /// Uniform in `[0, envelope]`: the default, and the best at spreading clients apart.
-    #[default]
-    Full,
-    /// Half the envelope plus uniform in `[0, envelope/2]`: never shorter than half.
-    Equal,
-    /// Uniform in `[base, 3 × previous wait]`, capped: grows from the last wait, not `n`.
-    Decorrelated,
-    /// Exactly the envelope: every client waits the same, so they retry in lockstep.
-    None,
-}
 
 /// Exponential backoff between `base` and `cap`, with jitter.
 ///
@@ -57,8 +44,8 @@ impl Default for Backoff {
     /// `300ms..8s`, full jitter.
     fn default() -> Self {
         Backoff {
-            base: Duration::from_millis(300),
-            cap: Duration::from_secs(8),
+            base: defaults::BACKOFF_BASE,
+            cap: defaults::BACKOFF_CAP,
             jitter: Jitter::Full,
         }
     }
@@ -104,8 +91,7 @@ impl Backoff {
 
     /// `min(cap, base·2ⁿ)`: the longest wait before retry `n` (jitter only shortens it).
     pub fn envelope(&self, retry: u32) -> Duration {
-        let factor = 1u32.checked_shl(retry.min(31)).unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.cap)
+        resil_spec::envelope(self.base, self.cap, retry)
     }
 
     /// The wait before retry `retry` (from 0). `previous` is the last wait, used by

@@ -63,6 +63,7 @@ pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> 
 /// made or was lost (reset, closed mid-answer), or when the request timed out; permanent
 /// otherwise (a 4xx, a body that does not decode, a malformed request).
 #[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 impl Transient for reqwest::Error {
     fn is_transient(&self) -> bool {
         if let Some(status) = self.status() {

@@ -2,7 +2,9 @@
 
 use std::time::Duration;
 
-use crate::{Backoff, Jitter};
+use crate::Backoff;
+#[cfg(doc)]
+use crate::Jitter;
 
 /// The longest an operation can take: every attempt running to its `timeout` and every wait
 /// at its longest, capped by the `deadline`. `None` when nothing bounds it (no timeout and no
@@ -36,28 +38,12 @@ pub fn worst_case(
     backoff: &Backoff,
     retry_after_max: Duration,
 ) -> Option<Duration> {
-    let longest_wait = |n: u32| {
-        let envelope = backoff.envelope(n);
-        match backoff.jitter() {
-            Jitter::None => envelope.max(retry_after_max),
-            _ => envelope.saturating_add(retry_after_max),
-        }
-    };
-    let attempts = timeout.map(|timeout| {
-        // The envelope stops growing by retry 31 at the latest: sum the first waits, then
-        // multiply the last, so `retry = u32::MAX` costs no more than `retry = 32`.
-        let growing = retry.min(32);
-        let waits = (0..growing)
-            .fold(Duration::ZERO, |total, n| {
-                total.saturating_add(longest_wait(n))
-            })
-            .saturating_add(longest_wait(growing).saturating_mul(retry - growing));
-        timeout
-            .saturating_mul(retry.saturating_add(1))
-            .saturating_add(waits)
-    });
-    match (attempts, deadline) {
-        (Some(attempts), Some(deadline)) => Some(attempts.min(deadline)),
-        (attempts, deadline) => attempts.or(deadline),
-    }
+    resil_spec::worst_case(
+        timeout,
+        deadline,
+        retry,
+        (backoff.base(), backoff.cap()),
+        backoff.jitter(),
+        retry_after_max,
+    )
 }

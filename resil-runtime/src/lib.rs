@@ -70,6 +70,7 @@
 //! The hot path (breaker closed, bulkhead free, answer ready on the first poll) allocates
 //! nothing, takes no lock and creates no timer.
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod backoff;
@@ -81,6 +82,7 @@ mod deadline;
 pub mod events;
 mod execution;
 #[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
 mod latency;
 #[cfg(all(test, resil_loom))]

@@ -118,8 +118,8 @@ impl Default for BreakerConfig {
     /// 5 consecutive transient failures, 30 s cooldown.
     fn default() -> Self {
         BreakerConfig {
-            threshold: 5,
-            cooldown: Duration::from_secs(30),
+            threshold: resil_spec::defaults::BREAKER_THRESHOLD,
+            cooldown: resil_spec::defaults::BREAKER_COOLDOWN,
         }
     }
 }

@@ -209,7 +209,7 @@ impl fmt::Debug for KeyedBreakers {
 
 impl KeyedBreakers {
     /// Default bound on the breakers kept (see the type's docs).
-    pub const DEFAULT_MAX_KEYS: usize = 10_000;
+    pub const DEFAULT_MAX_KEYS: usize = resil_spec::defaults::MAX_KEYS;
 
     /// One breaker per key; each is named `label=key`.
     pub fn new(label: impl Into<Arc<str>>, config: BreakerConfig) -> Self {

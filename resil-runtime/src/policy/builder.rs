@@ -98,7 +98,7 @@ impl Default for PolicyBuilder {
 
 impl PolicyBuilder {
     /// The longest `Retry-After` honoured by default: one minute.
-    pub const DEFAULT_RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
+    pub const DEFAULT_RETRY_AFTER_MAX: Duration = resil_spec::defaults::RETRY_AFTER_MAX;
 }
 
 impl<K> PolicyBuilder<K> {

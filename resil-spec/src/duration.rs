@@ -10,7 +10,13 @@ const UNITS: &[(&str, u64)] = &[
 ];
 
 /// Parses `text`, or says what a duration looks like.
-pub(crate) fn parse(text: &str) -> Result<Duration, String> {
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(resil_spec::duration::parse("1m30s"), Ok(Duration::from_secs(90)));
+/// assert!(resil_spec::duration::parse("90").unwrap_err().contains("with a unit"));
+/// ```
+pub fn parse(text: &str) -> Result<Duration, String> {
     let malformed = || {
         format!(
             "`{text}` is not a duration: write a number with a unit (ms, s, m, h), such as \"300ms\", \"20s\", \"1m\" or \"1m30s\""
@@ -46,8 +52,13 @@ pub(crate) fn parse(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(nanos))
 }
 
-/// Writes a duration the way a person would: "300ms", "20s", "1m30s", "60.9s" in prose.
-pub(crate) fn human(duration: Duration) -> String {
+/// Writes a duration the way a person would: "300ms", "20s", "1m30s".
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(resil_spec::duration::human(Duration::from_secs(90)), "1m30s");
+/// ```
+pub fn human(duration: Duration) -> String {
     let ms = duration.as_millis();
     if ms % 1000 != 0 || ms == 0 {
         return format!("{ms}ms");

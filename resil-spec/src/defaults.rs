@@ -1,0 +1,16 @@
+//! The values a policy takes where the attribute or the builder says nothing.
+
+use core::time::Duration;
+
+/// The first wait's envelope: `backoff = "300ms..8s"`.
+pub const BACKOFF_BASE: Duration = Duration::from_millis(300);
+/// The longest envelope.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(8);
+/// Consecutive transient failures that open a breaker.
+pub const BREAKER_THRESHOLD: u32 = 5;
+/// How long a breaker stays open before one probe.
+pub const BREAKER_COOLDOWN: Duration = Duration::from_secs(30);
+/// The longest `Retry-After` honoured: a server asking for more ends the operation.
+pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
+/// Breakers kept per key (`per_<arg>`), at most.
+pub const MAX_KEYS: usize = 10_000;
