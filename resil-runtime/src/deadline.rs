@@ -1,13 +1,9 @@
 //! Time limits on one attempt: its own `timeout`, and what is left of the operation's
 //! `deadline`, whichever ends first.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use crate::Rejected;
 
@@ -62,56 +58,6 @@ impl Limits {
             (Some((at, timeout)), Some(deadline)) if at < deadline => Some((at, timeout)),
             (_, Some(deadline)) => Some((deadline, Cut::Deadline)),
             (by_timeout, None) => by_timeout,
-        }
-    }
-}
-
-pin_project! {
-    /// Runs a future under [`Limits`]. The timer is created only when the first poll returns
-    /// `Pending`: an answer that is ready at once costs no timer (most of a wrapper's cost).
-    pub(crate) struct Limited<F> {
-        #[pin]
-        future: F,
-        #[pin]
-        sleep: Option<Sleep>,
-        limits: Limits,
-        cut: Option<Cut>,
-    }
-}
-
-impl<F> Limited<F> {
-    pub(crate) fn new(future: F, limits: Limits) -> Self {
-        Limited {
-            future,
-            sleep: None,
-            limits,
-            cut: None,
-        }
-    }
-}
-
-impl<F: Future> Future for Limited<F> {
-    type Output = Result<F::Output, Rejected>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        if let Poll::Ready(output) = this.future.poll(cx) {
-            return Poll::Ready(Ok(output));
-        }
-        if this.sleep.is_none() {
-            let Some((at, cut)) = this.limits.end(Instant::now) else {
-                return Poll::Pending;
-            };
-            *this.cut = Some(cut);
-            this.sleep.set(Some(tokio::time::sleep_until(at)));
-        }
-        let fired = this
-            .sleep
-            .as_pin_mut()
-            .is_some_and(|sleep| sleep.poll(cx).is_ready());
-        match *this.cut {
-            Some(cut) if fired => Poll::Ready(Err(cut.rejection())),
-            _ => Poll::Pending,
         }
     }
 }

@@ -17,7 +17,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{address, Decision, Execution, Failure, Next};
 use crate::breaker::{Admit, Breaker, Ticket, Transition, Verdict};
-use crate::deadline::{later, Cut, Limited, Limits};
+use crate::deadline::{later, Cut, Limits};
 use crate::events::AttemptOutcome;
 use crate::operation;
 use crate::policy::BreakerRef;
@@ -121,32 +121,26 @@ where
                 Ok(Started::AwaitingProbe) => continue,
                 Err(rejected) => Err(Failure::Rejected(rejected)),
             },
-            Stage::AwaitingProbe(wait) => match wait.as_mut().poll(cx) {
-                Poll::Ready(Ok((ticket, transition))) => {
-                    admit(this, Some(ticket), transition);
-                    continue;
+            Stage::AwaitingProbe(wait) => {
+                let verdict = wait.as_mut().poll(cx);
+                match limited(verdict, this.timer.as_mut(), this.limits, this.cut, cx) {
+                    Poll::Ready(Ok(Ok((ticket, transition)))) => {
+                        admit(this, Some(ticket), transition);
+                        continue;
+                    }
+                    Poll::Ready(Ok(Err(rejected)) | Err(rejected)) => {
+                        Err(Failure::Rejected(rejected))
+                    }
+                    Poll::Pending => return Poll::Pending,
                 }
-                Poll::Ready(Err(rejected)) => Err(Failure::Rejected(rejected)),
-                Poll::Pending => return Poll::Pending,
-            },
+            }
             Stage::Call => {
                 called = true;
-                if let Poll::Ready(output) = this.future.as_mut().poll(cx) {
-                    output.map_err(Failure::Error)
-                } else {
-                    if this.timer.is_none() {
-                        let Some((at, cut)) = this.limits.end(Instant::now) else {
-                            return Poll::Pending;
-                        };
-                        *this.cut = Some(cut);
-                        this.timer.set(Some(tokio::time::sleep_until(at)));
-                    }
-                    if !fired(this.timer.as_mut(), cx) {
-                        return Poll::Pending;
-                    }
-                    Err(Failure::Rejected(
-                        this.cut.map_or(Rejected::DeadlineExceeded, Cut::rejection),
-                    ))
+                let output = this.future.as_mut().poll(cx);
+                match limited(output, this.timer.as_mut(), this.limits, this.cut, cx) {
+                    Poll::Ready(Ok(output)) => output.map_err(Failure::Error),
+                    Poll::Ready(Err(rejected)) => Err(Failure::Rejected(rejected)),
+                    Poll::Pending => return Poll::Pending,
                 }
             }
             Stage::Backoff => {
@@ -241,20 +235,42 @@ fn start<'p, E>(
             // Waiting for the probe's verdict counts toward this attempt's own limits. Rare,
             // so the wait is boxed to keep every attempt small.
             limits.started = Some(Instant::now());
-            let wait_limits = *limits;
             let breaker = breaker.clone_ref();
-            let wait: ProbeWait<'p> =
-                Box::pin(async move { probe_verdict(breaker.get(), wait_limits).await });
+            let wait: ProbeWait<'p> = Box::pin(async move { probe_verdict(breaker.get()).await });
             *stage = Stage::AwaitingProbe(wait);
             Ok(Started::AwaitingProbe)
         }
     }
 }
 
-async fn probe_verdict(breaker: &Breaker, limits: Limits) -> Result<Admitted, Rejected> {
-    Limited::new(breaker.admit(), limits)
-        .await?
-        .map(|admission| admission.detach())
+async fn probe_verdict(breaker: &Breaker) -> Result<Admitted, Rejected> {
+    breaker.admit().await.map(|admission| admission.detach())
+}
+
+/// `ready` under the attempt's limits: the one timer is armed only when the first poll
+/// returns `Pending` (an answer ready at once costs no timer), and then stands for whichever
+/// limit ends the attempt first.
+fn limited<T>(
+    ready: Poll<T>,
+    mut timer: Pin<&mut Option<Sleep>>,
+    limits: &Limits,
+    cut: &mut Option<Cut>,
+    cx: &mut TaskContext<'_>,
+) -> Poll<Result<T, Rejected>> {
+    if let Poll::Ready(output) = ready {
+        return Poll::Ready(Ok(output));
+    }
+    if timer.is_none() {
+        let Some((at, limit)) = limits.end(Instant::now) else {
+            return Poll::Pending;
+        };
+        *cut = Some(limit);
+        timer.set(Some(tokio::time::sleep_until(at)));
+    }
+    if !fired(timer, cx) {
+        return Poll::Pending;
+    }
+    Poll::Ready(Err(cut.map_or(Rejected::DeadlineExceeded, Cut::rejection)))
 }
 
 fn fired(timer: Pin<&mut Option<Sleep>>, cx: &mut TaskContext<'_>) -> bool {
