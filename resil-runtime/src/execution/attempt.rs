@@ -15,7 +15,7 @@ use std::task::{Context as TaskContext, Poll};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-use super::{address, Decision, Execution, Failure, Next};
+use super::{address, Decision, Execution, Failure, Next, Progress};
 use crate::breaker::{Admit, Breaker, Ticket, Transition, Verdict};
 use crate::deadline::{later, Cut, Limits};
 use crate::events::AttemptOutcome;
@@ -59,7 +59,7 @@ pin_project! {
             // A cancelled probe frees the slot for the next caller; a cancelled call counts
             // for nothing.
             if let Some(ticket) = this.admitted.take().filter(|ticket| ticket.probe) {
-                if let Some(breaker) = this.execution.breaker() {
+                if let Some(breaker) = this.execution.progress.breaker() {
                     breaker.record(ticket, Verdict::Neutral);
                 }
             }
@@ -70,7 +70,7 @@ pin_project! {
 impl<'e, 'p, F, E> Attempt<'e, 'p, F, E> {
     #[inline]
     pub(super) fn new(execution: &'e mut Execution<'p, E>, future: F) -> Self {
-        let limits = execution.limits();
+        let limits = execution.progress.limits();
         Attempt {
             execution,
             future,
@@ -94,9 +94,9 @@ where
         let mut this = self.project();
         // This call's frame is on the stack for the whole poll: the body's nested calls see
         // it, and so do listeners of the events emitted here.
-        let mut frame = this.execution.frame.take();
+        let mut frame = this.execution.progress.frame.take();
         let poll = operation::enter(&mut frame, || step(&mut this, cx));
-        this.execution.frame = frame;
+        this.execution.progress.frame = frame;
         poll
     }
 }
@@ -113,7 +113,7 @@ where
         // Whether the call was made: a rejection before it is not an attempt's end.
         let mut called = false;
         let result = match this.stage {
-            Stage::Start => match start(this.execution, this.stage, this.limits) {
+            Stage::Start => match start(&mut this.execution.progress, this.stage, this.limits) {
                 Ok(Started::Admitted(ticket, transition)) => {
                     admit(this, ticket, transition);
                     continue;
@@ -148,21 +148,24 @@ where
                     return Poll::Pending;
                 }
                 *this.stage = Stage::Done;
-                this.execution.advance();
+                this.execution.progress.advance();
                 return Poll::Ready(Next::Retry);
             }
             Stage::Done => panic!("`Attempt` polled after it completed"),
         };
         let verdict = verdict(&result);
         if let Some(ticket) = this.admitted.take() {
-            if let Some(breaker) = this.execution.breaker() {
+            if let Some(breaker) = this.execution.progress.breaker() {
                 if let Some(transition) = breaker.record(ticket, verdict) {
-                    this.execution.settings.emit_transition(breaker, transition);
+                    this.execution
+                        .progress
+                        .settings
+                        .emit_transition(breaker, transition);
                 }
             }
         }
         if called {
-            this.execution.ended(outcome(&result, verdict));
+            this.execution.progress.ended(outcome(&result, verdict));
         }
         match this.execution.decide(result) {
             Decision::Done(next) => {
@@ -171,7 +174,7 @@ where
             }
             Decision::Wait(wait) if wait.is_zero() => {
                 *this.stage = Stage::Done;
-                this.execution.advance();
+                this.execution.progress.advance();
                 return Poll::Ready(Next::Retry);
             }
             Decision::Wait(wait) => {
@@ -194,8 +197,9 @@ fn admit<F, E>(
 ) {
     *this.admitted = ticket;
     *this.stage = Stage::Call;
-    if let (Some(breaker), Some(transition)) = (this.execution.breaker(), transition) {
-        this.execution.settings.emit_transition(breaker, transition);
+    let progress = &this.execution.progress;
+    if let (Some(breaker), Some(transition)) = (progress.breaker(), transition) {
+        progress.settings.emit_transition(breaker, transition);
     }
     this.execution.started();
 }
@@ -211,18 +215,18 @@ enum Started {
 
 /// The checks before the call: bulkhead, deadline, breaker.
 #[inline]
-fn start<'p, E>(
-    execution: &mut Execution<'p, E>,
+fn start<'p>(
+    progress: &mut Progress<'p>,
     stage: &mut Stage<'p>,
     limits: &mut Limits,
 ) -> Result<Started, Rejected> {
-    execution.before_call()?;
-    let Some(breaker) = &execution.breaker else {
+    progress.before_call()?;
+    let Some(breaker) = &progress.breaker else {
         return Ok(Started::Admitted(None, None));
     };
     // An enclosing call of this operation holds the breaker: this call is part of it, and must
     // not wait for a verdict that depends on itself.
-    if execution.nested && operation::held_by_ancestor(address(breaker.get())) {
+    if progress.nested && operation::held_by_ancestor(address(breaker.get())) {
         return Ok(Started::Admitted(None, None));
     }
     match breaker.get().try_admit(Instant::now) {

@@ -45,6 +45,14 @@ use crate::{Rejected, Transient};
 /// # }
 /// ```
 pub struct Execution<'p, E> {
+    progress: Progress<'p>,
+    /// The error of the last attempt that called, while the next one is pending.
+    last_error: Option<E>,
+}
+
+/// Everything about an operation in progress that does not depend on its types: the
+/// decisions are compiled once, not once per annotated function.
+struct Progress<'p> {
     settings: &'p Settings,
     breaker: Option<BreakerRef<'p>>,
     _permit: Option<BulkheadPermit<'p>>,
@@ -54,8 +62,6 @@ pub struct Execution<'p, E> {
     last_wait: Option<Duration>,
     /// Whether an attempt has called the provider (the retry budget counts calls).
     called: bool,
-    /// The error of the last attempt that called, while the next one is pending.
-    last_error: Option<E>,
     /// This call's place in the operation; on the thread's stack while an attempt is polled.
     frame: Option<Frame>,
     /// Whether an enclosing call may hold this call's breaker.
@@ -64,10 +70,11 @@ pub struct Execution<'p, E> {
 
 impl<E> fmt::Debug for Execution<'_, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let progress = &self.progress;
         f.debug_struct("Execution")
-            .field("policy", &self.settings.name)
-            .field("attempt", &self.attempt)
-            .field("deadline", &self.deadline)
+            .field("policy", &progress.settings.name)
+            .field("attempt", &progress.attempt)
+            .field("deadline", &progress.deadline)
             .finish()
     }
 }
@@ -122,6 +129,73 @@ impl<'p, E> Execution<'p, E> {
     /// enclosing operation, if any.
     #[inline]
     pub(crate) fn start(settings: &'p Settings, breaker: Option<BreakerRef<'p>>) -> Self {
+        Execution {
+            progress: Progress::start(settings, breaker),
+            last_error: None,
+        }
+    }
+
+    /// 0 during the first attempt, 1 during the first retry, ...
+    pub fn attempt_number(&self) -> u32 {
+        self.progress.attempt
+    }
+
+    /// One attempt: breaker check, the call under the attempt's timeout and what is left of
+    /// the deadline, then the decision. Resolves to [`Next::Retry`] once the backoff wait is
+    /// over, or to how the operation ended. Dropping it cancels the attempt: a probe frees
+    /// its slot, and nothing is counted.
+    #[inline]
+    pub fn attempt<F>(&mut self, future: F) -> Attempt<'_, 'p, F, E> {
+        if let Some(frame) = &mut self.progress.frame {
+            frame.new_attempt();
+        }
+        Attempt::new(self, future)
+    }
+
+    /// The call is about to be made.
+    #[inline]
+    fn started(&mut self) {
+        self.last_error = None;
+        self.progress.started();
+    }
+
+    /// After an attempt: the operation's end, or how long to wait before the next attempt.
+    #[inline]
+    fn decide<T>(&mut self, result: Result<T, Failure<E>>) -> Decision<T, E>
+    where
+        E: Transient + From<Rejected>,
+    {
+        let progress = &mut self.progress;
+        let error = match result {
+            Ok(value) => return Decision::Done(Next::Done(Outcome::Completed(Ok(value)))),
+            Err(Failure::Error(error)) if !error.is_transient() => {
+                return Decision::Done(Next::Done(Outcome::Completed(Err(error))))
+            }
+            Err(Failure::Error(error)) => error,
+            Err(Failure::Rejected(rejected @ Rejected::Timeout { .. })) => E::from(rejected),
+            Err(Failure::Rejected(rejected @ Rejected::BreakerOpen { .. })) => {
+                // A retry that meets an open breaker ends with what the provider said last:
+                // `BreakerOpen` means this operation made no call at all.
+                return Decision::Done(match self.last_error.take() {
+                    Some(error) => progress.give_up(error, GiveUp::BreakerOpen),
+                    None => progress.reject(rejected),
+                });
+            }
+            Err(Failure::Rejected(rejected)) => return Decision::Done(progress.reject(rejected)),
+        };
+        match progress.plan_retry(error.retry_after()) {
+            Ok(wait) => {
+                self.last_error = Some(error);
+                Decision::Wait(wait)
+            }
+            Err(reason) => Decision::Done(progress.give_up(error, reason)),
+        }
+    }
+}
+
+impl<'p> Progress<'p> {
+    #[inline]
+    fn start(settings: &'p Settings, breaker: Option<BreakerRef<'p>>) -> Self {
         let (permit, bulkhead_full) = match &settings.bulkhead {
             None => (None, false),
             Some(bulkhead) => match bulkhead.try_acquire() {
@@ -141,7 +215,7 @@ impl<'p, E> Execution<'p, E> {
             owner,
             address,
         );
-        Execution {
+        Progress {
             settings,
             breaker,
             _permit: permit,
@@ -150,27 +224,9 @@ impl<'p, E> Execution<'p, E> {
             attempt: 0,
             last_wait: None,
             called: false,
-            last_error: None,
             nested: frame.is_nested(),
             frame: Some(frame),
         }
-    }
-
-    /// 0 during the first attempt, 1 during the first retry, ...
-    pub fn attempt_number(&self) -> u32 {
-        self.attempt
-    }
-
-    /// One attempt: breaker check, the call under the attempt's timeout and what is left of
-    /// the deadline, then the decision. Resolves to [`Next::Retry`] once the backoff wait is
-    /// over, or to how the operation ended. Dropping it cancels the attempt: a probe frees
-    /// its slot, and nothing is counted.
-    #[inline]
-    pub fn attempt<F>(&mut self, future: F) -> Attempt<'_, 'p, F, E> {
-        if let Some(frame) = &mut self.frame {
-            frame.new_attempt();
-        }
-        Attempt::new(self, future)
     }
 
     fn limits(&self) -> Limits {
@@ -201,7 +257,6 @@ impl<'p, E> Execution<'p, E> {
         Ok(())
     }
 
-    /// The call is about to be made.
     #[inline]
     fn started(&mut self) {
         let settings = self.settings;
@@ -211,7 +266,6 @@ impl<'p, E> Execution<'p, E> {
                 budget.record_first_attempt();
             }
         }
-        self.last_error = None;
         let attempt = self.attempt;
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::AttemptStarted {
@@ -250,62 +304,41 @@ impl<'p, E> Execution<'p, E> {
         self.attempt += 1;
     }
 
-    /// After an attempt: the operation's end, or how long to wait before the next attempt.
-    #[inline]
-    fn decide<T>(&mut self, result: Result<T, Failure<E>>) -> Decision<T, E>
-    where
-        E: Transient + From<Rejected>,
-    {
-        let error = match result {
-            Ok(value) => return Decision::Done(Next::Done(Outcome::Completed(Ok(value)))),
-            Err(Failure::Error(error)) if !error.is_transient() => {
-                return Decision::Done(Next::Done(Outcome::Completed(Err(error))))
-            }
-            Err(Failure::Error(error)) => error,
-            Err(Failure::Rejected(rejected @ Rejected::Timeout { .. })) => E::from(rejected),
-            Err(Failure::Rejected(rejected @ Rejected::BreakerOpen { .. })) => {
-                // A retry that meets an open breaker ends with what the provider said last:
-                // `BreakerOpen` means this operation made no call at all.
-                return Decision::Done(match self.last_error.take() {
-                    Some(error) => self.give_up(error, GiveUp::BreakerOpen),
-                    None => self.reject(rejected),
-                });
-            }
-            Err(Failure::Rejected(rejected)) => return Decision::Done(self.reject(rejected)),
-        };
+    /// A transient failure (whose error asked to wait `asked`, if it did): the wait before
+    /// the next attempt, with the retry drawn, or why there is none.
+    fn plan_retry(&mut self, asked: Option<Duration>) -> Result<Duration, GiveUp> {
         let settings = self.settings;
         if settings.retry == 0 {
-            return Decision::Done(self.give_up(error, GiveUp::NoRetries));
+            return Err(GiveUp::NoRetries);
         }
         if self.attempt >= settings.retry {
-            return Decision::Done(self.give_up(error, GiveUp::RetriesExhausted));
+            return Err(GiveUp::RetriesExhausted);
         }
         if let Some(breaker) = self.breaker() {
             // Opened meanwhile (by this failure or another caller's) and not yet cooled down.
             if breaker.state() == BreakerState::Open && !breaker.retry_in(Instant::now()).is_zero()
             {
-                return Decision::Done(self.give_up(error, GiveUp::BreakerOpen));
+                return Err(GiveUp::BreakerOpen);
             }
         }
-        let asked = error.retry_after();
         if asked.is_some_and(|asked| asked > settings.retry_after_max) {
-            return Decision::Done(self.give_up(error, GiveUp::RetryAfterTooLong));
+            return Err(GiveUp::RetryAfterTooLong);
         }
         let wait = settings.wait(self.attempt, self.last_wait, asked);
         if let Some(deadline) = self.deadline {
             // No wait is started that cannot end, with time for the call, before the deadline.
             if later(Instant::now(), wait) >= deadline {
-                return Decision::Done(self.give_up(error, GiveUp::DeadlineTooClose));
+                return Err(GiveUp::DeadlineTooClose);
             }
         }
         if operation::allowance() == Some(0) {
-            return Decision::Done(self.give_up(error, GiveUp::AllowanceSpent));
+            return Err(GiveUp::AllowanceSpent);
         }
         if let Some(budget) = &settings.budget {
             // An operation that has not called yet (its first attempt waited for a probe and
             // timed out) withdraws nothing: its next call is its first.
             if self.called && !budget.try_withdraw() {
-                return Decision::Done(self.give_up(error, GiveUp::BudgetExhausted));
+                return Err(GiveUp::BudgetExhausted);
             }
         }
         operation::draw();
@@ -319,11 +352,10 @@ impl<'p, E> Execution<'p, E> {
             })
         });
         self.last_wait = Some(wait);
-        self.last_error = Some(error);
-        Decision::Wait(wait)
+        Ok(wait)
     }
 
-    fn give_up<T>(&self, error: E, reason: GiveUp) -> Next<T, E> {
+    fn give_up<T, E>(&self, error: E, reason: GiveUp) -> Next<T, E> {
         let attempt = self.attempt;
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::GaveUp {
@@ -336,10 +368,7 @@ impl<'p, E> Execution<'p, E> {
         Next::Done(Outcome::Failed(error))
     }
 
-    fn reject<T>(&self, rejected: Rejected) -> Next<T, E>
-    where
-        E: From<Rejected>,
-    {
+    fn reject<T, E: From<Rejected>>(&self, rejected: Rejected) -> Next<T, E> {
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::Rejected {
                 site,
