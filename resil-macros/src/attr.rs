@@ -11,6 +11,7 @@ use syn::{Expr, ExprLit, Lit, Meta, Token};
 
 use resil_spec::{duration, Jitter};
 
+use crate::errors::Errors;
 use crate::keys::{did_you_mean, Kind, KEYS};
 
 /// A value with where it was written.
@@ -52,24 +53,6 @@ pub(crate) struct ResilientArgs {
 pub(crate) struct Budget {
     pub(crate) percent: f64,
     pub(crate) min_per_sec: f64,
-}
-
-/// Collects every mistake instead of stopping at the first.
-#[derive(Default)]
-pub(crate) struct Errors(Option<syn::Error>);
-
-impl Errors {
-    pub(crate) fn push(&mut self, span: Span, message: impl std::fmt::Display) {
-        let error = syn::Error::new(span, message);
-        match &mut self.0 {
-            Some(errors) => errors.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-
-    pub(crate) fn into_result(self) -> Result<(), syn::Error> {
-        self.0.map_or(Ok(()), Err)
-    }
 }
 
 /// Parses the attribute's arguments. A syntax error is fatal; every other mistake is

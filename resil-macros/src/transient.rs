@@ -6,7 +6,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Attribute, Data, DeriveInput, Fields, Member};
 
-use crate::attr::Errors;
+use crate::errors::Errors;
 
 /// What a `#[transient(...)]` attribute says about a variant or a struct.
 enum Marking {

@@ -9,7 +9,8 @@ use syn::{FnArg, Pat, ReturnType, Signature, Type};
 use resil_spec::duration::human;
 use resil_spec::{defaults, Jitter};
 
-use crate::attr::{BreakerArg, Errors, ResilientArgs};
+use crate::attr::{BreakerArg, ResilientArgs};
+use crate::errors::Errors;
 use crate::keys::did_you_mean;
 
 /// A checked `#[resilient]` configuration.

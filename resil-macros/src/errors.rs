@@ -1,0 +1,21 @@
+//! [`Errors`]: every mistake of one attribute, reported together.
+
+use proc_macro2::Span;
+
+/// Collects every mistake instead of stopping at the first.
+#[derive(Default)]
+pub(crate) struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub(crate) fn push(&mut self, span: Span, message: impl std::fmt::Display) {
+        let error = syn::Error::new(span, message);
+        match &mut self.0 {
+            Some(errors) => errors.combine(error),
+            None => self.0 = Some(error),
+        }
+    }
+
+    pub(crate) fn into_result(self) -> Result<(), syn::Error> {
+        self.0.map_or(Ok(()), Err)
+    }
+}

@@ -1,0 +1,124 @@
+//! The function's arguments across attempts: each attempt gets its own copy of a by-value
+//! argument, and a body taking `self` by value uses the attempt's copy.
+
+use proc_macro2::{Ident, TokenStream, TokenTree};
+use quote::quote_spanned;
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{FnArg, Pat, Type};
+
+/// `let name = clone_for_retry(&name);` for each argument taken by value, spanned at its
+/// type so a missing `Clone` is reported there.
+pub(super) fn clones(sig: &syn::Signature) -> TokenStream {
+    let mut clones = TokenStream::new();
+    for input in &sig.inputs {
+        match input {
+            FnArg::Receiver(receiver)
+                if receiver.reference.is_none() && !is_reference(&receiver.ty) =>
+            {
+                clones.extend(quote_spanned! {receiver.self_token.span=>
+                    let __resil_self = ::resil::__private::clone_for_retry(&self);
+                });
+            }
+            FnArg::Typed(arg) if !is_reference(&arg.ty) => {
+                let ty = &arg.ty;
+                for (ident, mutability) in bindings(&arg.pat) {
+                    clones.extend(quote_spanned! {ty.span()=>
+                        let #mutability #ident = ::resil::__private::clone_for_retry(&#ident);
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    clones
+}
+
+/// `mut text: String` now mutates each attempt's copy, not the argument itself: keep the
+/// `mut` as written, without the warning it would draw.
+pub(super) fn allow_unused_mut(sig: &mut syn::Signature) {
+    for input in &mut sig.inputs {
+        if let FnArg::Typed(arg) = input {
+            if !is_reference(&arg.ty) && bindings(&arg.pat).iter().any(|(_, m)| m.is_some()) {
+                arg.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
+            }
+        }
+    }
+}
+
+fn is_reference(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(_) => true,
+        Type::Paren(inner) => is_reference(&inner.elem),
+        Type::Group(inner) => is_reference(&inner.elem),
+        _ => false,
+    }
+}
+
+pub(super) fn takes_self_by_value(sig: &syn::Signature) -> bool {
+    sig.inputs.iter().any(|input| {
+        matches!(input, FnArg::Receiver(receiver) if receiver.reference.is_none() && !is_reference(&receiver.ty))
+    })
+}
+
+/// The names a pattern binds, with their `mut`.
+fn bindings(pat: &Pat) -> Vec<(Ident, Option<syn::token::Mut>)> {
+    match pat {
+        Pat::Ident(ident) => {
+            let mut names = vec![(ident.ident.clone(), ident.mutability)];
+            if let Some((_, sub)) = &ident.subpat {
+                names.extend(bindings(sub));
+            }
+            names
+        }
+        Pat::Tuple(tuple) => tuple.elems.iter().flat_map(bindings).collect(),
+        Pat::TupleStruct(tuple) => tuple.elems.iter().flat_map(bindings).collect(),
+        Pat::Struct(fields) => fields
+            .fields
+            .iter()
+            .flat_map(|field| bindings(&field.pat))
+            .collect(),
+        Pat::Slice(slice) => slice.elems.iter().flat_map(bindings).collect(),
+        Pat::Reference(reference) => bindings(&reference.pat),
+        Pat::Paren(paren) => bindings(&paren.pat),
+        Pat::Type(typed) => bindings(&typed.pat),
+        _ => Vec::new(),
+    }
+}
+
+/// Points `self` at the attempt's clone, `__resil_self`, in a body that takes `self` by
+/// value and may run more than once. Nested items have their own `self` and are skipped.
+pub(super) struct ReplaceSelf;
+
+impl VisitMut for ReplaceSelf {
+    fn visit_expr_path_mut(&mut self, expr: &mut syn::ExprPath) {
+        if expr.qself.is_none() && expr.path.is_ident("self") {
+            let span = expr.path.span();
+            expr.path = Ident::new("__resil_self", span).into();
+        }
+    }
+
+    fn visit_item_mut(&mut self, _: &mut syn::Item) {}
+
+    fn visit_macro_mut(&mut self, mac: &mut syn::Macro) {
+        mac.tokens = replace_self_tokens(std::mem::take(&mut mac.tokens));
+    }
+}
+
+fn replace_self_tokens(tokens: TokenStream) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|token| match token {
+            TokenTree::Ident(ident) if ident == "self" => {
+                TokenTree::Ident(Ident::new("__resil_self", ident.span()))
+            }
+            TokenTree::Group(group) => {
+                let mut replaced =
+                    proc_macro2::Group::new(group.delimiter(), replace_self_tokens(group.stream()));
+                replaced.set_span(group.span());
+                TokenTree::Group(replaced)
+            }
+            other => other,
+        })
+        .collect()
+}

@@ -1,0 +1,103 @@
+//! The "Resilience" section `#[resilient]` appends to the function's docs: the policy in
+//! words, and its worst case.
+
+use quote::ToTokens;
+use resil_spec::duration::human;
+use resil_spec::{defaults, Jitter};
+
+use crate::attr::BreakerArg;
+use crate::valid::Config;
+
+/// The "Resilience" section appended to the function's docs.
+pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
+    let mut parts = Vec::new();
+    if let Some(timeout) = config.timeout {
+        parts.push(format!("timeout {}", human(timeout)));
+    }
+    if let Some(deadline) = config.deadline {
+        parts.push(format!("deadline {}", human(deadline)));
+    }
+    let (base, cap) = config
+        .backoff
+        .unwrap_or((defaults::BACKOFF_BASE, defaults::BACKOFF_CAP));
+    let jitter = config.jitter.unwrap_or_default();
+    let retry_after_max = config.retry_after_max.unwrap_or(defaults::RETRY_AFTER_MAX);
+    if config.retry > 0 {
+        parts.push(format!("retry {}", config.retry));
+        parts.push(format!("backoff {}..{}", human(base), human(cap)));
+        if config.retry_after_max.is_some() {
+            parts.push(format!("Retry-After up to {}", human(retry_after_max)));
+        }
+        if jitter != Jitter::Full {
+            parts.push(format!("{} jitter", jitter.name()));
+        }
+        if let Some(budget) = config.retry_budget {
+            parts.push(match budget.min_per_sec {
+                0.0 => format!("retry budget {}%", budget.percent),
+                min => format!("retry budget {}% (min {min}/s)", budget.percent),
+            });
+        }
+        if config.independent {
+            parts.push("retries counted independently when nested".to_owned());
+        }
+    }
+    if let Some(breaker) = &config.breaker {
+        let which = match &breaker.kind {
+            BreakerArg::Named(name) => format!("breaker `{name}`"),
+            BreakerArg::PerArg(arg) => format!("a breaker per `{arg}`"),
+        };
+        parts.push(format!(
+            "{which} (opens after {} failures, probes after {})",
+            breaker.threshold,
+            human(breaker.cooldown)
+        ));
+        if let Some(max_keys) = config.max_keys {
+            parts.push(format!("at most {max_keys} keys"));
+        }
+    }
+    if let Some(bulkhead) = config.bulkhead {
+        parts.push(format!("bulkhead {bulkhead}"));
+    }
+    if let Some(fallback) = &config.fallback {
+        parts.push(format!(
+            "fallback `{}`",
+            fallback.to_token_stream().to_string().replace(' ', "")
+        ));
+    }
+    let worst_case = |retry_after_max| {
+        resil_spec::worst_case(
+            config.timeout,
+            config.deadline,
+            config.retry,
+            (base, cap),
+            jitter,
+            retry_after_max,
+        )
+    };
+    let seconds = |worst: std::time::Duration| worst.as_millis() as f64 / 1000.0;
+    let worst = match (
+        worst_case(std::time::Duration::ZERO),
+        worst_case(retry_after_max),
+    ) {
+        (Some(quiet), Some(asked)) if asked > quiet => format!(
+            "worst case {} s, or {} s when the server asks to wait (Retry-After, up to {} a retry)",
+            seconds(quiet),
+            seconds(asked),
+            human(retry_after_max)
+        ),
+        (Some(worst), _) => format!("worst case {} s", seconds(worst)),
+        (None, _) => "worst case unbounded: no `timeout` or `deadline`".to_owned(),
+    };
+    let fallback_note = if config.fallback.is_some() {
+        ", plus the fallback's"
+    } else {
+        ""
+    };
+    let line = format!("{}: {worst}{fallback_note}.", parts.join(", "));
+    vec![
+        syn::parse_quote!(#[doc = ""]),
+        syn::parse_quote!(#[doc = "# Resilience"]),
+        syn::parse_quote!(#[doc = ""]),
+        syn::parse_quote!(#[doc = #line]),
+    ]
+}
