@@ -152,25 +152,35 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-/// Runs `f` (one poll of an attempt) with `frame` on top of the thread's stack, then takes it
-/// back, also when `f` panics.
+/// Puts `frame` on top of the thread's stack for one poll of an attempt; [`Pushed::pop`] takes
+/// it back after the poll.
 #[inline]
-pub(crate) fn enter<R>(frame: &mut Option<Frame>, f: impl FnOnce() -> R) -> R {
-    let Some(pushed) = frame.take() else {
-        return f();
-    };
-    struct Pop<'a>(&'a mut Option<Frame>);
-    impl Drop for Pop<'_> {
-        fn drop(&mut self) {
-            *self.0 = STACK.with(|stack| stack.borrow_mut().pop());
-        }
-    }
-    STACK.with(|stack| stack.borrow_mut().push(pushed));
-    let _pop = Pop(frame);
-    f()
+pub(crate) fn push(frame: Frame) -> Pushed {
+    STACK.with(|stack| stack.borrow_mut().push(frame));
+    Pushed(())
 }
 
-/// Runs `f` on the stack, if a call is being polled. Called only from inside `enter`, where
+/// A frame on the thread's stack. Dropped without [`Pushed::pop`] (the poll panicked), it
+/// still takes the frame off, so no later poll on this thread sees it as an ancestor.
+#[must_use = "pop the frame after the poll"]
+#[derive(Debug)]
+pub(crate) struct Pushed(());
+
+impl Pushed {
+    #[inline]
+    pub(crate) fn pop(self) -> Option<Frame> {
+        std::mem::forget(self);
+        STACK.with(|stack| stack.borrow_mut().pop())
+    }
+}
+
+impl Drop for Pushed {
+    fn drop(&mut self) {
+        STACK.with(|stack| stack.borrow_mut().pop());
+    }
+}
+
+/// Runs `f` on the stack, if a call is being polled. Called only while a frame is pushed, where
 /// the top frame is the polled call's.
 fn with_stack<R>(f: impl FnOnce(&mut [Frame]) -> R) -> Option<R> {
     STACK.with(|stack| {
@@ -464,7 +474,11 @@ impl<F: Future> Future for Scoped<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let future = this.future;
-        enter(this.frame, || future.poll(cx))
+        let pushed = this.frame.take().map(push);
+        let poll = this.future.poll(cx);
+        if let Some(pushed) = pushed {
+            *this.frame = pushed.pop();
+        }
+        poll
     }
 }

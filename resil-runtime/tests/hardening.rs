@@ -601,3 +601,24 @@ fn rejections_read_as_sentences_without_advice() {
         assert_eq!(rejected.to_string(), message);
     }
 }
+
+// A body that panics leaves no frame behind: the next operation on the thread is not nested.
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_body_leaves_no_frame_on_the_thread() {
+    let policy = Policy::builder().build().unwrap();
+    let panicked = AssertUnwindSafe(policy.run(|| async {
+        if true {
+            panic!("the body panics");
+        }
+        Ok::<_, TestError>(())
+    }))
+    .catch_unwind()
+    .await;
+    assert!(panicked.is_err());
+    assert!(Operation::current().is_none());
+    let depth = policy
+        .run(|| async { Ok::<_, TestError>(Operation::current().unwrap().id().depth()) })
+        .await;
+    assert_eq!(depth, Ok(0));
+}

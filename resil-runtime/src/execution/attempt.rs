@@ -94,9 +94,11 @@ where
         let mut this = self.project();
         // This call's frame is on the stack for the whole poll: the body's nested calls see
         // it, and so do listeners of the events emitted here.
-        let mut frame = this.execution.progress.frame.take();
-        let poll = operation::enter(&mut frame, || step(&mut this, cx));
-        this.execution.progress.frame = frame;
+        let pushed = this.execution.progress.frame.take().map(operation::push);
+        let poll = step(&mut this, cx);
+        if let Some(pushed) = pushed {
+            this.execution.progress.frame = pushed.pop();
+        }
         poll
     }
 }
