@@ -407,15 +407,20 @@ impl Breaker {
         if ticket.probe {
             return self.record_probe(ticket, verdict);
         }
+        if verdict == Verdict::Neutral {
+            return None;
+        }
         let mut word = self.load();
         loop {
+            // Under load most successes find the count at zero: a load, no write.
+            if verdict == Verdict::Success && word.failures() == 0 {
+                return None;
+            }
             if word.generation() != ticket.generation || word.state() != CLOSED {
                 return None;
             }
             let counted = match verdict {
                 Verdict::Neutral => return None,
-                // Under load most successes find the count at zero: a load, no write.
-                Verdict::Success if word.failures() == 0 => return None,
                 Verdict::Success => word.with_failures(0),
                 Verdict::Failure => {
                     let failures = word.failures().saturating_add(1);
