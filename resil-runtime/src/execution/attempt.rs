@@ -159,10 +159,7 @@ where
         if let Some(ticket) = this.admitted.take() {
             if let Some(breaker) = this.execution.progress.breaker() {
                 if let Some(transition) = breaker.record(ticket, verdict) {
-                    this.execution
-                        .progress
-                        .settings
-                        .emit_transition(breaker, transition);
+                    this.execution.progress.transition(breaker, transition);
                 }
             }
         }
@@ -201,7 +198,7 @@ fn admit<F, E>(
     *this.stage = Stage::Call;
     let progress = &this.execution.progress;
     if let (Some(breaker), Some(transition)) = (progress.breaker(), transition) {
-        progress.settings.emit_transition(breaker, transition);
+        progress.transition(breaker, transition);
     }
     this.execution.started();
 }

@@ -5,11 +5,12 @@ mod attempt;
 pub use attempt::Attempt;
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::breaker::{Breaker, BreakerState};
+use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
 use crate::events::{AttemptOutcome, Event, GiveUp, Listener};
@@ -54,6 +55,8 @@ pub struct Execution<'p, E> {
 /// decisions are compiled once, not once per annotated function.
 struct Progress<'p> {
     settings: &'p Settings,
+    /// Who hears this operation's events, looked up once when it starts.
+    listener: Option<&'p Arc<dyn Listener>>,
     breaker: Option<BreakerRef<'p>>,
     _permit: Option<BulkheadPermit<'p>>,
     bulkhead_full: bool,
@@ -206,7 +209,8 @@ impl<'p> Progress<'p> {
         let own_deadline = settings
             .deadline
             .map(|deadline| later(Instant::now(), deadline));
-        let owner = settings.listener().map(|_| &settings.name);
+        let listener = settings.listener();
+        let owner = listener.map(|_| &settings.name);
         let address = breaker.as_ref().map_or(0, |breaker| address(breaker.get()));
         let frame = Frame::start(
             own_deadline,
@@ -217,6 +221,7 @@ impl<'p> Progress<'p> {
         );
         Progress {
             settings,
+            listener,
             breaker,
             _permit: permit,
             bulkhead_full,
@@ -277,12 +282,12 @@ impl<'p> Progress<'p> {
     }
 
     /// Calls `send` with the listener, this call's site and its id, when someone listens.
+    #[inline]
     fn notify(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
-        let settings = self.settings;
-        settings.emit(|listener| {
+        if let Some(listener) = self.listener {
             let operation = operation::current_id();
-            send(listener, &settings.name, operation.as_ref())
-        });
+            send(&**listener, &self.settings.name, operation.as_ref());
+        }
     }
 
     /// The call that `started` announced ended with `outcome`.
@@ -297,6 +302,16 @@ impl<'p> Progress<'p> {
                 outcome,
             })
         });
+    }
+
+    /// Tells the listener, if any, that the breaker changed state.
+    fn transition(&self, breaker: &Breaker, transition: Transition) {
+        if let Some(listener) = self.listener {
+            listener.on_event(&Event::BreakerTransition {
+                breaker: breaker.name(),
+                transition,
+            });
+        }
     }
 
     /// The backoff wait is over: the next attempt begins.

@@ -20,7 +20,7 @@ use rand::rngs::SmallRng;
 use crate::breaker::{Breaker, BreakerKey, KeyedBreaker, KeyedBreakers};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
-use crate::events::{self, Event, Listener};
+use crate::events::{self, Listener};
 use crate::execution::{Execution, Next};
 use crate::{Backoff, Jitter, Rejected, Transient};
 
@@ -290,18 +290,5 @@ impl Settings {
 
     pub(crate) fn listener(&self) -> Option<&Arc<dyn Listener>> {
         events::resolve(self.listener.as_ref())
-    }
-
-    pub(crate) fn emit_transition(
-        &self,
-        breaker: &Breaker,
-        transition: crate::breaker::Transition,
-    ) {
-        self.emit(|listener| {
-            listener.on_event(&Event::BreakerTransition {
-                breaker: breaker.name(),
-                transition,
-            })
-        });
     }
 }
