@@ -1,44 +1,72 @@
-//! The one table of `#[resilient]` keys: it drives parsing, duplicate detection and
-//! "did you mean" suggestions.
+//! The one table of `#[resilient]` keys: each key's name, what it means, and how its value is
+//! parsed and stored. It drives parsing, duplicate detection and "did you mean" suggestions;
+//! adding a key is one line here and one field in [`ResilientArgs`].
 
-/// What a key's value looks like.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// `"20s"`
-    Duration,
-    /// `2`
-    Count,
-    /// `"300ms..8s"`
-    Range,
-    /// `"full"`
-    Jitter,
-    /// `"openai"` or `"per_model"`
-    Breaker,
-    /// `path::to::function`
-    Path,
-    /// `"20%"` or `"20%, min 10/s"`
-    Budget,
-    /// `"independent"` or `"shared"`
-    Nested,
+use std::time::Duration;
+
+use proc_macro2::Span;
+use syn::spanned::Spanned;
+use syn::Expr;
+
+use resil_spec::Jitter;
+
+use crate::values::{self, BreakerArg, Budget};
+
+/// A value with where it was written.
+pub(crate) struct Setting<T> {
+    pub(crate) value: T,
+    pub(crate) key: Span,
+    pub(crate) span: Span,
 }
 
-/// Every key, in the order the docs present them.
-pub(crate) const KEYS: &[(&str, Kind)] = &[
-    ("timeout", Kind::Duration),
-    ("deadline", Kind::Duration),
-    ("retry", Kind::Count),
-    ("retry_after_max", Kind::Duration),
-    ("backoff", Kind::Range),
-    ("jitter", Kind::Jitter),
-    ("breaker", Kind::Breaker),
-    ("breaker_threshold", Kind::Count),
-    ("breaker_cooldown", Kind::Duration),
-    ("max_keys", Kind::Count),
-    ("bulkhead", Kind::Count),
-    ("fallback", Kind::Path),
-    ("retry_budget", Kind::Budget),
-    ("nested", Kind::Nested),
-];
+/// A key of the attribute.
+pub(crate) struct Key {
+    pub(crate) name: &'static str,
+    /// What it means, in a few words: listed when a key is not recognised at all.
+    pub(crate) doc: &'static str,
+    /// Parses the value and stores it in the key's own field.
+    pub(crate) assign: fn(&mut ResilientArgs, Span, &Expr) -> syn::Result<()>,
+}
+
+/// Declares the keys: each is a field of [`ResilientArgs`] named like the key, parsed by a
+/// function of `values`, so a key cannot land in another key's field.
+macro_rules! keys {
+    ($($name:ident: $ty:ty = $parse:path, $doc:literal;)*) => {
+        /// Everything the attribute said, parsed but not yet checked across keys.
+        #[derive(Default)]
+        pub(crate) struct ResilientArgs {
+            $(pub(crate) $name: Option<Setting<$ty>>,)*
+        }
+
+        /// Every key, in the order the docs present them.
+        pub(crate) const KEYS: &[Key] = &[$(Key {
+            name: stringify!($name),
+            doc: $doc,
+            assign: |args, key, value| {
+                let parsed = $parse(stringify!($name), value)?;
+                args.$name = Some(Setting { value: parsed, key, span: value.span() });
+                Ok(())
+            },
+        },)*];
+    };
+}
+
+keys! {
+    timeout: Duration = values::duration_value, "limit for one attempt";
+    deadline: Duration = values::duration_value, "limit for the whole operation, waits included";
+    retry: u32 = values::count_value, "extra attempts after the first, for transient errors only";
+    retry_after_max: Duration = values::duration_value, "the longest Retry-After honoured";
+    backoff: (Duration, Duration) = values::range, "the exponential envelope of the waits";
+    jitter: Jitter = values::jitter, "how a wait is drawn from the envelope";
+    breaker: BreakerArg = values::breaker, "a named breaker, or one per value of an argument";
+    breaker_threshold: u32 = values::count_value, "consecutive transient failures that open it";
+    breaker_cooldown: Duration = values::duration_value, "time open before one probe";
+    max_keys: u32 = values::count_value, "per-key breakers kept at most";
+    bulkhead: u32 = values::count_value, "operations in flight at most";
+    fallback: syn::Path = values::path, "an async fn with the same arguments";
+    retry_budget: Budget = values::budget, "retries as a share of first attempts";
+    nested: bool = values::nesting, "keep this call's own retries inside another operation";
+}
 
 /// The closest of `candidates` to `typo`, if one is close enough to be what was meant.
 pub(crate) fn did_you_mean<'a>(
@@ -81,8 +109,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_key_is_documented_once() {
+        for (i, key) in KEYS.iter().enumerate() {
+            assert!(!key.doc.is_empty(), "{}", key.name);
+            assert!(KEYS[..i].iter().all(|other| other.name != key.name));
+        }
+    }
+
+    #[test]
     fn suggests_close_keys() {
-        let keys = || KEYS.iter().map(|(name, _)| *name);
+        let keys = || KEYS.iter().map(|key| key.name);
         assert_eq!(did_you_mean("retries", keys()), Some("retry"));
         assert_eq!(did_you_mean("timout", keys()), Some("timeout"));
         assert_eq!(

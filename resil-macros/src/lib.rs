@@ -1,9 +1,9 @@
 //! The procedural macros of [resil](https://docs.rs/resil): `#[resilient]` and
-//! `#[derive(Transient)]`. Use them through the `resil` crate, which documents them; this
-//! crate is a thin shim over `attr` (parsing, driven by the one key table in `keys`), `valid`
-//! (rules across keys and against the signature) and `expand` (tokens; `expand/arguments`
-//! and `expand/docs` hold the argument copies and the generated docs); `errors` collects every
-//! mistake of one attribute.
+//! `#[derive(Transient)]`. Use them through the `resil` crate, which documents them. This
+//! crate is a thin shim over `attr` (parsing, driven by the one key table in `keys`, whose
+//! values `values` parses), `valid` (rules across keys and against the signature) and
+//! `expand` (tokens; `expand/arguments` and `expand/docs` hold the argument copies and the
+//! generated docs); `errors` collects every mistake of one attribute.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
@@ -13,6 +13,7 @@ mod expand;
 mod keys;
 mod transient;
 mod valid;
+mod values;
 
 use proc_macro::TokenStream;
 

@@ -9,9 +9,10 @@ use syn::{FnArg, Pat, ReturnType, Signature, Type};
 use resil_spec::duration::human;
 use resil_spec::{defaults, Jitter};
 
-use crate::attr::{BreakerArg, ResilientArgs};
 use crate::errors::Errors;
 use crate::keys::did_you_mean;
+use crate::keys::ResilientArgs;
+use crate::values::{BreakerArg, Budget};
 
 /// A checked `#[resilient]` configuration.
 pub(crate) struct Config {
@@ -25,7 +26,7 @@ pub(crate) struct Config {
     pub(crate) max_keys: Option<u32>,
     pub(crate) bulkhead: Option<u32>,
     pub(crate) fallback: Option<syn::Path>,
-    pub(crate) retry_budget: Option<crate::attr::Budget>,
+    pub(crate) retry_budget: Option<Budget>,
     pub(crate) independent: bool,
 }
 
@@ -145,7 +146,7 @@ pub(crate) fn check(
                 "retry_after_max",
                 args.retry_after_max.as_ref().map(|s| s.key),
             ),
-            ("nested", args.independent.as_ref().map(|s| s.key)),
+            ("nested", args.nested.as_ref().map(|s| s.key)),
         ] {
             if let Some(key) = key {
                 errors.push(
@@ -189,7 +190,7 @@ pub(crate) fn check(
         bulkhead: args.bulkhead.map(|s| s.value),
         fallback: args.fallback.map(|s| s.value),
         retry_budget: args.retry_budget.map(|s| s.value),
-        independent: args.independent.is_some_and(|s| s.value),
+        independent: args.nested.is_some_and(|s| s.value),
     })
 }
 

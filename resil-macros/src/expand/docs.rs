@@ -5,8 +5,8 @@ use quote::ToTokens;
 use resil_spec::duration::human;
 use resil_spec::{defaults, Jitter};
 
-use crate::attr::BreakerArg;
 use crate::valid::Config;
+use crate::values::BreakerArg;
 
 /// The "Resilience" section appended to the function's docs.
 pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {

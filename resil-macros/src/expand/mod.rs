@@ -13,8 +13,9 @@ mod docs;
 use arguments::{allow_unused_mut, clones, takes_self_by_value, ReplaceSelf};
 use docs::docs;
 
-use crate::attr::{self, BreakerArg};
+use crate::attr;
 use crate::errors::Errors;
+use crate::values::BreakerArg;
 
 use crate::valid::{self, Config};
 

@@ -1,0 +1,167 @@
+//! The value of each kind of key, parsed from the attribute's tokens: durations with units,
+//! counts, ranges, names. Each parser says what the value should look like when it is not.
+
+use std::time::Duration;
+
+use syn::spanned::Spanned;
+use syn::{Expr, ExprLit, Lit};
+
+use resil_spec::{duration, Jitter};
+
+use crate::keys::did_you_mean;
+
+/// `breaker = "..."`.
+pub(crate) enum BreakerArg {
+    /// One process-wide breaker with this name.
+    Named(String),
+    /// One breaker per value of this argument.
+    PerArg(String),
+}
+
+/// `retry_budget = "20%, min 10/s"`.
+#[derive(Clone, Copy)]
+pub(crate) struct Budget {
+    pub(crate) percent: f64,
+    pub(crate) min_per_sec: f64,
+}
+
+/// `backoff = "300ms..8s"`.
+pub(crate) fn range(name: &str, value: &Expr) -> syn::Result<(Duration, Duration)> {
+    let span = value.span();
+    let text = string_value(name, value, "\"300ms..8s\"")?;
+    let (base, cap) = text.split_once("..").ok_or_else(|| {
+        syn::Error::new(span, format!("`backoff = \"{text}\"` is not a range: write it as \"base..cap\", such as \"300ms..8s\""))
+    })?;
+    let base = duration::parse(base).map_err(|m| syn::Error::new(span, m))?;
+    let cap = duration::parse(cap).map_err(|m| syn::Error::new(span, m))?;
+    if base.is_zero() {
+        return Err(syn::Error::new(span, "the backoff's base is zero: retries would come back at once; give it a positive base, such as \"300ms..8s\""));
+    }
+    if base > cap {
+        return Err(syn::Error::new(span, format!("the backoff's base `{}` is larger than its cap `{}`: write \"base..cap\" with base ≤ cap", duration::human(base), duration::human(cap))));
+    }
+    Ok((base, cap))
+}
+
+/// `jitter = "full"`.
+pub(crate) fn jitter(name: &str, value: &Expr) -> syn::Result<Jitter> {
+    let text = string_value(name, value, "\"full\"")?;
+    Jitter::from_name(&text).ok_or_else(|| {
+        let names = Jitter::ALL.iter().map(|(known, _)| *known);
+        let hint = did_you_mean(&text, names)
+            .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
+        syn::Error::new(value.span(), format!("unknown jitter \"{text}\"{hint}: use \"full\", \"equal\", \"decorrelated\" or \"none\""))
+    })
+}
+
+/// `breaker = "openai"` or `breaker = "per_model"`.
+pub(crate) fn breaker(name: &str, value: &Expr) -> syn::Result<BreakerArg> {
+    let text = string_value(name, value, "\"openai\" or \"per_model\"")?;
+    match text.strip_prefix("per_") {
+        Some(arg) if !arg.is_empty() => Ok(BreakerArg::PerArg(arg.to_owned())),
+        _ if text.trim().is_empty() => Err(syn::Error::new(value.span(), "a breaker needs a name, such as `breaker = \"openai\"`, or `breaker = \"per_<argument>\"` for one breaker per value of an argument")),
+        _ => Ok(BreakerArg::Named(text)),
+    }
+}
+
+/// `fallback = path::to::function`.
+pub(crate) fn path(_name: &str, value: &Expr) -> syn::Result<syn::Path> {
+    match value {
+        Expr::Path(path) if path.qself.is_none() => Ok(path.path.clone()),
+        _ => Err(syn::Error::new(value.span(), "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`")),
+    }
+}
+
+/// `retry_budget = "20%"` or `"20%, min 10/s"`.
+pub(crate) fn budget(name: &str, value: &Expr) -> syn::Result<Budget> {
+    let text = string_value(name, value, "\"20%\"")?;
+    parse_budget(&text).ok_or_else(|| {
+        syn::Error::new(value.span(), format!("`retry_budget = \"{text}\"` is not a budget: write the share of first attempts retries may add, such as \"20%\", optionally with a floor, such as \"20%, min 10/s\""))
+    })
+}
+
+/// `nested = "independent"` (true) or `"shared"`.
+pub(crate) fn nesting(name: &str, value: &Expr) -> syn::Result<bool> {
+    let text = string_value(name, value, "\"independent\"")?;
+    match text.as_str() {
+        "independent" => Ok(true),
+        "shared" => Ok(false),
+        _ => Err(syn::Error::new(value.span(), format!("unknown nesting \"{text}\": use \"independent\" to keep this call's own retry count inside another operation, or \"shared\" (the default) to draw from the operation's allowance"))),
+    }
+}
+
+/// `"20%"` or `"20%, min 10/s"`.
+fn parse_budget(text: &str) -> Option<Budget> {
+    let (share, floor) = match text.split_once(',') {
+        Some((share, floor)) => (share, Some(floor)),
+        None => (text, None),
+    };
+    let percent: f64 = share.trim().strip_suffix('%')?.trim().parse().ok()?;
+    let min_per_sec = match floor {
+        None => 0.0,
+        Some(floor) => floor
+            .trim()
+            .strip_prefix("min")?
+            .trim()
+            .strip_suffix("/s")?
+            .trim()
+            .parse()
+            .ok()?,
+    };
+    let valid = |n: f64| n.is_finite() && n >= 0.0;
+    (valid(percent) && valid(min_per_sec)).then_some(Budget {
+        percent,
+        min_per_sec,
+    })
+}
+
+fn string_value(name: &str, value: &Expr, example: &str) -> syn::Result<String> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) => Ok(text.value()),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!("`{name}` takes a string, such as `{name} = {example}`"),
+        )),
+    }
+}
+
+pub(crate) fn duration_value(name: &str, value: &Expr) -> syn::Result<Duration> {
+    if let Expr::Lit(ExprLit {
+        lit: Lit::Int(_), ..
+    }) = value
+    {
+        return Err(syn::Error::new(value.span(), format!("`{name}` needs a unit: write it as a string such as `{name} = \"20s\"` or `\"300ms\"`")));
+    }
+    let text = string_value(name, value, "\"20s\"")?;
+    let duration =
+        duration::parse(&text).map_err(|message| syn::Error::new(value.span(), message))?;
+    if duration.is_zero() {
+        return Err(syn::Error::new(
+            value.span(),
+            format!(
+                "`{name} = \"{text}\"` is zero: give it a positive duration, or remove `{name}`"
+            ),
+        ));
+    }
+    Ok(duration)
+}
+
+pub(crate) fn count_value(name: &str, value: &Expr) -> syn::Result<u32> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => int.base10_parse::<u32>().map_err(|_| {
+            syn::Error::new(
+                value.span(),
+                format!("`{name}` takes a whole number from 0 to {}", u32::MAX),
+            )
+        }),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!("`{name}` takes a whole number, such as `{name} = 2`"),
+        )),
+    }
+}
