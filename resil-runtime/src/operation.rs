@@ -199,21 +199,17 @@ pub(crate) fn allowance() -> Option<u32> {
     with_stack(|stack| owner_index(stack).and_then(|owner| stack[owner].allowance)).flatten()
 }
 
-/// Counts a retry of the polled call: drawn from its owner's allowance unless `independent`
-/// (which owns its own). False when the allowance is spent.
-pub(crate) fn draw() -> bool {
+/// Counts a retry of the polled call, drawn from the allowance of its owner (itself, when it
+/// owns one). The caller has checked [`allowance`] is not spent.
+pub(crate) fn draw() {
     with_stack(|stack| {
         if let Some(owner) = owner_index(stack) {
-            match stack[owner].allowance {
-                Some(0) => return false,
-                Some(left) => stack[owner].allowance = Some(left - 1),
-                None => {}
+            if let Some(left) = stack[owner].allowance {
+                stack[owner].allowance = Some(left.saturating_sub(1));
             }
         }
         stack[0].retries = stack[0].retries.saturating_add(1);
-        true
-    })
-    .unwrap_or(true)
+    });
 }
 
 /// The id of the polled call.

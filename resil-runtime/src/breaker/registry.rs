@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::borrow::Borrow;
+use std::cmp::Reverse;
 use std::collections::HashMap;
 use std::fmt::{self, Display};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
@@ -137,6 +138,11 @@ impl Lease {
         false
     }
 
+    /// One more hold on a breaker already held, which therefore cannot be retired meanwhile.
+    fn hold_again(&self) {
+        self.holders.fetch_add(1, Ordering::AcqRel);
+    }
+
     fn release(&self) {
         self.holders.fetch_sub(1, Ordering::AcqRel);
     }
@@ -183,7 +189,7 @@ impl Deref for KeyedBreaker {
 /// Another hold on the same breaker: it is already held, so it cannot be retired meanwhile.
 impl Clone for KeyedBreaker {
     fn clone(&self) -> Self {
-        self.breaker.lease.holders.fetch_add(1, Ordering::AcqRel);
+        self.breaker.lease.hold_again();
         KeyedBreaker {
             breaker: Arc::clone(&self.breaker),
         }
@@ -309,7 +315,7 @@ impl KeyedBreakers {
         let now = Instant::now();
         let map = self.map.pin();
         let sweep = self.sweeps.load(Ordering::Relaxed);
-        let mut candidates: Vec<(u8, u32, u64, Arc<Breaker>)> = map
+        let mut candidates: Vec<(u8, Reverse<u32>, u64, Arc<Breaker>)> = map
             .iter()
             .flat_map(|(hash, bucket)| bucket.iter().map(move |entry| (*hash, entry)))
             .filter(|(_, entry)| !entry.breaker.lease.in_use())
@@ -326,10 +332,11 @@ impl KeyedBreakers {
                     _ => 3,
                 };
                 let age = sweep.wrapping_sub(breaker.lease.last_seen.load(Ordering::Relaxed));
-                (class, u32::MAX - age, hash, Arc::clone(breaker))
+                (class, Reverse(age), hash, Arc::clone(breaker))
             })
             .collect();
-        candidates.sort_unstable_by_key(|(class, recency, ..)| (*class, *recency));
+        // Least useful class first; within it, the longest unseen first.
+        candidates.sort_unstable_by_key(|(class, age, ..)| (*class, *age));
         let target = self.max_keys - (self.max_keys / 10).max(1);
         let mut evicted = Vec::new();
         for (.., hash, breaker) in candidates {
