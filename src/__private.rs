@@ -3,7 +3,9 @@
 use std::future::Future;
 
 pub use core::time::Duration;
-pub use resil_runtime::{Execution, Jitter, Keyed, Next, Outcome, Policy, Rejected, Transient};
+pub use resil_runtime::{
+    Execution, Jitter, Keyed, Next, Outcome, Policy, PolicyBuilder, Rejected, Transient,
+};
 pub use std::sync::LazyLock;
 
 /// `From<Rejected>`, with an error message written for a person.
@@ -42,6 +44,15 @@ where
     F: Future<Output = Result<R::Ok, R::Err>>,
 {
     execution.attempt(attempt)
+}
+
+/// The policy of one `#[resilient]` site. The macro refused at compile time every setting
+/// that [`PolicyBuilder::build`] would refuse, with the same `resil_spec::rules`; an error
+/// here is a bug in resil, not in the user's code.
+pub fn site_policy<K>(builder: PolicyBuilder<K>) -> Policy<K> {
+    builder
+        .build_reporting_conflicts()
+        .unwrap_or_else(|error| panic!("resil bug: #[resilient] accepted a setting its runtime refuses ({error}); please report it"))
 }
 
 /// The outcome of the only attempt of a policy without retries.

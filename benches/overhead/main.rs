@@ -295,6 +295,47 @@ fn rejected(c: &mut Criterion) {
     group.finish();
 }
 
+/// The medians of the last release before the hardening and the redesign (0.1.0 as first
+/// published, same machine and settings), printed beside today's so a regression shows.
+/// Contention figures are ns per call (1000 / M calls/s).
+const BEFORE: &[(&str, &str, f64)] = &[
+    ("ready", "bare", 3.0),
+    ("ready", "tokio timeout", 64.5),
+    ("ready", "hand-written", 107.3),
+    ("ready", "tower", 162.6),
+    ("ready", "tower-resilience", 1208.1),
+    ("ready", "failsafe + timeout", 112.3),
+    ("ready", "backon + timeout", 103.8),
+    ("ready", "four-policy peer stack", 183.5),
+    ("ready", "resil #[resilient]", 83.4),
+    ("ready", "resil Policy", 84.9),
+    ("yielding", "tokio timeout", 597.8),
+    ("yielding", "hand-written", 641.7),
+    ("yielding", "failsafe + timeout", 671.9),
+    ("yielding", "backon + timeout", 668.4),
+    ("yielding", "tower", 738.9),
+    ("yielding", "resil Policy", 710.0),
+    ("yielding", "resil #[resilient]", 729.2),
+    ("contention", "hand-written", 218.8),
+    ("contention", "tower (boxed call)", 396.8),
+    ("contention", "failsafe + timeout", 277.8),
+    ("contention", "four-policy peer stack", 322.6),
+    ("contention", "resil #[resilient]", 78.0),
+    ("contention", "resil Policy", 86.9),
+    ("rejected", "resil: open breaker", 138.0),
+    ("rejected", "resil: full bulkhead", 98.0),
+    ("rejected", "failsafe: open breaker", 64.0),
+    ("rejected", "tower: load shed", 178.0),
+];
+
+/// The figure before the redesign, formatted for the table's last column.
+fn before(group: &str, name: &str, show: impl Fn(f64) -> String) -> String {
+    BEFORE
+        .iter()
+        .find(|(g, n, _)| *g == group && *n == name)
+        .map_or_else(|| "-".to_owned(), |(_, _, ns)| show(*ns))
+}
+
 /// Reads criterion's medians back and prints one table.
 fn summary(bytes_per_breaker: u64) {
     let root = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
@@ -307,7 +348,9 @@ fn summary(bytes_per_breaker: u64) {
         let value: serde_json::Value = serde_json::from_str(&text).ok()?;
         value["median"]["point_estimate"].as_f64()
     };
-    println!("\n== resil and its peers: median ns per call (over bare; × tokio timeout) ==");
+    println!(
+        "\n== resil and its peers: median ns per call (over bare; × tokio timeout; before the redesign) =="
+    );
     for group in ["ready", "yielding"] {
         let bare = median(group, "bare").unwrap_or(0.0);
         let timeout = median(group, "tokio timeout").unwrap_or(f64::NAN);
@@ -326,9 +369,10 @@ fn summary(bytes_per_breaker: u64) {
         ] {
             if let Some(ns) = median(group, name) {
                 println!(
-                    "  {name:<26} {ns:>8.1} ns   +{:>7.1}   {:>5.2}×",
+                    "  {name:<26} {ns:>8.1} ns   +{:>7.1}   {:>5.2}×   before {:>7}",
                     ns - bare,
-                    ns / timeout
+                    ns / timeout,
+                    before(group, name, |ns| format!("{ns:.1}"))
                 );
             }
         }
@@ -346,13 +390,14 @@ fn summary(bytes_per_breaker: u64) {
     ] {
         if let Some(ns) = median("contention", name) {
             println!(
-                "  {name:<26} {:>6.2} M calls/s   {:>5.2}× hand-written",
+                "  {name:<26} {:>6.2} M calls/s   {:>5.2}× hand-written   before {:>5}",
                 1e3 / ns,
-                hand / ns
+                hand / ns,
+                before("contention", name, |ns| format!("{:.2}", 1e3 / ns))
             );
         }
     }
-    println!("\nkeyed lookup:");
+    println!("\nkeyed lookup (before the redesign: 28–37 ns for every key type and count):");
     for keys in ["10", "10000"] {
         for key in ["&str", "String", "enum"] {
             if let Some(ns) = median("keyed lookup", &format!("{key}/{keys}")) {
@@ -370,7 +415,10 @@ fn summary(bytes_per_breaker: u64) {
         "tower: load shed",
     ] {
         if let Some(ns) = median("rejected", name) {
-            println!("  {name:<26} {ns:>6.1} ns");
+            println!(
+                "  {name:<26} {ns:>6.1} ns   before {:>6}",
+                before("rejected", name, |ns| format!("{ns:.1}"))
+            );
         }
     }
 }

@@ -15,6 +15,13 @@ impl Errors {
         }
     }
 
+    /// Reports a broken rule of the spec at `span`.
+    pub(crate) fn check(&mut self, span: Span, rule: Result<(), resil_spec::rules::Violation>) {
+        if let Err(violation) = rule {
+            self.push(span, violation);
+        }
+    }
+
     pub(crate) fn into_result(self) -> Result<(), syn::Error> {
         self.0.map_or(Ok(()), Err)
     }

@@ -6,8 +6,7 @@ use std::time::Duration;
 use syn::spanned::Spanned;
 use syn::{FnArg, Pat, ReturnType, Signature, Type};
 
-use resil_spec::duration::human;
-use resil_spec::{defaults, Jitter};
+use resil_spec::{defaults, rules, Jitter};
 
 use crate::errors::Errors;
 use crate::keys::did_you_mean;
@@ -33,8 +32,17 @@ pub(crate) struct Config {
 /// The breaker settings.
 pub(crate) struct Breaker {
     pub(crate) kind: BreakerArg,
+    /// For a breaker per argument value: the argument, found once here.
+    pub(crate) key: Option<KeyArgument>,
     pub(crate) threshold: u32,
     pub(crate) cooldown: Duration,
+}
+
+/// The argument whose value picks a breaker.
+pub(crate) struct KeyArgument {
+    pub(crate) ident: syn::Ident,
+    /// Declared as a reference (`model: &str`), so passed to the lookup as it is.
+    pub(crate) by_ref: bool,
 }
 
 impl Config {
@@ -54,24 +62,13 @@ pub(crate) fn check(
     check_signature(sig, &mut errors);
 
     if let (Some(timeout), Some(deadline)) = (&args.timeout, &args.deadline) {
-        if timeout.value > deadline.value {
-            errors.push(
-                timeout.span,
-                format!(
-                    "`timeout = \"{}\"` is longer than `deadline = \"{}\"`: the deadline would cut every attempt first; make the timeout shorter than the deadline",
-                    human(timeout.value),
-                    human(deadline.value)
-                ),
-            );
-        }
+        errors.check(
+            timeout.span,
+            rules::timeout_within_deadline(timeout.value, deadline.value),
+        );
     }
     if let Some(bulkhead) = &args.bulkhead {
-        if bulkhead.value == 0 {
-            errors.push(
-                bulkhead.span,
-                "`bulkhead = 0` would reject every call: give the number of calls allowed in flight at once, such as `bulkhead = 8`",
-            );
-        }
+        errors.check(bulkhead.span, rules::bulkhead(bulkhead.value as usize));
     }
     if args.breaker.is_none() {
         for (name, key) in [
@@ -93,17 +90,14 @@ pub(crate) fn check(
         }
     }
     if let Some(threshold) = &args.breaker_threshold {
-        if threshold.value == 0 {
-            errors.push(
-                threshold.span,
-                "`breaker_threshold = 0` would open the breaker before any failure: give the number of consecutive failures that open it, such as 5",
-            );
-        }
+        errors.check(threshold.span, rules::breaker_threshold(threshold.value));
     }
+    let mut key = None;
     if let Some(breaker) = &args.breaker {
         if let BreakerArg::PerArg(name) = &breaker.value {
-            let names = argument_names(sig);
-            if !names.iter().any(|arg| arg == name) {
+            key = key_argument(sig, name);
+            if key.is_none() {
+                let names = argument_names(sig);
                 let hint = match did_you_mean(name, names.iter().map(String::as_str)) {
                     Some(arg) => format!("did you mean `per_{arg}`?"),
                     None if names.is_empty() => "the function takes no named argument".to_owned(),
@@ -132,11 +126,8 @@ pub(crate) fn check(
                 max_keys.key,
                 "`max_keys` bounds the breakers kept per key, but there are none: add `breaker = \"per_<argument>\"`, or remove `max_keys`",
             );
-        } else if max_keys.value == 0 {
-            errors.push(
-                max_keys.span,
-                "`max_keys = 0` leaves no room for any key: give the number of keys to remember, such as `max_keys = 10000`",
-            );
+        } else {
+            errors.check(max_keys.span, rules::max_keys(max_keys.value as usize));
         }
     }
     if args.retry.as_ref().is_none_or(|retry| retry.value == 0) {
@@ -179,6 +170,7 @@ pub(crate) fn check(
         jitter: args.jitter.map(|s| s.value),
         breaker: args.breaker.map(|breaker| Breaker {
             kind: breaker.value,
+            key,
             threshold: args
                 .breaker_threshold
                 .map_or(defaults::BREAKER_THRESHOLD, |s| s.value),
@@ -225,6 +217,20 @@ pub(crate) fn result_type(ty: &Type) -> Option<&Type> {
         Type::Group(inner) => result_type(&inner.elem),
         _ => None,
     }
+}
+
+/// The argument bound to `name`, if the function has one.
+fn key_argument(sig: &Signature, name: &str) -> Option<KeyArgument> {
+    sig.inputs.iter().find_map(|input| match input {
+        FnArg::Typed(arg) => match &*arg.pat {
+            Pat::Ident(ident) if ident.ident == name => Some(KeyArgument {
+                ident: ident.ident.clone(),
+                by_ref: matches!(&*arg.ty, Type::Reference(_)),
+            }),
+            _ => None,
+        },
+        FnArg::Receiver(_) => None,
+    })
 }
 
 /// The names bound directly by the function's arguments.

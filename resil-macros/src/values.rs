@@ -6,7 +6,7 @@ use std::time::Duration;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit};
 
-use resil_spec::{duration, Jitter};
+use resil_spec::{duration, rules, Jitter};
 
 use crate::keys::did_you_mean;
 
@@ -26,7 +26,7 @@ pub(crate) struct Budget {
 }
 
 /// `backoff = "300ms..8s"`.
-pub(crate) fn range(name: &str, value: &Expr) -> syn::Result<(Duration, Duration)> {
+pub(crate) fn range(name: &'static str, value: &Expr) -> syn::Result<(Duration, Duration)> {
     let span = value.span();
     let text = string_value(name, value, "\"300ms..8s\"")?;
     let (base, cap) = text.split_once("..").ok_or_else(|| {
@@ -34,17 +34,12 @@ pub(crate) fn range(name: &str, value: &Expr) -> syn::Result<(Duration, Duration
     })?;
     let base = duration::parse(base).map_err(|m| syn::Error::new(span, m))?;
     let cap = duration::parse(cap).map_err(|m| syn::Error::new(span, m))?;
-    if base.is_zero() {
-        return Err(syn::Error::new(span, "the backoff's base is zero: retries would come back at once; give it a positive base, such as \"300ms..8s\""));
-    }
-    if base > cap {
-        return Err(syn::Error::new(span, format!("the backoff's base `{}` is larger than its cap `{}`: write \"base..cap\" with base ≤ cap", duration::human(base), duration::human(cap))));
-    }
+    rules::backoff(base, cap).map_err(|rule| syn::Error::new(span, rule))?;
     Ok((base, cap))
 }
 
 /// `jitter = "full"`.
-pub(crate) fn jitter(name: &str, value: &Expr) -> syn::Result<Jitter> {
+pub(crate) fn jitter(name: &'static str, value: &Expr) -> syn::Result<Jitter> {
     let text = string_value(name, value, "\"full\"")?;
     Jitter::from_name(&text).ok_or_else(|| {
         let names = Jitter::ALL.iter().map(|(known, _)| *known);
@@ -55,7 +50,7 @@ pub(crate) fn jitter(name: &str, value: &Expr) -> syn::Result<Jitter> {
 }
 
 /// `breaker = "openai"` or `breaker = "per_model"`.
-pub(crate) fn breaker(name: &str, value: &Expr) -> syn::Result<BreakerArg> {
+pub(crate) fn breaker(name: &'static str, value: &Expr) -> syn::Result<BreakerArg> {
     let text = string_value(name, value, "\"openai\" or \"per_model\"")?;
     match text.strip_prefix("per_") {
         Some(arg) if !arg.is_empty() => Ok(BreakerArg::PerArg(arg.to_owned())),
@@ -65,7 +60,7 @@ pub(crate) fn breaker(name: &str, value: &Expr) -> syn::Result<BreakerArg> {
 }
 
 /// `fallback = path::to::function`.
-pub(crate) fn path(_name: &str, value: &Expr) -> syn::Result<syn::Path> {
+pub(crate) fn path(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
     match value {
         Expr::Path(path) if path.qself.is_none() => Ok(path.path.clone()),
         _ => Err(syn::Error::new(value.span(), "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`")),
@@ -73,15 +68,18 @@ pub(crate) fn path(_name: &str, value: &Expr) -> syn::Result<syn::Path> {
 }
 
 /// `retry_budget = "20%"` or `"20%, min 10/s"`.
-pub(crate) fn budget(name: &str, value: &Expr) -> syn::Result<Budget> {
+pub(crate) fn budget(name: &'static str, value: &Expr) -> syn::Result<Budget> {
     let text = string_value(name, value, "\"20%\"")?;
-    parse_budget(&text).ok_or_else(|| {
+    let budget = parse_budget(&text).ok_or_else(|| {
         syn::Error::new(value.span(), format!("`retry_budget = \"{text}\"` is not a budget: write the share of first attempts retries may add, such as \"20%\", optionally with a floor, such as \"20%, min 10/s\""))
-    })
+    })?;
+    rules::retry_budget(budget.percent, budget.min_per_sec)
+        .map_err(|rule| syn::Error::new(value.span(), rule))?;
+    Ok(budget)
 }
 
 /// `nested = "independent"` (true) or `"shared"`.
-pub(crate) fn nesting(name: &str, value: &Expr) -> syn::Result<bool> {
+pub(crate) fn nesting(name: &'static str, value: &Expr) -> syn::Result<bool> {
     let text = string_value(name, value, "\"independent\"")?;
     match text.as_str() {
         "independent" => Ok(true),
@@ -108,8 +106,7 @@ fn parse_budget(text: &str) -> Option<Budget> {
             .parse()
             .ok()?,
     };
-    let valid = |n: f64| n.is_finite() && n >= 0.0;
-    (valid(percent) && valid(min_per_sec)).then_some(Budget {
+    Some(Budget {
         percent,
         min_per_sec,
     })
@@ -128,7 +125,7 @@ fn string_value(name: &str, value: &Expr, example: &str) -> syn::Result<String> 
     }
 }
 
-pub(crate) fn duration_value(name: &str, value: &Expr) -> syn::Result<Duration> {
+pub(crate) fn duration_value(name: &'static str, value: &Expr) -> syn::Result<Duration> {
     if let Expr::Lit(ExprLit {
         lit: Lit::Int(_), ..
     }) = value
@@ -138,18 +135,11 @@ pub(crate) fn duration_value(name: &str, value: &Expr) -> syn::Result<Duration> 
     let text = string_value(name, value, "\"20s\"")?;
     let duration =
         duration::parse(&text).map_err(|message| syn::Error::new(value.span(), message))?;
-    if duration.is_zero() {
-        return Err(syn::Error::new(
-            value.span(),
-            format!(
-                "`{name} = \"{text}\"` is zero: give it a positive duration, or remove `{name}`"
-            ),
-        ));
-    }
+    rules::positive(name, duration).map_err(|rule| syn::Error::new(value.span(), rule))?;
     Ok(duration)
 }
 
-pub(crate) fn count_value(name: &str, value: &Expr) -> syn::Result<u32> {
+pub(crate) fn count_value(name: &'static str, value: &Expr) -> syn::Result<u32> {
     match value {
         Expr::Lit(ExprLit {
             lit: Lit::Int(int), ..

@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use rand::Rng;
-use resil_spec::defaults;
 pub use resil_spec::Jitter;
+use resil_spec::{defaults, rules};
 
 use crate::ConfigError;
 
@@ -54,14 +54,7 @@ impl Default for Backoff {
 impl Backoff {
     /// Waits from `base` growing ×2 per retry up to `cap`, with full jitter.
     pub fn new(base: Duration, cap: Duration) -> Result<Self, ConfigError> {
-        if base.is_zero() {
-            return Err(ConfigError::ZeroDuration {
-                key: "backoff base",
-            });
-        }
-        if base > cap {
-            return Err(ConfigError::BackoffBaseAboveCap { base, cap });
-        }
+        rules::backoff(base, cap)?;
         Ok(Backoff {
             base,
             cap,

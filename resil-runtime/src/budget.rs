@@ -5,6 +5,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::ConfigError;
+use resil_spec::rules;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const BUCKETS: usize = 10;
@@ -95,9 +96,7 @@ impl RetryBudget {
     /// Retries may add `ratio` (0.2 for 20 %) to first attempts, plus `min_per_sec` per
     /// second so that a quiet service can still retry.
     pub fn new(ratio: f64, min_per_sec: f64) -> Result<Self, ConfigError> {
-        if !(ratio.is_finite() && ratio >= 0.0 && min_per_sec.is_finite() && min_per_sec >= 0.0) {
-            return Err(ConfigError::InvalidRetryBudget);
-        }
+        rules::retry_budget(ratio, min_per_sec)?;
         Ok(RetryBudget {
             ratio,
             min_per_sec,

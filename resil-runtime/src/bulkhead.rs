@@ -2,6 +2,8 @@
 //! connection, thread and socket of the process with it.
 
 use crate::sync::{AtomicUsize, Ordering};
+use resil_spec::rules;
+
 use crate::{ConfigError, Rejected};
 
 /// At most `limit` operations in flight; the next is rejected at once with
@@ -30,9 +32,7 @@ pub struct Bulkhead {
 impl Bulkhead {
     /// A bulkhead letting `limit` operations run at once.
     pub fn new(limit: usize) -> Result<Self, ConfigError> {
-        if limit == 0 {
-            return Err(ConfigError::ZeroBulkhead);
-        }
+        rules::bulkhead(limit)?;
         Ok(Bulkhead {
             limit,
             in_flight: AtomicUsize::new(0),

@@ -232,7 +232,7 @@ fn builders_report_settings_that_cannot_work() {
         .to_string();
     assert_eq!(
         message,
-        "timeout 20s is longer than deadline 10s: the deadline would always cut the attempt first; make timeout ≤ deadline"
+        "timeout 20s is longer than deadline 10s: the deadline would cut every attempt first; make the timeout shorter than the deadline"
     );
 }
 

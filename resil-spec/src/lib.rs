@@ -1,6 +1,6 @@
 //! What a resil policy is made of, shared by the `#[resilient]` macro (at compile time) and
-//! the runtime (at run time), so that a default, a jitter's name or the worst-case arithmetic
-//! is written once. No dependency: the macro's host build stays syn, quote, proc-macro2 and
+//! the runtime (at run time), so that a default, a rule and its sentence, a jitter's name or the
+//! worst-case arithmetic is written once. No dependency: the macro's host build stays syn, quote, proc-macro2 and
 //! this crate.
 //!
 //! ```
@@ -25,6 +25,7 @@
 pub mod defaults;
 pub mod duration;
 mod jitter;
+pub mod rules;
 mod worst_case;
 
 pub use jitter::Jitter;

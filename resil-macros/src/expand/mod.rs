@@ -17,7 +17,7 @@ use crate::attr;
 use crate::errors::Errors;
 use crate::values::BreakerArg;
 
-use crate::valid::{self, Config};
+use crate::valid::{self, Config, KeyArgument};
 
 /// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
 /// errors, so one mistake does not cascade into "cannot find function" errors.
@@ -84,7 +84,7 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
         unreachable!("valid::check requires a return type")
     };
     let policy = policy(config, &sig.ident);
-    let execution = execution(config, &sig);
+    let execution = execution(config);
     let clones = if config.clones_arguments() {
         allow_unused_mut(&mut sig);
         clones(&sig)
@@ -253,7 +253,7 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
     if config.independent {
         calls.push(quote! { .independent(true) });
     }
-    quote! { ::resil::__private::Policy::builder() #(#calls)* .build_for_site() }
+    quote! { ::resil::__private::site_policy(::resil::__private::Policy::builder() #(#calls)*) }
 }
 
 fn is_keyed(config: &Config) -> bool {
@@ -263,25 +263,17 @@ fn is_keyed(config: &Config) -> bool {
     )
 }
 
-fn execution(config: &Config, sig: &syn::Signature) -> TokenStream {
-    let key = config
+fn execution(config: &Config) -> TokenStream {
+    match config
         .breaker
         .as_ref()
-        .and_then(|breaker| match &breaker.kind {
-            BreakerArg::PerArg(name) => sig.inputs.iter().find_map(|input| match input {
-                FnArg::Typed(arg) => match &*arg.pat {
-                    Pat::Ident(ident) if ident.ident == name => {
-                        Some((ident.ident.clone(), &*arg.ty))
-                    }
-                    _ => None,
-                },
-                FnArg::Receiver(_) => None,
-            }),
-            BreakerArg::Named(_) => None,
-        });
-    match key {
-        Some((ident, Type::Reference(_))) => quote! { __RESIL_POLICY.execute_keyed(#ident) },
-        Some((ident, _)) => quote! { __RESIL_POLICY.execute_keyed(&#ident) },
+        .and_then(|breaker| breaker.key.as_ref())
+    {
+        Some(KeyArgument {
+            ident,
+            by_ref: true,
+        }) => quote! { __RESIL_POLICY.execute_keyed(#ident) },
+        Some(KeyArgument { ident, .. }) => quote! { __RESIL_POLICY.execute_keyed(&#ident) },
         None => quote! { __RESIL_POLICY.execute() },
     }
 }

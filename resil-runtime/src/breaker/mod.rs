@@ -29,6 +29,7 @@ use tokio::time::Instant;
 
 use crate::sync::{lock, AtomicU64, Mutex, Ordering};
 use crate::{ConfigError, Rejected};
+use resil_spec::rules;
 
 const CLOSED: u64 = 0;
 const OPEN: u64 = 1;
@@ -127,14 +128,8 @@ impl Default for BreakerConfig {
 impl BreakerConfig {
     /// Opens after `threshold` consecutive transient failures, probes after `cooldown`.
     pub fn new(threshold: u32, cooldown: Duration) -> Result<Self, ConfigError> {
-        if threshold == 0 {
-            return Err(ConfigError::ZeroBreakerThreshold);
-        }
-        if cooldown.is_zero() {
-            return Err(ConfigError::ZeroDuration {
-                key: "breaker_cooldown",
-            });
-        }
+        rules::breaker_threshold(threshold)?;
+        rules::positive("breaker_cooldown", cooldown)?;
         Ok(BreakerConfig {
             threshold,
             cooldown,

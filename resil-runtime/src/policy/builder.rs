@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use resil_spec::rules;
 
 use super::{BreakerSource, Keyed, Policy, Settings, Unkeyed};
 use crate::breaker::{named, Breaker, BreakerConfig, KeyedBreakers};
@@ -241,38 +242,42 @@ impl<K> PolicyBuilder<K> {
         }
     }
 
-    /// Like [`PolicyBuilder::build`], but a named breaker already configured otherwise is
-    /// used as it is, and the conflict is reported as an event and a debug assertion.
-    /// Generated code calls this: its settings were checked at compile time.
-    #[doc(hidden)]
-    pub fn build_for_site(self) -> Policy<K> {
-        match self.build_reporting_conflict() {
-            Ok((policy, None)) => policy,
-            Ok((policy, Some(conflict))) => {
-                let message = conflict.to_string();
-                policy.settings.emit(|listener| {
-                    listener.on_event(&Event::ConfigConflict {
-                        site: &policy.settings.name,
-                        message: &message,
-                    })
-                });
-                debug_assert!(false, "{}: {message}", policy.settings.name);
-                policy
-            }
-            Err(error) => panic!("invalid resilience policy: {error}"),
+    /// Like [`PolicyBuilder::build`], but a named breaker already in use with other settings
+    /// is used as it is: the conflict goes to the listeners as [`Event::ConfigConflict`] (and
+    /// fails a debug assertion) instead of refusing the policy. For sites that must come up
+    /// whatever another site did, such as the ones `#[resilient]` generates.
+    ///
+    /// ```
+    /// use resil_runtime::Policy;
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::builder()
+    ///     .breaker_named("payments-doc", 5, Duration::from_secs(30))
+    ///     .build_reporting_conflicts()
+    ///     .unwrap();
+    /// assert!(policy.breaker().is_some());
+    /// ```
+    pub fn build_reporting_conflicts(self) -> Result<Policy<K>, ConfigError> {
+        let (policy, conflict) = self.build_reporting_conflict()?;
+        if let Some(conflict) = conflict {
+            let message = conflict.to_string();
+            policy.settings.emit(|listener| {
+                listener.on_event(&Event::ConfigConflict {
+                    site: &policy.settings.name,
+                    message: &message,
+                })
+            });
+            debug_assert!(false, "{}: {message}", policy.settings.name);
         }
+        Ok(policy)
     }
 
     fn build_reporting_conflict(self) -> Result<(Policy<K>, Option<ConfigError>), ConfigError> {
         for (key, value) in [("timeout", self.timeout), ("deadline", self.deadline)] {
-            if value.is_some_and(|d| d.is_zero()) {
-                return Err(ConfigError::ZeroDuration { key });
-            }
+            value.map_or(Ok(()), |value| rules::positive(key, value))?;
         }
         if let (Some(timeout), Some(deadline)) = (self.timeout, self.deadline) {
-            if timeout > deadline {
-                return Err(ConfigError::TimeoutAboveDeadline { timeout, deadline });
-            }
+            rules::timeout_within_deadline(timeout, deadline)?;
         }
         let backoff = match self.backoff {
             Some((base, cap)) => Backoff::new(base, cap)?,
@@ -284,9 +289,7 @@ impl<K> PolicyBuilder<K> {
             .budget
             .map(|(ratio, min_per_sec)| RetryBudget::new(ratio, min_per_sec))
             .transpose()?;
-        if self.max_keys == 0 {
-            return Err(ConfigError::ZeroMaxKeys);
-        }
+        rules::max_keys(self.max_keys)?;
         let mut conflict = None;
         let breaker = match self.breaker {
             BreakerSpec::None => BreakerSource::None,

@@ -1,0 +1,169 @@
+//! The rules a policy's settings follow, each with the one sentence that says the fix. The
+//! `#[resilient]` macro reports a broken rule at the offending token at compile time; the
+//! runtime's builders return the same [`Violation`] as their `ConfigError`.
+//!
+//! ```
+//! use resil_spec::rules::{self, Violation};
+//!
+//! assert_eq!(rules::bulkhead(0), Err(Violation::ZeroBulkhead));
+//! assert!(rules::bulkhead(8).is_ok());
+//! assert!(Violation::ZeroBulkhead.to_string().contains("such as 8"));
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::duration::human;
+
+/// A setting that cannot work as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Violation {
+    /// A duration that must be positive was zero.
+    ZeroDuration {
+        /// The setting.
+        key: &'static str,
+    },
+    /// The backoff's base is larger than its cap.
+    BackoffBaseAboveCap {
+        /// The first wait.
+        base: Duration,
+        /// The longest wait.
+        cap: Duration,
+    },
+    /// A bulkhead of zero lets nothing through.
+    ZeroBulkhead,
+    /// A keyed registry bounded to zero keys could hold no breaker at all.
+    ZeroMaxKeys,
+    /// A breaker that opens after zero failures is always open.
+    ZeroBreakerThreshold,
+    /// The per-attempt timeout is longer than the whole operation's deadline.
+    TimeoutAboveDeadline {
+        /// Limit of one attempt.
+        timeout: Duration,
+        /// Limit of the whole operation.
+        deadline: Duration,
+    },
+    /// A retry budget's share or minimum is negative or not a number.
+    InvalidRetryBudget,
+    /// A named breaker is already in use with other settings.
+    BreakerConflict {
+        /// The breaker's name.
+        name: String,
+        /// Threshold of the breaker in use.
+        existing_threshold: u32,
+        /// Cooldown of the breaker in use.
+        existing_cooldown: Duration,
+        /// Threshold this site asked for.
+        threshold: u32,
+        /// Cooldown this site asked for.
+        cooldown: Duration,
+    },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::ZeroDuration { key } => write!(
+                f,
+                "`{key}` is zero: give it a positive duration, such as \"300ms\", or leave `{key}` out"
+            ),
+            Violation::BackoffBaseAboveCap { base, cap } => write!(
+                f,
+                "the backoff's base {} is larger than its cap {}: write \"base..cap\" with base ≤ cap, such as \"300ms..8s\"",
+                human(*base),
+                human(*cap)
+            ),
+            Violation::ZeroBulkhead => f.write_str(
+                "a bulkhead of 0 would reject every call: give the number of calls allowed in flight at once, such as 8",
+            ),
+            Violation::ZeroMaxKeys => f.write_str(
+                "`max_keys` of 0 leaves no room for any key: give the number of keys to remember, such as 10000",
+            ),
+            Violation::ZeroBreakerThreshold => f.write_str(
+                "a breaker threshold of 0 would open the breaker before any failure: give the number of consecutive failures that open it, such as 5",
+            ),
+            Violation::TimeoutAboveDeadline { timeout, deadline } => write!(
+                f,
+                "timeout {} is longer than deadline {}: the deadline would cut every attempt first; make the timeout shorter than the deadline",
+                human(*timeout),
+                human(*deadline)
+            ),
+            Violation::InvalidRetryBudget => f.write_str(
+                "a retry budget needs a share ≥ 0, such as \"20%\", and a minimum ≥ 0 retries per second, such as \"20%, min 10/s\"",
+            ),
+            Violation::BreakerConflict {
+                name,
+                existing_threshold,
+                existing_cooldown,
+                threshold,
+                cooldown,
+            } => write!(
+                f,
+                "breaker `{name}` is already in use with threshold {existing_threshold} and cooldown {}; this site asks for threshold {threshold} and cooldown {}: configure every use of a named breaker alike",
+                human(*existing_cooldown),
+                human(*cooldown)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Violation {}
+
+/// A duration that must be positive: timeouts, deadlines, cooldowns.
+pub fn positive(key: &'static str, duration: Duration) -> Result<(), Violation> {
+    if duration.is_zero() {
+        return Err(Violation::ZeroDuration { key });
+    }
+    Ok(())
+}
+
+/// The backoff range `base..cap`.
+pub fn backoff(base: Duration, cap: Duration) -> Result<(), Violation> {
+    positive("backoff base", base)?;
+    if base > cap {
+        return Err(Violation::BackoffBaseAboveCap { base, cap });
+    }
+    Ok(())
+}
+
+/// A per-attempt timeout within the operation's deadline.
+pub fn timeout_within_deadline(timeout: Duration, deadline: Duration) -> Result<(), Violation> {
+    if timeout > deadline {
+        return Err(Violation::TimeoutAboveDeadline { timeout, deadline });
+    }
+    Ok(())
+}
+
+/// The number of calls a bulkhead lets run at once.
+pub fn bulkhead(limit: usize) -> Result<(), Violation> {
+    if limit == 0 {
+        return Err(Violation::ZeroBulkhead);
+    }
+    Ok(())
+}
+
+/// Consecutive failures that open a breaker.
+pub fn breaker_threshold(threshold: u32) -> Result<(), Violation> {
+    if threshold == 0 {
+        return Err(Violation::ZeroBreakerThreshold);
+    }
+    Ok(())
+}
+
+/// Keys a keyed breaker registry remembers.
+pub fn max_keys(max_keys: usize) -> Result<(), Violation> {
+    if max_keys == 0 {
+        return Err(Violation::ZeroMaxKeys);
+    }
+    Ok(())
+}
+
+/// A retry budget: the share of first attempts retries may add, and a floor per second.
+pub fn retry_budget(share: f64, min_per_sec: f64) -> Result<(), Violation> {
+    let valid = |n: f64| n.is_finite() && n >= 0.0;
+    if !(valid(share) && valid(min_per_sec)) {
+        return Err(Violation::InvalidRetryBudget);
+    }
+    Ok(())
+}
