@@ -3,6 +3,7 @@
 use std::future::Future;
 
 pub use core::time::Duration;
+pub use resil_runtime::stream::{Committed, OrFallback, ResilientStream, Stream};
 pub use resil_runtime::{
     Execution, Jitter, Keyed, Next, Outcome, Policy, PolicyBuilder, Rejected, Transient,
 };
@@ -53,6 +54,42 @@ pub fn site_policy<K>(builder: PolicyBuilder<K>) -> Policy<K> {
     builder
         .build_reporting_conflicts()
         .unwrap_or_else(|error| panic!("resil bug: #[resilient] accepted a setting its runtime refuses ({error}); please report it"))
+}
+
+/// One attempt of a streaming function: the body connects, then the first item is awaited.
+/// `T` and `E` come from the declared `Result<impl Stream<Item = Result<T, E>>, E>`, so `?`
+/// in the body infers its conversion.
+pub fn stream_attempt<'a, 'p, T, E, S, F>(
+    execution: &'a mut Execution<'p, E>,
+    connect: F,
+) -> impl Future<Output = Next<Committed<T, S>, E>> + use<'a, 'p, T, E, S, F>
+where
+    E: Transient + FromRejected,
+    F: Future<Output = Result<S, E>>,
+    S: Stream<Item = Result<T, E>>,
+{
+    execution.attempt_stream(connect)
+}
+
+/// The end of a streaming function's attempts: the committed stream takes over the permit
+/// and the breaker, and knows its final item.
+pub fn commit<'p, T, E, S>(
+    execution: Execution<'p, E>,
+    outcome: Outcome<Committed<T, S>, E>,
+    complete_when: Option<fn(&T) -> bool>,
+) -> Outcome<ResilientStream<'p, T, E, S>, E> {
+    match execution.commit(outcome) {
+        Outcome::Completed(Ok(stream)) => Outcome::Completed(Ok(match complete_when {
+            Some(is_final) => stream.complete_when(is_final),
+            None => stream,
+        })),
+        other => other,
+    }
+}
+
+/// `complete_when = path`: a function recognising a stream's final item.
+pub fn complete_when<T>(is_final: fn(&T) -> bool) -> fn(&T) -> bool {
+    is_final
 }
 
 /// The outcome of the only attempt of a policy without retries.

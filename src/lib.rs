@@ -87,7 +87,7 @@
 #[doc(inline)]
 pub use resil_runtime::http;
 #[doc(inline)]
-pub use resil_runtime::{breaker, events, operation};
+pub use resil_runtime::{breaker, events, operation, stream};
 pub use resil_runtime::{
     worst_case, Backoff, Bulkhead, BulkheadPermit, ConfigError, Jitter, Keyed, Operation,
     OperationId, Policy, PolicyBuilder, Rejected, RetryBudget, Transient, Unkeyed,

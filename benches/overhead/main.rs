@@ -338,7 +338,17 @@ fn before(group: &str, name: &str, show: impl Fn(f64) -> String) -> String {
 
 /// Reads criterion's medians back and prints one table.
 fn summary(bytes_per_breaker: u64) {
-    let root = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    // Criterion writes under the workspace's target directory, while `cargo bench` runs this
+    // binary from the benches crate's own directory: find it from the binary's path
+    // (target/release/deps/overhead-…).
+    let root = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            let exe = std::env::current_exe().ok()?;
+            exe.ancestors().nth(3).map(std::path::Path::to_path_buf)
+        })
+        .unwrap_or_else(|| "target".into());
+    let root = root.display();
     let median = |group: &str, name: &str| -> Option<f64> {
         let path = format!(
             "{root}/criterion/{group}/{}/new/estimates.json",

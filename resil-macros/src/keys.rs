@@ -54,6 +54,9 @@ macro_rules! keys {
 keys! {
     timeout: Duration = values::duration_value, "limit for one attempt";
     deadline: Duration = values::duration_value, "limit for the whole operation, waits included";
+    first_item_timeout: Duration = values::duration_value, "a stream's limit to its first item, connect included";
+    idle_timeout: Duration = values::duration_value, "a stream's longest gap between items";
+    complete_when: syn::Path = values::path, "a stream's test for its final item";
     retry: u32 = values::count_value, "extra attempts after the first, for transient errors only";
     retry_after_max: Duration = values::duration_value, "the longest Retry-After honoured";
     backoff: (Duration, Duration) = values::range, "the exponential envelope of the waits";

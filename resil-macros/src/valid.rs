@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{FnArg, Pat, ReturnType, Signature, Type};
 
@@ -15,6 +16,7 @@ use crate::values::{BreakerArg, Budget};
 
 /// A checked `#[resilient]` configuration.
 pub(crate) struct Config {
+    /// The limit of one attempt: for a stream, its `first_item_timeout`.
     pub(crate) timeout: Option<Duration>,
     pub(crate) deadline: Option<Duration>,
     pub(crate) retry: u32,
@@ -27,6 +29,18 @@ pub(crate) struct Config {
     pub(crate) fallback: Option<syn::Path>,
     pub(crate) retry_budget: Option<Budget>,
     pub(crate) independent: bool,
+    /// Set when the function returns a stream.
+    pub(crate) stream: Option<StreamShape>,
+}
+
+/// `Result<impl Stream<Item = Result<T, E>>, E>`: the parts the expansion names.
+pub(crate) struct StreamShape {
+    /// `T`
+    pub(crate) item: Type,
+    /// `E`
+    pub(crate) error: Type,
+    pub(crate) idle_timeout: Option<Duration>,
+    pub(crate) complete_when: Option<syn::Path>,
 }
 
 /// The breaker settings.
@@ -60,8 +74,11 @@ pub(crate) fn check(
     mut errors: Errors,
 ) -> Result<Config, syn::Error> {
     check_signature(sig, &mut errors);
+    let (streaming, stream) = stream_shape(sig, &mut errors);
+    check_stream_keys(&args, streaming, &mut errors);
+    let timeout = args.timeout.as_ref().or(args.first_item_timeout.as_ref());
 
-    if let (Some(timeout), Some(deadline)) = (&args.timeout, &args.deadline) {
+    if let (Some(timeout), Some(deadline)) = (timeout, &args.deadline) {
         errors.check(
             timeout.span,
             rules::timeout_within_deadline(timeout.value, deadline.value),
@@ -161,8 +178,9 @@ pub(crate) fn check(
     }
     errors.into_result()?;
 
+    let timeout = timeout.map(|s| s.value);
     Ok(Config {
-        timeout: args.timeout.map(|s| s.value),
+        timeout,
         deadline: args.deadline.map(|s| s.value),
         retry: args.retry.map_or(0, |s| s.value),
         retry_after_max: args.retry_after_max.map(|s| s.value),
@@ -183,7 +201,121 @@ pub(crate) fn check(
         fallback: args.fallback.map(|s| s.value),
         retry_budget: args.retry_budget.map(|s| s.value),
         independent: args.nested.is_some_and(|s| s.value),
+        stream: stream.map(|(item, error)| StreamShape {
+            item,
+            error,
+            idle_timeout: args.idle_timeout.map(|s| s.value),
+            complete_when: args.complete_when.map(|s| s.value),
+        }),
     })
+}
+
+/// The keys that belong to streams, and `timeout`, which does not.
+fn check_stream_keys(args: &ResilientArgs, streaming: bool, errors: &mut Errors) {
+    if streaming {
+        if let Some(timeout) = &args.timeout {
+            errors.push(
+                timeout.key,
+                "`timeout` would cut a stream that is still answering: this function streams, so bound it with `first_item_timeout` (to the first item, connect included), `idle_timeout` (between items) and `deadline` (to the last item)",
+            );
+        }
+        return;
+    }
+    for (name, key) in [
+        (
+            "first_item_timeout",
+            args.first_item_timeout.as_ref().map(|s| s.key),
+        ),
+        ("idle_timeout", args.idle_timeout.as_ref().map(|s| s.key)),
+        ("complete_when", args.complete_when.as_ref().map(|s| s.key)),
+    ] {
+        if let Some(key) = key {
+            let instead = if name == "complete_when" {
+                format!("remove `{name}`")
+            } else {
+                "use `timeout` for one call".to_owned()
+            };
+            errors.push(
+                key,
+                format!("`{name}` applies to a function that returns a stream, `Result<impl Stream<Item = Result<T, E>>, E>`; this one answers once: {instead}"),
+            );
+        }
+    }
+}
+
+/// Whether the function returns `Result<impl Stream<Item = …>, E>`, and `(T, E)` when the
+/// items are `Result<T, E>`. Other items are reported: failures after the first item reach
+/// the consumer as items, so they need the function's error type.
+fn stream_shape(sig: &Signature, errors: &mut Errors) -> (bool, Option<(Type, Type)>) {
+    match stream_item(sig) {
+        None => (false, None),
+        Some((item, error)) => (true, stream_types(item, error, errors)),
+    }
+}
+
+/// The `Item` type and `E` of `Result<impl Stream<Item = …>, E>`.
+fn stream_item(sig: &Signature) -> Option<(&Type, &Type)> {
+    let ReturnType::Type(_, output) = &sig.output else {
+        return None;
+    };
+    let [ok, error] = generic_types(output, "Result")?;
+    let Type::ImplTrait(bounds) = ok else {
+        return None;
+    };
+    let item = bounds.bounds.iter().find_map(|bound| match bound {
+        syn::TypeParamBound::Trait(bound) => {
+            let last = bound.path.segments.last()?;
+            if last.ident != "Stream" {
+                return None;
+            }
+            let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+                return None;
+            };
+            args.args.iter().find_map(|arg| match arg {
+                syn::GenericArgument::AssocType(assoc) if assoc.ident == "Item" => Some(&assoc.ty),
+                _ => None,
+            })
+        }
+        _ => None,
+    })?;
+    Some((item, error))
+}
+
+fn stream_types(item: &Type, error: &Type, errors: &mut Errors) -> Option<(Type, Type)> {
+    let same_error =
+        |ty: &Type| ty.to_token_stream().to_string() == error.to_token_stream().to_string();
+    match generic_types(item, "Result") {
+        Some([value, item_error]) if same_error(item_error) => Some((value.clone(), error.clone())),
+        _ => {
+            errors.push(
+                item.span(),
+                format!(
+                    "the stream's items must be `Result<T, {}>`, with the function's error type: errors after the first item reach the consumer as items",
+                    error.to_token_stream()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The two type arguments of `Name<A, B>`.
+fn generic_types<'t>(ty: &'t Type, name: &str) -> Option<[&'t Type; 2]> {
+    let Type::Path(path) = ty else {
+        return None;
+    };
+    let last = path.path.segments.last()?;
+    if last.ident != name {
+        return None;
+    }
+    let syn::PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
+    let mut types = args.args.iter().filter_map(|arg| match arg {
+        syn::GenericArgument::Type(ty) => Some(ty),
+        _ => None,
+    });
+    Some([types.next()?, types.next()?])
 }
 
 fn check_signature(sig: &Signature, errors: &mut Errors) {

@@ -59,10 +59,11 @@ pub(crate) fn breaker(name: &'static str, value: &Expr) -> syn::Result<BreakerAr
     }
 }
 
-/// `fallback = path::to::function`.
-pub(crate) fn path(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
+/// `fallback = path::to::function` or `complete_when = Chunk::is_final`.
+pub(crate) fn path(name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
     match value {
         Expr::Path(path) if path.qself.is_none() => Ok(path.path.clone()),
+        _ if name == "complete_when" => Err(syn::Error::new(value.span(), "`complete_when` names a function `fn(&T) -> bool` that recognises the stream's final item, such as `complete_when = Chunk::is_final`")),
         _ => Err(syn::Error::new(value.span(), "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`")),
     }
 }

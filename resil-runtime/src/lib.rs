@@ -90,6 +90,7 @@ mod loom;
 pub mod operation;
 mod policy;
 mod rejected;
+pub mod stream;
 mod sync;
 mod transient;
 

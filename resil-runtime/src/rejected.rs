@@ -35,8 +35,7 @@ use crate::Transient;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Rejected {
-    /// One attempt ran longer than its `timeout`. The only transient rejection: the next
-    /// attempt may be faster.
+    /// One attempt ran longer than its `timeout`. Transient: the next attempt may be faster.
     #[error("the attempt timed out after {}", Rounded(*after))]
     Timeout {
         /// The attempt's time limit.
@@ -59,6 +58,17 @@ pub enum Rejected {
         /// The number of operations the bulkhead lets run at once.
         limit: usize,
     },
+    /// A committed stream went `after` without an item (`idle_timeout`); it ends here.
+    /// Transient: the provider stalled.
+    #[error("the stream stalled: no item for {}", Rounded(*after))]
+    Idle {
+        /// The longest gap allowed between two items.
+        after: Duration,
+    },
+    /// A stream ended before its final item (`complete_when`), or before any item at all.
+    /// Transient: retried before the stream's first item, the stream's last item after it.
+    #[error("the stream ended before its final item")]
+    Incomplete,
 }
 
 impl Rejected {
@@ -70,15 +80,21 @@ impl Rejected {
             Rejected::DeadlineExceeded => "deadline_exceeded",
             Rejected::BreakerOpen { .. } => "breaker_open",
             Rejected::BulkheadFull { .. } => "bulkhead_full",
+            Rejected::Idle { .. } => "idle",
+            Rejected::Incomplete => "incomplete",
         }
     }
 }
 
-/// Only [`Rejected::Timeout`] is transient. An open breaker carries its `retry_in` as
-/// `retry_after`, so a server can answer 503 with `Retry-After`.
+/// A timeout, a stalled stream and an incomplete one are transient; the rest are not. An open
+/// breaker carries its `retry_in` as `retry_after`, so a server can answer 503 with
+/// `Retry-After`.
 impl Transient for Rejected {
     fn is_transient(&self) -> bool {
-        matches!(self, Rejected::Timeout { .. })
+        matches!(
+            self,
+            Rejected::Timeout { .. } | Rejected::Idle { .. } | Rejected::Incomplete
+        )
     }
 
     fn retry_after(&self) -> Option<Duration> {

@@ -12,10 +12,27 @@ use crate::values::BreakerArg;
 pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
     let mut parts = Vec::new();
     if let Some(timeout) = config.timeout {
-        parts.push(format!("timeout {}", human(timeout)));
+        let key = match config.stream {
+            Some(_) => "first item within",
+            None => "timeout",
+        };
+        parts.push(format!("{key} {}", human(timeout)));
+    }
+    if let Some(idle) = config.stream.as_ref().and_then(|s| s.idle_timeout) {
+        parts.push(format!("idle timeout {}", human(idle)));
     }
     if let Some(deadline) = config.deadline {
         parts.push(format!("deadline {}", human(deadline)));
+    }
+    if let Some(path) = config
+        .stream
+        .as_ref()
+        .and_then(|s| s.complete_when.as_ref())
+    {
+        parts.push(format!(
+            "complete when `{}`",
+            path.to_token_stream().to_string().replace(' ', "")
+        ));
     }
     let (base, cap) = config
         .backoff
@@ -93,7 +110,22 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
     } else {
         ""
     };
-    let line = format!("{}: {worst}{fallback_note}.", parts.join(", "));
+    let line = match &config.stream {
+        None => format!("{}: {worst}{fallback_note}.", parts.join(", ")),
+        Some(stream) => {
+            let after = match (config.deadline, stream.idle_timeout) {
+                (Some(deadline), _) => format!("ends by the deadline, {}", human(deadline)),
+                (None, Some(idle)) => {
+                    format!("has no end but its own, each gap at most {}", human(idle))
+                }
+                (None, None) => "has no bound at all".to_owned(),
+            };
+            format!(
+                "{}: to the first item, {worst}{fallback_note}; the stream then {after}.",
+                parts.join(", ")
+            )
+        }
+    };
     vec![
         syn::parse_quote!(#[doc = ""]),
         syn::parse_quote!(#[doc = "# Resilience"]),

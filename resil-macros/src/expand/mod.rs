@@ -17,7 +17,7 @@ use crate::attr;
 use crate::errors::Errors;
 use crate::values::BreakerArg;
 
-use crate::valid::{self, Config, KeyArgument};
+use crate::valid::{self, Config, KeyArgument, StreamShape};
 
 /// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
 /// errors, so one mistake does not cascade into "cannot find function" errors.
@@ -99,8 +99,13 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     // at the error type, rather than once per place the compiler checks it.
     let blame = error_type_span(&output);
     let output = respan(output.to_token_stream(), blame);
-    let attempt = quote_spanned! {blame=>
-        ::resil::__private::attempt::<#output, _>(&mut __resil_execution, async #block).await
+    let attempt = match &config.stream {
+        None => quote_spanned! {blame=>
+            ::resil::__private::attempt::<#output, _>(&mut __resil_execution, async #block).await
+        },
+        Some(StreamShape { item, error, .. }) => quote_spanned! {blame=>
+            ::resil::__private::stream_attempt::<#item, #error, _, _>(&mut __resil_execution, async #block).await
+        },
     };
     let outcome = if config.retry > 0 {
         quote! {
@@ -128,12 +133,45 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
                 },
             });
             let call = quote_spanned! {fallback.span()=> #fallback(#(#arguments),*).await };
-            quote! {
-                match __resil_outcome {
-                    ::resil::__private::Outcome::Failed(_) => #call,
-                    __resil_outcome => __resil_outcome.into_result(),
+            if config.stream.is_some() {
+                // The fallback's stream is another type: the function returns either.
+                quote! {
+                    match __resil_outcome {
+                        ::resil::__private::Outcome::Failed(_) => #call
+                            .map(|stream| ::resil::__private::OrFallback::Fallback(::std::boxed::Box::pin(stream))),
+                        __resil_outcome => __resil_outcome
+                            .into_result()
+                            .map(::resil::__private::OrFallback::Primary),
+                    }
+                }
+            } else {
+                quote! {
+                    match __resil_outcome {
+                        ::resil::__private::Outcome::Failed(_) => #call,
+                        __resil_outcome => __resil_outcome.into_result(),
+                    }
                 }
             }
+        }
+    };
+    // A stream takes over the execution's permit and breaker once committed.
+    let outcome = match &config.stream {
+        None => outcome,
+        Some(StreamShape {
+            item,
+            complete_when,
+            ..
+        }) => {
+            let complete_when = match complete_when {
+                Some(path) => quote_spanned! {path.span()=>
+                    ::core::option::Option::Some(::resil::__private::complete_when::<#item>(#path))
+                },
+                None => quote! { ::core::option::Option::None },
+            };
+            quote! {{
+                let __resil_outcome = #outcome;
+                ::resil::__private::commit(__resil_execution, __resil_outcome, #complete_when)
+            }}
         }
     };
     let policy_type = if is_keyed(config) {
@@ -212,6 +250,14 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
         let deadline = duration(deadline);
         calls.push(quote! { .deadline(#deadline) });
     }
+    if let Some(idle) = config
+        .stream
+        .as_ref()
+        .and_then(|stream| stream.idle_timeout)
+    {
+        let idle = duration(idle);
+        calls.push(quote! { .idle_timeout(#idle) });
+    }
     if config.retry > 0 {
         let retry = Literal::u32_unsuffixed(config.retry);
         calls.push(quote! { .retry(#retry) });
@@ -284,6 +330,29 @@ mod tests {
 
     fn expanded(attr: TokenStream, item: TokenStream) -> String {
         resilient(attr, item).to_string()
+    }
+
+    #[test]
+    fn docs_of_a_stream_speak_of_the_first_item_and_the_deadline() {
+        let out = expanded(
+            quote! { first_item_timeout = "20s", idle_timeout = "30s", deadline = "5m", retry = 1 },
+            quote! {
+                async fn f() -> Result<impl Stream<Item = Result<Chunk, E>>, E> { todo!() }
+            },
+        );
+        assert!(out.contains(
+            "first item within 20s, idle timeout 30s, deadline 5m, retry 1, backoff 300ms..8s: to the first item, worst case 40.3 s, or 100.3 s when the server asks to wait (Retry-After, up to 1m a retry); the stream then ends by the deadline, 5m."
+        ), "{out}");
+        let out = expanded(
+            quote! { first_item_timeout = "20s", idle_timeout = "30s" },
+            quote! {
+                async fn f() -> Result<impl Stream<Item = Result<Chunk, E>>, E> { todo!() }
+            },
+        );
+        assert!(
+            out.contains("to the first item, worst case 20 s; the stream then has no end but its own, each gap at most 30s."),
+            "{out}"
+        );
     }
 
     #[test]

@@ -446,6 +446,12 @@ impl Breaker {
         }
     }
 
+    /// A failure of a call admitted earlier that has since committed (a stream failing after
+    /// its first item): counted against the breaker as it is now, if it is closed.
+    pub(crate) fn record_failure(&self) -> Option<Transition> {
+        self.record(Ticket::new(false, self.load()), Verdict::Failure)
+    }
+
     fn record_probe(&self, ticket: Ticket, verdict: Verdict) -> Option<Transition> {
         let transition = {
             let mut probing = lock(&self.probing);

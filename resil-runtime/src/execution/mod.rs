@@ -5,9 +5,11 @@ mod attempt;
 pub use attempt::Attempt;
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_core::Stream;
 use tokio::time::Instant;
 
 use crate::breaker::{Breaker, BreakerState, Transition};
@@ -16,6 +18,7 @@ use crate::deadline::{later, Limits};
 use crate::events::{AttemptOutcome, Event, GiveUp, Listener};
 use crate::operation::{self, Frame, OperationId};
 use crate::policy::{BreakerRef, Settings};
+use crate::stream::{first_item, Committed, Holdings, ResilientStream};
 use crate::{Rejected, Transient};
 
 /// One logical operation in progress: holds the bulkhead permit and the deadline, counts
@@ -58,7 +61,7 @@ struct Progress<'p> {
     /// Who hears this operation's events, looked up once when it starts.
     listener: Option<&'p Arc<dyn Listener>>,
     breaker: Option<BreakerRef<'p>>,
-    _permit: Option<BulkheadPermit<'p>>,
+    permit: Option<BulkheadPermit<'p>>,
     bulkhead_full: bool,
     deadline: Option<Instant>,
     attempt: u32,
@@ -155,6 +158,43 @@ impl<'p, E> Execution<'p, E> {
         Attempt::new(self, future)
     }
 
+    /// One attempt of a streaming call: `connect`, then the stream's first item, under the
+    /// attempt's timeout (see [`crate::stream`]).
+    pub fn attempt_stream<T, S, Fut>(
+        &mut self,
+        connect: Fut,
+    ) -> Attempt<'_, 'p, impl Future<Output = Result<Committed<T, S>, E>> + use<'p, T, E, S, Fut>, E>
+    where
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: From<Rejected>,
+    {
+        self.attempt(first_item(connect))
+    }
+
+    /// Ends a streaming operation: a committed stream takes over the bulkhead permit, the
+    /// breaker and the deadline; a failure gives them back here, before any fallback runs.
+    pub fn commit<T, S>(
+        self,
+        outcome: Outcome<Committed<T, S>, E>,
+    ) -> Outcome<ResilientStream<'p, T, E, S>, E> {
+        match outcome {
+            Outcome::Completed(Ok(committed)) => {
+                let progress = self.progress;
+                let holdings = Holdings {
+                    listener: progress.listener,
+                    breaker: progress.breaker,
+                    permit: progress.permit,
+                    deadline: progress.deadline,
+                    idle: progress.settings.idle,
+                };
+                Outcome::Completed(Ok(ResilientStream::new(committed, holdings)))
+            }
+            Outcome::Completed(Err(error)) => Outcome::Completed(Err(error)),
+            Outcome::Failed(error) => Outcome::Failed(error),
+        }
+    }
+
     /// The call is about to be made.
     #[inline]
     fn started(&mut self) {
@@ -223,7 +263,7 @@ impl<'p> Progress<'p> {
             settings,
             listener,
             breaker,
-            _permit: permit,
+            permit,
             bulkhead_full,
             deadline: frame.deadline(),
             attempt: 0,

@@ -52,6 +52,7 @@ pub struct PolicyBuilder<K = Unkeyed> {
     name: Option<Arc<str>>,
     timeout: Option<Duration>,
     deadline: Option<Duration>,
+    idle: Option<Duration>,
     retry: u32,
     retry_after_max: Duration,
     backoff: Option<(Duration, Duration)>,
@@ -81,6 +82,7 @@ impl Default for PolicyBuilder {
             name: None,
             timeout: None,
             deadline: None,
+            idle: None,
             retry: 0,
             retry_after_max: PolicyBuilder::DEFAULT_RETRY_AFTER_MAX,
             backoff: None,
@@ -109,7 +111,8 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
-    /// Limit for one attempt; an attempt past it fails with [`crate::Rejected::Timeout`].
+    /// Limit for one attempt; an attempt past it fails with [`crate::Rejected::Timeout`]. For
+    /// a stream, an attempt lasts to its first item ([`crate::stream`]): the `first_item_timeout`.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
@@ -118,6 +121,13 @@ impl<K> PolicyBuilder<K> {
     /// Limit for the whole operation: every attempt and every wait.
     pub fn deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// For streams ([`crate::stream`]): the longest gap between two items after the first;
+    /// past it the stream yields [`crate::Rejected::Idle`] and ends.
+    pub fn idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle = Some(idle);
         self
     }
 
@@ -218,6 +228,7 @@ impl<K> PolicyBuilder<K> {
             name: self.name,
             timeout: self.timeout,
             deadline: self.deadline,
+            idle: self.idle,
             retry: self.retry,
             retry_after_max: self.retry_after_max,
             backoff: self.backoff,
@@ -273,7 +284,11 @@ impl<K> PolicyBuilder<K> {
     }
 
     fn build_reporting_conflict(self) -> Result<(Policy<K>, Option<ConfigError>), ConfigError> {
-        for (key, value) in [("timeout", self.timeout), ("deadline", self.deadline)] {
+        for (key, value) in [
+            ("timeout", self.timeout),
+            ("deadline", self.deadline),
+            ("idle_timeout", self.idle),
+        ] {
             value.map_or(Ok(()), |value| rules::positive(key, value))?;
         }
         if let (Some(timeout), Some(deadline)) = (self.timeout, self.deadline) {
@@ -308,6 +323,7 @@ impl<K> PolicyBuilder<K> {
             name: self.name.unwrap_or_else(|| Arc::from("policy")),
             timeout: self.timeout,
             deadline: self.deadline,
+            idle: self.idle,
             retry: self.retry,
             retry_after_max: self.retry_after_max,
             backoff,

@@ -15,6 +15,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures_core::Stream;
 use rand::rngs::SmallRng;
 
 use crate::breaker::{Breaker, BreakerKey, KeyedBreaker, KeyedBreakers};
@@ -22,6 +23,7 @@ use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::events::{self, Listener};
 use crate::execution::{Execution, Next};
+use crate::stream::ResilientStream;
 use crate::{Backoff, Jitter, Rejected, Transient};
 
 /// Marks a policy without per-key breakers: run it with [`Policy::run`].
@@ -82,6 +84,8 @@ pub(crate) struct Settings {
     pub(crate) name: Arc<str>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) deadline: Option<Duration>,
+    /// The longest gap between a stream's items.
+    pub(crate) idle: Option<Duration>,
     pub(crate) retry: u32,
     pub(crate) retry_after_max: Duration,
     pub(crate) backoff: Backoff,
@@ -121,6 +125,7 @@ impl<K> fmt::Debug for Policy<K> {
         d.field("name", &settings.name)
             .field("timeout", &settings.timeout)
             .field("deadline", &settings.deadline)
+            .field("idle_timeout", &settings.idle)
             .field("retry", &settings.retry)
             .field("retry_after_max", &settings.retry_after_max)
             .field("backoff", &settings.backoff);
@@ -157,6 +162,21 @@ impl Policy {
         drive(self.execute(), make_attempt).await
     }
 
+    /// Runs a streaming call under the policy (see [`crate::stream`]): each attempt connects
+    /// and waits for the first item; the stream is returned once that item is in hand.
+    pub async fn run_stream<T, E, S, F, Fut>(
+        &self,
+        make_attempt: F,
+    ) -> Result<ResilientStream<'_, T, E, S>, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        drive_stream(self.execute(), make_attempt).await
+    }
+
     /// Starts one operation by hand: takes the bulkhead permit and starts the deadline.
     /// Then hand it one attempt future at a time with [`Execution::attempt`].
     #[inline]
@@ -189,6 +209,22 @@ impl Policy<Keyed> {
         drive(self.execute_keyed(key), make_attempt).await
     }
 
+    /// [`Policy::run_stream`] through the breaker for `key`.
+    pub async fn run_stream_keyed<Q, T, E, S, F, Fut>(
+        &self,
+        key: &Q,
+        make_attempt: F,
+    ) -> Result<ResilientStream<'_, T, E, S>, E>
+    where
+        Q: BreakerKey + ?Sized,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        drive_stream(self.execute_keyed(key), make_attempt).await
+    }
+
     /// [`Policy::execute`] through the breaker for `key`.
     #[inline]
     pub fn execute_keyed<Q: BreakerKey + ?Sized, E>(&self, key: &Q) -> Execution<'_, E> {
@@ -217,6 +253,23 @@ where
     loop {
         if let Next::Done(outcome) = execution.attempt(make_attempt()).await {
             return outcome.into_result();
+        }
+    }
+}
+
+async fn drive_stream<'p, T, E, S, F, Fut>(
+    mut execution: Execution<'p, E>,
+    mut make_attempt: F,
+) -> Result<ResilientStream<'p, T, E, S>, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<S, E>>,
+    S: Stream<Item = Result<T, E>>,
+    E: Transient + From<Rejected>,
+{
+    loop {
+        if let Next::Done(outcome) = execution.attempt_stream(make_attempt()).await {
+            return execution.commit(outcome).into_result();
         }
     }
 }

@@ -1,0 +1,316 @@
+//! Streams: a call that answers over time, such as a chat completion streamed as server-sent
+//! events.
+//!
+//! An attempt lasts from the call to the stream's first item: that is the **commit point**.
+//! Before it, a transient error (from the connect, or as the first item), the attempt's
+//! timeout (the time to the first item) or a stream that ends before its first item
+//! ([`Rejected::Incomplete`]) is retried under the policy's usual rules. The operation returns
+//! `Ok(stream)` only once the first item is in hand; after that nothing is retried, and later
+//! errors are items the consumer sees. The returned [`ResilientStream`] then:
+//!
+//! - ends with one `Err(Rejected::Idle { after })` when no item arrives within the policy's
+//!   `idle_timeout` of the previous one, and with one `Err(Rejected::DeadlineExceeded)` when
+//!   the operation's deadline passes (the deadline bounds the whole stream, to its last item);
+//! - ends with one `Err(Rejected::Incomplete)` when the body's stream ends before an item
+//!   that [`ResilientStream::complete_when`] recognises as the final one;
+//! - holds the bulkhead permit (and the per-key breaker) until it ends or is dropped;
+//! - counts, for the breaker, the first item as the attempt's success, and a transient error,
+//!   an idle timeout or an incomplete end after it as one failure; a consumer that drops the
+//!   stream counts for nothing.
+//!
+//! ```
+//! use futures::StreamExt;
+//! use resil_runtime::{Policy, Rejected};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let policy = Policy::builder()
+//!     .timeout(Duration::from_secs(20)) // to the first item, connect included
+//!     .idle_timeout(Duration::from_secs(30))
+//!     .retry(2)
+//!     .build()
+//!     .unwrap();
+//! let stream = policy
+//!     .run_stream(|| async {
+//!         Ok::<_, Rejected>(futures::stream::iter(["Hel", "lo", "[DONE]"].map(Ok)))
+//!     })
+//!     .await
+//!     .unwrap()
+//!     .complete_when(|chunk: &&str| *chunk == "[DONE]");
+//! let chunks: Vec<_> = stream.collect().await;
+//! assert_eq!(chunks, [Ok("Hel"), Ok("lo"), Ok("[DONE]")]);
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use crate::bulkhead::BulkheadPermit;
+use crate::deadline::later;
+use crate::events::{Event, Listener};
+use crate::policy::BreakerRef;
+use crate::{Rejected, Transient};
+
+/// The `Stream` trait of `futures` (the same trait, re-exported), for signatures such as
+/// `Result<impl Stream<Item = Result<T, E>>, E>`.
+pub use futures_core::Stream;
+
+/// A stream whose first item is in hand: what one successful attempt of a streaming call
+/// yields. Boxed once per stream, since a stream that has been polled cannot move.
+pub struct Committed<T, S> {
+    first: T,
+    rest: Pin<Box<S>>,
+}
+
+impl<T, S> fmt::Debug for Committed<T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Committed").finish_non_exhaustive()
+    }
+}
+
+/// One attempt of a streaming call: the connect, then the first item.
+pub(crate) async fn first_item<T, E, S, Fut>(connect: Fut) -> Result<Committed<T, S>, E>
+where
+    Fut: Future<Output = Result<S, E>>,
+    S: Stream<Item = Result<T, E>>,
+    E: From<Rejected>,
+{
+    let mut rest = Box::pin(connect.await?);
+    match poll_fn(|cx| rest.as_mut().poll_next(cx)).await {
+        Some(Ok(first)) => Ok(Committed { first, rest }),
+        Some(Err(error)) => Err(error),
+        None => Err(E::from(Rejected::Incomplete)),
+    }
+}
+
+/// What an operation hands to its stream at the commit point.
+pub(crate) struct Holdings<'p> {
+    pub(crate) listener: Option<&'p Arc<dyn Listener>>,
+    pub(crate) breaker: Option<BreakerRef<'p>>,
+    pub(crate) permit: Option<BulkheadPermit<'p>>,
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) idle: Option<Duration>,
+}
+
+/// The stream a streaming call returns once committed (see the [module docs](self)): the
+/// body's stream under the idle timeout and the deadline, holding the bulkhead permit until
+/// it ends. `Send` whenever the body's stream, its items and errors are; `Unpin` always, so
+/// `stream.next().await` works without pinning.
+#[must_use = "a stream does nothing unless polled, and holds its bulkhead permit until dropped"]
+pub struct ResilientStream<'p, T, E, S> {
+    first: Option<T>,
+    /// `None` once the stream has ended: the body's stream, permit and breaker are gone.
+    rest: Option<Pin<Box<S>>>,
+    holdings: Holdings<'p>,
+    /// Boxed when first armed, then reset for each gap.
+    timer: Option<Pin<Box<Sleep>>>,
+    /// The timer stands for a gap that an item has since closed.
+    stale: bool,
+    /// The armed timer is the idle timeout (else the deadline).
+    idle_cut: bool,
+    complete_when: Option<fn(&T) -> bool>,
+    finished: bool,
+    failed: bool,
+    error: PhantomData<fn() -> E>,
+}
+
+/// No field is ever pinned in place: the body's stream and the timer are boxed.
+impl<T, E, S> Unpin for ResilientStream<'_, T, E, S> {}
+
+impl<T, E, S> fmt::Debug for ResilientStream<'_, T, E, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResilientStream")
+            .field("ended", &self.rest.is_none())
+            .field("finished", &self.finished)
+            .field("deadline", &self.holdings.deadline)
+            .field("idle_timeout", &self.holdings.idle)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'p, T, E, S> ResilientStream<'p, T, E, S> {
+    pub(crate) fn new(committed: Committed<T, S>, holdings: Holdings<'p>) -> Self {
+        ResilientStream {
+            first: Some(committed.first),
+            rest: Some(committed.rest),
+            holdings,
+            timer: None,
+            stale: true,
+            idle_cut: false,
+            complete_when: None,
+            finished: false,
+            failed: false,
+            error: PhantomData,
+        }
+    }
+
+    /// Names the final item: a stream that ends before one yields `Err(Rejected::Incomplete)`
+    /// as its last item, and counts as a failure for the breaker. Set it before the first
+    /// poll (the first item may be the final one).
+    pub fn complete_when(mut self, is_final: fn(&T) -> bool) -> Self {
+        self.complete_when = Some(is_final);
+        self
+    }
+
+    /// Has the final item (per [`ResilientStream::complete_when`]) been seen?
+    pub fn is_complete(&self) -> bool {
+        self.finished
+    }
+}
+
+impl<T, E, S> Stream for ResilientStream<'_, T, E, S>
+where
+    S: Stream<Item = Result<T, E>>,
+    E: Transient + From<Rejected>,
+{
+    type Item = Result<T, E>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(Ok(this.item(first))));
+        }
+        let Some(rest) = this.rest.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match rest.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(next))) => Poll::Ready(Some(Ok(this.item(next)))),
+            Poll::Ready(Some(Err(error))) => {
+                this.stale = true;
+                if error.is_transient() {
+                    this.fail();
+                }
+                Poll::Ready(Some(Err(error)))
+            }
+            Poll::Ready(None) => {
+                let incomplete = this.complete_when.is_some() && !this.finished;
+                if incomplete {
+                    this.fail();
+                }
+                this.end();
+                Poll::Ready(incomplete.then(|| Err(E::from(Rejected::Incomplete))))
+            }
+            Poll::Pending => {
+                if this.stale {
+                    this.stale = false;
+                    if !this.arm() {
+                        return Poll::Pending;
+                    }
+                }
+                let fired = this
+                    .timer
+                    .as_mut()
+                    .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+                if !fired {
+                    return Poll::Pending;
+                }
+                let rejected = match this.holdings.idle {
+                    Some(after) if this.idle_cut => {
+                        this.fail();
+                        Rejected::Idle { after }
+                    }
+                    _ => Rejected::DeadlineExceeded,
+                };
+                this.end();
+                Poll::Ready(Some(Err(E::from(rejected))))
+            }
+        }
+    }
+}
+
+impl<T, E, S> ResilientStream<'_, T, E, S> {
+    /// An item for the consumer: notes whether it is the final one, and that the gap it
+    /// closed no longer stands.
+    fn item(&mut self, item: T) -> T {
+        self.stale = true;
+        if self.complete_when.is_some_and(|is_final| is_final(&item)) {
+            self.finished = true;
+        }
+        item
+    }
+
+    /// Arms the timer for the gap starting now: the idle timeout or the deadline, whichever
+    /// comes first. Returns whether a limit applies at all.
+    fn arm(&mut self) -> bool {
+        let idle_end = self.holdings.idle.map(|idle| later(Instant::now(), idle));
+        let (at, idle_cut) = match (idle_end, self.holdings.deadline) {
+            (Some(idle), Some(deadline)) if deadline <= idle => (deadline, false),
+            (Some(idle), _) => (idle, true),
+            (None, Some(deadline)) => (deadline, false),
+            (None, None) => return false,
+        };
+        self.idle_cut = idle_cut;
+        match &mut self.timer {
+            Some(timer) => timer.as_mut().reset(at),
+            None => self.timer = Some(Box::pin(tokio::time::sleep_until(at))),
+        }
+        true
+    }
+
+    /// Counts the stream's failure for the breaker, once per stream.
+    fn fail(&mut self) {
+        if std::mem::replace(&mut self.failed, true) {
+            return;
+        }
+        let Some(breaker) = &self.holdings.breaker else {
+            return;
+        };
+        let breaker = breaker.get();
+        if let (Some(transition), Some(listener)) =
+            (breaker.record_failure(), self.holdings.listener)
+        {
+            listener.on_event(&Event::BreakerTransition {
+                breaker: breaker.name(),
+                transition,
+            });
+        }
+    }
+
+    /// The stream is over: the body's stream (its connection), the bulkhead permit and the
+    /// breaker's lease go at once, not when the consumer drops this wrapper.
+    fn end(&mut self) {
+        self.rest = None;
+        self.timer = None;
+        self.holdings.permit = None;
+        self.holdings.breaker = None;
+    }
+}
+
+/// What a streaming `#[resilient]` function with a `fallback` returns: the primary stream,
+/// or the fallback's when the operation failed (boxed: it is the rare path).
+#[derive(Debug)]
+pub enum OrFallback<P, F> {
+    /// The function's own stream.
+    Primary(P),
+    /// The fallback's stream.
+    Fallback(Pin<Box<F>>),
+}
+
+impl<P, F> OrFallback<P, F> {
+    /// Is this the fallback's stream?
+    pub fn is_fallback(&self) -> bool {
+        matches!(self, OrFallback::Fallback(_))
+    }
+}
+
+impl<P, F, I> Stream for OrFallback<P, F>
+where
+    P: Stream<Item = I> + Unpin,
+    F: Stream<Item = I>,
+{
+    type Item = I;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<I>> {
+        match self.get_mut() {
+            OrFallback::Primary(stream) => Pin::new(stream).poll_next(cx),
+            OrFallback::Fallback(stream) => stream.as_mut().poll_next(cx),
+        }
+    }
+}
