@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
 use http::StatusCode;
 use resil::{resilient, Operation, Rejected, Transient};
 
@@ -23,6 +25,9 @@ pub enum ClientError {
     /// The stream ended before its final `[DONE]`.
     #[error("the answer stopped before its end")]
     Truncated,
+    /// The provider sent something that is not a chat event: asking again will not help.
+    #[error("malformed event stream: {0}")]
+    Malformed(String),
     /// The runtime stopped the call.
     #[error(transparent)]
     Rejected(#[from] Rejected),
@@ -35,6 +40,7 @@ impl Transient for ClientError {
             ClientError::Status { status, .. } => status.is_transient(),
             ClientError::Http(error) => error.is_transient(),
             ClientError::Truncated => true,
+            ClientError::Malformed(_) => false,
             ClientError::Rejected(rejected) => rejected.is_transient(),
         }
     }
@@ -45,6 +51,22 @@ impl Transient for ClientError {
             ClientError::Rejected(rejected) => rejected.retry_after(),
             _ => None,
         }
+    }
+}
+
+/// One event of a streamed answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Chunk {
+    /// The next piece of text.
+    Token(String),
+    /// `data: [DONE]`: the answer is complete.
+    Done,
+}
+
+impl Chunk {
+    /// Is this the final event? (`complete_when = Chunk::is_final`)
+    pub fn is_final(&self) -> bool {
+        *self == Chunk::Done
     }
 }
 
@@ -86,13 +108,54 @@ impl ChatClient {
         self.stream(path).await
     }
 
+    /// Streaming: returns once the first event is in hand (within 300 ms of the request,
+    /// retried twice before that), then ends with an error if the provider goes silent for
+    /// 300 ms or the answer ends without `[DONE]`, and within 10 s in any case.
+    #[resilient(
+        first_item_timeout = "300ms",
+        idle_timeout = "300ms",
+        deadline = "10s",
+        retry = 2,
+        backoff = "50ms..100ms",
+        complete_when = Chunk::is_final
+    )]
+    pub async fn stream_chat(
+        &self,
+        path: &str,
+    ) -> Result<impl Stream<Item = Result<Chunk, ClientError>>, ClientError> {
+        self.events(path).await
+    }
+
+    /// The whole answer at once, read from the same events.
     async fn stream(&self, path: &str) -> Result<Completion, ClientError> {
         let operation = Operation::current();
+        let mut events = std::pin::pin!(self.events(path).await?);
+        let mut text = String::new();
+        while let Some(chunk) = events.next().await {
+            match chunk? {
+                Chunk::Token(token) => text.push_str(&token),
+                Chunk::Done => {
+                    return Ok(Completion {
+                        text,
+                        attempt: operation.map_or(0, |o| o.attempt()),
+                    })
+                }
+            }
+        }
+        Err(ClientError::Truncated)
+    }
+
+    /// Sends the request (with the operation's id as `Idempotency-Key`) and decodes the
+    /// answer's server-sent events into chunks.
+    async fn events(
+        &self,
+        path: &str,
+    ) -> Result<impl Stream<Item = Result<Chunk, ClientError>> + Send + 'static, ClientError> {
         let mut request = self.http.post(format!("{}{path}", self.base));
-        if let Some(operation) = &operation {
+        if let Some(operation) = Operation::current() {
             request = request.header("idempotency-key", operation.id().to_string());
         }
-        let mut response = request.send().await?;
+        let response = request.send().await?;
         let status = response.status();
         if !status.is_success() {
             return Err(ClientError::Status {
@@ -100,30 +163,33 @@ impl ChatClient {
                 retry_after: resil::http::retry_after(response.headers()),
             });
         }
-        let mut buffer = String::new();
-        let mut text = String::new();
-        while let Some(chunk) = response.chunk().await? {
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buffer.find("\n\n") {
-                let event: String = buffer.drain(..end + 2).collect();
-                let Some(data) = event.trim().strip_prefix("data: ") else {
-                    continue;
-                };
-                if data == "[DONE]" {
-                    return Ok(Completion {
-                        text,
-                        attempt: operation.map_or(0, |o| o.attempt()),
-                    });
-                }
-                let value: serde_json::Value =
-                    serde_json::from_str(data).map_err(|_| ClientError::Truncated)?;
-                if let Some(token) = value["choices"][0]["delta"]["content"].as_str() {
-                    text.push_str(token);
-                }
-            }
-        }
-        Err(ClientError::Truncated)
+        Ok(decode(response.bytes_stream()))
     }
+}
+
+/// Server-sent events (any line ends, split anywhere, with `event:` and `id:` fields) to
+/// chunks: each `data:` holds a chat delta or `[DONE]`.
+pub fn decode<S, B>(bytes: S) -> impl Stream<Item = Result<Chunk, ClientError>>
+where
+    S: Stream<Item = Result<B, reqwest::Error>>,
+    B: AsRef<[u8]>,
+{
+    bytes.eventsource().map(|event| {
+        let event = event.map_err(|error| match error {
+            EventStreamError::Transport(error) => ClientError::Http(error),
+            EventStreamError::Utf8(error) => ClientError::Malformed(error.to_string()),
+            EventStreamError::Parser(error) => ClientError::Malformed(error.to_string()),
+        })?;
+        if event.data == "[DONE]" {
+            return Ok(Chunk::Done);
+        }
+        let value: serde_json::Value = serde_json::from_str(&event.data)
+            .map_err(|error| ClientError::Malformed(error.to_string()))?;
+        let token = value["choices"][0]["delta"]["content"]
+            .as_str()
+            .unwrap_or_default();
+        Ok(Chunk::Token(token.to_owned()))
+    })
 }
 
 /// One step of the [`tour`].
@@ -225,4 +291,51 @@ pub async fn tour() -> std::io::Result<Vec<Step>> {
 
     provider.stop().await;
     Ok(steps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    /// Decodes `frames` as if they arrived one by one from the network.
+    async fn decoded(frames: &[&[u8]]) -> Vec<Chunk> {
+        let frames: Vec<Result<Bytes, reqwest::Error>> = frames
+            .iter()
+            .map(|frame| Ok(Bytes::copy_from_slice(frame)))
+            .collect();
+        decode(futures::stream::iter(frames))
+            .map(|chunk| chunk.unwrap())
+            .collect()
+            .await
+    }
+
+    fn delta(text: &str) -> String {
+        format!(r#"data: {{"choices":[{{"delta":{{"content":"{text}"}}}}]}}"#)
+    }
+
+    #[tokio::test]
+    async fn a_multibyte_character_split_across_frames_stays_whole() {
+        let event = format!("{}\n\n", delta("🌍"));
+        let split = event.find('🌍').unwrap() + 2;
+        let chunks = decoded(&[&event.as_bytes()[..split], &event.as_bytes()[split..]]).await;
+        assert_eq!(chunks, [Chunk::Token("🌍".into())]);
+    }
+
+    #[tokio::test]
+    async fn crlf_line_ends_are_line_ends() {
+        let stream = format!("{}\r\n\r\ndata: [DONE]\r\n\r\n", delta("hi"));
+        let chunks = decoded(&[stream.as_bytes()]).await;
+        assert_eq!(chunks, [Chunk::Token("hi".into()), Chunk::Done]);
+    }
+
+    #[tokio::test]
+    async fn events_with_event_and_id_lines_keep_their_data() {
+        let stream = format!(
+            "event: message\nid: 7\n{}\n\n: a comment\nevent: message\ndata: [DONE]\n\n",
+            delta("hi")
+        );
+        let chunks = decoded(&[stream.as_bytes()]).await;
+        assert_eq!(chunks, [Chunk::Token("hi".into()), Chunk::Done]);
+    }
 }

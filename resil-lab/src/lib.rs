@@ -12,6 +12,7 @@ pub mod fallback_trap;
 pub mod mock;
 pub mod report;
 pub mod retry_storm;
+pub mod streaming;
 pub mod thundering_herd;
 pub mod triage;
 pub mod worst_case;

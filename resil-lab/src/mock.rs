@@ -4,6 +4,11 @@
 //! - `POST /v1/chat/completions`: streams `tokens` chunks (`?tokens=N`, default 5), each after
 //!   `?delay=ms` (default 0), then `data: [DONE]`. `?cut=N` abandons the stream after N
 //!   chunks: by connection reset, or with `&how=close` by an orderly end without `[DONE]`.
+//!   `?stall=N` stops sending after N chunks (0: before the first) and holds the connection
+//!   open until the client leaves. `?fail_first=K` answers the first K such requests 429 with
+//!   `Retry-After`. `?style=hostile` sends what real servers send and naive parsers break on:
+//!   `\r\n` line ends, an `event:` and an `id:` line in each event, multibyte text, and each
+//!   event in two frames split inside a multibyte character.
 //!   At most 3 requests generate at once; beyond that, 429 with `Retry-After` (1 s by
 //!   default). With an `Idempotency-Key` header, a key seen before replays the answer
 //!   generated for it (waiting for it if it is still being generated) instead of generating
@@ -54,6 +59,8 @@ struct State {
     replays: AtomicU32,
     rate_limited: AtomicU32,
     generating: AtomicU32,
+    /// Requests that asked for `fail_first`, so far.
+    asked_to_fail: AtomicU32,
     capacity: u32,
     retry_after_secs: u64,
     /// Idempotency key → the answer's chunks, filled in when generation ends.
@@ -192,7 +199,13 @@ fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> 
     let tokens: usize = number("tokens", 5);
     let delay = Duration::from_millis(number("delay", 0) as u64);
     let cut: Option<usize> = query(&request, "cut").and_then(|v| v.parse().ok());
+    let stall: Option<usize> = query(&request, "stall").and_then(|v| v.parse().ok());
     let orderly = query(&request, "how").as_deref() == Some("close");
+    let hostile = query(&request, "style").as_deref() == Some("hostile");
+    let fail_first: u32 = number("fail_first", 0) as u32;
+    if fail_first > 0 && state.asked_to_fail.fetch_add(1, Ordering::SeqCst) < fail_first {
+        return too_many_requests(&state);
+    }
     let key = request
         .headers()
         .get("idempotency-key")
@@ -226,12 +239,7 @@ fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> 
         None => {
             if state.generating.fetch_add(1, Ordering::SeqCst) >= state.capacity {
                 state.generating.fetch_sub(1, Ordering::SeqCst);
-                state.rate_limited.fetch_add(1, Ordering::SeqCst);
-                let mut response = full(StatusCode::TOO_MANY_REQUESTS, r#"{"error":"overloaded"}"#);
-                response
-                    .headers_mut()
-                    .insert(http::header::RETRY_AFTER, state.retry_after_secs.into());
-                return response;
+                return too_many_requests(&state);
             }
             state.generations.fetch_add(1, Ordering::SeqCst);
             let (done, answer) = watch::channel(None);
@@ -242,7 +250,9 @@ fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> 
                 tokens,
                 delay,
                 cut,
+                stall,
                 orderly,
+                hostile,
                 key,
             };
             tokio::spawn(generate(state, generation, tx, done));
@@ -259,10 +269,37 @@ fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> 
     response
 }
 
+fn too_many_requests(state: &State) -> Response<Body> {
+    state.rate_limited.fetch_add(1, Ordering::SeqCst);
+    let mut response = full(StatusCode::TOO_MANY_REQUESTS, r#"{"error":"overloaded"}"#);
+    response
+        .headers_mut()
+        .insert(http::header::RETRY_AFTER, state.retry_after_secs.into());
+    response
+}
+
 fn sse(token: &str) -> Bytes {
     Bytes::from(format!(
         "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{token}\"}}}}]}}\n\n"
     ))
+}
+
+/// The `n`-th token: plain, or with multibyte characters for the hostile style.
+fn token(n: usize, hostile: bool) -> String {
+    if hostile {
+        format!("héllo{n} 🌍 ")
+    } else {
+        format!("token{n} ")
+    }
+}
+
+/// One event as the hostile style sends it: `\r\n` line ends, `event:` and `id:` lines, in
+/// two frames split inside the first four-byte character.
+fn hostile_frames(n: usize, data: &str) -> [Bytes; 2] {
+    let event = format!("event: message\r\nid: {n}\r\ndata: {data}\r\n\r\n");
+    let split = event.find('🌍').map_or(event.len() / 2, |at| at + 2);
+    let bytes = Bytes::from(event);
+    [bytes.slice(..split), bytes.slice(split..)]
 }
 
 /// What one request asked to be generated.
@@ -270,7 +307,9 @@ struct Generation {
     tokens: usize,
     delay: Duration,
     cut: Option<usize>,
+    stall: Option<usize>,
     orderly: bool,
+    hostile: bool,
     key: Option<String>,
 }
 
@@ -280,14 +319,17 @@ async fn generate(
     state: Arc<State>,
     generation: Generation,
     tx: mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
-    done: watch::Sender<Answer>,
+    finished: watch::Sender<Answer>,
 ) {
     let mut chunks = Vec::with_capacity(generation.tokens);
     for n in 0..generation.tokens {
         tokio::time::sleep(generation.delay).await;
-        let token = format!("token{n} ");
-        if generation.cut == Some(n) {
-            if !generation.orderly {
+        let token = token(n, generation.hostile);
+        if generation.cut == Some(n) || generation.stall == Some(n) {
+            if generation.stall == Some(n) {
+                // Silent, with the connection open, until the client gives up.
+                tx.closed().await;
+            } else if !generation.orderly {
                 let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut");
                 let _ = tx.send(Err(reset)).await;
             }
@@ -298,14 +340,26 @@ async fn generate(
             state.generating.fetch_sub(1, Ordering::SeqCst);
             return;
         }
-        let _ = tx.send(Ok(Frame::data(sse(&token)))).await;
+        if generation.hostile {
+            let data = format!(r#"{{"choices":[{{"delta":{{"content":"{token}"}}}}]}}"#);
+            for frame in hostile_frames(n, &data) {
+                let _ = tx.send(Ok(Frame::data(frame))).await;
+            }
+        } else {
+            let _ = tx.send(Ok(Frame::data(sse(&token)))).await;
+        }
         chunks.push(token);
     }
+    let done = if generation.hostile {
+        "event: message\r\ndata: [DONE]\r\n\r\n"
+    } else {
+        "data: [DONE]\n\n"
+    };
     let _ = tx
-        .send(Ok(Frame::data(Bytes::from_static(b"data: [DONE]\n\n"))))
+        .send(Ok(Frame::data(Bytes::from_static(done.as_bytes()))))
         .await;
     state.generating.fetch_sub(1, Ordering::SeqCst);
-    let _ = done.send(Some(Arc::new(chunks)));
+    let _ = finished.send(Some(Arc::new(chunks)));
 }
 
 /// One JSON object for a step of a client's run against the mock.

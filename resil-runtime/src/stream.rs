@@ -12,7 +12,8 @@
 //!   `idle_timeout` of the previous one, and with one `Err(Rejected::DeadlineExceeded)` when
 //!   the operation's deadline passes (the deadline bounds the whole stream, to its last item);
 //! - ends with one `Err(Rejected::Incomplete)` when the body's stream ends before an item
-//!   that [`ResilientStream::complete_when`] recognises as the final one;
+//!   that [`ResilientStream::complete_when`] recognises as the final one (unless it yielded
+//!   an error already);
 //! - holds the bulkhead permit (and the per-key breaker) until it ends or is dropped;
 //! - counts, for the breaker, the first item as the attempt's success, and a transient error,
 //!   an idle timeout or an incomplete end after it as one failure; a consumer that drops the
@@ -117,6 +118,9 @@ pub struct ResilientStream<'p, T, E, S> {
     idle_cut: bool,
     complete_when: Option<fn(&T) -> bool>,
     finished: bool,
+    /// An error item was yielded.
+    errored: bool,
+    /// A failure was counted for the breaker.
     failed: bool,
     error: PhantomData<fn() -> E>,
 }
@@ -146,13 +150,15 @@ impl<'p, T, E, S> ResilientStream<'p, T, E, S> {
             idle_cut: false,
             complete_when: None,
             finished: false,
+            errored: false,
             failed: false,
             error: PhantomData,
         }
     }
 
-    /// Names the final item: a stream that ends before one yields `Err(Rejected::Incomplete)`
-    /// as its last item, and counts as a failure for the breaker. Set it before the first
+    /// Names the final item: a stream that ends before one (and yielded no error, which would
+    /// have told the consumer already) yields `Err(Rejected::Incomplete)` as its last item,
+    /// and counts as a failure for the breaker. Set it before the first
     /// poll (the first item may be the final one).
     pub fn complete_when(mut self, is_final: fn(&T) -> bool) -> Self {
         self.complete_when = Some(is_final);
@@ -184,13 +190,15 @@ where
             Poll::Ready(Some(Ok(next))) => Poll::Ready(Some(Ok(this.item(next)))),
             Poll::Ready(Some(Err(error))) => {
                 this.stale = true;
+                this.errored = true;
                 if error.is_transient() {
                     this.fail();
                 }
                 Poll::Ready(Some(Err(error)))
             }
             Poll::Ready(None) => {
-                let incomplete = this.complete_when.is_some() && !this.finished;
+                // After an error item the consumer knows the stream failed: its end says no more.
+                let incomplete = this.complete_when.is_some() && !this.finished && !this.errored;
                 if incomplete {
                     this.fail();
                 }

@@ -279,6 +279,15 @@ async fn an_incomplete_stream_is_retried_before_the_commit_and_reported_after() 
     assert_eq!(provider.connects(), 1);
     assert_eq!(policy.breaker().unwrap().failures(), 1);
 
+    // An error item told the consumer already: the end that follows adds no `Incomplete`.
+    let failed = policy
+        .run_stream(|| provider.connect(0, vec![Item(0, "Hel"), Fail(10, TestError::BadRequest)]))
+        .await
+        .unwrap()
+        .complete_when(is_done);
+    let items: Vec<_> = failed.collect().await;
+    assert_eq!(items, [Ok("Hel"), Err(TestError::BadRequest)]);
+
     let complete = policy
         .run_stream(|| provider.connect(0, vec![Item(0, "Hel"), Item(10, "[DONE]")]))
         .await
