@@ -248,8 +248,9 @@ fn check_stream_keys(args: &ResilientArgs, streaming: bool, errors: &mut Errors)
 /// the consumer as items, so they need the function's error type.
 fn stream_shape(sig: &Signature, errors: &mut Errors) -> (bool, Option<(Type, Type)>) {
     match stream_item(sig) {
-        None => (false, None),
         Some((item, error)) => (true, stream_types(item, error, errors)),
+        // `fn … -> impl Stream`: reported by `check_signature`; its stream keys are not.
+        None => (returns_bare_stream(sig), None),
     }
 }
 
@@ -259,10 +260,15 @@ fn stream_item(sig: &Signature) -> Option<(&Type, &Type)> {
         return None;
     };
     let [ok, error] = generic_types(output, "Result")?;
-    let Type::ImplTrait(bounds) = ok else {
+    Some((stream_bound(ok)?, error))
+}
+
+/// The `Item` of `impl Stream<Item = …>`.
+fn stream_bound(ty: &Type) -> Option<&Type> {
+    let Type::ImplTrait(bounds) = ty else {
         return None;
     };
-    let item = bounds.bounds.iter().find_map(|bound| match bound {
+    bounds.bounds.iter().find_map(|bound| match bound {
         syn::TypeParamBound::Trait(bound) => {
             let last = bound.path.segments.last()?;
             if last.ident != "Stream" {
@@ -277,8 +283,7 @@ fn stream_item(sig: &Signature) -> Option<(&Type, &Type)> {
             })
         }
         _ => None,
-    })?;
-    Some((item, error))
+    })
 }
 
 fn stream_types(item: &Type, error: &Type, errors: &mut Errors) -> Option<(Type, Type)> {
@@ -318,7 +323,20 @@ fn generic_types<'t>(ty: &'t Type, name: &str) -> Option<[&'t Type; 2]> {
     Some([types.next()?, types.next()?])
 }
 
+fn returns_bare_stream(sig: &Signature) -> bool {
+    matches!(&sig.output, ReturnType::Type(_, output) if stream_bound(output).is_some())
+}
+
 fn check_signature(sig: &Signature, errors: &mut Errors) {
+    if let ReturnType::Type(_, output) = &sig.output {
+        if stream_bound(output).is_some() {
+            errors.push(
+                output.span(),
+                "#[resilient] guards a stream through the call that opens it: write `async fn … -> Result<impl Stream<Item = Result<T, E>>, E>`, connect in the body and return `Ok(stream)`; the attribute retries until the first item and then hands the stream over",
+            );
+            return;
+        }
+    }
     if sig.asyncness.is_none() {
         errors.push(
             sig.fn_token.span,
