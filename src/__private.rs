@@ -92,6 +92,33 @@ pub fn complete_when<T>(is_final: fn(&T) -> bool) -> fn(&T) -> bool {
     is_final
 }
 
+/// A whole number of tokens, for `rate_cost`.
+#[diagnostic::on_unimplemented(
+    message = "`rate_cost` must be a whole number of units (tokens), not `{Self}`",
+    label = "this is not a count",
+    note = "give an unsigned integer (u8, u16, u32, u64 or usize), such as `rate_cost = req.max_tokens`"
+)]
+pub trait Cost {
+    /// The count, saturating at `u64::MAX`.
+    fn units(self) -> u64;
+}
+
+macro_rules! cost {
+    ($($ty:ty),*) => {$(
+        impl Cost for $ty {
+            fn units(self) -> u64 {
+                u64::try_from(self).unwrap_or(u64::MAX)
+            }
+        }
+    )*};
+}
+cost!(u8, u16, u32, u64, usize);
+
+/// What one attempt costs the token gate.
+pub fn cost(cost: impl Cost) -> u64 {
+    cost.units()
+}
+
 /// The outcome of the only attempt of a policy without retries.
 pub fn single<T, E>(next: Next<T, E>) -> Outcome<T, E> {
     match next {

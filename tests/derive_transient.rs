@@ -94,3 +94,49 @@ fn structs_and_generics() {
     assert!(Generic::Inner(Provider::Busy).is_transient());
     assert!(!Generic::<Provider>::Other.is_transient());
 }
+
+/// Throttles, and a status field that decides (feature `http`).
+#[cfg(feature = "http")]
+mod statuses {
+    use super::*;
+    use resil::http::{HttpError, StatusCode};
+
+    #[derive(Debug, Transient)]
+    enum Gateway {
+        /// A 429: retried after its wait, never counted toward opening a breaker.
+        #[transient(throttle, retry_after = wait)]
+        TooFast { wait: Duration },
+        /// One variant for every status: the status decides.
+        #[transient(by = status, retry_after = retry_after)]
+        Status {
+            status: StatusCode,
+            retry_after: Option<Duration>,
+        },
+        #[transient(transparent)]
+        Http(HttpError),
+    }
+
+    #[test]
+    fn throttles_and_statuses_that_decide() {
+        let too_fast = Gateway::TooFast {
+            wait: Duration::from_secs(1),
+        };
+        assert!(too_fast.is_transient() && too_fast.is_throttle());
+        assert_eq!(too_fast.retry_after(), Some(Duration::from_secs(1)));
+        let status = |code: u16| Gateway::Status {
+            status: StatusCode::from_u16(code).unwrap(),
+            retry_after: Some(Duration::from_secs(3)),
+        };
+        assert!(status(429).is_transient() && status(429).is_throttle());
+        assert!(status(503).is_transient() && !status(503).is_throttle());
+        assert!(!status(401).is_transient() && !status(401).is_throttle());
+        assert_eq!(status(503).retry_after(), Some(Duration::from_secs(3)));
+        let quota = Gateway::Http(HttpError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            retry_after: None,
+            body: r#"{"error":{"code":"insufficient_quota"}}"#.into(),
+        });
+        assert!(!quota.is_transient() && !quota.is_throttle());
+        assert!(!Provider::Busy.is_throttle());
+    }
+}

@@ -10,7 +10,7 @@ use syn::Expr;
 
 use resil_spec::Jitter;
 
-use crate::values::{self, BreakerArg, Budget};
+use crate::values::{self, BreakerArg, Budget, Rate};
 
 /// A value with where it was written.
 pub(crate) struct Setting<T> {
@@ -66,6 +66,10 @@ keys! {
     breaker_cooldown: Duration = values::duration_value, "time open before one probe";
     max_keys: u32 = values::count_value, "per-key breakers kept at most";
     bulkhead: u32 = values::count_value, "operations in flight at most";
+    bulkhead_queue: u32 = values::count_value, "callers that may wait for a place in the bulkhead";
+    rate: Rate = values::rate, "attempts per period, retries included";
+    token_rate: Rate = values::rate, "units of cost (tokens) per period";
+    rate_cost: Expr = values::expression, "what one attempt costs the token gate";
     fallback: syn::Path = values::path, "an async fn with the same arguments";
     retry_budget: Budget = values::budget, "retries as a share of first attempts";
     nested: bool = values::nesting, "keep this call's own retries inside another operation";

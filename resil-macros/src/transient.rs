@@ -11,8 +11,25 @@ use crate::errors::Errors;
 /// What a `#[transient(...)]` attribute says about a variant or a struct.
 enum Marking {
     Permanent,
-    Transient { retry_after: Option<Member> },
+    /// `#[transient]`, `#[transient(retry_after = f)]`, `#[transient(throttle, ...)]`.
+    Transient {
+        retry_after: Option<Member>,
+        throttle: bool,
+    },
+    /// `#[transient(by = status)]`: the field (a status code, say) decides.
+    By {
+        field: Member,
+        retry_after: Option<Member>,
+    },
     Transparent,
+}
+
+/// The match arms of the three methods, one or more per variant.
+#[derive(Default)]
+struct Arms {
+    is_transient: Vec<TokenStream>,
+    retry_after: Vec<TokenStream>,
+    is_throttle: Vec<TokenStream>,
 }
 
 pub(crate) fn derive(input: TokenStream) -> TokenStream {
@@ -45,8 +62,7 @@ pub(crate) fn derive(input: TokenStream) -> TokenStream {
 //         }
 fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     let mut errors = Errors::default();
-    let mut is_transient = Vec::new();
-    let mut retry_after = Vec::new();
+    let mut arms = Arms::default();
     match &input.data {
         Data::Enum(data) => {
             if let Some(attr) = input.attrs.iter().find(|a| a.path().is_ident("transient")) {
@@ -65,13 +81,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                     variant.ident.span(),
                     &mut errors,
                 ) {
-                    Some(marking) => arms(
-                        &pattern,
-                        &variant.fields,
-                        marking,
-                        &mut is_transient,
-                        &mut retry_after,
-                    ),
+                    Some(marking) => arms.add(&pattern, &variant.fields, marking),
                     None => continue,
                 }
             }
@@ -81,13 +91,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             if let Some(marking) =
                 marking(&input.attrs, &data.fields, input.ident.span(), &mut errors)
             {
-                arms(
-                    &quote! { Self },
-                    &data.fields,
-                    marking,
-                    &mut is_transient,
-                    &mut retry_after,
-                );
+                arms.add(&quote! { Self }, &data.fields, marking);
             }
         }
         Data::Union(data) => {
@@ -101,6 +105,11 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
 
     let name = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let Arms {
+        is_transient,
+        retry_after,
+        is_throttle,
+    } = arms;
     let is_transient = if is_transient.is_empty() {
         quote! { false }
     } else {
@@ -122,48 +131,70 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                     _ => ::core::option::Option::None,
                 }
             }
+            fn is_throttle(&self) -> bool {
+                #[allow(unreachable_patterns)]
+                match self {
+                    #(#is_throttle)*
+                    _ => false,
+                }
+            }
         }
     })
 }
 
-/// Adds the match arms of one variant (or of the struct).
-fn arms(
-    pattern: &TokenStream,
-    fields: &Fields,
-    marking: Marking,
-    is_transient: &mut Vec<TokenStream>,
-    retry_after: &mut Vec<TokenStream>,
-) {
-    let all = match fields {
-        Fields::Named(_) => quote! { { .. } },
-        Fields::Unnamed(_) => quote! { (..) },
-        Fields::Unit => quote! {},
-    };
-    match marking {
-        Marking::Permanent => is_transient.push(quote! { #pattern #all => false, }),
-        Marking::Transient { retry_after: field } => {
-            is_transient.push(quote! { #pattern #all => true, });
-            if let Some(field) = field {
-                let (binding, bind) = bind(fields, &field);
-                retry_after.push(quote_spanned! {field.span()=>
-                    #pattern #binding => ::resil::__private::RetryAfterField::retry_after_field(#bind),
+impl Arms {
+    /// Adds the match arms of one variant (or of the struct).
+    fn add(&mut self, pattern: &TokenStream, fields: &Fields, marking: Marking) {
+        let all = match fields {
+            Fields::Named(_) => quote! { { .. } },
+            Fields::Unnamed(_) => quote! { (..) },
+            Fields::Unit => quote! {},
+        };
+        let wait = |field: &Member| {
+            let (binding, bind) = bind(fields, field);
+            quote_spanned! {field.span()=>
+                #pattern #binding => ::resil::__private::RetryAfterField::retry_after_field(#bind),
+            }
+        };
+        let delegate = |field: &Member, method: TokenStream| {
+            let (binding, bind) = bind(fields, field);
+            quote_spanned! {field.span()=>
+                #pattern #binding => ::resil::__private::Transient::#method(#bind),
+            }
+        };
+        match marking {
+            Marking::Permanent => self.is_transient.push(quote! { #pattern #all => false, }),
+            Marking::Transient {
+                retry_after,
+                throttle,
+            } => {
+                self.is_transient.push(quote! { #pattern #all => true, });
+                if throttle {
+                    self.is_throttle.push(quote! { #pattern #all => true, });
+                }
+                self.retry_after.extend(retry_after.as_ref().map(wait));
+            }
+            Marking::By { field, retry_after } => {
+                self.is_transient
+                    .push(delegate(&field, quote!(is_transient)));
+                self.is_throttle.push(delegate(&field, quote!(is_throttle)));
+                self.retry_after.push(match &retry_after {
+                    Some(retry_after) => wait(retry_after),
+                    None => delegate(&field, quote!(retry_after)),
                 });
             }
-        }
-        Marking::Transparent => {
-            let member = match fields {
-                Fields::Named(named) => {
-                    Member::Named(named.named[0].ident.clone().expect("named field"))
-                }
-                _ => Member::Unnamed(0.into()),
-            };
-            let (binding, bind) = bind(fields, &member);
-            is_transient.push(quote! {
-                #pattern #binding => ::resil::__private::Transient::is_transient(#bind),
-            });
-            retry_after.push(quote! {
-                #pattern #binding => ::resil::__private::Transient::retry_after(#bind),
-            });
+            Marking::Transparent => {
+                let field = match fields {
+                    Fields::Named(named) => {
+                        Member::Named(named.named[0].ident.clone().expect("named field"))
+                    }
+                    _ => Member::Unnamed(0.into()),
+                };
+                self.is_transient
+                    .push(delegate(&field, quote!(is_transient)));
+                self.retry_after.push(delegate(&field, quote!(retry_after)));
+                self.is_throttle.push(delegate(&field, quote!(is_throttle)));
+            }
         }
     }
 }
@@ -200,60 +231,83 @@ fn marking(
         return None;
     }
     if matches!(attr.meta, syn::Meta::Path(_)) {
-        return Some(Marking::Transient { retry_after: None });
+        return Some(Marking::Transient {
+            retry_after: None,
+            throttle: false,
+        });
     }
     let mut transparent = None;
+    let mut throttle = None;
+    let mut by = None;
     let mut retry_after = None;
+    let field = |meta: &syn::meta::ParseNestedMeta<'_>, example: &str| {
+        meta.value()?
+            .parse::<Member>()
+            .map_err(|_| meta.error(example))
+    };
     let parsed = attr.parse_nested_meta(|meta| {
         if meta.path.is_ident("transparent") {
             transparent = Some(meta.path.span());
-            Ok(())
+        } else if meta.path.is_ident("throttle") {
+            throttle = Some(meta.path.span());
+        } else if meta.path.is_ident("by") {
+            by = Some(field(&meta, "`by` names the field that decides, such as `#[transient(by = status)]` for a status code field")?);
         } else if meta.path.is_ident("retry_after") {
-            let value = meta.value()?;
-            let member: Member = value.parse().map_err(|_| {
-                meta.error("`retry_after` names the field that holds the wait, such as `#[transient(retry_after = wait)]` or `retry_after = 0` for a tuple field")
-            })?;
-            retry_after = Some(member);
-            Ok(())
+            retry_after = Some(field(&meta, "`retry_after` names the field that holds the wait, such as `#[transient(retry_after = wait)]` or `retry_after = 0` for a tuple field")?);
         } else {
-            Err(meta.error("#[transient] takes `retry_after = field` or `transparent`, such as `#[transient(retry_after = wait)]`"))
+            return Err(meta.error("#[transient] takes `retry_after = field`, `throttle`, `by = field` or `transparent`, such as `#[transient(retry_after = wait)]`"));
         }
+        Ok(())
     });
     if let Err(error) = parsed {
         errors.push(error.span(), error);
         return None;
     }
-    match (transparent, retry_after) {
-        (Some(span), Some(_)) => {
+    let named = [
+        (&by, "`by` names a field of this variant whose type implements `Transient`, such as a status code"),
+        (&retry_after, "`retry_after` names a field of this variant holding a `Duration` or `Option<Duration>`"),
+    ];
+    for (member, what) in named {
+        if let Some(member) = member.as_ref().filter(|m| !field_exists(fields, m)) {
+            errors.push(member.span(), format!("no such field here: {what}"));
+            return None;
+        }
+    }
+    if let Some(span) = transparent {
+        if throttle.is_some() || by.is_some() || retry_after.is_some() {
             errors.push(
                 span,
-                "`transparent` takes `retry_after` from the inner error: remove `retry_after`",
+                "`transparent` takes everything from the inner error: remove the other options",
             );
-            None
+            return None;
         }
-        (Some(span), None) if fields.len() != 1 => {
+        if fields.len() != 1 {
             errors.push(
                 span,
                 format!("#[transient(transparent)] delegates to the one field's own `Transient`, but there are {} fields: use it on a variant or struct with exactly one field", fields.len()),
             );
-            None
+            return None;
         }
-        (Some(_), None) => Some(Marking::Transparent),
-        (None, Some(member)) => {
-            if field_exists(fields, &member) {
-                Some(Marking::Transient {
-                    retry_after: Some(member),
-                })
-            } else {
-                errors.push(member.span(), "no such field here: `retry_after` names a field of this variant holding a `Duration` or `Option<Duration>`");
-                None
-            }
-        }
-        (None, None) => {
-            errors.push(span, "#[transient()] is empty: write `#[transient]`");
-            None
-        }
+        return Some(Marking::Transparent);
     }
+    if let Some(field) = by {
+        if let Some(span) = throttle {
+            errors.push(
+                span,
+                "with `by`, the field decides whether the error is a throttle: remove `throttle`",
+            );
+            return None;
+        }
+        return Some(Marking::By { field, retry_after });
+    }
+    if throttle.is_none() && retry_after.is_none() {
+        errors.push(span, "#[transient()] is empty: write `#[transient]`");
+        return None;
+    }
+    Some(Marking::Transient {
+        retry_after,
+        throttle: throttle.is_some(),
+    })
 }
 
 fn field_exists(fields: &Fields, member: &Member) -> bool {

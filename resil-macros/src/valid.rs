@@ -12,7 +12,7 @@ use resil_spec::{defaults, rules, Jitter};
 use crate::errors::Errors;
 use crate::keys::did_you_mean;
 use crate::keys::ResilientArgs;
-use crate::values::{BreakerArg, Budget};
+use crate::values::{BreakerArg, Budget, Rate};
 
 /// A checked `#[resilient]` configuration.
 pub(crate) struct Config {
@@ -26,6 +26,10 @@ pub(crate) struct Config {
     pub(crate) breaker: Option<Breaker>,
     pub(crate) max_keys: Option<u32>,
     pub(crate) bulkhead: Option<u32>,
+    pub(crate) bulkhead_queue: Option<u32>,
+    pub(crate) rate: Option<Rate>,
+    /// The token gate and the expression an attempt's cost is.
+    pub(crate) token_rate: Option<(Rate, syn::Expr)>,
     pub(crate) fallback: Option<syn::Path>,
     pub(crate) retry_budget: Option<Budget>,
     pub(crate) independent: bool,
@@ -164,6 +168,7 @@ pub(crate) fn check(
             }
         }
     }
+    check_gate_keys(&args, &mut errors);
     if args.fallback.is_some() {
         for input in &sig.inputs {
             if let FnArg::Typed(arg) = input {
@@ -198,6 +203,12 @@ pub(crate) fn check(
         }),
         max_keys: args.max_keys.map(|s| s.value),
         bulkhead: args.bulkhead.map(|s| s.value),
+        bulkhead_queue: args.bulkhead_queue.map(|s| s.value),
+        rate: args.rate.map(|s| s.value),
+        token_rate: args
+            .token_rate
+            .zip(args.rate_cost)
+            .map(|(rate, cost)| (rate.value, cost.value)),
         fallback: args.fallback.map(|s| s.value),
         retry_budget: args.retry_budget.map(|s| s.value),
         independent: args.nested.is_some_and(|s| s.value),
@@ -208,6 +219,34 @@ pub(crate) fn check(
             complete_when: args.complete_when.map(|s| s.value),
         }),
     })
+}
+
+/// The queue needs a bulkhead; the token gate and its cost need each other.
+fn check_gate_keys(args: &ResilientArgs, errors: &mut Errors) {
+    if let Some(queue) = &args.bulkhead_queue {
+        if args.bulkhead.is_none() {
+            errors.push(
+                queue.key,
+                "`bulkhead_queue` lets callers wait for a place in the bulkhead, but there is none: add `bulkhead = 8` (the calls in flight at once), or remove `bulkhead_queue`",
+            );
+        } else if queue.value == 0 {
+            errors.push(
+                queue.span,
+                "`bulkhead_queue = 0` lets nobody wait, as if it were not there: give the number of callers that may wait for a place, such as 16, or remove it",
+            );
+        }
+    }
+    match (&args.token_rate, &args.rate_cost) {
+        (Some(rate), None) => errors.push(
+            rate.key,
+            "`token_rate` weighs each attempt by its cost, which is missing: add `rate_cost = <an expression over the arguments>`, such as `rate_cost = req.max_tokens`",
+        ),
+        (None, Some(cost)) => errors.push(
+            cost.key,
+            "`rate_cost` says what an attempt costs the token gate, but there is none: add `token_rate = \"90000/min\"`, or remove `rate_cost`",
+        ),
+        _ => {}
+    }
 }
 
 /// The keys that belong to streams, and `timeout`, which does not.

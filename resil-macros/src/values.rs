@@ -25,6 +25,55 @@ pub(crate) struct Budget {
     pub(crate) min_per_sec: f64,
 }
 
+/// `rate = "60/min"` or `"10/s, burst 20"`: a count per period, and how many at once.
+#[derive(Clone, Copy)]
+pub(crate) struct Rate {
+    pub(crate) count: u64,
+    pub(crate) period: Duration,
+    pub(crate) burst: u64,
+}
+
+/// `rate = "60/min"`, `token_rate = "90000/min, burst 20000"`.
+pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
+    let text = string_value(name, value, "\"60/min\"")?;
+    let rate = parse_rate(&text).ok_or_else(|| {
+        syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a rate: write a count per `s`, `min` or `h`, such as \"60/min\", optionally with a burst, such as \"10/s, burst 20\""))
+    })?;
+    rules::rate(name, rate.count, rate.period, rate.burst)
+        .map_err(|rule| syn::Error::new(value.span(), rule))?;
+    Ok(rate)
+}
+
+/// `"60/min"` or `"10/s, burst 20"`; the burst is the count unless given.
+fn parse_rate(text: &str) -> Option<Rate> {
+    let (rate, burst) = match text.split_once(',') {
+        Some((rate, burst)) => (rate, Some(burst)),
+        None => (text, None),
+    };
+    let (count, unit) = rate.split_once('/')?;
+    let count: u64 = count.trim().parse().ok()?;
+    let period = match unit.trim() {
+        "s" => Duration::from_secs(1),
+        "min" => Duration::from_secs(60),
+        "h" => Duration::from_secs(3600),
+        _ => return None,
+    };
+    let burst = match burst {
+        None => count,
+        Some(burst) => burst.trim().strip_prefix("burst")?.trim().parse().ok()?,
+    };
+    Some(Rate {
+        count,
+        period,
+        burst,
+    })
+}
+
+/// `rate_cost = req.max_tokens`: any expression over the arguments.
+pub(crate) fn expression(_name: &'static str, value: &Expr) -> syn::Result<Expr> {
+    Ok(value.clone())
+}
+
 /// `backoff = "300ms..8s"`.
 pub(crate) fn range(name: &'static str, value: &Expr) -> syn::Result<(Duration, Duration)> {
     let span = value.span();

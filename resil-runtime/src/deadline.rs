@@ -7,11 +7,12 @@ use tokio::time::Instant;
 
 use crate::Rejected;
 
+/// "Practically never": thirty years, what tokio itself takes for "never".
+pub(crate) const NEVER: Duration = Duration::from_secs(86_400 * 365 * 30);
+
 /// `at + after`, saturating: a `Retry-After` of `u64::MAX` seconds or a builder's
-/// `Duration::MAX` means "practically never", not a panic. Thirty years is what tokio itself
-/// takes for "never".
+/// `Duration::MAX` means "practically never", not a panic.
 pub(crate) fn later(at: Instant, after: Duration) -> Instant {
-    const NEVER: Duration = Duration::from_secs(86_400 * 365 * 30);
     at.checked_add(after.min(NEVER))
         .or_else(|| at.checked_add(Duration::from_secs(86_400)))
         .unwrap_or(at)

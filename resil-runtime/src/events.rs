@@ -101,6 +101,9 @@ pub enum GiveUp {
     RetryAfterTooLong,
     /// The breaker opened meanwhile: the operation ends with the provider's last error.
     BreakerOpen,
+    /// The rate gate has no slot before the deadline: the operation ends with the provider's
+    /// last error.
+    RateLimited,
 }
 
 impl GiveUp {
@@ -114,6 +117,7 @@ impl GiveUp {
             GiveUp::DeadlineTooClose => "no time left before the deadline",
             GiveUp::RetryAfterTooLong => "asked to wait longer than retry_after_max",
             GiveUp::BreakerOpen => "the breaker opened",
+            GiveUp::RateLimited => "no rate slot before the deadline",
         }
     }
 }

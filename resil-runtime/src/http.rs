@@ -3,13 +3,19 @@
 //!
 //! 429 (too many requests), 408 (request timeout) and every 5xx (including 529, "overloaded")
 //! are transient; every other 4xx, 402 among them, is permanent: asking again will not
-//! change the answer. With feature `reqwest`, `reqwest::Error` is classified the same way by
-//! its status, and connect errors and timeouts are transient.
+//! change the answer. A 429 is a throttle: retried after its wait, never counted toward
+//! opening a breaker. With feature `reqwest`, [`classify`] turns a response into `Ok` or an
+//! [`HttpError`] that keeps the status, the wait and the body; `reqwest::Error` is classified
+//! by its status, and connect errors and timeouts are transient.
 
 use std::time::{Duration, SystemTime};
 
 use ::http::header::RETRY_AFTER;
-use ::http::{HeaderMap, StatusCode};
+use ::http::HeaderMap;
+
+/// The `http` crate's status code, which is `Transient` (re-exported so a derive can use
+/// `#[transient(by = status)]` on it without another dependency).
+pub use ::http::StatusCode;
 
 use crate::Transient;
 
@@ -28,10 +34,15 @@ impl Transient for StatusCode {
             || *self == StatusCode::REQUEST_TIMEOUT
             || self.is_server_error()
     }
+
+    fn is_throttle(&self) -> bool {
+        *self == StatusCode::TOO_MANY_REQUESTS
+    }
 }
 
-/// The wait a `Retry-After` header asks for (RFC 9110 §10.2.3): delay-seconds, or an
-/// HTTP-date (a date in the past means "now", zero). Anything else is `None`, never a panic.
+/// The wait a response asks for: `retry-after-ms` (milliseconds, sent by OpenAI and Azure)
+/// when present, else `Retry-After` (RFC 9110 §10.2.3): delay-seconds, or an HTTP-date (a
+/// date in the past means "now", zero). Anything else is `None`, never a panic.
 ///
 /// ```
 /// use http::{HeaderMap, HeaderValue};
@@ -50,10 +61,25 @@ pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 
 /// [`retry_after`] as of `now`, for HTTP-dates.
 pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let digits = |value: &str| -> Option<u64> {
+        // Longer than u64 units is not a wait anyone means: treat it as garbage.
+        (!value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| value.parse().ok())
+            .flatten()
+    };
+    let millis = headers
+        .get("retry-after-ms")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| digits(value.trim()));
+    if let Some(millis) = millis {
+        return Some(Duration::from_millis(millis));
+    }
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        // Longer than u64 seconds is not a wait anyone means: treat it as garbage.
-        return value.parse().ok().map(Duration::from_secs);
+    if let Some(seconds) = digits(value) {
+        return Some(Duration::from_secs(seconds));
+    }
+    if value.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
     }
     let date = httpdate::parse_http_date(value).ok()?;
     Some(date.duration_since(now).unwrap_or(Duration::ZERO))
@@ -62,9 +88,18 @@ pub fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> 
 /// Transient when the server answered 429, 408 or 5xx, when the connection could not be
 /// made or was lost (reset, closed mid-answer), or when the request timed out; permanent
 /// otherwise (a 4xx, a body that does not decode, a malformed request).
+///
+/// **A `reqwest::Error` has no headers**, so it cannot honour `Retry-After`: a client written
+/// `.send().await?.error_for_status()?` retries a 429 after its own backoff (milliseconds),
+/// not after the wait the server asked for, and collects another 429. Use [`classify`]
+/// instead of `error_for_status`: its [`HttpError`] keeps the wait.
 #[cfg(feature = "reqwest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 impl Transient for reqwest::Error {
+    fn is_throttle(&self) -> bool {
+        self.status().is_some_and(|status| status.is_throttle())
+    }
+
     fn is_transient(&self) -> bool {
         if let Some(status) = self.status() {
             return status.is_transient();
@@ -88,6 +123,99 @@ impl Transient for reqwest::Error {
         }
         false
     }
+}
+
+/// A response that was not a success, classified: what [`classify`] returns.
+///
+/// Transient for 429, 408 and 5xx, with the wait the response asked for; a 429 is a throttle.
+/// A 429 whose body says the quota is exhausted (`insufficient_quota`) is permanent: no wait
+/// will refill it. The message holds the start of the body, for logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError {
+    /// The status.
+    pub status: StatusCode,
+    /// The wait the response asked for (`retry-after-ms` or `Retry-After`).
+    pub retry_after: Option<Duration>,
+    /// The start of the body (at most [`HttpError::BODY_LIMIT`] bytes), as text.
+    pub body: String,
+}
+
+impl HttpError {
+    /// The most of a body kept for the message: enough for a provider's error JSON, not a
+    /// hostile body's gigabytes.
+    pub const BODY_LIMIT: usize = 4096;
+
+    /// Does the body say the account's quota is used up (OpenAI's `insufficient_quota`)?
+    pub fn quota_exhausted(&self) -> bool {
+        self.status == StatusCode::TOO_MANY_REQUESTS && self.body.contains("insufficient_quota")
+    }
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the server answered {}", self.status)?;
+        let body = self.body.trim();
+        if !body.is_empty() {
+            write!(f, ": {body}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for HttpError {}
+
+impl Transient for HttpError {
+    fn is_transient(&self) -> bool {
+        self.status.is_transient() && !self.quota_exhausted()
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    fn is_throttle(&self) -> bool {
+        self.status.is_throttle() && !self.quota_exhausted()
+    }
+}
+
+/// The response if it is a success (2xx), else an [`HttpError`] with its status, its wait and
+/// the start of its body. Use it where you would call `error_for_status()`, which drops the
+/// headers and with them the `Retry-After`.
+///
+/// ```no_run
+/// # #[derive(Debug, thiserror::Error)]
+/// # enum LlmError {
+/// #     #[error(transparent)] Http(#[from] resil_runtime::http::HttpError),
+/// #     #[error(transparent)] Transport(#[from] reqwest::Error),
+/// # }
+/// # async fn call(client: reqwest::Client) -> Result<String, LlmError> {
+/// let response = client.post("http://127.0.0.1:8080/v1/chat/completions").send().await?;
+/// let response = resil_runtime::http::classify(response).await?;
+/// Ok(response.text().await?)
+/// # }
+/// ```
+#[cfg(feature = "reqwest")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
+pub async fn classify(mut response: reqwest::Response) -> Result<reqwest::Response, HttpError> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let retry_after = retry_after(response.headers());
+    let mut body = Vec::new();
+    // A body cut short (or never sent) still leaves a classified error.
+    while body.len() < HttpError::BODY_LIMIT {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body.truncate(HttpError::BODY_LIMIT);
+    Err(HttpError {
+        status,
+        retry_after,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    })
 }
 
 #[cfg(test)]
@@ -135,6 +263,38 @@ mod tests {
         assert_eq!(
             retry_after_at(&obsolete_format, now),
             Some(Duration::from_secs(120))
+        );
+    }
+
+    #[test]
+    fn retry_after_ms_comes_first() {
+        let mut both = headers(b"2");
+        both.insert("retry-after-ms", HeaderValue::from_static("1500"));
+        assert_eq!(retry_after(&both), Some(Duration::from_millis(1500)));
+        let mut garbage_ms = headers(b"2");
+        garbage_ms.insert("retry-after-ms", HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&garbage_ms), Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn a_429_is_a_throttle_unless_the_quota_is_gone() {
+        let error = |body: &str| HttpError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            retry_after: Some(Duration::from_secs(1)),
+            body: body.to_owned(),
+        };
+        let throttled = error(r#"{"error":{"code":"rate_limit_exceeded"}}"#);
+        assert!(throttled.is_transient() && throttled.is_throttle());
+        let exhausted = error(r#"{"error":{"code":"insufficient_quota"}}"#);
+        assert!(!exhausted.is_transient() && !exhausted.is_throttle());
+        let unavailable = HttpError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            ..error("")
+        };
+        assert!(unavailable.is_transient() && !unavailable.is_throttle());
+        assert_eq!(
+            unavailable.to_string(),
+            "the server answered 503 Service Unavailable"
         );
     }
 

@@ -81,6 +81,7 @@ mod config;
 mod deadline;
 pub mod events;
 mod execution;
+mod gate;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
@@ -103,6 +104,7 @@ pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use config::ConfigError;
 pub use execution::{Attempt, Execution, Next, Outcome};
+pub use gate::RateGate;
 pub use latency::worst_case;
 pub use operation::{Operation, OperationId};
 pub use policy::{Keyed, Policy, PolicyBuilder, Unkeyed};

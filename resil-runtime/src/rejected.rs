@@ -65,6 +65,20 @@ pub enum Rejected {
         /// The longest gap allowed between two items.
         after: Duration,
     },
+    /// The rate gate has no slot for this call before its deadline; no call was made.
+    #[error("rate limited: no slot for {} (no call was made)", Rounded(*retry_in))]
+    RateLimited {
+        /// Time until the gate could let a call through.
+        retry_in: Duration,
+    },
+    /// The call costs more than the token gate lets through at once, so it could never pass.
+    #[error("the call costs {cost}, more than the gate's burst of {burst}: it can never pass")]
+    OverBurst {
+        /// What the call costs.
+        cost: u64,
+        /// The most the gate lets through at once.
+        burst: u64,
+    },
     /// A stream ended before its final item (`complete_when`), or before any item at all.
     /// Transient: retried before the stream's first item, the stream's last item after it.
     #[error("the stream ended before its final item")]
@@ -80,6 +94,8 @@ impl Rejected {
             Rejected::DeadlineExceeded => "deadline_exceeded",
             Rejected::BreakerOpen { .. } => "breaker_open",
             Rejected::BulkheadFull { .. } => "bulkhead_full",
+            Rejected::RateLimited { .. } => "rate_limited",
+            Rejected::OverBurst { .. } => "over_burst",
             Rejected::Idle { .. } => "idle",
             Rejected::Incomplete => "incomplete",
         }
@@ -87,8 +103,8 @@ impl Rejected {
 }
 
 /// A timeout, a stalled stream and an incomplete one are transient; the rest are not. An open
-/// breaker carries its `retry_in` as `retry_after`, so a server can answer 503 with
-/// `Retry-After`.
+/// breaker and a closed rate gate carry their `retry_in` as `retry_after`, so a server can
+/// answer 503 or 429 with `Retry-After`.
 impl Transient for Rejected {
     fn is_transient(&self) -> bool {
         matches!(
@@ -99,7 +115,9 @@ impl Transient for Rejected {
 
     fn retry_after(&self) -> Option<Duration> {
         match self {
-            Rejected::BreakerOpen { retry_in, .. } => Some(*retry_in),
+            Rejected::BreakerOpen { retry_in, .. } | Rejected::RateLimited { retry_in } => {
+                Some(*retry_in)
+            }
             _ => None,
         }
     }

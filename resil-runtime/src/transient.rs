@@ -7,7 +7,9 @@ use std::time::Duration;
 ///
 /// resil retries an attempt only when its error `is_transient()`, and a transient error is
 /// the only kind that counts toward opening a circuit breaker. Permanent errors (a bad
-/// request, a missing permission) go straight back to the caller.
+/// request, a missing permission) go straight back to the caller. A throttle (a 429: the
+/// provider is healthy, this client is too fast) is retried after its wait but never counts
+/// toward opening a breaker, and a rate gate holds its other callers for that wait.
 ///
 /// Derive it with `#[derive(Transient)]` from the `resil` crate, or implement it by hand:
 ///
@@ -51,6 +53,13 @@ pub trait Transient {
     fn retry_after(&self) -> Option<Duration> {
         None
     }
+
+    /// Is this the provider saying "too fast" (429) rather than failing? A throttle should
+    /// also be transient. It does not count toward opening a circuit breaker: against a rate
+    /// limit, a breaker that counted 429s would shut out a healthy provider.
+    fn is_throttle(&self) -> bool {
+        false
+    }
 }
 
 impl<T: Transient + ?Sized> Transient for &T {
@@ -60,6 +69,9 @@ impl<T: Transient + ?Sized> Transient for &T {
     fn retry_after(&self) -> Option<Duration> {
         (**self).retry_after()
     }
+    fn is_throttle(&self) -> bool {
+        (**self).is_throttle()
+    }
 }
 
 impl<T: Transient + ?Sized> Transient for Box<T> {
@@ -68,6 +80,9 @@ impl<T: Transient + ?Sized> Transient for Box<T> {
     }
     fn retry_after(&self) -> Option<Duration> {
         (**self).retry_after()
+    }
+    fn is_throttle(&self) -> bool {
+        (**self).is_throttle()
     }
 }
 

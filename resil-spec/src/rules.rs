@@ -46,6 +46,11 @@ pub enum Violation {
     },
     /// A retry budget's share or minimum is negative or not a number.
     InvalidRetryBudget,
+    /// A rate gate that lets nothing through: a count or burst of zero.
+    ZeroRate {
+        /// The setting (`rate`, `token_rate`).
+        key: &'static str,
+    },
     /// A named breaker is already in use with other settings.
     BreakerConflict {
         /// The breaker's name.
@@ -88,6 +93,10 @@ impl fmt::Display for Violation {
                 "timeout {} is longer than deadline {}: the deadline would cut every attempt first; make the timeout shorter than the deadline",
                 human(*timeout),
                 human(*deadline)
+            ),
+            Violation::ZeroRate { key } => write!(
+                f,
+                "`{key}` lets nothing through with a count or burst of 0: give the number allowed per period, such as \"60/min\" or \"10/s, burst 20\""
             ),
             Violation::InvalidRetryBudget => f.write_str(
                 "a retry budget needs a share ≥ 0, such as \"20%\", and a minimum ≥ 0 retries per second, such as \"20%, min 10/s\"",
@@ -164,6 +173,15 @@ pub fn retry_budget(share: f64, min_per_sec: f64) -> Result<(), Violation> {
     let valid = |n: f64| n.is_finite() && n >= 0.0;
     if !(valid(share) && valid(min_per_sec)) {
         return Err(Violation::InvalidRetryBudget);
+    }
+    Ok(())
+}
+
+/// A rate gate: `count` per `period`, `burst` at once.
+pub fn rate(key: &'static str, count: u64, period: Duration, burst: u64) -> Result<(), Violation> {
+    positive(key, period)?;
+    if count == 0 || burst == 0 {
+        return Err(Violation::ZeroRate { key });
     }
     Ok(())
 }

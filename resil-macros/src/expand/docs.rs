@@ -6,7 +6,7 @@ use resil_spec::duration::human;
 use resil_spec::{defaults, Jitter};
 
 use crate::valid::Config;
-use crate::values::BreakerArg;
+use crate::values::{BreakerArg, Rate};
 
 /// The "Resilience" section appended to the function's docs.
 pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
@@ -73,7 +73,32 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
         }
     }
     if let Some(bulkhead) = config.bulkhead {
-        parts.push(format!("bulkhead {bulkhead}"));
+        parts.push(match config.bulkhead_queue {
+            Some(queue) => format!("bulkhead {bulkhead} with a queue of {queue}"),
+            None => format!("bulkhead {bulkhead}"),
+        });
+    }
+    let rate = |rate: &Rate| {
+        let unit = match rate.period.as_secs() {
+            1 => "s",
+            60 => "min",
+            _ => "h",
+        };
+        if rate.burst == rate.count {
+            format!("{}/{unit}", rate.count)
+        } else {
+            format!("{}/{unit} (burst {})", rate.count, rate.burst)
+        }
+    };
+    if let Some(limit) = &config.rate {
+        parts.push(format!("rate {}", rate(limit)));
+    }
+    if let Some((limit, cost)) = &config.token_rate {
+        parts.push(format!(
+            "token rate {}, each attempt costing `{}`",
+            rate(limit),
+            cost.to_token_stream().to_string().replace(' ', "")
+        ));
     }
     if let Some(fallback) = &config.fallback {
         parts.push(format!(
@@ -96,12 +121,17 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
         worst_case(std::time::Duration::ZERO),
         worst_case(retry_after_max),
     ) {
-        (Some(quiet), Some(asked)) if asked > quiet => format!(
+        (Some(quiet), Some(asked)) if asked > quiet && !waits_unbounded(config) => format!(
             "worst case {} s, or {} s when the server asks to wait (Retry-After, up to {} a retry)",
             seconds(quiet),
             seconds(asked),
             human(retry_after_max)
         ),
+        // A caller waits for its rate slot or its place in the queue as long as the deadline
+        // allows; without one, nothing bounds that wait.
+        _ if waits_unbounded(config) => {
+            "worst case unbounded: callers wait for a rate slot or a place in the queue, and no `deadline` bounds the wait".to_owned()
+        }
         (Some(worst), _) => format!("worst case {} s", seconds(worst)),
         (None, _) => "worst case unbounded: no `timeout` or `deadline`".to_owned(),
     };
@@ -132,4 +162,10 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
         syn::parse_quote!(#[doc = ""]),
         syn::parse_quote!(#[doc = #line]),
     ]
+}
+
+/// Does the function wait in a gate or a queue with no deadline to bound the wait?
+fn waits_unbounded(config: &Config) -> bool {
+    config.deadline.is_none()
+        && (config.rate.is_some() || config.token_rate.is_some() || config.bulkhead_queue.is_some())
 }

@@ -15,7 +15,7 @@ use docs::docs;
 
 use crate::attr;
 use crate::errors::Errors;
-use crate::values::BreakerArg;
+use crate::values::{BreakerArg, Rate};
 
 use crate::valid::{self, Config, KeyArgument, StreamShape};
 
@@ -106,6 +106,14 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
         Some(StreamShape { item, error, .. }) => quote_spanned! {blame=>
             ::resil::__private::stream_attempt::<#item, #error, _, _>(&mut __resil_execution, async #block).await
         },
+    };
+    // The cost is evaluated once per attempt, over that attempt's arguments.
+    let clones = match &config.token_rate {
+        Some((_, cost)) => quote_spanned! {cost.span()=>
+            #clones
+            __resil_execution.set_cost(::resil::__private::cost(#cost));
+        },
+        None => clones,
     };
     let outcome = if config.retry > 0 {
         quote! {
@@ -291,6 +299,24 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
     if let Some(bulkhead) = config.bulkhead {
         let bulkhead = Literal::u32_unsuffixed(bulkhead);
         calls.push(quote! { .bulkhead(#bulkhead) });
+    }
+    if let Some(queue) = config.bulkhead_queue {
+        let queue = Literal::u32_unsuffixed(queue);
+        calls.push(quote! { .bulkhead_queue(#queue) });
+    }
+    let gate = |rate: &Rate| {
+        let count = Literal::u64_unsuffixed(rate.count);
+        let burst = Literal::u64_unsuffixed(rate.burst);
+        let period = duration(rate.period);
+        quote! { (#count, #period, #burst) }
+    };
+    if let Some(rate) = &config.rate {
+        let arguments = gate(rate);
+        calls.push(quote! { .rate #arguments });
+    }
+    if let Some((rate, _)) = &config.token_rate {
+        let arguments = gate(rate);
+        calls.push(quote! { .token_rate #arguments });
     }
     if let Some(budget) = config.retry_budget {
         let (ratio, min_per_sec) = (budget.percent / 100.0, budget.min_per_sec);

@@ -17,6 +17,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{address, Decision, Execution, Failure, Next, Progress};
 use crate::breaker::{Admit, Breaker, Ticket, Transition, Verdict};
+use crate::bulkhead::BulkheadPermit;
 use crate::deadline::{later, Cut, Limits};
 use crate::events::AttemptOutcome;
 use crate::operation;
@@ -25,9 +26,15 @@ use crate::{Rejected, Transient};
 
 type Admitted = (Ticket, Option<Transition>);
 type ProbeWait<'p> = Pin<Box<dyn Future<Output = Result<Admitted, Rejected>> + Send + 'p>>;
+type PermitWait<'p> =
+    Pin<Box<dyn Future<Output = Result<BulkheadPermit<'p>, Rejected>> + Send + 'p>>;
 
 enum Stage<'p> {
     Start,
+    /// In the bulkhead's queue, within the operation's deadline.
+    AwaitingPermit(PermitWait<'p>),
+    /// The rate gates' slot is reserved: waiting for its time (the timer stands for it).
+    AwaitingSlot,
     /// A probe is in flight: waiting for its verdict, within this attempt's limits.
     AwaitingProbe(ProbeWait<'p>),
     Call,
@@ -63,6 +70,8 @@ pin_project! {
                     breaker.record(ticket, Verdict::Neutral);
                 }
             }
+            // A cancelled wait for a rate slot gives the slot back.
+            this.execution.progress.refund_slots();
         }
     }
 }
@@ -115,14 +124,53 @@ where
         // Whether the call was made: a rejection before it is not an attempt's end.
         let mut called = false;
         let result = match this.stage {
-            Stage::Start => match start(&mut this.execution.progress, this.stage, this.limits) {
-                Ok(Started::Admitted(ticket, transition)) => {
-                    admit(this, ticket, transition);
+            Stage::Start => match start(&mut this.execution.progress) {
+                Ok(Begin::Breaker) => match through_breaker(this) {
+                    Ok(()) => continue,
+                    Err(rejected) => Err(Failure::Rejected(rejected)),
+                },
+                Ok(Begin::Slot(at)) => {
+                    set_timer(this.timer.as_mut(), at);
+                    *this.stage = Stage::AwaitingSlot;
                     continue;
                 }
-                Ok(Started::AwaitingProbe) => continue,
+                Ok(Begin::Queue(wait)) => {
+                    *this.stage = Stage::AwaitingPermit(wait);
+                    continue;
+                }
                 Err(rejected) => Err(Failure::Rejected(rejected)),
             },
+            Stage::AwaitingPermit(wait) => {
+                let permit = wait.as_mut().poll(cx);
+                // Only the deadline bounds the queue: the timeout is the call's.
+                let limits = Limits {
+                    timeout: None,
+                    ..*this.limits
+                };
+                match limited(permit, this.timer.as_mut(), &limits, this.cut, cx) {
+                    Poll::Ready(Ok(Ok(permit))) => {
+                        this.execution.progress.permit = Some(permit);
+                        this.timer.set(None);
+                        *this.cut = None;
+                        *this.stage = Stage::Start;
+                        continue;
+                    }
+                    Poll::Ready(Ok(Err(rejected)) | Err(rejected)) => {
+                        Err(Failure::Rejected(rejected))
+                    }
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            Stage::AwaitingSlot => {
+                if !fired(this.timer.as_mut(), cx) {
+                    return Poll::Pending;
+                }
+                this.timer.set(None);
+                match through_breaker(this) {
+                    Ok(()) => continue,
+                    Err(rejected) => Err(Failure::Rejected(rejected)),
+                }
+            }
             Stage::AwaitingProbe(wait) => {
                 let verdict = wait.as_mut().poll(cx);
                 match limited(verdict, this.timer.as_mut(), this.limits, this.cut, cx) {
@@ -156,6 +204,17 @@ where
             Stage::Done => panic!("`Attempt` polled after it completed"),
         };
         let verdict = verdict(&result);
+        if called {
+            if let Err(Failure::Error(error)) = &result {
+                if error.is_throttle() {
+                    if let Some(wait) = error.retry_after() {
+                        this.execution.progress.throttled(wait);
+                    }
+                }
+            }
+        } else {
+            this.execution.progress.refund_slots();
+        }
         if let Some(ticket) = this.admitted.take() {
             if let Some(breaker) = this.execution.progress.breaker() {
                 if let Some(transition) = breaker.record(ticket, verdict) {
@@ -164,7 +223,7 @@ where
             }
         }
         if called {
-            this.execution.progress.ended(outcome(&result, verdict));
+            this.execution.progress.ended(outcome(&result));
         }
         match this.execution.decide(result) {
             Decision::Done(next) => {
@@ -177,11 +236,7 @@ where
                 return Poll::Ready(Next::Retry);
             }
             Decision::Wait(wait) => {
-                let at = later(Instant::now(), wait);
-                match this.timer.as_mut().as_pin_mut() {
-                    Some(timer) => timer.reset(at),
-                    None => this.timer.set(Some(tokio::time::sleep_until(at))),
-                }
+                set_timer(this.timer.as_mut(), later(Instant::now(), wait));
                 *this.stage = Stage::Backoff;
             }
         }
@@ -196,6 +251,8 @@ fn admit<F, E>(
 ) {
     *this.admitted = ticket;
     *this.stage = Stage::Call;
+    // The call uses the slots reserved for it.
+    this.execution.progress.reserved = None;
     let progress = &this.execution.progress;
     if let (Some(breaker), Some(transition)) = (progress.breaker(), transition) {
         progress.transition(breaker, transition);
@@ -203,46 +260,71 @@ fn admit<F, E>(
     this.execution.started();
 }
 
-/// How the checks before the call ended, when they did not reject it.
-enum Started {
-    /// The call may be made: with the breaker's ticket, if it gave one, and the transition
-    /// admitting it caused.
-    Admitted(Option<Ticket>, Option<Transition>),
-    /// A probe is in flight; the stage now waits for its verdict.
-    AwaitingProbe,
+/// Where the checks before the breaker lead, when they did not reject the attempt.
+enum Begin<'p> {
+    /// Straight to the breaker.
+    Breaker,
+    /// The rate gates' slot comes at this instant.
+    Slot(Instant),
+    /// First a place in the bulkhead's queue.
+    Queue(PermitWait<'p>),
 }
 
-/// The checks before the call: bulkhead, deadline, breaker.
+/// The checks before the breaker: bulkhead, deadline, rate gates.
 #[inline]
-fn start<'p>(
-    progress: &mut Progress<'p>,
-    stage: &mut Stage<'p>,
-    limits: &mut Limits,
-) -> Result<Started, Rejected> {
+fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
     progress.before_call()?;
+    if let Some(bulkhead) = progress.queue() {
+        // Rare (the bulkhead is full), so the wait is boxed to keep every attempt small.
+        return Ok(Begin::Queue(Box::pin(bulkhead.acquire())));
+    }
+    let wait = progress.reserve_slots()?;
+    if wait.is_zero() {
+        return Ok(Begin::Breaker);
+    }
+    Ok(Begin::Slot(later(Instant::now(), wait)))
+}
+
+/// The breaker's say, right before the call: the call is admitted (or waits for a probe's
+/// verdict), or refused.
+fn through_breaker<F, E>(this: &mut AttemptProjection<'_, '_, '_, F, E>) -> Result<(), Rejected> {
+    let progress = &this.execution.progress;
     let Some(breaker) = &progress.breaker else {
-        return Ok(Started::Admitted(None, None));
+        admit(this, None, None);
+        return Ok(());
     };
     // An enclosing call of this operation holds the breaker: this call is part of it, and must
     // not wait for a verdict that depends on itself.
     if progress.nested && operation::held_by_ancestor(address(breaker.get())) {
-        return Ok(Started::Admitted(None, None));
+        admit(this, None, None);
+        return Ok(());
     }
-    match breaker.get().try_admit(Instant::now) {
-        Admit::Pass(admission) => {
-            let (ticket, transition) = admission.detach();
-            Ok(Started::Admitted(Some(ticket), transition))
-        }
-        Admit::Reject(rejected) => Err(rejected),
-        Admit::Wait => {
+    let admitted = match breaker.get().try_admit(Instant::now) {
+        Admit::Pass(admission) => Some(admission.detach()),
+        Admit::Reject(rejected) => return Err(rejected),
+        Admit::Wait => None,
+    };
+    match admitted {
+        Some((ticket, transition)) => admit(this, Some(ticket), transition),
+        None => {
             // Waiting for the probe's verdict counts toward this attempt's own limits. Rare,
             // so the wait is boxed to keep every attempt small.
-            limits.started = Some(Instant::now());
-            let breaker = breaker.clone_ref();
-            let wait: ProbeWait<'p> = Box::pin(async move { probe_verdict(breaker.get()).await });
-            *stage = Stage::AwaitingProbe(wait);
-            Ok(Started::AwaitingProbe)
+            this.limits.started = Some(Instant::now());
+            if let Some(breaker) = &this.execution.progress.breaker {
+                let breaker = breaker.clone_ref();
+                let wait: ProbeWait<'_> =
+                    Box::pin(async move { probe_verdict(breaker.get()).await });
+                *this.stage = Stage::AwaitingProbe(wait);
+            }
         }
+    }
+    Ok(())
+}
+
+fn set_timer(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
+    match timer.as_mut().as_pin_mut() {
+        Some(sleep) => sleep.reset(at),
+        None => timer.set(Some(tokio::time::sleep_until(at))),
     }
 }
 
@@ -283,20 +365,23 @@ fn fired(timer: Pin<&mut Option<Sleep>>, cx: &mut TaskContext<'_>) -> bool {
 }
 
 /// How the attempt counts for the breaker: an attempt timeout is a failure of the
-/// provider; a cut by the deadline, a rejection and a permanent error count for nothing.
+/// provider; a throttle (a healthy provider saying "too fast"), a cut by the deadline, a
+/// rejection and a permanent error count for nothing.
 fn verdict<T, E: Transient>(result: &Result<T, Failure<E>>) -> Verdict {
     match result {
         Ok(_) => Verdict::Success,
-        Err(Failure::Error(error)) if error.is_transient() => Verdict::Failure,
+        Err(Failure::Error(error)) if error.is_transient() && !error.is_throttle() => {
+            Verdict::Failure
+        }
         Err(Failure::Rejected(Rejected::Timeout { .. })) => Verdict::Failure,
         Err(_) => Verdict::Neutral,
     }
 }
 
-fn outcome<'r, T, E>(result: &'r Result<T, Failure<E>>, verdict: Verdict) -> AttemptOutcome<'r> {
+fn outcome<'r, T, E: Transient>(result: &'r Result<T, Failure<E>>) -> AttemptOutcome<'r> {
     match result {
         Ok(_) => AttemptOutcome::Ok,
-        Err(Failure::Error(_)) if verdict == Verdict::Failure => AttemptOutcome::Transient,
+        Err(Failure::Error(error)) if error.is_transient() => AttemptOutcome::Transient,
         Err(Failure::Error(_)) => AttemptOutcome::Permanent,
         Err(Failure::Rejected(rejected)) => AttemptOutcome::Rejected(rejected),
     }

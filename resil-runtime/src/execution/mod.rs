@@ -62,7 +62,12 @@ struct Progress<'p> {
     listener: Option<&'p Arc<dyn Listener>>,
     breaker: Option<BreakerRef<'p>>,
     permit: Option<BulkheadPermit<'p>>,
-    bulkhead_full: bool,
+    entry: Entry,
+    /// What the next attempt costs the token gate.
+    cost: u64,
+    /// Slots reserved in the rate gates for the current attempt, given back if it is refused
+    /// before calling.
+    reserved: Option<u64>,
     deadline: Option<Instant>,
     attempt: u32,
     last_wait: Option<Duration>,
@@ -113,6 +118,17 @@ impl<T, E> Outcome<T, E> {
     }
 }
 
+/// How the operation stands with its bulkhead before the first call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    /// A place is held, or there is no bulkhead.
+    Admitted,
+    /// No place, and no queue: rejected before the first call.
+    Full,
+    /// No place yet: the first attempt waits in the queue.
+    Queue,
+}
+
 /// What identifies a breaker on the operation's stack.
 fn address(breaker: &Breaker) -> usize {
     std::ptr::from_ref(breaker) as usize
@@ -139,6 +155,11 @@ impl<'p, E> Execution<'p, E> {
             progress: Progress::start(settings, breaker),
             last_error: None,
         }
+    }
+
+    /// What the next attempts cost the policy's token gate (`rate_cost`; 1 unless set).
+    pub fn set_cost(&mut self, cost: u64) {
+        self.progress.cost = cost;
     }
 
     /// 0 during the first attempt, 1 during the first retry, ...
@@ -216,11 +237,17 @@ impl<'p, E> Execution<'p, E> {
             }
             Err(Failure::Error(error)) => error,
             Err(Failure::Rejected(rejected @ Rejected::Timeout { .. })) => E::from(rejected),
-            Err(Failure::Rejected(rejected @ Rejected::BreakerOpen { .. })) => {
-                // A retry that meets an open breaker ends with what the provider said last:
-                // `BreakerOpen` means this operation made no call at all.
+            Err(Failure::Rejected(
+                rejected @ (Rejected::BreakerOpen { .. } | Rejected::RateLimited { .. }),
+            )) => {
+                // A retry that meets an open breaker or a closed gate ends with what the
+                // provider said last: the rejection means this operation made no call at all.
+                let reason = match rejected {
+                    Rejected::RateLimited { .. } => GiveUp::RateLimited,
+                    _ => GiveUp::BreakerOpen,
+                };
                 return Decision::Done(match self.last_error.take() {
-                    Some(error) => progress.give_up(error, GiveUp::BreakerOpen),
+                    Some(error) => progress.give_up(error, reason),
                     None => progress.reject(rejected),
                 });
             }
@@ -239,11 +266,12 @@ impl<'p, E> Execution<'p, E> {
 impl<'p> Progress<'p> {
     #[inline]
     fn start(settings: &'p Settings, breaker: Option<BreakerRef<'p>>) -> Self {
-        let (permit, bulkhead_full) = match &settings.bulkhead {
-            None => (None, false),
+        let (permit, entry) = match &settings.bulkhead {
+            None => (None, Entry::Admitted),
             Some(bulkhead) => match bulkhead.try_acquire() {
-                Ok(permit) => (Some(permit), false),
-                Err(_) => (None, true),
+                Ok(permit) => (Some(permit), Entry::Admitted),
+                Err(_) if bulkhead.queue() > 0 => (None, Entry::Queue),
+                Err(_) => (None, Entry::Full),
             },
         };
         let own_deadline = settings
@@ -264,7 +292,9 @@ impl<'p> Progress<'p> {
             listener,
             breaker,
             permit,
-            bulkhead_full,
+            entry,
+            cost: 1,
+            reserved: None,
             deadline: frame.deadline(),
             attempt: 0,
             last_wait: None,
@@ -286,11 +316,71 @@ impl<'p> Progress<'p> {
         self.breaker.as_ref().map(BreakerRef::get)
     }
 
+    /// The bulkhead's queue, if this operation has yet to wait in it for a place.
+    fn queue(&mut self) -> Option<&'p Bulkhead> {
+        if self.entry != Entry::Queue {
+            return None;
+        }
+        self.entry = Entry::Admitted;
+        self.settings.bulkhead.as_ref()
+    }
+
+    /// Reserves this attempt's slots in the rate gates: the wait until the later of them, or
+    /// the refusal of a gate whose slot would come after the deadline (nothing is then held).
+    fn reserve_slots(&mut self) -> Result<Duration, Rejected> {
+        let settings = self.settings;
+        let mut wait = Duration::ZERO;
+        if let Some(gate) = &settings.rate {
+            wait = gate.reserve(1, self.deadline)?;
+        }
+        if let Some(gate) = &settings.token_rate {
+            match gate.reserve(self.cost, self.deadline) {
+                Ok(tokens) => wait = wait.max(tokens),
+                Err(refused) => {
+                    if let Some(gate) = &settings.rate {
+                        gate.refund(1);
+                    }
+                    return Err(refused);
+                }
+            }
+        }
+        if settings.rate.is_some() || settings.token_rate.is_some() {
+            self.reserved = Some(self.cost);
+        }
+        Ok(wait)
+    }
+
+    /// The attempt was refused after its slots were reserved: it made no call, so they go
+    /// back.
+    fn refund_slots(&mut self) {
+        let Some(cost) = self.reserved.take() else {
+            return;
+        };
+        if let Some(gate) = &self.settings.rate {
+            gate.refund(1);
+        }
+        if let Some(gate) = &self.settings.token_rate {
+            gate.refund(cost);
+        }
+    }
+
+    /// The provider throttled this call and asked to wait: the gates hand out no slot until
+    /// then, so other callers wait in them instead of provoking their own 429.
+    fn throttled(&self, wait: Duration) {
+        let wait = wait.min(self.settings.retry_after_max);
+        for gate in [&self.settings.rate, &self.settings.token_rate]
+            .into_iter()
+            .flatten()
+        {
+            gate.hold(wait);
+        }
+    }
+
     /// A full bulkhead or a passed deadline stop the attempt before anything else.
     #[inline]
     fn before_call(&mut self) -> Result<(), Rejected> {
-        if self.bulkhead_full {
-            self.bulkhead_full = false;
+        if self.entry == Entry::Full {
+            self.entry = Entry::Admitted;
             let limit = self.settings.bulkhead.as_ref().map_or(0, Bulkhead::limit);
             return Err(Rejected::BulkheadFull { limit });
         }

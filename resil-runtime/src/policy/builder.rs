@@ -13,6 +13,7 @@ use crate::breaker::{named, Breaker, BreakerConfig, KeyedBreakers};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::events::{Event, Listener};
+use crate::gate::RateGate;
 use crate::{Backoff, ConfigError, Jitter};
 
 /// Builds a [`Policy`]; [`PolicyBuilder::build`] checks that the settings can work.
@@ -61,6 +62,9 @@ pub struct PolicyBuilder<K = Unkeyed> {
     breaker: BreakerSpec,
     max_keys: usize,
     bulkhead: Option<usize>,
+    bulkhead_queue: usize,
+    rate: Option<(u64, Duration, u64)>,
+    token_rate: Option<(u64, Duration, u64)>,
     budget: Option<(f64, f64)>,
     independent: bool,
     listener: Option<Arc<dyn Listener>>,
@@ -91,6 +95,9 @@ impl Default for PolicyBuilder {
             breaker: BreakerSpec::None,
             max_keys: KeyedBreakers::DEFAULT_MAX_KEYS,
             bulkhead: None,
+            bulkhead_queue: 0,
+            rate: None,
+            token_rate: None,
             budget: None,
             independent: false,
             listener: None,
@@ -203,6 +210,28 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
+    /// Lets up to `queue` callers wait, in order and within their deadline, for a place in
+    /// the bulkhead instead of being rejected at once (see [`Bulkhead::with_queue`]).
+    pub fn bulkhead_queue(mut self, queue: usize) -> Self {
+        self.bulkhead_queue = queue;
+        self
+    }
+
+    /// At most `count` attempts per `period`, `burst` of them at once (see [`RateGate`]): an
+    /// attempt waits for its slot when the wait fits in the deadline, and is refused at once
+    /// with [`crate::Rejected::RateLimited`] otherwise. Retries take slots too.
+    pub fn rate(mut self, count: u64, period: Duration, burst: u64) -> Self {
+        self.rate = Some((count, period, burst));
+        self
+    }
+
+    /// At most `count` units of cost (tokens) per `period`, `burst` at once; each attempt
+    /// takes what [`crate::Execution::set_cost`] says it costs (1 unless told).
+    pub fn token_rate(mut self, count: u64, period: Duration, burst: u64) -> Self {
+        self.token_rate = Some((count, period, burst));
+        self
+    }
+
     /// Retries may add at most `ratio` (0.2 for 20 %) to first attempts over a sliding
     /// 10-second window, plus `min_per_sec` retries per second (see [`RetryBudget`]).
     pub fn retry_budget(mut self, ratio: f64, min_per_sec: f64) -> Self {
@@ -237,6 +266,9 @@ impl<K> PolicyBuilder<K> {
             breaker: self.breaker,
             max_keys: self.max_keys,
             bulkhead: self.bulkhead,
+            bulkhead_queue: self.bulkhead_queue,
+            rate: self.rate,
+            token_rate: self.token_rate,
             budget: self.budget,
             independent: self.independent,
             listener: self.listener,
@@ -299,7 +331,16 @@ impl<K> PolicyBuilder<K> {
             None => Backoff::default(),
         }
         .with_jitter(self.jitter);
-        let bulkhead = self.bulkhead.map(Bulkhead::new).transpose()?;
+        let bulkhead = self
+            .bulkhead
+            .map(|limit| Bulkhead::with_queue(limit, self.bulkhead_queue))
+            .transpose()?;
+        let gate = |key, rate: Option<(u64, Duration, u64)>| {
+            rate.map(|(count, period, burst)| RateGate::for_key(key, count, period, burst))
+                .transpose()
+        };
+        let rate = gate("rate", self.rate)?;
+        let token_rate = gate("token_rate", self.token_rate)?;
         let budget = self
             .budget
             .map(|(ratio, min_per_sec)| RetryBudget::new(ratio, min_per_sec))
@@ -332,6 +373,8 @@ impl<K> PolicyBuilder<K> {
                 .map(|seed| Mutex::new(SmallRng::seed_from_u64(seed))),
             breaker,
             bulkhead,
+            rate,
+            token_rate,
             budget,
             independent: self.independent,
             listener: self.listener,

@@ -23,6 +23,7 @@ use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::events::{self, Listener};
 use crate::execution::{Execution, Next};
+use crate::gate::RateGate;
 use crate::stream::ResilientStream;
 use crate::{Backoff, Jitter, Rejected, Transient};
 
@@ -92,6 +93,8 @@ pub(crate) struct Settings {
     pub(crate) rng: Option<Mutex<SmallRng>>,
     pub(crate) breaker: BreakerSource,
     pub(crate) bulkhead: Option<Bulkhead>,
+    pub(crate) rate: Option<RateGate>,
+    pub(crate) token_rate: Option<RateGate>,
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) independent: bool,
     pub(crate) listener: Option<Arc<dyn Listener>>,
@@ -135,6 +138,8 @@ impl<K> fmt::Debug for Policy<K> {
             BreakerSource::Keyed(k) => d.field("breaker", k),
         };
         d.field("bulkhead", &settings.bulkhead)
+            .field("rate", &settings.rate)
+            .field("token_rate", &settings.token_rate)
             .field("budget", &settings.budget)
             .field("independent", &settings.independent)
             .finish()
@@ -293,9 +298,16 @@ impl<K> Policy<K> {
     }
 
     /// The longest one operation can take (see [`crate::worst_case`]), counting waits a
-    /// server may ask for up to `retry_after_max`.
+    /// server may ask for up to `retry_after_max`. `None` (unbounded) also when callers wait
+    /// in a rate gate or the bulkhead's queue with no deadline to bound the wait.
     pub fn worst_case(&self) -> Option<Duration> {
         let settings = &self.settings;
+        let queues = settings.rate.is_some()
+            || settings.token_rate.is_some()
+            || settings.bulkhead.as_ref().is_some_and(|b| b.queue() > 0);
+        if queues && settings.deadline.is_none() {
+            return None;
+        }
         crate::worst_case(
             settings.timeout,
             settings.deadline,
@@ -308,6 +320,16 @@ impl<K> Policy<K> {
     /// The bulkhead, if any.
     pub fn bulkhead(&self) -> Option<&Bulkhead> {
         self.settings.bulkhead.as_ref()
+    }
+
+    /// The rate gate (attempts per period), if any.
+    pub fn rate_gate(&self) -> Option<&RateGate> {
+        self.settings.rate.as_ref()
+    }
+
+    /// The token gate (cost per period), if any.
+    pub fn token_gate(&self) -> Option<&RateGate> {
+        self.settings.token_rate.as_ref()
     }
 }
 

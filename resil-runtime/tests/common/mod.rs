@@ -13,20 +13,25 @@ pub enum TestError {
     Busy,
     BadRequest,
     RetryAfter(Duration),
+    /// A 429: "too fast", with the wait asked for.
+    Throttled(Duration),
     Rejected(Rejected),
 }
 
 impl Transient for TestError {
     fn is_transient(&self) -> bool {
         match self {
-            TestError::Busy | TestError::RetryAfter(_) => true,
+            TestError::Busy | TestError::RetryAfter(_) | TestError::Throttled(_) => true,
             TestError::BadRequest => false,
             TestError::Rejected(rejected) => rejected.is_transient(),
         }
     }
+    fn is_throttle(&self) -> bool {
+        matches!(self, TestError::Throttled(_))
+    }
     fn retry_after(&self) -> Option<Duration> {
         match self {
-            TestError::RetryAfter(wait) => Some(*wait),
+            TestError::RetryAfter(wait) | TestError::Throttled(wait) => Some(*wait),
             TestError::Rejected(rejected) => rejected.retry_after(),
             _ => None,
         }
@@ -45,6 +50,7 @@ impl TestError {
             TestError::Busy => "busy",
             TestError::BadRequest => "bad_request",
             TestError::RetryAfter(_) => "retry_after",
+            TestError::Throttled(_) => "throttled",
             TestError::Rejected(rejected) => rejected.kind(),
         }
     }

@@ -1,0 +1,246 @@
+//! [`RateGate`]: stay under a provider's rate limit instead of collecting its 429s.
+//!
+//! A generic cell rate algorithm (GCRA) with reservations: each call takes a slot (or, for a
+//! token gate, as many slots as it costs) at the earliest time the limit allows, and waits
+//! until then, if that fits in its deadline; otherwise it is refused at once, without calling,
+//! with [`Rejected::RateLimited`], and reserves nothing. Callers are served in the order they
+//! asked: the 20th of 20 simultaneous callers of a `5/s` gate knows at once that its slot is
+//! 3 s away.
+//!
+//! Hand-written rather than `governor`: governor's limiter answers "now, or not before T" but
+//! cannot reserve a future slot, so callers told to wait would all wake at T and race for one
+//! slot (and a caller with a 1 s deadline could not know at once that its turn is 3 s away);
+//! and it reads its own clock, where resil's timing follows tokio's (paused in tests). The
+//! state is one atomic word: the theoretical arrival time, in nanoseconds since the gate was
+//! made.
+//!
+//! When a gated call is throttled anyway (a 429 with `Retry-After`, see
+//! [`Transient::is_throttle`](crate::Transient::is_throttle)), the gate hands out no slot
+//! before that wait is over, then resumes at its steady rate: the other callers wait in the
+//! gate instead of each provoking its own 429.
+//!
+//! ```
+//! use resil_runtime::{RateGate, Rejected};
+//! use std::time::Duration;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let gate = RateGate::new(5, Duration::from_secs(1), 5).unwrap(); // 5/s, burst 5
+//! for _ in 0..5 {
+//!     assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+//! }
+//! assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(200)));
+//! let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+//! assert_eq!(
+//!     gate.reserve(1, Some(deadline)),
+//!     Err(Rejected::RateLimited { retry_in: Duration::from_millis(400) })
+//! );
+//! # }
+//! ```
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use resil_spec::rules;
+use tokio::time::Instant;
+
+use crate::deadline::NEVER;
+use crate::{ConfigError, Rejected};
+
+/// `count` units per `period`, at most `burst` at once. See the [module docs](self).
+pub struct RateGate {
+    /// Nanoseconds per unit.
+    interval: u64,
+    /// Nanoseconds of credit a full burst stands for.
+    tolerance: u64,
+    burst: u64,
+    count: u64,
+    period: Duration,
+    /// Theoretical arrival time, in nanoseconds since `origin`.
+    tat: AtomicU64,
+    origin: Instant,
+}
+
+impl fmt::Debug for RateGate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateGate")
+            .field("count", &self.count)
+            .field("period", &self.period)
+            .field("burst", &self.burst)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateGate {
+    /// `count` units per `period`, up to `burst` of them at once.
+    pub fn new(count: u64, period: Duration, burst: u64) -> Result<Self, ConfigError> {
+        Self::for_key("rate", count, period, burst)
+    }
+
+    /// [`RateGate::new`], reporting a broken rule under the setting `key`.
+    pub(crate) fn for_key(
+        key: &'static str,
+        count: u64,
+        period: Duration,
+        burst: u64,
+    ) -> Result<Self, ConfigError> {
+        rules::rate(key, count, period, burst)?;
+        // A period beyond "never" is "never": the arithmetic below then stays far from
+        // saturation, where a second slot would wrongly cost nothing.
+        let interval = (nanos(period.min(NEVER)) / count).max(1);
+        Ok(RateGate {
+            interval,
+            tolerance: interval.saturating_mul(burst),
+            burst,
+            count,
+            period,
+            tat: AtomicU64::new(0),
+            // Offsets are unsigned: an origin a little in the past keeps `now` after it even
+            // when the gate is made and used at once.
+            origin: Instant::now(),
+        })
+    }
+
+    /// Units per period.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// Units that may pass at once.
+    pub fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// Reserves `cost` units at the earliest time the limit allows and returns the wait until
+    /// then. A wait that would end after `deadline` reserves nothing and is refused with
+    /// [`Rejected::RateLimited`]; a cost above the burst can never pass and is refused with
+    /// [`Rejected::OverBurst`].
+    pub fn reserve(&self, cost: u64, deadline: Option<Instant>) -> Result<Duration, Rejected> {
+        if cost > self.burst {
+            return Err(Rejected::OverBurst {
+                cost,
+                burst: self.burst,
+            });
+        }
+        let now = Instant::now();
+        let at = self.offset(now);
+        let limit = deadline.map(|deadline| self.offset(deadline));
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            let next = tat
+                .max(at)
+                .saturating_add(self.interval.saturating_mul(cost));
+            let allowed = next.saturating_sub(self.tolerance);
+            let wait = allowed.saturating_sub(at);
+            if limit.is_some_and(|limit| allowed > limit) {
+                return Err(Rejected::RateLimited {
+                    retry_in: Duration::from_nanos(wait),
+                });
+            }
+            match self
+                .tat
+                .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(Duration::from_nanos(wait)),
+                Err(actual) => tat = actual,
+            }
+        }
+    }
+
+    /// Gives back `cost` units reserved but not used (their call was refused by a later
+    /// check), so that the next caller does not wait for them.
+    pub(crate) fn refund(&self, cost: u64) {
+        let units = self.interval.saturating_mul(cost);
+        let _ = self
+            .tat
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
+                Some(tat.saturating_sub(units))
+            });
+    }
+
+    /// The provider throttled a call and asked to wait `wait`: no slot before then, and the
+    /// steady rate after it (no burst).
+    pub fn hold(&self, wait: Duration) {
+        let until = self.offset(Instant::now()).saturating_add(nanos(wait));
+        let tat = until
+            .saturating_add(self.tolerance)
+            .saturating_sub(self.interval);
+        self.tat.fetch_max(tat, Ordering::AcqRel);
+    }
+
+    fn offset(&self, at: Instant) -> u64 {
+        nanos(at.saturating_duration_since(self.origin))
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_then_the_steady_rate() {
+        let gate = RateGate::new(5, Duration::from_secs(1), 5).unwrap();
+        let waits: Vec<_> = (0..20)
+            .map(|_| gate.reserve(1, None).unwrap().as_millis())
+            .collect();
+        assert_eq!(&waits[..6], [0, 0, 0, 0, 0, 200]);
+        assert_eq!(waits[19], 3000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_past_the_deadline_reserves_nothing() {
+        let gate = RateGate::new(1, Duration::from_secs(1), 1).unwrap();
+        assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+        let soon = Instant::now() + Duration::from_millis(500);
+        assert_eq!(
+            gate.reserve(1, Some(soon)),
+            Err(Rejected::RateLimited {
+                retry_in: Duration::from_secs(1)
+            })
+        );
+        assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(1)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn weights_and_refunds() {
+        let gate = RateGate::new(1000, Duration::from_secs(1), 1000).unwrap();
+        assert_eq!(gate.reserve(800, None), Ok(Duration::ZERO));
+        assert_eq!(gate.reserve(400, None), Ok(Duration::from_millis(200)));
+        gate.refund(400);
+        assert_eq!(gate.reserve(200, None), Ok(Duration::ZERO));
+        assert_eq!(
+            gate.reserve(1001, None),
+            Err(Rejected::OverBurst {
+                cost: 1001,
+                burst: 1000
+            })
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_throttle_holds_every_slot_for_its_wait() {
+        let gate = RateGate::new(10, Duration::from_secs(1), 10).unwrap();
+        gate.hold(Duration::from_secs(2));
+        assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(2)));
+        assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(2100)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hostile_values_saturate() {
+        let gate = RateGate::new(u64::MAX, Duration::MAX, u64::MAX).unwrap();
+        assert!(gate.reserve(u64::MAX, None).is_ok());
+        gate.hold(Duration::MAX);
+        let slow = RateGate::new(1, Duration::MAX, 1).unwrap();
+        assert_eq!(slow.reserve(1, None), Ok(Duration::ZERO));
+        assert!(slow.reserve(1, Some(Instant::now())).is_err());
+    }
+}

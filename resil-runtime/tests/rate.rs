@@ -1,0 +1,343 @@
+//! Rate gates, token gates and the bulkhead's queue: callers wait their turn within their
+//! deadline instead of collecting 429s, or are refused at once without calling. Paused clock.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::TestError;
+use futures::future::join_all;
+use resil_runtime::{Breaker, BreakerConfig, BreakerState, Jitter, Policy, Rejected};
+use tokio::time::Instant;
+
+/// Records when each call was made, and the most in flight at once.
+#[derive(Debug, Default)]
+struct Calls {
+    at: std::sync::Mutex<Vec<Duration>>,
+    in_flight: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl Calls {
+    async fn call(&self, origin: Instant, lasts: Duration) -> Result<(), TestError> {
+        self.at.lock().unwrap().push(origin.elapsed());
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(lasts).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    fn times(&self) -> Vec<Duration> {
+        let mut at = self.at.lock().unwrap().clone();
+        at.sort();
+        at
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn twenty_calls_through_five_per_second_all_pass_in_turn() {
+    let policy = Policy::builder()
+        .rate(5, Duration::from_secs(1), 5)
+        .build()
+        .unwrap();
+    let calls = Calls::default();
+    let origin = Instant::now();
+    let results =
+        join_all((0..20).map(|_| policy.run(|| calls.call(origin, Duration::ZERO)))).await;
+    assert!(results.iter().all(Result::is_ok));
+    let times = calls.times();
+    assert_eq!(
+        times.iter().filter(|at| at.is_zero()).count(),
+        5,
+        "a burst of 5"
+    );
+    assert_eq!(times[5], Duration::from_millis(200));
+    assert_eq!(times[19], Duration::from_secs(3), "then one every 200 ms");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slot_past_the_deadline_is_refused_at_once_without_calling() {
+    let policy = Policy::builder()
+        .rate(5, Duration::from_secs(1), 5)
+        .deadline(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let calls = Calls::default();
+    let origin = Instant::now();
+    let results = join_all((0..20).map(|_| async {
+        let result = policy.run(|| calls.call(origin, Duration::ZERO)).await;
+        (result, origin.elapsed())
+    }))
+    .await;
+    let served = results.iter().filter(|(result, _)| result.is_ok()).count();
+    assert_eq!(
+        served, 10,
+        "slots at 0 (5), 200, 400, 600, 800 and 1000 ms fit"
+    );
+    for (result, when) in results.iter().filter(|(result, _)| result.is_err()) {
+        assert!(matches!(
+            result,
+            Err(TestError::Rejected(Rejected::RateLimited { .. }))
+        ));
+        assert_eq!(*when, Duration::ZERO, "refused at once");
+    }
+    assert_eq!(calls.times().len(), 10, "the refused never called");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_gate_weighs_each_call() {
+    let policy = Policy::builder()
+        .token_rate(1000, Duration::from_secs(1), 1000)
+        .build()
+        .unwrap();
+    let calls = Calls::default();
+    let origin = Instant::now();
+    for cost in [600, 600] {
+        let mut execution = policy.execute::<TestError>();
+        execution.set_cost(cost);
+        let next = execution.attempt(calls.call(origin, Duration::ZERO)).await;
+        assert!(matches!(next, resil_runtime::Next::Done(_)));
+    }
+    assert_eq!(
+        calls.times(),
+        [Duration::ZERO, Duration::from_millis(200)],
+        "the second 600 waits for 200 tokens to come back"
+    );
+    let mut execution = policy.execute::<TestError>();
+    execution.set_cost(1500);
+    let resil_runtime::Next::Done(outcome) =
+        execution.attempt(calls.call(origin, Duration::ZERO)).await
+    else {
+        panic!("no retry declared")
+    };
+    assert_eq!(
+        outcome.into_result(),
+        Err(TestError::Rejected(Rejected::OverBurst {
+            cost: 1500,
+            burst: 1000
+        }))
+    );
+    assert_eq!(
+        calls.times().len(),
+        2,
+        "a call that can never pass is not made"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_take_slots_too() {
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .retry(2)
+        .backoff(Duration::from_millis(1), Duration::from_millis(1))
+        .jitter(Jitter::None)
+        .build()
+        .unwrap();
+    let origin = Instant::now();
+    let at = std::sync::Mutex::new(Vec::new());
+    let result = policy
+        .run(|| async {
+            at.lock().unwrap().push(origin.elapsed());
+            Err::<(), _>(TestError::Busy)
+        })
+        .await;
+    assert_eq!(result, Err(TestError::Busy));
+    assert_eq!(
+        *at.lock().unwrap(),
+        [
+            Duration::ZERO,
+            Duration::from_secs(1),
+            Duration::from_secs(2)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_of_three_behind_a_bulkhead_of_two() {
+    let policy = Policy::builder()
+        .bulkhead(2)
+        .bulkhead_queue(3)
+        .build()
+        .unwrap();
+    let calls = Calls::default();
+    let origin = Instant::now();
+    let results = join_all((0..6).map(|_| async {
+        let result = policy
+            .run(|| calls.call(origin, Duration::from_secs(1)))
+            .await;
+        (result, origin.elapsed())
+    }))
+    .await;
+    assert_eq!(
+        results.iter().filter(|(result, _)| result.is_ok()).count(),
+        5
+    );
+    let refused: Vec<_> = results
+        .iter()
+        .filter(|(result, _)| result.is_err())
+        .collect();
+    assert_eq!(
+        refused[0].0,
+        Err(TestError::Rejected(Rejected::BulkheadFull { limit: 2 }))
+    );
+    assert_eq!(refused[0].1, Duration::ZERO, "the sixth is refused at once");
+    assert_eq!(
+        calls.most.load(Ordering::SeqCst),
+        2,
+        "never more than 2 in flight"
+    );
+    assert_eq!(
+        calls.times(),
+        [0, 0, 1, 1, 2].map(Duration::from_secs),
+        "the queue is served in turn"
+    );
+    assert_eq!(policy.bulkhead().unwrap().in_flight(), 0);
+    assert_eq!(policy.bulkhead().unwrap().waiting(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queued_caller_waits_no_longer_than_its_deadline() {
+    let policy = Policy::builder()
+        .bulkhead(1)
+        .bulkhead_queue(1)
+        .deadline(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let calls = Calls::default();
+    let origin = Instant::now();
+    let (first, second) = tokio::join!(
+        policy.run(|| calls.call(origin, Duration::from_secs(1))),
+        policy.run(|| calls.call(origin, Duration::ZERO)),
+    );
+    assert!(matches!(
+        first,
+        Err(TestError::Rejected(Rejected::DeadlineExceeded))
+    ));
+    assert_eq!(
+        second,
+        Err(TestError::Rejected(Rejected::DeadlineExceeded)),
+        "the deadline ended the wait in the queue"
+    );
+    assert_eq!(calls.times().len(), 1);
+    assert_eq!(policy.bulkhead().unwrap().waiting(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_waiter_leaves_the_queue_and_costs_nobody_a_turn() {
+    let policy = Arc::new(
+        Policy::builder()
+            .bulkhead(1)
+            .bulkhead_queue(1)
+            .build()
+            .unwrap(),
+    );
+    let calls = Arc::new(Calls::default());
+    let origin = Instant::now();
+    let holder = {
+        let (policy, calls) = (policy.clone(), calls.clone());
+        tokio::spawn(async move {
+            policy
+                .run(|| calls.call(origin, Duration::from_secs(1)))
+                .await
+        })
+    };
+    tokio::task::yield_now().await;
+    let waiter = {
+        let (policy, calls) = (policy.clone(), calls.clone());
+        tokio::spawn(async move { policy.run(|| calls.call(origin, Duration::ZERO)).await })
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(policy.bulkhead().unwrap().waiting(), 1);
+    waiter.abort();
+    let _ = waiter.await;
+    assert_eq!(
+        policy.bulkhead().unwrap().waiting(),
+        0,
+        "the dropped waiter left"
+    );
+    // Its place in the queue is free for the next caller, who gets the permit in turn.
+    let next = policy.run(|| calls.call(origin, Duration::ZERO)).await;
+    assert_eq!(next, Ok(()));
+    assert_eq!(origin.elapsed(), Duration::from_secs(1));
+    assert_eq!(holder.await.unwrap(), Ok(()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttle_holds_the_gate_and_never_opens_the_breaker() {
+    let breaker = Arc::new(Breaker::new(
+        "throttled",
+        BreakerConfig::new(1, Duration::from_secs(30)).unwrap(),
+    ));
+    let policy = Policy::builder()
+        .rate(10, Duration::from_secs(1), 10)
+        .breaker(breaker.clone())
+        .build()
+        .unwrap();
+    let throttled = policy
+        .run(|| async { Err::<(), _>(TestError::Throttled(Duration::from_secs(2))) })
+        .await;
+    assert_eq!(throttled, Err(TestError::Throttled(Duration::from_secs(2))));
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Closed,
+        "a healthy provider saying 'too fast' is not an outage"
+    );
+    assert_eq!(breaker.failures(), 0);
+    // The other callers wait in the gate for the wait the provider asked for.
+    let origin = Instant::now();
+    let calls = Calls::default();
+    let results = join_all((0..3).map(|_| policy.run(|| calls.call(origin, Duration::ZERO)))).await;
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(
+        calls.times(),
+        [2000, 2100, 2200].map(Duration::from_millis),
+        "no slot before the wait, then the steady rate"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_after_a_slot_was_reserved_gives_it_back() {
+    let breaker = Arc::new(Breaker::new(
+        "refund",
+        BreakerConfig::new(1, Duration::from_secs(30)).unwrap(),
+    ));
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .breaker(breaker.clone())
+        .build()
+        .unwrap();
+    let failed = policy.run(|| async { Err::<(), _>(TestError::Busy) }).await;
+    assert_eq!(failed, Err(TestError::Busy));
+    assert_eq!(breaker.state(), BreakerState::Open);
+    // Refused by the open breaker after waiting for its slot: the slot goes back.
+    let refused = policy.run(|| async { Ok::<_, TestError>(()) }).await;
+    assert!(matches!(
+        refused,
+        Err(TestError::Rejected(Rejected::BreakerOpen { .. }))
+    ));
+    assert_eq!(
+        policy.rate_gate().unwrap().reserve(1, None),
+        Ok(Duration::ZERO),
+        "the refused call's slot (at 1 s) was given back, and 1 s has passed"
+    );
+}
+
+#[test]
+fn nonsense_rates_are_refused_with_the_fix() {
+    let zero = Policy::builder()
+        .rate(0, Duration::from_secs(1), 1)
+        .build()
+        .unwrap_err();
+    assert!(zero.to_string().contains("\"60/min\""), "{zero}");
+    let no_period = Policy::builder()
+        .token_rate(5, Duration::ZERO, 5)
+        .build()
+        .unwrap_err();
+    assert!(
+        no_period.to_string().contains("`token_rate` is zero"),
+        "{no_period}"
+    );
+}

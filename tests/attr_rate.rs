@@ -1,0 +1,102 @@
+//! `rate`, `token_rate` with `rate_cost`, and `bulkhead_queue` on annotated functions: callers
+//! wait their turn within their deadline, or are refused at once without calling.
+
+mod support;
+
+use std::time::Duration;
+
+use futures::future::join_all;
+use resil::{resilient, Rejected};
+use support::{ApiError, Calls};
+use tokio::time::{sleep, Instant};
+
+struct Request {
+    max_tokens: u32,
+}
+
+#[resilient(rate = "5/s")]
+async fn gated(calls: &Calls) -> Result<(), ApiError> {
+    calls.add();
+    Ok(())
+}
+
+#[resilient(rate = "5/s", deadline = "1s")]
+async fn gated_with_deadline(calls: &Calls) -> Result<(), ApiError> {
+    calls.add();
+    Ok(())
+}
+
+#[resilient(token_rate = "1000/s", rate_cost = req.max_tokens, retry = 1)]
+async fn completion(req: &Request, calls: &Calls) -> Result<(), ApiError> {
+    calls.add();
+    Ok(())
+}
+
+#[resilient(bulkhead = 2, bulkhead_queue = 3)]
+async fn queued(calls: &Calls) -> Result<(), ApiError> {
+    calls.add();
+    sleep(Duration::from_secs(1)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_gate_serves_everyone_in_turn() {
+    let calls = Calls::default();
+    let origin = Instant::now();
+    let done = join_all((0..20).map(|_| async {
+        gated(&calls).await.unwrap();
+        origin.elapsed()
+    }))
+    .await;
+    assert_eq!(calls.count(), 20);
+    assert_eq!(done.iter().max(), Some(&Duration::from_secs(3)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_gate_refuses_at_once_what_its_deadline_cannot_wait_for() {
+    let calls = Calls::default();
+    let results = join_all((0..20).map(|_| gated_with_deadline(&calls))).await;
+    let refused = results
+        .iter()
+        .filter(|r| matches!(r, Err(ApiError::Rejected(Rejected::RateLimited { .. }))))
+        .count();
+    assert_eq!((calls.count(), refused), (10, 10));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cost_expression_weighs_each_call() {
+    let calls = Calls::default();
+    let origin = Instant::now();
+    completion(&Request { max_tokens: 600 }, &calls)
+        .await
+        .unwrap();
+    completion(&Request { max_tokens: 600 }, &calls)
+        .await
+        .unwrap();
+    assert_eq!(origin.elapsed(), Duration::from_millis(200));
+    let too_big = completion(&Request { max_tokens: 5000 }, &calls).await;
+    assert!(matches!(
+        too_big,
+        Err(ApiError::Rejected(Rejected::OverBurst {
+            cost: 5000,
+            burst: 1000
+        }))
+    ));
+    assert_eq!(calls.count(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_lets_callers_wait_for_the_bulkhead() {
+    let calls = Calls::default();
+    let results = join_all((0..6).map(|_| queued(&calls))).await;
+    let full = results
+        .iter()
+        .filter(|r| {
+            matches!(
+                r,
+                Err(ApiError::Rejected(Rejected::BulkheadFull { limit: 2 }))
+            )
+        })
+        .count();
+    assert_eq!((calls.count(), full), (5, 1));
+}
