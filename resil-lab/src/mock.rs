@@ -14,8 +14,12 @@
 //!   generated for it (waiting for it if it is still being generated) instead of generating
 //!   and billing it again. Generation goes on when the client hangs up, as it does at real
 //!   providers: it is billed either way.
+//! - With [`MockProvider::with_rate_limit`], at most N requests per second reach the
+//!   completions endpoint (a sliding window, as nginx's `limit_req` without burst would
+//!   count); the others get 429 with `Retry-After: 1`, and are not billed.
 //! - `/hang`: accepts the request and never answers.
-//! - `/401`: answers 401 Unauthorized.
+//! - `/401`: answers 401 Unauthorized. `/503`: 503 with `Retry-After: 1`. `/quota`: 429
+//!   whose body says `insufficient_quota` (the account is out of credit; no wait helps).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -61,6 +65,8 @@ struct State {
     generating: AtomicU32,
     /// Requests that asked for `fail_first`, so far.
     asked_to_fail: AtomicU32,
+    /// Requests per second let through, and when the ones of the last second came.
+    rate_limit: Option<(usize, Mutex<std::collections::VecDeque<std::time::Instant>>)>,
     capacity: u32,
     retry_after_secs: u64,
     /// Idempotency key → the answer's chunks, filled in when generation ends.
@@ -84,13 +90,30 @@ impl MockProvider {
 
     /// Starts with another capacity and `Retry-After`.
     pub async fn with_capacity(capacity: u32, retry_after_secs: u64) -> std::io::Result<Self> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
-        let state = Arc::new(State {
+        Self::serve(State {
             capacity,
             retry_after_secs,
             ..State::default()
-        });
+        })
+        .await
+    }
+
+    /// Starts with at most `per_second` completions per second (any number at once); the
+    /// rest get 429 with `Retry-After: 1`.
+    pub async fn with_rate_limit(per_second: usize) -> std::io::Result<Self> {
+        Self::serve(State {
+            capacity: u32::MAX,
+            retry_after_secs: 1,
+            rate_limit: Some((per_second, Mutex::default())),
+            ..State::default()
+        })
+        .await
+    }
+
+    async fn serve(state: State) -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(state);
         let (shutdown, mut stop) = oneshot::channel();
         let served = Arc::clone(&state);
         let task = tokio::spawn(async move {
@@ -184,6 +207,17 @@ async fn handle(
     let response = match request.uri().path() {
         "/hang" => std::future::pending().await,
         "/401" => full(StatusCode::UNAUTHORIZED, r#"{"error":"invalid api key"}"#),
+        "/503" => {
+            let mut response = full(StatusCode::SERVICE_UNAVAILABLE, r#"{"error":"overloaded"}"#);
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, 1.into());
+            response
+        }
+        "/quota" => full(
+            StatusCode::TOO_MANY_REQUESTS,
+            r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota"}}"#,
+        ),
         "/v1/chat/completions" => completions(state, request),
         _ => full(StatusCode::NOT_FOUND, r#"{"error":"no such endpoint"}"#),
     };
@@ -205,6 +239,21 @@ fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> 
     let fail_first: u32 = number("fail_first", 0) as u32;
     if fail_first > 0 && state.asked_to_fail.fetch_add(1, Ordering::SeqCst) < fail_first {
         return too_many_requests(&state);
+    }
+    if let Some((per_second, recent)) = &state.rate_limit {
+        let now = std::time::Instant::now();
+        let mut recent = recent.lock().unwrap();
+        while recent
+            .front()
+            .is_some_and(|at| now.duration_since(*at) >= Duration::from_secs(1))
+        {
+            recent.pop_front();
+        }
+        if recent.len() >= *per_second {
+            drop(recent);
+            return too_many_requests(&state);
+        }
+        recent.push_back(now);
     }
     let key = request
         .headers()

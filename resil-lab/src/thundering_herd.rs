@@ -9,7 +9,6 @@ use std::time::Duration;
 use futures::future::join_all;
 use resil::{Jitter, Policy};
 use serde_json::json;
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::LlmError;
@@ -26,8 +25,8 @@ pub enum Variant {
     NoJitter,
     /// `Retry-After` plus a full-jitter draw.
     FullJitter,
-    /// Full jitter, and at most 3 requests in flight from this process (a client-side gate:
-    /// a tokio `Semaphore` here; resil's queueing bulkhead is a later capability).
+    /// Full jitter, and at most 3 requests in flight from this process, the others waiting
+    /// their turn (`bulkhead = 3, bulkhead_queue = …`).
     Gated,
 }
 
@@ -104,32 +103,23 @@ impl Server {
 
 /// `clients` clients, each sending one request, paced by `variant`.
 pub async fn run_one(clients: u32, variant: Variant, seed: u64) -> Row {
-    let policy = Policy::builder()
+    let mut policy = Policy::builder()
         .retry(100)
         .jitter(if variant == Variant::NoJitter {
             Jitter::None
         } else {
             Jitter::Full
         })
-        .seed(seed)
-        .build()
-        .expect("valid policy");
+        .seed(seed);
+    if variant == Variant::Gated {
+        policy = policy.bulkhead(3).bulkhead_queue(clients as usize);
+    }
+    let policy = policy.build().expect("valid policy");
     let server = Server::default();
-    let gate = Semaphore::new(3);
     let started = Instant::now();
-    let answered = join_all((0..clients).map(|_| async {
-        policy
-            .run(|| async {
-                let _permit = match variant {
-                    Variant::Gated => Some(gate.acquire().await.expect("never closed")),
-                    _ => None,
-                };
-                server.handle().await
-            })
-            .await
-            .is_ok()
-    }))
-    .await;
+    let answered =
+        join_all((0..clients).map(|_| async { policy.run(|| server.handle()).await.is_ok() }))
+            .await;
     let requests = server.requests.load(Ordering::Relaxed);
     Row {
         clients,

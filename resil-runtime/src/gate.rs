@@ -16,8 +16,9 @@
 //!
 //! When a gated call is throttled anyway (a 429 with `Retry-After`, see
 //! [`Transient::is_throttle`](crate::Transient::is_throttle)), the gate hands out no slot
-//! before that wait is over, then resumes at its steady rate: the other callers wait in the
-//! gate instead of each provoking its own 429.
+//! before that wait is over, then resumes at its steady rate, one slot at a time: the other
+//! callers wait in the gate instead of each provoking its own 429. Slots reserved before the
+//! throttle are revoked: their callers take new ones, in turn, after the wait.
 //!
 //! ```
 //! use resil_runtime::{RateGate, Rejected};
@@ -58,6 +59,10 @@ pub struct RateGate {
     period: Duration,
     /// Theoretical arrival time, in nanoseconds since `origin`.
     tat: AtomicU64,
+    /// The end of the latest throttle's wait, in nanoseconds since `origin`.
+    held_until: AtomicU64,
+    /// Counts throttles: a slot reserved under an older one is revoked.
+    epoch: AtomicU64,
     origin: Instant,
 }
 
@@ -95,6 +100,8 @@ impl RateGate {
             count,
             period,
             tat: AtomicU64::new(0),
+            held_until: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
             // Offsets are unsigned: an origin a little in the past keeps `now` after it even
             // when the gate is made and used at once.
             origin: Instant::now(),
@@ -164,13 +171,26 @@ impl RateGate {
     }
 
     /// The provider throttled a call and asked to wait `wait`: no slot before then, and the
-    /// steady rate after it (no burst).
+    /// steady rate after it (no burst). Slots reserved before now are revoked (see
+    /// [`RateGate::epoch`]); a wait that ends before an earlier throttle's changes nothing.
     pub fn hold(&self, wait: Duration) {
-        let until = self.offset(Instant::now()).saturating_add(nanos(wait));
+        let until = self
+            .offset(Instant::now())
+            .saturating_add(nanos(wait.min(NEVER)));
+        if self.held_until.fetch_max(until, Ordering::AcqRel) >= until {
+            return;
+        }
         let tat = until
             .saturating_add(self.tolerance)
             .saturating_sub(self.interval);
-        self.tat.fetch_max(tat, Ordering::AcqRel);
+        self.tat.store(tat, Ordering::Release);
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Throttles so far. A caller that reserved a slot under an older count lost it to a
+    /// throttle and must reserve again.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
     }
 
     fn offset(&self, at: Instant) -> u64 {
@@ -229,9 +249,16 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_throttle_holds_every_slot_for_its_wait() {
         let gate = RateGate::new(10, Duration::from_secs(1), 10).unwrap();
+        for _ in 0..15 {
+            gate.reserve(1, None).unwrap();
+        }
+        let before = gate.epoch();
         gate.hold(Duration::from_secs(2));
+        assert_eq!(gate.epoch(), before + 1, "the 15 reservations are revoked");
         assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(2)));
         assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(2100)));
+        gate.hold(Duration::from_secs(1));
+        assert_eq!(gate.epoch(), before + 1, "an earlier end changes nothing");
     }
 
     #[tokio::test(start_paused = true)]

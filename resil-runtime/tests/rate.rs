@@ -341,3 +341,28 @@ fn nonsense_rates_are_refused_with_the_fix() {
         "{no_period}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_throttle_revokes_the_slots_already_handed_out() {
+    let policy = Policy::builder()
+        .rate(10, Duration::from_secs(1), 1)
+        .build()
+        .unwrap();
+    let origin = Instant::now();
+    let calls = std::sync::Mutex::new(Vec::new());
+    let call = || async {
+        let mut calls = calls.lock().unwrap();
+        calls.push(origin.elapsed());
+        if calls.len() == 1 {
+            return Err(TestError::Throttled(Duration::from_secs(1)));
+        }
+        Ok(())
+    };
+    let results = join_all((0..5).map(|_| policy.run(call))).await;
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 4);
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [0, 1000, 1100, 1200, 1300].map(Duration::from_millis),
+        "the slots at 100..400 ms were revoked by the throttle at 0 and taken again after it"
+    );
+}

@@ -166,6 +166,11 @@ where
                     return Poll::Pending;
                 }
                 this.timer.set(None);
+                if this.execution.progress.slots_revoked() {
+                    // A throttle meanwhile: take a new slot, after its wait.
+                    *this.stage = Stage::Start;
+                    continue;
+                }
                 match through_breaker(this) {
                     Ok(()) => continue,
                     Err(rejected) => Err(Failure::Rejected(rejected)),

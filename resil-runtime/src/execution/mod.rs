@@ -16,6 +16,7 @@ use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
 use crate::events::{AttemptOutcome, Event, GiveUp, Listener};
+use crate::gate::RateGate;
 use crate::operation::{self, Frame, OperationId};
 use crate::policy::{BreakerRef, Settings};
 use crate::stream::{first_item, Committed, Holdings, ResilientStream};
@@ -65,9 +66,9 @@ struct Progress<'p> {
     entry: Entry,
     /// What the next attempt costs the token gate.
     cost: u64,
-    /// Slots reserved in the rate gates for the current attempt, given back if it is refused
-    /// before calling.
-    reserved: Option<u64>,
+    /// Slots reserved in the rate gates for the current attempt (their cost, and the gates'
+    /// epochs then), given back if it is refused before calling.
+    reserved: Option<Reserved>,
     deadline: Option<Instant>,
     attempt: u32,
     last_wait: Option<Duration>,
@@ -116,6 +117,13 @@ impl<T, E> Outcome<T, E> {
             Outcome::Failed(error) => Err(error),
         }
     }
+}
+
+/// Slots an attempt holds in the rate gates.
+#[derive(Debug, Clone, Copy)]
+struct Reserved {
+    cost: u64,
+    epochs: [u64; 2],
 }
 
 /// How the operation stands with its bulkhead before the first call.
@@ -329,6 +337,8 @@ impl<'p> Progress<'p> {
     /// the refusal of a gate whose slot would come after the deadline (nothing is then held).
     fn reserve_slots(&mut self) -> Result<Duration, Rejected> {
         let settings = self.settings;
+        let epochs = [&settings.rate, &settings.token_rate]
+            .map(|gate| gate.as_ref().map_or(0, RateGate::epoch));
         let mut wait = Duration::ZERO;
         if let Some(gate) = &settings.rate {
             wait = gate.reserve(1, self.deadline)?;
@@ -345,15 +355,33 @@ impl<'p> Progress<'p> {
             }
         }
         if settings.rate.is_some() || settings.token_rate.is_some() {
-            self.reserved = Some(self.cost);
+            self.reserved = Some(Reserved {
+                cost: self.cost,
+                epochs,
+            });
         }
         Ok(wait)
+    }
+
+    /// Did a throttle revoke the slots this attempt waits for? Then they are gone (nothing to
+    /// give back) and the attempt must reserve again.
+    fn slots_revoked(&mut self) -> bool {
+        let settings = self.settings;
+        let revoked = self.reserved.is_some_and(|reserved| {
+            [&settings.rate, &settings.token_rate]
+                .map(|gate| gate.as_ref().map_or(0, RateGate::epoch))
+                != reserved.epochs
+        });
+        if revoked {
+            self.reserved = None;
+        }
+        revoked
     }
 
     /// The attempt was refused after its slots were reserved: it made no call, so they go
     /// back.
     fn refund_slots(&mut self) {
-        let Some(cost) = self.reserved.take() else {
+        let Some(Reserved { cost, .. }) = self.reserved.take() else {
             return;
         };
         if let Some(gate) = &self.settings.rate {
