@@ -256,6 +256,8 @@ impl<T, E, S> ResilientStream<'_, T, E, S> {
         };
         self.idle_cut = idle_cut;
         match &mut self.timer {
+            // The deadline alone does not move: the armed timer already stands for it.
+            Some(_) if self.holdings.idle.is_none() => {}
             Some(timer) => timer.as_mut().reset(at),
             None => self.timer = Some(Box::pin(tokio::time::sleep_until(at))),
         }

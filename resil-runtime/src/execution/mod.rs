@@ -16,7 +16,6 @@ use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
 use crate::events::{AttemptOutcome, Event, GiveUp, Listener};
-use crate::gate::RateGate;
 use crate::operation::{self, Frame, OperationId};
 use crate::policy::{BreakerRef, Settings};
 use crate::stream::{first_item, Committed, Holdings, ResilientStream};
@@ -66,9 +65,9 @@ struct Progress<'p> {
     entry: Entry,
     /// What the next attempt costs the token gate.
     cost: u64,
-    /// Slots reserved in the rate gates for the current attempt (their cost, and the gates'
-    /// epochs then), given back if it is refused before calling.
-    reserved: Option<Reserved>,
+    /// Slots reserved in the rate gates for the current attempt (the gates' throttle count
+    /// then), given back if it is refused before calling. The cost is `cost`.
+    reserved: Option<u64>,
     deadline: Option<Instant>,
     attempt: u32,
     last_wait: Option<Duration>,
@@ -117,13 +116,6 @@ impl<T, E> Outcome<T, E> {
             Outcome::Failed(error) => Err(error),
         }
     }
-}
-
-/// Slots an attempt holds in the rate gates.
-#[derive(Debug, Clone, Copy)]
-struct Reserved {
-    cost: u64,
-    epochs: [u64; 2],
 }
 
 /// How the operation stands with its bulkhead before the first call.
@@ -335,10 +327,13 @@ impl<'p> Progress<'p> {
 
     /// Reserves this attempt's slots in the rate gates: the wait until the later of them, or
     /// the refusal of a gate whose slot would come after the deadline (nothing is then held).
+    #[inline]
     fn reserve_slots(&mut self) -> Result<Duration, Rejected> {
         let settings = self.settings;
-        let epochs = [&settings.rate, &settings.token_rate]
-            .map(|gate| gate.as_ref().map_or(0, RateGate::epoch));
+        if settings.rate.is_none() && settings.token_rate.is_none() {
+            return Ok(Duration::ZERO);
+        }
+        let epochs = settings.gate_epochs();
         let mut wait = Duration::ZERO;
         if let Some(gate) = &settings.rate {
             wait = gate.reserve(1, self.deadline)?;
@@ -354,12 +349,7 @@ impl<'p> Progress<'p> {
                 }
             }
         }
-        if settings.rate.is_some() || settings.token_rate.is_some() {
-            self.reserved = Some(Reserved {
-                cost: self.cost,
-                epochs,
-            });
-        }
+        self.reserved = Some(epochs);
         Ok(wait)
     }
 
@@ -367,11 +357,9 @@ impl<'p> Progress<'p> {
     /// give back) and the attempt must reserve again.
     fn slots_revoked(&mut self) -> bool {
         let settings = self.settings;
-        let revoked = self.reserved.is_some_and(|reserved| {
-            [&settings.rate, &settings.token_rate]
-                .map(|gate| gate.as_ref().map_or(0, RateGate::epoch))
-                != reserved.epochs
-        });
+        let revoked = self
+            .reserved
+            .is_some_and(|epochs| settings.gate_epochs() != epochs);
         if revoked {
             self.reserved = None;
         }
@@ -381,9 +369,10 @@ impl<'p> Progress<'p> {
     /// The attempt was refused after its slots were reserved: it made no call, so they go
     /// back.
     fn refund_slots(&mut self) {
-        let Some(Reserved { cost, .. }) = self.reserved.take() else {
+        if self.reserved.take().is_none() {
             return;
-        };
+        }
+        let cost = self.cost;
         if let Some(gate) = &self.settings.rate {
             gate.refund(1);
         }

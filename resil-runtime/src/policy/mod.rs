@@ -355,6 +355,15 @@ impl Settings {
         }
     }
 
+    /// The rate gates' throttle counts, summed: it grows with every throttle, so a slot
+    /// reserved under another sum was revoked.
+    pub(crate) fn gate_epochs(&self) -> u64 {
+        [&self.rate, &self.token_rate]
+            .into_iter()
+            .flatten()
+            .fold(0, |sum: u64, gate| sum.wrapping_add(gate.epoch()))
+    }
+
     /// Builds and sends an event only when someone listens.
     #[inline]
     pub(crate) fn emit(&self, emit: impl FnOnce(&dyn Listener)) {
