@@ -299,9 +299,9 @@ async fn a_throttle_holds_the_gate_and_never_opens_the_breaker() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_refusal_after_a_slot_was_reserved_gives_it_back() {
+async fn an_open_breaker_refuses_a_gated_call_before_it_takes_a_slot() {
     let breaker = Arc::new(Breaker::new(
-        "refund",
+        "gated",
         BreakerConfig::new(1, Duration::from_secs(30)).unwrap(),
     ));
     let policy = Policy::builder()
@@ -312,16 +312,44 @@ async fn a_refusal_after_a_slot_was_reserved_gives_it_back() {
     let failed = policy.run(|| async { Err::<(), _>(TestError::Busy) }).await;
     assert_eq!(failed, Err(TestError::Busy));
     assert_eq!(breaker.state(), BreakerState::Open);
-    // Refused by the open breaker after waiting for its slot: the slot goes back.
+    let origin = Instant::now();
     let refused = policy.run(|| async { Ok::<_, TestError>(()) }).await;
     assert!(matches!(
         refused,
         Err(TestError::Rejected(Rejected::BreakerOpen { .. }))
     ));
     assert_eq!(
+        origin.elapsed(),
+        Duration::ZERO,
+        "refused at once, not after a slot wait"
+    );
+    assert_eq!(
+        policy.rate_gate().unwrap().reserve(1, None),
+        Ok(Duration::from_secs(1)),
+        "the next slot is still the one after the first call's"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_after_a_slot_was_reserved_gives_it_back() {
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .token_rate(10, Duration::from_secs(1), 10)
+        .build()
+        .unwrap();
+    let mut execution = policy.execute::<TestError>();
+    execution.set_cost(100);
+    let resil_runtime::Next::Done(outcome) = execution.attempt(async { Ok(()) }).await else {
+        panic!("no retry declared")
+    };
+    assert!(matches!(
+        outcome.into_result(),
+        Err(TestError::Rejected(Rejected::OverBurst { .. }))
+    ));
+    assert_eq!(
         policy.rate_gate().unwrap().reserve(1, None),
         Ok(Duration::ZERO),
-        "the refused call's slot (at 1 s) was given back, and 1 s has passed"
+        "the rate slot taken before the token gate refused went back"
     );
 }
 
@@ -365,4 +393,61 @@ async fn a_throttle_revokes_the_slots_already_handed_out() {
         [0, 1000, 1100, 1200, 1300].map(Duration::from_millis),
         "the slots at 100..400 ms were revoked by the throttle at 0 and taken again after it"
     );
+}
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+    use resil_runtime::RateGate;
+
+    proptest! {
+        /// Whatever the arrivals, costs and deadlines: the units granted by any time t never
+        /// exceed the burst plus what the rate has added since the start, no wait is negative,
+        /// a refused reservation holds nothing, and a refusal is exactly a slot past the
+        /// deadline.
+        #[test]
+        fn a_gate_never_grants_more_than_its_rate_allows(
+            count in 1u64..50,
+            burst in 1u64..20,
+            steps in proptest::collection::vec((0u64..400, 1u64..20, proptest::option::of(0u64..2_000)), 1..60),
+        ) {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let period = Duration::from_secs(1);
+                let gate = RateGate::new(count, period, burst).unwrap();
+                let origin = Instant::now();
+                let interval = period.as_nanos() as u64 / count;
+                let mut granted: Vec<(u64, u64)> = Vec::new();
+                for (advance_ms, cost, deadline_ms) in steps {
+                    tokio::time::advance(Duration::from_millis(advance_ms)).await;
+                    let now = Instant::now();
+                    let deadline = deadline_ms.map(|ms| now + Duration::from_millis(ms));
+                    match gate.reserve(cost, deadline) {
+                        Ok(wait) => {
+                            prop_assert!(deadline.is_none_or(|d| now + wait <= d));
+                            let at = (now + wait - origin).as_nanos() as u64;
+                            granted.push((at, cost));
+                        }
+                        Err(Rejected::OverBurst { .. }) => prop_assert!(cost > burst),
+                        Err(Rejected::RateLimited { retry_in }) => {
+                            prop_assert!(deadline.is_some_and(|d| now + retry_in > d));
+                        }
+                        Err(other) => prop_assert!(false, "unexpected {other:?}"),
+                    }
+                }
+                for &(at, _) in &granted {
+                    let units: u64 = granted.iter().filter(|(t, _)| *t <= at).map(|(_, c)| c).sum();
+                    prop_assert!(
+                        units <= burst + at / interval,
+                        "{units} units by {at} ns with burst {burst}, one per {interval} ns"
+                    );
+                }
+                Ok(())
+            })?;
+        }
+    }
 }

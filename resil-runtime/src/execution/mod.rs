@@ -333,6 +333,13 @@ impl<'p> Progress<'p> {
         if settings.rate.is_none() && settings.token_rate.is_none() {
             return Ok(Duration::ZERO);
         }
+        // A call the breaker will refuse does not wait for a slot first.
+        if let Some(breaker) = self.breaker() {
+            let retry_in = breaker.retry_in(Instant::now());
+            if !retry_in.is_zero() {
+                return Err(breaker.rejection(retry_in));
+            }
+        }
         let epochs = settings.gate_epochs();
         let mut wait = Duration::ZERO;
         if let Some(gate) = &settings.rate {
