@@ -90,7 +90,7 @@ pub use resil_runtime::http;
 pub use resil_runtime::{breaker, events, operation, stream};
 pub use resil_runtime::{
     worst_case, Backoff, Bulkhead, BulkheadPermit, ConfigError, Jitter, Keyed, Operation,
-    OperationId, Policy, PolicyBuilder, Rejected, RetryBudget, Transient, Unkeyed,
+    OperationId, Policy, PolicyBuilder, RateGate, Rejected, RetryBudget, Transient, Unkeyed,
 };
 
 // Circuit breakers, used by hand (the `breaker` module documents them).

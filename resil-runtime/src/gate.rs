@@ -1,42 +1,4 @@
-//! [`RateGate`]: stay under a provider's rate limit instead of collecting its 429s.
-//!
-//! A generic cell rate algorithm (GCRA) with reservations: each call takes a slot (or, for a
-//! token gate, as many slots as it costs) at the earliest time the limit allows, and waits
-//! until then, if that fits in its deadline; otherwise it is refused at once, without calling,
-//! with [`Rejected::RateLimited`], and reserves nothing. Callers are served in the order they
-//! asked: the 20th of 20 simultaneous callers of a `5/s` gate knows at once that its slot is
-//! 3 s away.
-//!
-//! Hand-written rather than `governor`: governor's limiter answers "now, or not before T" but
-//! cannot reserve a future slot, so callers told to wait would all wake at T and race for one
-//! slot (and a caller with a 1 s deadline could not know at once that its turn is 3 s away);
-//! and it reads its own clock, where resil's timing follows tokio's (paused in tests). The
-//! state is one atomic word: the theoretical arrival time, in nanoseconds since the gate was
-//! made.
-//!
-//! When a gated call is throttled anyway (a 429 with `Retry-After`, see
-//! [`Transient::is_throttle`](crate::Transient::is_throttle)), the gate hands out no slot
-//! before that wait is over, then resumes at its steady rate, one slot at a time: the other
-//! callers wait in the gate instead of each provoking its own 429. Slots reserved before the
-//! throttle are revoked: their callers take new ones, in turn, after the wait.
-//!
-//! ```
-//! use resil_runtime::{RateGate, Rejected};
-//! use std::time::Duration;
-//!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-//! let gate = RateGate::new(5, Duration::from_secs(1), 5).unwrap(); // 5/s, burst 5
-//! for _ in 0..5 {
-//!     assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
-//! }
-//! assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(200)));
-//! let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
-//! assert_eq!(
-//!     gate.reserve(1, Some(deadline)),
-//!     Err(Rejected::RateLimited { retry_in: Duration::from_millis(400) })
-//! );
-//! # }
-//! ```
+//! [`RateGate`]: a rate limit kept on this side, so the provider's is not hit.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,7 +10,46 @@ use tokio::time::Instant;
 use crate::deadline::NEVER;
 use crate::{ConfigError, Rejected};
 
-/// `count` units per `period`, at most `burst` at once. See the [module docs](self).
+/// Stays under a provider's rate limit instead of collecting its 429s: `count` units per
+/// `period`, at most `burst` at once.
+///
+/// A generic cell rate algorithm (GCRA) with reservations: each call takes a slot (or, for a
+/// token gate, as many slots as it costs) at the earliest time the limit allows, and waits
+/// until then, if that fits in its deadline; otherwise it is refused at once, without calling,
+/// with [`Rejected::RateLimited`], and reserves nothing. Callers are served in the order they
+/// asked: the 20th of 20 simultaneous callers of a `5/s` gate knows at once that its slot is
+/// 3 s away.
+///
+/// Hand-written rather than `governor`: governor's limiter answers "now, or not before T" but
+/// cannot reserve a future slot, so callers told to wait would all wake at T and race for one
+/// slot (and a caller with a 1 s deadline could not know at once that its turn is 3 s away);
+/// and it reads its own clock, where resil's timing follows tokio's (paused in tests). The
+/// state is one atomic word: the theoretical arrival time, in nanoseconds since the gate was
+/// made.
+///
+/// When a gated call is throttled anyway (a 429 with `Retry-After`, see
+/// [`Transient::is_throttle`](crate::Transient::is_throttle)), the gate hands out no slot
+/// before that wait is over, then resumes at its steady rate, one slot at a time: the other
+/// callers wait in the gate instead of each provoking its own 429. Slots reserved before the
+/// throttle are revoked: their callers take new ones, in turn, after the wait.
+///
+/// ```
+/// use resil_runtime::{RateGate, Rejected};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let gate = RateGate::new(5, Duration::from_secs(1), 5).unwrap(); // 5/s, burst 5
+/// for _ in 0..5 {
+///     assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+/// }
+/// assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(200)));
+/// let deadline = tokio::time::Instant::now() + Duration::from_millis(300);
+/// assert_eq!(
+///     gate.reserve(1, Some(deadline)),
+///     Err(Rejected::RateLimited { retry_in: Duration::from_millis(400) })
+/// );
+/// # }
+/// ```
 pub struct RateGate {
     /// Nanoseconds per unit.
     interval: u64,

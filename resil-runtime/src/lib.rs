@@ -60,12 +60,20 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The order, per operation: the [`Bulkhead`] permit is taken once and held across retries;
-//! each attempt asks the [`Breaker`], then runs under the attempt's timeout and what is left
-//! of the deadline; a transient error is retried after a [`Backoff`] wait (never shorter than
-//! the error's `retry_after()`, never past the deadline, never into an open breaker).
-//! Errors say whether they are worth retrying through [`Transient`]; the runtime's own
-//! failures are [`Rejected`].
+//! The order, per operation: the [`Bulkhead`] permit is taken once (waiting in its queue, if
+//! it has one) and held across retries; each attempt takes its slot in the [`RateGate`]s,
+//! asks the [`Breaker`], then runs under the attempt's timeout and what is left of the
+//! deadline; a transient error is retried after a [`Backoff`] wait (never shorter than the
+//! error's `retry_after()`, never past the deadline, never into an open breaker). Errors say
+//! whether they are worth retrying through [`Transient`]; the runtime's own failures are
+//! [`Rejected`]. A streaming call ([`stream`]) is retried up to its first item, then hands
+//! its permit and breaker to the stream it returns.
+//!
+//! Where things live: `policy/` (the policy and its builder), `execution/` (one operation and
+//! its attempts: the decisions, compiled once for all error types), `breaker/` (the breaker
+//! and the keyed registry), `bulkhead.rs`, `gate.rs` (rate and token gates), `backoff.rs`,
+//! `budget.rs`, `deadline.rs`, `operation.rs` (frames of nested calls), `stream.rs`,
+//! `events.rs`, `http.rs` (feature `http`).
 //!
 //! The hot path (breaker closed, bulkhead free, answer ready on the first poll) allocates
 //! nothing, takes no lock and creates no timer.

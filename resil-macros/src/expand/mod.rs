@@ -72,6 +72,9 @@ fn not_a_function(error: syn::Error, item: &TokenStream) -> syn::Error {
 //             };
 //             __resil_outcome.into_result() // or the fallback, once the execution gave back its permit
 //         }
+// With `rate_cost`, each attempt first sets its cost (`__resil_execution.set_cost(..)`). A
+// streaming fn (`Result<impl Stream<Item = Result<T, E>>, E>`) calls `stream_attempt::<T, E>`
+// instead, and `commit` hands the execution's permit and breaker to the returned stream.
 fn expand(function: ItemFn, config: &Config) -> TokenStream {
     let ItemFn {
         mut attrs,
