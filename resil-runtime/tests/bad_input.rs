@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Provider, TestError};
+use futures::StreamExt;
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -51,6 +52,15 @@ struct Settings {
     bulkhead: Option<usize>,
     budget: Option<(f64, f64)>,
     answer_wait: Duration,
+    queue: Option<usize>,
+    rate: Option<(u64, Duration, u64)>,
+    token_rate: Option<(u64, Duration, u64)>,
+    cost: u64,
+    idle: Option<Duration>,
+}
+
+fn count() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), Just(u64::MAX), 1u64..100]
 }
 
 fn settings() -> impl Strategy<Value = Settings> {
@@ -69,11 +79,19 @@ fn settings() -> impl Strategy<Value = Settings> {
             proptest::option::of((ratio(), ratio())),
             duration(),
         ),
+        (
+            proptest::option::of(prop_oneof![Just(0usize), Just(usize::MAX), 1usize..4]),
+            proptest::option::of((count(), duration(), count())),
+            proptest::option::of((count(), duration(), count())),
+            count(),
+            proptest::option::of(duration()),
+        ),
     )
         .prop_map(
             |(
                 (timeout, deadline, retry, retry_after_max, backoff, jitter),
                 (breaker, bulkhead, budget, answer_wait),
+                (queue, rate, token_rate, cost, idle),
             )| Settings {
                 timeout,
                 deadline,
@@ -85,6 +103,11 @@ fn settings() -> impl Strategy<Value = Settings> {
                 bulkhead,
                 budget,
                 answer_wait,
+                queue,
+                rate,
+                token_rate,
+                cost,
+                idle,
             },
         )
 }
@@ -118,6 +141,18 @@ fn build(settings: &Settings) -> Option<Policy> {
     if let Some((ratio, min)) = settings.budget {
         builder = builder.retry_budget(ratio, min);
     }
+    if let Some(queue) = settings.queue {
+        builder = builder.bulkhead_queue(queue);
+    }
+    if let Some((count, period, burst)) = settings.rate {
+        builder = builder.rate(count, period, burst);
+    }
+    if let Some((count, period, burst)) = settings.token_rate {
+        builder = builder.token_rate(count, period, burst);
+    }
+    if let Some(idle) = settings.idle {
+        builder = builder.idle_timeout(idle);
+    }
     match builder.build() {
         Ok(policy) => Some(policy),
         Err(error) => {
@@ -143,9 +178,31 @@ proptest! {
             .unwrap();
         runtime.block_on(async {
             let provider = Provider::default();
-            let ready = policy.run(|| provider.answer(Ok(1))).await;
-            prop_assert!(ready.is_ok() || settings.breaker.is_some(), "{ready:?}");
             let limit = Duration::from_secs(3600);
+            let ready = tokio::time::timeout(limit, policy.run(|| provider.answer(Ok(1)))).await;
+            let gated = settings.rate.is_some() || settings.token_rate.is_some();
+            prop_assert!(
+                matches!(ready, Ok(Ok(_))) || settings.breaker.is_some() || gated,
+                "{ready:?}"
+            );
+            let mut execution = policy.execute::<TestError>();
+            execution.set_cost(settings.cost);
+            let _ = tokio::time::timeout(limit, execution.attempt(provider.answer(Ok(1)))).await;
+            let _ = tokio::time::timeout(
+                limit,
+                policy.run(|| provider.answer(Err(TestError::Throttled(settings.answer_wait)))),
+            )
+            .await;
+            let stream = tokio::time::timeout(
+                limit,
+                policy.run_stream(|| async {
+                    Ok::<_, TestError>(futures::stream::iter([Ok(1), Ok(2)]).chain(futures::stream::pending()))
+                }),
+            )
+            .await;
+            if let Ok(Ok(stream)) = stream {
+                let _ = tokio::time::timeout(limit, stream.collect::<Vec<_>>()).await;
+            }
             let _ = tokio::time::timeout(
                 limit,
                 policy.run(|| provider.answer(Err(TestError::RetryAfter(settings.answer_wait)))),
