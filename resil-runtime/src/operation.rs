@@ -140,7 +140,7 @@ impl Frame {
         self.sequence
     }
 
-    fn id(&mut self) -> OperationId {
+    pub(crate) fn id(&mut self) -> OperationId {
         OperationId::new(self.sequence(), self.path.clone())
     }
 }

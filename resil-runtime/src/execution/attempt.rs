@@ -104,7 +104,20 @@ where
         // This call's frame is on the stack for the whole poll: the body's nested calls see
         // it, and so do listeners of the events emitted here.
         let pushed = this.execution.progress.frame.take().map(operation::push);
+        // The body's own spans (an HTTP client's) nest under the attempt: entered for the poll,
+        // taken out meanwhile since the poll borrows the execution.
+        #[cfg(feature = "tracing")]
+        let span = std::mem::replace(
+            &mut this.execution.progress.spans.attempt,
+            tracing::Span::none(),
+        );
+        #[cfg(feature = "tracing")]
+        let entered = span.entered();
         let poll = step(&mut this, cx);
+        #[cfg(feature = "tracing")]
+        {
+            this.execution.progress.spans.attempt = entered.exit();
+        }
         if let Some(pushed) = pushed {
             this.execution.progress.frame = pushed.pop();
         }

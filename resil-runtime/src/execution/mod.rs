@@ -77,6 +77,47 @@ struct Progress<'p> {
     frame: Option<Frame>,
     /// Whether an enclosing call may hold this call's breaker.
     nested: bool,
+    /// `resil.operation`, and the current `resil.attempt` under it.
+    #[cfg(feature = "tracing")]
+    spans: Spans,
+}
+
+/// The operation's span and its current attempt's.
+#[cfg(feature = "tracing")]
+#[derive(Debug)]
+struct Spans {
+    operation: tracing::Span,
+    attempt: tracing::Span,
+}
+
+#[cfg(feature = "tracing")]
+impl Spans {
+    fn start(name: &str, frame: &mut Frame) -> Self {
+        let operation = tracing::info_span!(
+            "resil.operation",
+            "resil.fn" = name,
+            "resil.id" = tracing::field::Empty
+        );
+        if !operation.is_disabled() {
+            operation.record("resil.id", tracing::field::display(frame.id()));
+        }
+        Spans {
+            operation,
+            attempt: tracing::Span::none(),
+        }
+    }
+
+    fn attempt(&mut self, attempt: u32) {
+        self.attempt = tracing::info_span!(
+            parent: &self.operation,
+            "resil.attempt",
+            attempt,
+            "http.request.resend_count" = tracing::field::Empty
+        );
+        if attempt > 0 {
+            self.attempt.record("http.request.resend_count", attempt);
+        }
+    }
 }
 
 impl<E> fmt::Debug for Execution<'_, E> {
@@ -176,6 +217,8 @@ impl<'p, E> Execution<'p, E> {
         if let Some(frame) = &mut self.progress.frame {
             frame.new_attempt();
         }
+        #[cfg(feature = "tracing")]
+        self.progress.spans.attempt(self.progress.attempt);
         Attempt::new(self, future)
     }
 
@@ -280,13 +323,16 @@ impl<'p> Progress<'p> {
         let listener = settings.listener();
         let owner = listener.map(|_| &settings.name);
         let address = breaker.as_ref().map_or(0, |breaker| address(breaker.get()));
-        let frame = Frame::start(
+        #[cfg_attr(not(feature = "tracing"), allow(unused_mut))]
+        let mut frame = Frame::start(
             own_deadline,
             settings.retry,
             settings.independent,
             owner,
             address,
         );
+        #[cfg(feature = "tracing")]
+        let spans = Spans::start(&settings.name, &mut frame);
         Progress {
             settings,
             listener,
@@ -301,6 +347,8 @@ impl<'p> Progress<'p> {
             called: false,
             nested: frame.is_nested(),
             frame: Some(frame),
+            #[cfg(feature = "tracing")]
+            spans,
         }
     }
 

@@ -1,0 +1,109 @@
+//! Feature `tracing`: an operation is a span `resil.operation`, each attempt a child span
+//! `resil.attempt`, and the body's own spans nest under the attempt that ran them.
+#![cfg(feature = "tracing")]
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use resil::resilient;
+use support::{ApiError, Calls};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::Subscriber;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+/// One span as the recording layer saw it.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    name: String,
+    parent: Option<String>,
+    fields: HashMap<String, String>,
+}
+
+/// Records every span: its name, its parent's name and its fields.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<HashMap<u64, Seen>>>);
+
+struct Fields<'a>(&'a mut HashMap<String, String>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+}
+
+impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let parent = ctx
+            .span(id)
+            .and_then(|span| span.parent())
+            .map(|parent| parent.name().to_owned());
+        let mut seen = Seen {
+            name: attrs.metadata().name().to_owned(),
+            parent,
+            ..Seen::default()
+        };
+        attrs.record(&mut Fields(&mut seen.fields));
+        self.0.lock().unwrap().insert(id.into_u64(), seen);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        if let Some(seen) = self.0.lock().unwrap().get_mut(&id.into_u64()) {
+            values.record(&mut Fields(&mut seen.fields));
+        }
+    }
+}
+
+#[resilient(retry = 2, backoff = "1ms..1ms")]
+async fn flaky(calls: &Calls) -> Result<u32, ApiError> {
+    let _body = tracing::info_span!("body").entered();
+    if calls.add() == 1 {
+        return Err(ApiError::Busy);
+    }
+    Ok(7)
+}
+
+#[tokio::test(start_paused = true)]
+async fn spans_nest_operation_attempt_body() {
+    let recorder = Recorder::default();
+    let subscriber = tracing_subscriber::registry().with(recorder.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let calls = Calls::default();
+    assert_eq!(flaky(&calls).await, Ok(7));
+
+    let spans: Vec<Seen> = recorder.0.lock().unwrap().values().cloned().collect();
+    let named = |name: &str| {
+        spans
+            .iter()
+            .filter(|s| s.name == name)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let operations = named("resil.operation");
+    assert_eq!(operations.len(), 1, "{spans:#?}");
+    assert!(operations[0].fields["resil.fn"].ends_with("tracing::flaky"));
+    assert!(operations[0].fields.contains_key("resil.id"));
+
+    let mut attempts = named("resil.attempt");
+    attempts.sort_by_key(|s| s.fields["attempt"].clone());
+    assert_eq!(attempts.len(), 2);
+    assert!(attempts
+        .iter()
+        .all(|a| a.parent.as_deref() == Some("resil.operation")));
+    assert!(!attempts[0].fields.contains_key("http.request.resend_count"));
+    assert_eq!(attempts[1].fields["http.request.resend_count"], "1");
+
+    let bodies = named("body");
+    assert_eq!(bodies.len(), 2);
+    assert!(bodies
+        .iter()
+        .all(|b| b.parent.as_deref() == Some("resil.attempt")));
+}
