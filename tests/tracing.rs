@@ -24,9 +24,10 @@ struct Seen {
     fields: HashMap<String, String>,
 }
 
-/// Records every span: its name, its parent's name and its fields.
+/// Records every span (its name, its parent's name and its fields) and every event (its level
+/// and fields, and the span it happened in).
 #[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<HashMap<u64, Seen>>>);
+struct Recorder(Arc<Mutex<HashMap<u64, Seen>>>, Arc<Mutex<Vec<Seen>>>);
 
 struct Fields<'a>(&'a mut HashMap<String, String>);
 
@@ -54,6 +55,16 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
         self.0.lock().unwrap().insert(id.into_u64(), seen);
     }
 
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        let mut seen = Seen {
+            name: event.metadata().level().to_string(),
+            parent: ctx.event_span(event).map(|span| span.name().to_owned()),
+            ..Seen::default()
+        };
+        event.record(&mut Fields(&mut seen.fields));
+        self.1.lock().unwrap().push(seen);
+    }
+
     fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
         if let Some(seen) = self.0.lock().unwrap().get_mut(&id.into_u64()) {
             values.record(&mut Fields(&mut seen.fields));
@@ -61,7 +72,7 @@ impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Recorder {
     }
 }
 
-#[resilient(retry = 2, backoff = "1ms..1ms")]
+#[resilient(retry = 2, backoff = "1ms..1ms", jitter = "none")]
 async fn flaky(calls: &Calls) -> Result<u32, ApiError> {
     let _body = tracing::info_span!("body").entered();
     if calls.add() == 1 {
@@ -106,4 +117,62 @@ async fn spans_nest_operation_attempt_body() {
     assert!(bodies
         .iter()
         .all(|b| b.parent.as_deref() == Some("resil.attempt")));
+}
+
+#[resilient(
+    retry = 1,
+    backoff = "1ms..1ms",
+    breaker = "per_model",
+    breaker_threshold = 1
+)]
+async fn dead(model: &str) -> Result<u32, ApiError> {
+    let _ = model;
+    Err(ApiError::Busy)
+}
+
+#[tokio::test(start_paused = true)]
+async fn waits_transitions_and_rejections_are_events() {
+    let recorder = Recorder::default();
+    let subscriber = tracing_subscriber::registry().with(recorder.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    assert_eq!(dead("gpt").await, Err(ApiError::Busy));
+    let refused = dead("gpt").await;
+    assert!(matches!(refused, Err(ApiError::Rejected(_))));
+
+    let events = recorder.1.lock().unwrap().clone();
+    let opened = events
+        .iter()
+        .find(|e| e.name == "WARN")
+        .expect("a WARN event for the breaker");
+    assert_eq!(opened.fields["breaker"], "model");
+    assert_eq!(opened.fields["key"], "gpt");
+    assert_eq!(opened.fields["from"], "closed");
+    assert_eq!(opened.fields["to"], "open");
+    assert_eq!(opened.parent.as_deref(), Some("resil.attempt"));
+    let rejected = events
+        .iter()
+        .find(|e| e.name == "INFO")
+        .expect("an INFO event for the rejection");
+    assert_eq!(rejected.fields["kind"], "breaker_open");
+    assert!(
+        events.iter().all(|e| e.name != "DEBUG"),
+        "the breaker opened on the first failure: no retry wait"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_wait_is_a_debug_event() {
+    let recorder = Recorder::default();
+    let subscriber = tracing_subscriber::registry().with(recorder.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+    let calls = Calls::default();
+    assert_eq!(flaky(&calls).await, Ok(7));
+    let events = recorder.1.lock().unwrap().clone();
+    let wait = events
+        .iter()
+        .find(|e| e.name == "DEBUG")
+        .expect("a DEBUG wait");
+    assert_eq!(wait.fields["wait_ms"], "1");
+    assert_eq!(wait.fields["reason"], "backoff");
 }

@@ -179,3 +179,33 @@ pub fn set_global_listener(listener: Arc<dyn Listener>) -> Result<(), Arc<dyn Li
 pub(crate) fn resolve(own: Option<&Arc<dyn Listener>>) -> Option<&Arc<dyn Listener>> {
     own.or_else(|| GLOBAL.get())
 }
+
+/// Tells `listener`, and with feature `tracing` the tracing subscriber (a WARN event with
+/// `breaker`, `key`, `from`, `to`), that a breaker changed state.
+pub(crate) fn breaker_transition(
+    listener: Option<&std::sync::Arc<dyn Listener>>,
+    breaker: &crate::Breaker,
+    transition: crate::breaker::Transition,
+) {
+    #[cfg(feature = "tracing")]
+    {
+        // A keyed breaker is named `label=key`.
+        let (name, key) = breaker
+            .name()
+            .split_once('=')
+            .unwrap_or((breaker.name(), ""));
+        tracing::warn!(
+            breaker = name,
+            key,
+            from = %transition.from,
+            to = %transition.to,
+            "circuit breaker changed state"
+        );
+    }
+    if let Some(listener) = listener {
+        listener.on_event(&Event::BreakerTransition {
+            breaker: breaker.name(),
+            transition,
+        });
+    }
+}

@@ -55,7 +55,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::bulkhead::BulkheadPermit;
 use crate::deadline::later;
-use crate::events::{Event, Listener};
+use crate::events::{self, Listener};
 use crate::policy::BreakerRef;
 use crate::{Rejected, Transient};
 
@@ -273,13 +273,8 @@ impl<T, E, S> ResilientStream<'_, T, E, S> {
             return;
         };
         let breaker = breaker.get();
-        if let (Some(transition), Some(listener)) =
-            (breaker.record_failure(), self.holdings.listener)
-        {
-            listener.on_event(&Event::BreakerTransition {
-                breaker: breaker.name(),
-                transition,
-            });
+        if let Some(transition) = breaker.record_failure() {
+            events::breaker_transition(self.holdings.listener, breaker, transition);
         }
     }
 

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
-use crate::events::{AttemptOutcome, Event, GiveUp, Listener};
+use crate::events::{self, AttemptOutcome, Event, GiveUp, Listener};
 use crate::operation::{self, Frame, OperationId};
 use crate::policy::{BreakerRef, Settings};
 use crate::stream::{first_item, Committed, Holdings, ResilientStream};
@@ -508,12 +508,7 @@ impl<'p> Progress<'p> {
 
     /// Tells the listener, if any, that the breaker changed state.
     fn transition(&self, breaker: &Breaker, transition: Transition) {
-        if let Some(listener) = self.listener {
-            listener.on_event(&Event::BreakerTransition {
-                breaker: breaker.name(),
-                transition,
-            });
-        }
+        events::breaker_transition(self.listener, breaker, transition);
     }
 
     /// The backoff wait is over: the next attempt begins.
@@ -560,6 +555,16 @@ impl<'p> Progress<'p> {
         }
         operation::draw();
         let attempt = self.attempt;
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            wait_ms = wait.as_millis() as u64,
+            reason = if asked.is_some() {
+                "retry_after"
+            } else {
+                "backoff"
+            },
+            "waiting before the next attempt"
+        );
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::Waiting {
                 site,
@@ -586,6 +591,8 @@ impl<'p> Progress<'p> {
     }
 
     fn reject<T, E: From<Rejected>>(&self, rejected: Rejected) -> Next<T, E> {
+        #[cfg(feature = "tracing")]
+        tracing::info!(kind = rejected.kind(), "{rejected}");
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::Rejected {
                 site,
