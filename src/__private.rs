@@ -119,6 +119,13 @@ pub fn cost(cost: impl Cost) -> u64 {
     cost.units()
 }
 
+/// The fallback will serve this outcome if it failed.
+pub fn mark_fallback<T, E>(execution: &mut Execution<'_, E>, outcome: &Outcome<T, E>) {
+    if matches!(outcome, Outcome::Failed(_)) {
+        execution.falls_back();
+    }
+}
+
 /// The outcome of the only attempt of a policy without retries.
 pub fn single<T, E>(next: Next<T, E>) -> Outcome<T, E> {
     match next {

@@ -180,8 +180,9 @@ pub(crate) fn resolve(own: Option<&Arc<dyn Listener>>) -> Option<&Arc<dyn Listen
     own.or_else(|| GLOBAL.get())
 }
 
-/// Tells `listener`, and with feature `tracing` the tracing subscriber (a WARN event with
-/// `breaker`, `key`, `from`, `to`), that a breaker changed state.
+/// Tells `listener`, with feature `tracing` the tracing subscriber (a WARN event with
+/// `breaker`, `key`, `from`, `to`), and with feature `metrics` the breaker's gauge, that a
+/// breaker changed state.
 pub(crate) fn breaker_transition(
     listener: Option<&std::sync::Arc<dyn Listener>>,
     breaker: &crate::Breaker,
@@ -202,6 +203,8 @@ pub(crate) fn breaker_transition(
             "circuit breaker changed state"
         );
     }
+    #[cfg(feature = "metrics")]
+    crate::meter::breaker_state(breaker.name(), transition);
     if let Some(listener) = listener {
         listener.on_event(&Event::BreakerTransition {
             breaker: breaker.name(),

@@ -96,6 +96,8 @@ pub mod http;
 mod latency;
 #[cfg(all(test, resil_loom))]
 mod loom;
+#[cfg(feature = "metrics")]
+mod meter;
 pub mod operation;
 mod policy;
 mod rejected;

@@ -133,6 +133,15 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             ::resil::__private::single(#attempt)
         }}
     };
+    // A failure the fallback will serve counts as such (outcome `fallback` in the metrics).
+    let outcome = match &config.fallback {
+        Some(_) => quote! {{
+            let __resil_outcome = #outcome;
+            ::resil::__private::mark_fallback(&mut __resil_execution, &__resil_outcome);
+            __resil_outcome
+        }},
+        None => outcome,
+    };
     let finish = match &config.fallback {
         None => quote! { __resil_outcome.into_result() },
         Some(fallback) => {

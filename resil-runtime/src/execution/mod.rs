@@ -80,6 +80,9 @@ struct Progress<'p> {
     /// `resil.operation`, and the current `resil.attempt` under it.
     #[cfg(feature = "tracing")]
     spans: Spans,
+    /// Records the operation's outcome and duration when it ends.
+    #[cfg(feature = "metrics")]
+    meter: crate::meter::Meter<'p>,
 }
 
 /// The operation's span and its current attempt's.
@@ -198,6 +201,13 @@ impl<'p, E> Execution<'p, E> {
         }
     }
 
+    /// The operation's failure is being served by a fallback: with feature `metrics`, it
+    /// counts as outcome `fallback`. `#[resilient]` calls this for its `fallback`.
+    pub fn falls_back(&mut self) {
+        #[cfg(feature = "metrics")]
+        self.progress.meter.fell_back();
+    }
+
     /// What the next attempts cost the policy's token gate (`rate_cost`; 1 unless set).
     pub fn set_cost(&mut self, cost: u64) {
         self.progress.cost = cost;
@@ -244,7 +254,10 @@ impl<'p, E> Execution<'p, E> {
     ) -> Outcome<ResilientStream<'p, T, E, S>, E> {
         match outcome {
             Outcome::Completed(Ok(committed)) => {
-                let progress = self.progress;
+                #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+                let mut progress = self.progress;
+                #[cfg(feature = "metrics")]
+                progress.meter.committed();
                 let holdings = Holdings {
                     listener: progress.listener,
                     breaker: progress.breaker,
@@ -273,13 +286,19 @@ impl<'p, E> Execution<'p, E> {
         E: Transient + From<Rejected>,
     {
         let progress = &mut self.progress;
-        let error = match result {
-            Ok(value) => return Decision::Done(Next::Done(Outcome::Completed(Ok(value)))),
-            Err(Failure::Error(error)) if !error.is_transient() => {
-                return Decision::Done(Next::Done(Outcome::Completed(Err(error))))
+        let (error, kind) = match result {
+            Ok(value) => {
+                progress.outcome("ok");
+                return Decision::Done(Next::Done(Outcome::Completed(Ok(value))));
             }
-            Err(Failure::Error(error)) => error,
-            Err(Failure::Rejected(rejected @ Rejected::Timeout { .. })) => E::from(rejected),
+            Err(Failure::Error(error)) if !error.is_transient() => {
+                progress.outcome("error");
+                return Decision::Done(Next::Done(Outcome::Completed(Err(error))));
+            }
+            Err(Failure::Error(error)) => (error, "error"),
+            Err(Failure::Rejected(rejected @ Rejected::Timeout { .. })) => {
+                (E::from(rejected), "timeout")
+            }
             Err(Failure::Rejected(
                 rejected @ (Rejected::BreakerOpen { .. } | Rejected::RateLimited { .. }),
             )) => {
@@ -290,7 +309,10 @@ impl<'p, E> Execution<'p, E> {
                     _ => GiveUp::BreakerOpen,
                 };
                 return Decision::Done(match self.last_error.take() {
-                    Some(error) => progress.give_up(error, reason),
+                    Some(error) => {
+                        progress.outcome("error");
+                        progress.give_up(error, reason)
+                    }
                     None => progress.reject(rejected),
                 });
             }
@@ -301,7 +323,10 @@ impl<'p, E> Execution<'p, E> {
                 self.last_error = Some(error);
                 Decision::Wait(wait)
             }
-            Err(reason) => Decision::Done(progress.give_up(error, reason)),
+            Err(reason) => {
+                progress.outcome(kind);
+                Decision::Done(progress.give_up(error, reason))
+            }
         }
     }
 }
@@ -349,6 +374,8 @@ impl<'p> Progress<'p> {
             frame: Some(frame),
             #[cfg(feature = "tracing")]
             spans,
+            #[cfg(feature = "metrics")]
+            meter: crate::meter::Meter::start(settings),
         }
     }
 
@@ -474,6 +501,8 @@ impl<'p> Progress<'p> {
             }
         }
         let attempt = self.attempt;
+        #[cfg(feature = "metrics")]
+        crate::meter::attempt(settings);
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::AttemptStarted {
                 site,
@@ -509,6 +538,13 @@ impl<'p> Progress<'p> {
     /// Tells the listener, if any, that the breaker changed state.
     fn transition(&self, breaker: &Breaker, transition: Transition) {
         events::breaker_transition(self.listener, breaker, transition);
+    }
+
+    /// How the operation ended, for the metrics (`resil_calls_total{outcome}`).
+    #[inline(always)]
+    fn outcome(&mut self, _outcome: &'static str) {
+        #[cfg(feature = "metrics")]
+        self.meter.ended(_outcome);
     }
 
     /// The backoff wait is over: the next attempt begins.
@@ -555,6 +591,8 @@ impl<'p> Progress<'p> {
         }
         operation::draw();
         let attempt = self.attempt;
+        #[cfg(feature = "metrics")]
+        crate::meter::retry(settings);
         #[cfg(feature = "tracing")]
         tracing::debug!(
             wait_ms = wait.as_millis() as u64,
@@ -590,7 +628,12 @@ impl<'p> Progress<'p> {
         Next::Done(Outcome::Failed(error))
     }
 
-    fn reject<T, E: From<Rejected>>(&self, rejected: Rejected) -> Next<T, E> {
+    fn reject<T, E: From<Rejected>>(&mut self, rejected: Rejected) -> Next<T, E> {
+        self.outcome(match &rejected {
+            Rejected::OverBurst { .. } => "rate_limited",
+            Rejected::Idle { .. } | Rejected::Incomplete => "error",
+            other => other.kind(),
+        });
         #[cfg(feature = "tracing")]
         tracing::info!(kind = rejected.kind(), "{rejected}");
         self.notify(|listener, site, operation| {

@@ -378,6 +378,8 @@ impl<K> PolicyBuilder<K> {
             budget,
             independent: self.independent,
             listener: self.listener,
+            #[cfg(feature = "metrics")]
+            meters: crate::meter::Slot::new(),
         };
         Ok((Policy::new(settings), conflict))
     }

@@ -98,6 +98,9 @@ pub(crate) struct Settings {
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) independent: bool,
     pub(crate) listener: Option<Arc<dyn Listener>>,
+    /// The metrics' handles, registered at the first call.
+    #[cfg(feature = "metrics")]
+    pub(crate) meters: crate::meter::Slot,
 }
 
 pub(crate) enum BreakerSource {

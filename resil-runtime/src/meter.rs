@@ -1,0 +1,151 @@
+//! Feature `metrics`: what each operation reports to the `metrics` crate's recorder. Names
+//! and labels are fixed (dashboards and alerts are written against them):
+//!
+//! - `resil_calls_total{fn, outcome}`: one per operation; `outcome` is `ok`, `error`,
+//!   `timeout`, `deadline_exceeded`, `breaker_open`, `bulkhead_full`, `rate_limited` or
+//!   `fallback` (served by the fallback); a cancelled operation counts nothing;
+//! - `resil_attempts_total{fn}`, `resil_retries_total{fn}`;
+//! - `resil_operation_seconds{fn}` (for a stream: to its first item) and
+//!   `resil_stream_first_item_seconds{fn}`;
+//! - `resil_breaker_state{breaker, key}`: 0 closed, 1 half-open, 2 open (`key` empty for a
+//!   named breaker). One series per key: the keys are bounded by `max_keys`;
+//! - `resil_bulkhead_in_use{fn}`.
+//!
+//! `fn` is the policy's name: for `#[resilient]`, the function's path.
+//!
+//! A policy registers its series with the recorder once, at its first call (every outcome of
+//! `resil_calls_total` at once, so each starts at 0), and keeps the handles: a call then costs
+//! a few atomic adds, no allocation. Install the recorder before the first call.
+
+use std::sync::{Arc, OnceLock};
+
+use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+use tokio::time::Instant;
+
+use crate::breaker::{BreakerState, Transition};
+use crate::policy::Settings;
+
+/// The outcomes of `resil_calls_total`.
+const OUTCOMES: [&str; 8] = [
+    "ok",
+    "error",
+    "timeout",
+    "deadline_exceeded",
+    "breaker_open",
+    "bulkhead_full",
+    "rate_limited",
+    "fallback",
+];
+
+/// A policy's series, registered at its first call.
+pub(crate) struct Handles {
+    calls: [Counter; OUTCOMES.len()],
+    attempts: Counter,
+    retries: Counter,
+    seconds: Histogram,
+    first_item: Histogram,
+    in_use: Gauge,
+}
+
+impl Handles {
+    fn new(name: &Arc<str>) -> Self {
+        let name = || metrics::SharedString::from(Arc::clone(name));
+        Handles {
+            calls: OUTCOMES
+                .map(|outcome| counter!("resil_calls_total", "fn" => name(), "outcome" => outcome)),
+            attempts: counter!("resil_attempts_total", "fn" => name()),
+            retries: counter!("resil_retries_total", "fn" => name()),
+            seconds: histogram!("resil_operation_seconds", "fn" => name()),
+            first_item: histogram!("resil_stream_first_item_seconds", "fn" => name()),
+            in_use: gauge!("resil_bulkhead_in_use", "fn" => name()),
+        }
+    }
+}
+
+/// The policy's handles, registered on first use.
+fn handles(settings: &Settings) -> &Handles {
+    settings.meters.get_or_init(|| Handles::new(&settings.name))
+}
+
+/// Where a policy keeps its handles.
+pub(crate) type Slot = OnceLock<Handles>;
+
+/// One operation's report, sent when the operation is over.
+pub(crate) struct Meter<'p> {
+    settings: &'p Settings,
+    started: Instant,
+    outcome: Option<&'static str>,
+    fallback: bool,
+    streamed: bool,
+}
+
+impl<'p> Meter<'p> {
+    pub(crate) fn start(settings: &'p Settings) -> Self {
+        in_use(settings);
+        Meter {
+            settings,
+            started: Instant::now(),
+            outcome: None,
+            fallback: false,
+            streamed: false,
+        }
+    }
+
+    pub(crate) fn ended(&mut self, outcome: &'static str) {
+        self.outcome = Some(outcome);
+    }
+
+    pub(crate) fn fell_back(&mut self) {
+        self.fallback = true;
+    }
+
+    pub(crate) fn committed(&mut self) {
+        self.streamed = true;
+    }
+}
+
+/// Sent when the execution ends, after its bulkhead permit went back.
+impl Drop for Meter<'_> {
+    fn drop(&mut self) {
+        in_use(self.settings);
+        let Some(outcome) = self.outcome else {
+            return;
+        };
+        let outcome = if self.fallback { "fallback" } else { outcome };
+        let handles = handles(self.settings);
+        if let Some(at) = OUTCOMES.iter().position(|known| *known == outcome) {
+            handles.calls[at].increment(1);
+        }
+        let seconds = self.started.elapsed().as_secs_f64();
+        handles.seconds.record(seconds);
+        if self.streamed {
+            handles.first_item.record(seconds);
+        }
+    }
+}
+
+fn in_use(settings: &Settings) {
+    if let Some(bulkhead) = &settings.bulkhead {
+        handles(settings).in_use.set(bulkhead.in_flight() as f64);
+    }
+}
+
+pub(crate) fn attempt(settings: &Settings) {
+    handles(settings).attempts.increment(1);
+}
+
+pub(crate) fn retry(settings: &Settings) {
+    handles(settings).retries.increment(1);
+}
+
+/// A keyed breaker is named `label=key`. Transitions are rare: the gauge is looked up each time.
+pub(crate) fn breaker_state(name: &str, transition: Transition) {
+    let (breaker, key) = name.split_once('=').unwrap_or((name, ""));
+    let state = match transition.to {
+        BreakerState::Closed => 0.0,
+        BreakerState::HalfOpen => 1.0,
+        BreakerState::Open => 2.0,
+    };
+    gauge!("resil_breaker_state", "breaker" => breaker.to_owned(), "key" => key.to_owned())
+        .set(state);
+}

@@ -1,0 +1,148 @@
+//! Feature `metrics`: what one flaky call, an opened breaker and a fallback report, read back
+//! with metrics-util's debugging recorder.
+#![cfg(feature = "metrics")]
+
+mod support;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use metrics_util::CompositeKey;
+use resil::resilient;
+use support::{ApiError, Calls};
+
+/// What the recorder held after a run: one snapshot (taking one drains the recorder).
+type Snapshot = Vec<(CompositeKey, DebugValue)>;
+
+/// Runs `body` on a paused current-thread runtime with a debugging recorder as the local
+/// recorder, and takes what it recorded.
+fn recorded(body: impl std::future::Future<Output = ()>) -> Snapshot {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || runtime.block_on(body));
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| (key, value))
+        .collect()
+}
+
+/// The value of metric `name` whose labels include every one of `labels`.
+fn value<'s>(
+    snapshot: &'s Snapshot,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Option<&'s DebugValue> {
+    snapshot
+        .iter()
+        .find(|(key, _)| {
+            let key = key.key();
+            key.name() == name
+                && labels.iter().all(|(k, v)| {
+                    key.labels()
+                        .any(|label| label.key() == *k && label.value() == *v)
+                })
+        })
+        .map(|(_, value)| value)
+}
+
+#[resilient(retry = 2, backoff = "1ms..1ms")]
+async fn flaky(calls: &Calls) -> Result<u32, ApiError> {
+    if calls.add() < 3 {
+        return Err(ApiError::Busy);
+    }
+    Ok(7)
+}
+
+#[test]
+fn a_flaky_call_counts_one_call_three_attempts_two_retries() {
+    let snapshot = recorded(async {
+        let calls = Calls::default();
+        assert_eq!(flaky(&calls).await, Ok(7));
+    });
+    let name = "metrics::flaky";
+    let fn_label = |metric: &str| value(&snapshot, metric, &[("fn", name)]);
+    assert!(matches!(
+        fn_label("resil_attempts_total"),
+        Some(DebugValue::Counter(3))
+    ));
+    assert!(matches!(
+        fn_label("resil_retries_total"),
+        Some(DebugValue::Counter(2))
+    ));
+    assert!(matches!(
+        value(
+            &snapshot,
+            "resil_calls_total",
+            &[("fn", name), ("outcome", "ok")]
+        ),
+        Some(DebugValue::Counter(1))
+    ));
+    assert!(matches!(
+        fn_label("resil_operation_seconds"),
+        Some(DebugValue::Histogram(values)) if values.len() == 1
+    ));
+}
+
+#[resilient(breaker = "per_model", breaker_threshold = 1, bulkhead = 4)]
+async fn dead(model: &str) -> Result<u32, ApiError> {
+    let _ = model;
+    Err(ApiError::Busy)
+}
+
+#[test]
+fn an_opened_breaker_shows_in_its_gauge_and_the_outcomes() {
+    let snapshot = recorded(async {
+        assert_eq!(dead("gpt").await, Err(ApiError::Busy));
+        assert!(dead("gpt").await.is_err());
+    });
+    assert!(matches!(
+        value(&snapshot, "resil_breaker_state", &[("breaker", "model"), ("key", "gpt")]),
+        Some(DebugValue::Gauge(state)) if state.into_inner() == 2.0
+    ));
+    assert!(matches!(
+        value(
+            &snapshot,
+            "resil_calls_total",
+            &[("outcome", "breaker_open")]
+        ),
+        Some(DebugValue::Counter(1))
+    ));
+    assert!(matches!(
+        value(&snapshot, "resil_calls_total", &[("outcome", "error")]),
+        Some(DebugValue::Counter(1))
+    ));
+    assert!(matches!(
+        value(&snapshot, "resil_bulkhead_in_use", &[("fn", "metrics::dead")]),
+        Some(DebugValue::Gauge(in_use)) if in_use.into_inner() == 0.0
+    ));
+}
+
+#[resilient(retry = 1, backoff = "1ms..1ms", fallback = cached)]
+async fn with_fallback(calls: &Calls) -> Result<u32, ApiError> {
+    calls.add();
+    Err(ApiError::Busy)
+}
+
+async fn cached(_calls: &Calls) -> Result<u32, ApiError> {
+    Ok(0)
+}
+
+#[test]
+fn a_failure_served_by_the_fallback_counts_as_fallback() {
+    let snapshot = recorded(async {
+        assert_eq!(with_fallback(&Calls::default()).await, Ok(0));
+    });
+    assert!(matches!(
+        value(&snapshot, "resil_calls_total", &[("outcome", "fallback")]),
+        Some(DebugValue::Counter(1))
+    ));
+    assert!(matches!(
+        value(&snapshot, "resil_calls_total", &[("outcome", "error")]),
+        Some(DebugValue::Counter(0))
+    ));
+}
