@@ -56,7 +56,7 @@ keys! {
     deadline: Duration = values::duration_value, "limit for the whole operation, waits included";
     first_item_timeout: Duration = values::duration_value, "a stream's limit to its first item, connect included";
     idle_timeout: Duration = values::duration_value, "a stream's longest gap between items";
-    complete_when: syn::Path = values::path, "a stream's test for its final item";
+    complete_when: syn::Path = values::final_item, "a stream's test for its final item";
     retry: u32 = values::count_value, "extra attempts after the first, for transient errors only";
     retry_after_max: Duration = values::duration_value, "the longest Retry-After honoured";
     backoff: (Duration, Duration) = values::range, "the exponential envelope of the waits";
@@ -70,7 +70,7 @@ keys! {
     rate: Rate = values::rate, "attempts per period, retries included";
     token_rate: Rate = values::rate, "units of cost (tokens) per period";
     rate_cost: Expr = values::expression, "what one attempt costs the token gate";
-    fallback: syn::Path = values::path, "an async fn with the same arguments";
+    fallback: syn::Path = values::fallback, "an async fn with the same arguments";
     retry_budget: Budget = values::budget, "retries as a share of first attempts";
     nested: bool = values::nesting, "keep this call's own retries inside another operation";
 }

@@ -108,12 +108,20 @@ pub(crate) fn breaker(name: &'static str, value: &Expr) -> syn::Result<BreakerAr
     }
 }
 
-/// `fallback = path::to::function` or `complete_when = Chunk::is_final`.
-pub(crate) fn path(name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
+/// `fallback = path::to::function`.
+pub(crate) fn fallback(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
+    path(value, "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`")
+}
+
+/// `complete_when = Chunk::is_final`.
+pub(crate) fn final_item(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
+    path(value, "`complete_when` names a function `fn(&T) -> bool` that recognises the stream's final item, such as `complete_when = Chunk::is_final`")
+}
+
+fn path(value: &Expr, expected: &str) -> syn::Result<syn::Path> {
     match value {
         Expr::Path(path) if path.qself.is_none() => Ok(path.path.clone()),
-        _ if name == "complete_when" => Err(syn::Error::new(value.span(), "`complete_when` names a function `fn(&T) -> bool` that recognises the stream's final item, such as `complete_when = Chunk::is_final`")),
-        _ => Err(syn::Error::new(value.span(), "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`")),
+        _ => Err(syn::Error::new(value.span(), expected)),
     }
 }
 

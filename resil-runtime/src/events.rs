@@ -189,22 +189,15 @@ pub(crate) fn breaker_transition(
     transition: crate::breaker::Transition,
 ) {
     #[cfg(feature = "tracing")]
-    {
-        // A keyed breaker is named `label=key`.
-        let (name, key) = breaker
-            .name()
-            .split_once('=')
-            .unwrap_or((breaker.name(), ""));
-        tracing::warn!(
-            breaker = name,
-            key,
-            from = %transition.from,
-            to = %transition.to,
-            "circuit breaker changed state"
-        );
-    }
+    tracing::warn!(
+        breaker = breaker.label(),
+        key = breaker.key().unwrap_or_default(),
+        from = %transition.from,
+        to = %transition.to,
+        "circuit breaker changed state"
+    );
     #[cfg(feature = "metrics")]
-    crate::meter::breaker_state(breaker.name(), transition);
+    crate::meter::breaker_state(breaker, transition);
     if let Some(listener) = listener {
         listener.on_event(&Event::BreakerTransition {
             breaker: breaker.name(),

@@ -22,7 +22,7 @@ use std::sync::{Arc, OnceLock};
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 use tokio::time::Instant;
 
-use crate::breaker::{BreakerState, Transition};
+use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::policy::Settings;
 
 /// The outcomes of `resil_calls_total`.
@@ -138,14 +138,14 @@ pub(crate) fn retry(settings: &Settings) {
     handles(settings).retries.increment(1);
 }
 
-/// A keyed breaker is named `label=key`. Transitions are rare: the gauge is looked up each time.
-pub(crate) fn breaker_state(name: &str, transition: Transition) {
-    let (breaker, key) = name.split_once('=').unwrap_or((name, ""));
+/// Transitions are rare: the gauge is looked up each time.
+pub(crate) fn breaker_state(breaker: &Breaker, transition: Transition) {
     let state = match transition.to {
         BreakerState::Closed => 0.0,
         BreakerState::HalfOpen => 1.0,
         BreakerState::Open => 2.0,
     };
-    gauge!("resil_breaker_state", "breaker" => breaker.to_owned(), "key" => key.to_owned())
+    let key = breaker.key().unwrap_or_default();
+    gauge!("resil_breaker_state", "breaker" => breaker.label().to_owned(), "key" => key.to_owned())
         .set(state);
 }

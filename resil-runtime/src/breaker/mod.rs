@@ -185,6 +185,8 @@ pub enum Verdict {
 /// ```
 pub struct Breaker {
     name: Arc<str>,
+    /// For a breaker of a keyed registry, named `label=key`: where the key starts in `name`.
+    key_at: Option<usize>,
     config: BreakerConfig,
     /// See [`Word`]. Transitions are made under `probing`'s lock; counting a failure or a
     /// success is a compare-and-swap that no transition can slip between.
@@ -226,6 +228,7 @@ impl Breaker {
     pub fn new(name: impl Into<Arc<str>>, config: BreakerConfig) -> Self {
         Breaker {
             name: name.into(),
+            key_at: None,
             config,
             word: AtomicU64::new(CLOSED),
             opened_at: AtomicU64::new(0),
@@ -236,9 +239,36 @@ impl Breaker {
         }
     }
 
-    /// The breaker's name.
+    /// The breaker of `label` for `key`, named `label=key`.
+    pub(crate) fn keyed(label: &str, key: impl fmt::Display, config: BreakerConfig) -> Self {
+        let mut breaker = Breaker::new(format!("{label}={key}"), config);
+        breaker.key_at = Some(label.len() + 1);
+        breaker
+    }
+
+    /// The breaker's name: `label=key` for a breaker of a keyed registry.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The name without its key: the registry's label for a keyed breaker, else the name.
+    ///
+    /// ```
+    /// use resil_runtime::{Breaker, BreakerConfig, KeyedBreakers};
+    ///
+    /// let keyed = KeyedBreakers::new("model", BreakerConfig::default());
+    /// assert_eq!(keyed.get("gpt=4o").label(), "model");
+    /// assert_eq!(keyed.get("gpt=4o").key(), Some("gpt=4o"));
+    /// let named = Breaker::new("a=b", BreakerConfig::default());
+    /// assert_eq!((named.label(), named.key()), ("a=b", None));
+    /// ```
+    pub fn label(&self) -> &str {
+        self.key_at.map_or(&self.name, |at| &self.name[..at - 1])
+    }
+
+    /// The key of a breaker of a keyed registry.
+    pub fn key(&self) -> Option<&str> {
+        self.key_at.map(|at| &self.name[at..])
     }
 
     /// Its tuning.

@@ -292,7 +292,7 @@ impl KeyedBreakers {
         if *len >= self.max_keys {
             *len = self.sweep(*len);
         }
-        let breaker = Arc::new(Breaker::new(format!("{}={}", self.label, key), self.config));
+        let breaker = Arc::new(Breaker::keyed(&self.label, key, self.config));
         breaker.lease.take();
         let entry = Entry {
             key: Arc::new(key.to_owned_key()),

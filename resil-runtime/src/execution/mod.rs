@@ -309,10 +309,7 @@ impl<'p, E> Execution<'p, E> {
                     _ => GiveUp::BreakerOpen,
                 };
                 return Decision::Done(match self.last_error.take() {
-                    Some(error) => {
-                        progress.outcome("error");
-                        progress.give_up(error, reason)
-                    }
+                    Some(error) => progress.give_up(error, reason, "error"),
                     None => progress.reject(rejected),
                 });
             }
@@ -323,10 +320,7 @@ impl<'p, E> Execution<'p, E> {
                 self.last_error = Some(error);
                 Decision::Wait(wait)
             }
-            Err(reason) => {
-                progress.outcome(kind);
-                Decision::Done(progress.give_up(error, reason))
-            }
+            Err(reason) => Decision::Done(progress.give_up(error, reason, kind)),
         }
     }
 }
@@ -615,7 +609,9 @@ impl<'p> Progress<'p> {
         Ok(wait)
     }
 
-    fn give_up<T, E>(&self, error: E, reason: GiveUp) -> Next<T, E> {
+    /// Ends the operation with the provider's `error` (`outcome`: `error` or `timeout`).
+    fn give_up<T, E>(&mut self, error: E, reason: GiveUp, outcome: &'static str) -> Next<T, E> {
+        self.outcome(outcome);
         let attempt = self.attempt;
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::GaveUp {
