@@ -89,14 +89,16 @@ pub use resil_runtime::http;
 #[doc(inline)]
 pub use resil_runtime::{breaker, events, operation, stream};
 pub use resil_runtime::{
-    worst_case, Backoff, Bulkhead, BulkheadPermit, ConfigError, Jitter, Keyed, Operation,
-    OperationId, Policy, PolicyBuilder, RateGate, Rejected, RetryBudget, Transient, Unkeyed,
+    worst_case, Backoff, Bulkhead, BulkheadPermit, ConfigError, Jitter, Key, KeyScope, KeyTuple,
+    Keyed, Keys, Operation, OperationId, Policy, PolicyBuilder, RateGate, Rejected, RetryBudget,
+    Transient, Unkeyed,
 };
 
-// Circuit breakers, used by hand (the `breaker` module documents them).
+// Circuit breakers, used by hand (the `breaker` module documents them), and every breaker
+// in use, for a health endpoint and an operator's reset.
+pub use resil_runtime::breaker::{breakers, BreakerStatus};
 pub use resil_runtime::{
-    Admission, Breaker, BreakerConfig, BreakerKey, BreakerState, KeyedBreaker, KeyedBreakers,
-    Verdict,
+    Admission, Breaker, BreakerConfig, BreakerState, KeyedBreaker, KeyedBreakers, Verdict,
 };
 
 /// One operation driven attempt by attempt, as `#[resilient]` expands to: the way to write

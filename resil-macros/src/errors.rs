@@ -22,6 +22,12 @@ impl Errors {
         }
     }
 
+    /// No mistake so far: a rule that a mistaken value would trip too (the value is then
+    /// missing) is checked only when this holds, so one mistake is reported once.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
     pub(crate) fn into_result(self) -> Result<(), syn::Error> {
         self.0.map_or(Ok(()), Err)
     }

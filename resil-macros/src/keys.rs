@@ -10,7 +10,7 @@ use syn::Expr;
 
 use resil_spec::Jitter;
 
-use crate::values::{self, BreakerArg, Budget, Rate};
+use crate::values::{self, BreakerArg, Budget, Bulkhead, Rate};
 
 /// A value with where it was written.
 pub(crate) struct Setting<T> {
@@ -61,11 +61,12 @@ keys! {
     retry_after_max: Duration = values::duration_value, "the longest Retry-After honoured";
     backoff: (Duration, Duration) = values::range, "the exponential envelope of the waits";
     jitter: Jitter = values::jitter, "how a wait is drawn from the envelope";
-    breaker: BreakerArg = values::breaker, "a named breaker, or one per value of an argument";
+    key: Expr = values::expression, "an expression over the arguments that per-key breakers, bulkheads and gates are keyed by";
+    breaker: BreakerArg = values::breaker, "a named breaker, one per key, or one per value of an argument";
     breaker_threshold: u32 = values::count_value, "consecutive transient failures that open it";
     breaker_cooldown: Duration = values::duration_value, "time open before one probe";
-    max_keys: u32 = values::count_value, "per-key breakers kept at most";
-    bulkhead: u32 = values::count_value, "operations in flight at most";
+    max_keys: u32 = values::count_value, "keys kept at most";
+    bulkhead: Bulkhead = values::bulkhead, "operations in flight at most, in all or per key";
     bulkhead_queue: u32 = values::count_value, "callers that may wait for a place in the bulkhead";
     rate: Rate = values::rate, "attempts per period, retries included";
     token_rate: Rate = values::rate, "units of cost (tokens) per period";

@@ -12,7 +12,7 @@ use resil_spec::{defaults, rules, Jitter};
 use crate::errors::Errors;
 use crate::keys::did_you_mean;
 use crate::keys::ResilientArgs;
-use crate::values::{BreakerArg, Budget, Rate};
+use crate::values::{BreakerArg, Budget, Bulkhead, Rate};
 
 /// A checked `#[resilient]` configuration.
 pub(crate) struct Config {
@@ -23,9 +23,11 @@ pub(crate) struct Config {
     pub(crate) retry_after_max: Option<Duration>,
     pub(crate) backoff: Option<(Duration, Duration)>,
     pub(crate) jitter: Option<Jitter>,
+    /// What the per-key state is per, for a keyed function.
+    pub(crate) key: Option<Keying>,
     pub(crate) breaker: Option<Breaker>,
     pub(crate) max_keys: Option<u32>,
-    pub(crate) bulkhead: Option<u32>,
+    pub(crate) bulkhead: Option<Bulkhead>,
     pub(crate) bulkhead_queue: Option<u32>,
     pub(crate) rate: Option<Rate>,
     /// The token gate and the expression an attempt's cost is.
@@ -49,14 +51,32 @@ pub(crate) struct StreamShape {
 
 /// The breaker settings.
 pub(crate) struct Breaker {
-    pub(crate) kind: BreakerArg,
-    /// For a breaker per argument value: the argument, found once here.
-    pub(crate) key: Option<KeyArgument>,
+    /// The process-wide breaker's name; `None` for a breaker per key.
+    pub(crate) named: Option<String>,
     pub(crate) threshold: u32,
     pub(crate) cooldown: Duration,
 }
 
-/// The argument whose value picks a breaker.
+/// A keyed function's key: `key = <expr>`, or the argument of `breaker = "per_<argument>"`.
+pub(crate) struct Keying {
+    /// How names and labels show what the keys are: `model`, `req.model`, `(provider, model)`.
+    pub(crate) label: String,
+    pub(crate) value: KeyValue,
+}
+
+/// The key's value, in the parts the expansion borrows.
+pub(crate) enum KeyValue {
+    One(KeyPart),
+    /// `(provider, model)`: two to four parts, keyed together.
+    Tuple(Vec<KeyPart>),
+}
+
+pub(crate) enum KeyPart {
+    Argument(KeyArgument),
+    Expr(syn::Expr),
+}
+
+/// An argument that is (part of) the key.
 pub(crate) struct KeyArgument {
     pub(crate) ident: syn::Ident,
     /// Declared as a reference (`model: &str`), so passed to the lookup as it is.
@@ -89,7 +109,10 @@ pub(crate) fn check(
         );
     }
     if let Some(bulkhead) = &args.bulkhead {
-        errors.check(bulkhead.span, rules::bulkhead(bulkhead.value as usize));
+        errors.check(
+            bulkhead.span,
+            rules::bulkhead(bulkhead.value.limit as usize),
+        );
     }
     if args.breaker.is_none() {
         for (name, key) in [
@@ -113,44 +136,7 @@ pub(crate) fn check(
     if let Some(threshold) = &args.breaker_threshold {
         errors.check(threshold.span, rules::breaker_threshold(threshold.value));
     }
-    let mut key = None;
-    if let Some(breaker) = &args.breaker {
-        if let BreakerArg::PerArg(name) = &breaker.value {
-            key = key_argument(sig, name);
-            if key.is_none() {
-                let names = argument_names(sig);
-                let hint = match did_you_mean(name, names.iter().map(String::as_str)) {
-                    Some(arg) => format!("did you mean `per_{arg}`?"),
-                    None if names.is_empty() => "the function takes no named argument".to_owned(),
-                    None => format!(
-                        "its arguments are {}",
-                        names
-                            .iter()
-                            .map(|n| format!("`{n}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                };
-                errors.push(
-                    breaker.span,
-                    format!("`breaker = \"per_{name}\"` keys the breaker by the argument `{name}`, but the function has no such argument: {hint}"),
-                );
-            }
-        }
-    }
-    if let Some(max_keys) = &args.max_keys {
-        if !matches!(
-            args.breaker.as_ref().map(|b| &b.value),
-            Some(BreakerArg::PerArg(_))
-        ) {
-            errors.push(
-                max_keys.key,
-                "`max_keys` bounds the breakers kept per key, but there are none: add `breaker = \"per_<argument>\"`, or remove `max_keys`",
-            );
-        } else {
-            errors.check(max_keys.span, rules::max_keys(max_keys.value as usize));
-        }
-    }
+    let key = check_key(&args, sig, &mut errors);
     if args.retry.as_ref().is_none_or(|retry| retry.value == 0) {
         for (name, key) in [
             ("retry_budget", args.retry_budget.as_ref().map(|s| s.key)),
@@ -191,9 +177,12 @@ pub(crate) fn check(
         retry_after_max: args.retry_after_max.map(|s| s.value),
         backoff: args.backoff.map(|s| s.value),
         jitter: args.jitter.map(|s| s.value),
+        key,
         breaker: args.breaker.map(|breaker| Breaker {
-            kind: breaker.value,
-            key,
+            named: match breaker.value {
+                BreakerArg::Named(name) => Some(name),
+                BreakerArg::PerArg(_) => None,
+            },
             threshold: args
                 .breaker_threshold
                 .map_or(defaults::BREAKER_THRESHOLD, |s| s.value),
@@ -219,6 +208,140 @@ pub(crate) fn check(
             complete_when: args.complete_when.map(|s| s.value),
         }),
     })
+}
+
+/// The function's key, from `key = <expr>` or `breaker = "per_<argument>"`, and the rules
+/// of what is per key: one key per function, and a key only where something is per key.
+fn check_key(args: &ResilientArgs, sig: &Signature, errors: &mut Errors) -> Option<Keying> {
+    let per_arg = args
+        .breaker
+        .as_ref()
+        .and_then(|breaker| match &breaker.value {
+            BreakerArg::PerArg(name) => Some((name, breaker.span)),
+            BreakerArg::Named(_) => None,
+        });
+    let keying = match (&args.key, per_arg) {
+        (Some(key), Some((name, span))) => {
+            if name != "key" {
+                errors.push(span, format!("`breaker = \"per_{name}\"` keys the breaker by `{name}`, but this function has `key = …`: one key per function; write `breaker = \"per_key\"` for a breaker per value of `key`"));
+            }
+            key_expression(&key.value, sig, errors)
+        }
+        (Some(key), None) => key_expression(&key.value, sig, errors),
+        (None, Some((name, span))) => match key_argument(sig, name) {
+            Some(argument) => Some(Keying {
+                label: name.clone(),
+                value: KeyValue::One(KeyPart::Argument(argument)),
+            }),
+            None => {
+                let message = if name == "key" {
+                    "`breaker = \"per_key\"` gives each key its own breaker, but the function has no key: add `key = <an expression over the arguments>`, such as `key = req.model`".to_owned()
+                } else {
+                    let names = argument_names(sig);
+                    let hint = match did_you_mean(name, names.iter().map(String::as_str)) {
+                        Some(arg) => format!("did you mean `per_{arg}`?"),
+                        None if names.is_empty() => "the function takes no named argument".to_owned(),
+                        None => format!(
+                            "its arguments are {}; for a field or another expression, write `key = …` and `breaker = \"per_key\"`",
+                            names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                        ),
+                    };
+                    format!("`breaker = \"per_{name}\"` keys the breaker by the argument `{name}`, but the function has no such argument: {hint}")
+                };
+                errors.push(span, message);
+                None
+            }
+        },
+        (None, None) => None,
+    };
+    let keyed = args.key.is_some() || per_arg.is_some();
+    let per_key = [
+        (
+            "bulkhead",
+            args.bulkhead
+                .as_ref()
+                .filter(|s| s.value.per_key)
+                .map(|s| s.span),
+        ),
+        (
+            "rate",
+            args.rate
+                .as_ref()
+                .filter(|s| s.value.per_key)
+                .map(|s| s.span),
+        ),
+        (
+            "token_rate",
+            args.token_rate
+                .as_ref()
+                .filter(|s| s.value.per_key)
+                .map(|s| s.span),
+        ),
+    ];
+    if !keyed {
+        for (name, span) in per_key {
+            if let Some(span) = span {
+                errors.push(span, format!("`{name}` is per key, but the function has no key: add `key = <an expression over the arguments>`, such as `key = req.model`"));
+            }
+        }
+        if let Some(max_keys) = &args.max_keys {
+            errors.push(max_keys.key, "`max_keys` bounds what is kept per key, but nothing is: add `key = …` with `breaker = \"per_key\"` (or `bulkhead = \"8 per key\"`, `rate = \"60/min per key\"`), or remove `max_keys`");
+        }
+    }
+    if let Some(max_keys) = args.max_keys.as_ref().filter(|_| keyed) {
+        errors.check(max_keys.span, rules::max_keys(max_keys.value as usize));
+    }
+    if let Some(key) = args.key.as_ref().filter(|_| errors.is_empty()) {
+        if per_arg.is_none() && per_key.iter().all(|(_, span)| span.is_none()) {
+            errors.push(key.key, "`key` scopes nothing: add `breaker = \"per_key\"`, or write ` per key` after a bulkhead or rate, such as `bulkhead = \"8 per key\"` or `rate = \"60/min per key\"`");
+        }
+    }
+    keying
+}
+
+/// `key = model`, `key = req.model`, `key = (provider, model)`.
+fn key_expression(expr: &syn::Expr, sig: &Signature, errors: &mut Errors) -> Option<Keying> {
+    let part = |expr: &syn::Expr| match expr {
+        syn::Expr::Path(path) if path.qself.is_none() => path
+            .path
+            .get_ident()
+            .and_then(|ident| key_argument(sig, &ident.to_string()))
+            .map_or_else(|| KeyPart::Expr(expr.clone()), KeyPart::Argument),
+        _ => KeyPart::Expr(expr.clone()),
+    };
+    let value = match expr {
+        syn::Expr::Lit(_) => {
+            errors.push(expr.span(), "`key` is an expression over the arguments, such as `key = req.model` or `key = (provider, model)`: a literal would be the same key for every call");
+            return None;
+        }
+        syn::Expr::Tuple(tuple) if !(2..=4).contains(&tuple.elems.len()) => {
+            errors.push(
+                expr.span(),
+                "a key tuple has 2 to 4 parts, such as `key = (provider, model)`",
+            );
+            return None;
+        }
+        syn::Expr::Tuple(tuple) => KeyValue::Tuple(tuple.elems.iter().map(part).collect()),
+        expr => KeyValue::One(part(expr)),
+    };
+    Some(Keying {
+        label: label(expr),
+        value,
+    })
+}
+
+/// The expression as written, without the spaces token streams put around punctuation.
+fn label(expr: &syn::Expr) -> String {
+    let text = expr.to_token_stream().to_string();
+    [
+        (" . ", "."),
+        ("( ", "("),
+        (" )", ")"),
+        (" ,", ","),
+        (" (", "("),
+    ]
+    .iter()
+    .fold(text, |text, (from, to)| text.replace(from, to))
 }
 
 /// The queue needs a bulkhead; the token gate and its cost need each other.

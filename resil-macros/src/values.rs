@@ -31,21 +31,78 @@ pub(crate) struct Rate {
     pub(crate) count: u64,
     pub(crate) period: Duration,
     pub(crate) burst: u64,
+    /// `"60/min per key"`: one gate per value of the key.
+    pub(crate) per_key: bool,
 }
 
-/// `rate = "60/min"`, `token_rate = "90000/min, burst 20000"`.
+/// `bulkhead = 8`, or `bulkhead = "8 per key"`.
+#[derive(Clone, Copy)]
+pub(crate) struct Bulkhead {
+    pub(crate) limit: u32,
+    pub(crate) per_key: bool,
+}
+
+const PER_KEY: &str = "per key";
+
+/// The text without a final `per key`, and whether it had one; `None` when `per key` is
+/// written elsewhere than last.
+fn per_key(text: &str) -> Option<(&str, bool)> {
+    let text = text.trim();
+    match text.strip_suffix(PER_KEY) {
+        Some(rest) => {
+            let rest = rest.trim_end();
+            let rest = rest.strip_suffix(',').unwrap_or(rest).trim_end();
+            (!rest.contains(PER_KEY)).then_some((rest, true))
+        }
+        None => (!text.contains(PER_KEY)).then_some((text, false)),
+    }
+}
+
+/// `rate = "60/min"`, `token_rate = "90000/min, burst 20000"`, either with ` per key`.
 pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
     let text = string_value(name, value, "\"60/min\"")?;
-    let rate = parse_rate(&text).ok_or_else(|| {
-        syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a rate: write a count per `s`, `min` or `h`, such as \"60/min\", optionally with a burst, such as \"10/s, burst 20\""))
+    let Some((rate, per_key)) = per_key(&text) else {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("`per key` goes last: write `{name} = \"60/min, burst 10 per key\"`"),
+        ));
+    };
+    let rate = parse_rate(rate, per_key).ok_or_else(|| {
+        syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a rate: write a count per `s`, `min` or `h`, such as \"60/min\", optionally with a burst, such as \"10/s, burst 20\", and ` per key` for a gate per key"))
     })?;
     rules::rate(name, rate.count, rate.period, rate.burst)
         .map_err(|rule| syn::Error::new(value.span(), rule))?;
     Ok(rate)
 }
 
+/// `bulkhead = 8` or `bulkhead = "8 per key"`.
+pub(crate) fn bulkhead(name: &'static str, value: &Expr) -> syn::Result<Bulkhead> {
+    let Expr::Lit(ExprLit {
+        lit: Lit::Str(text),
+        ..
+    }) = value
+    else {
+        let limit = count_value(name, value)?;
+        return Ok(Bulkhead {
+            limit,
+            per_key: false,
+        });
+    };
+    let text = text.value();
+    match per_key(&text) {
+        Some((limit, true)) => match limit.parse() {
+            Ok(limit) => Ok(Bulkhead {
+                limit,
+                per_key: true,
+            }),
+            Err(_) => Err(syn::Error::new(value.span(), format!("`{name} = \"{text}\"`: write the calls in flight at once per key as a whole number, such as `{name} = \"8 per key\"`"))),
+        },
+        _ => Err(syn::Error::new(value.span(), format!("`{name}` takes a whole number, such as `{name} = 8`, or `{name} = \"8 per key\"` for a bulkhead per key"))),
+    }
+}
+
 /// `"60/min"` or `"10/s, burst 20"`; the burst is the count unless given.
-fn parse_rate(text: &str) -> Option<Rate> {
+fn parse_rate(text: &str, per_key: bool) -> Option<Rate> {
     let (rate, burst) = match text.split_once(',') {
         Some((rate, burst)) => (rate, Some(burst)),
         None => (text, None),
@@ -66,6 +123,7 @@ fn parse_rate(text: &str) -> Option<Rate> {
         count,
         period,
         burst,
+        per_key,
     })
 }
 

@@ -1,9 +1,11 @@
 //! [`Bulkhead`]: a cap on operations in flight, so one slow provider cannot take every
 //! connection, thread and socket of the process with it.
 
+use std::sync::Arc;
+
 use crate::sync::{AtomicUsize, Ordering};
 use resil_spec::rules;
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, SemaphorePermit};
 
 use crate::{ConfigError, Rejected};
 
@@ -38,9 +40,20 @@ pub struct Bulkhead {
 /// and a waiter that is dropped leaves without costing anyone their turn.
 #[derive(Debug)]
 struct Queue {
-    permits: Semaphore,
+    /// Shared with the owned permits of a bulkhead per key.
+    permits: Arc<Semaphore>,
     waiting: AtomicUsize,
     capacity: usize,
+}
+
+impl Queue {
+    fn new(limit: usize, capacity: usize) -> Self {
+        Queue {
+            permits: Arc::new(Semaphore::new(limit.min(Semaphore::MAX_PERMITS))),
+            waiting: AtomicUsize::new(0),
+            capacity,
+        }
+    }
 }
 
 impl Bulkhead {
@@ -76,13 +89,21 @@ impl Bulkhead {
     pub fn with_queue(limit: usize, queue: usize) -> Result<Self, ConfigError> {
         let mut bulkhead = Bulkhead::new(limit)?;
         if queue > 0 {
-            bulkhead.queue = Some(Queue {
-                permits: Semaphore::new(limit.min(Semaphore::MAX_PERMITS)),
-                waiting: AtomicUsize::new(0),
-                capacity: queue,
-            });
+            bulkhead.queue = Some(Queue::new(limit, queue));
         }
         Ok(bulkhead)
+    }
+
+    /// A bulkhead with the same limit and queue, and nobody in it: the bulkhead of a new key.
+    pub(crate) fn fresh(&self) -> Self {
+        Bulkhead {
+            limit: self.limit,
+            in_flight: AtomicUsize::new(0),
+            queue: self
+                .queue
+                .as_ref()
+                .map(|queue| Queue::new(self.limit, queue.capacity)),
+        }
     }
 
     /// The limit.
@@ -125,6 +146,25 @@ impl Bulkhead {
                 Err(_) => Err(self.full()),
             };
         }
+        self.count()?;
+        Ok(BulkheadPermit(Place::Counted(self)))
+    }
+
+    /// [`Bulkhead::try_acquire`] for a bulkhead per key, whose permit outlives the borrow of
+    /// the registry that holds it.
+    pub(crate) fn try_acquire_owned(self: &Arc<Self>) -> Result<BulkheadPermit<'static>, Rejected> {
+        if let Some(queue) = &self.queue {
+            return match Arc::clone(&queue.permits).try_acquire_owned() {
+                Ok(permit) => Ok(BulkheadPermit(Place::QueuedOwned { _permit: permit })),
+                Err(_) => Err(self.full()),
+            };
+        }
+        self.count()?;
+        Ok(BulkheadPermit(Place::CountedOwned(Arc::clone(self))))
+    }
+
+    /// Counts one more in flight, unless `limit` are.
+    fn count(&self) -> Result<(), Rejected> {
         // A CAS loop rather than add-then-undo: an add that overshoots would make a
         // concurrent caller see a full bulkhead that is not.
         let mut current = self.in_flight.load(Ordering::Relaxed);
@@ -138,7 +178,7 @@ impl Bulkhead {
                 Ordering::Acquire,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Ok(BulkheadPermit(Place::Counted(self))),
+                Ok(_) => return Ok(()),
                 Err(actual) => current = actual,
             }
         }
@@ -153,20 +193,40 @@ impl Bulkhead {
         if let Ok(permit) = queue.permits.try_acquire() {
             return Ok(BulkheadPermit(Place::Queued { _permit: permit }));
         }
-        let joined = queue
-            .waiting
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |waiting| {
-                (waiting < queue.capacity).then_some(waiting + 1)
-            });
-        if joined.is_err() {
-            return Err(self.full());
-        }
-        let _waiting = Waiting(&queue.waiting);
+        let _waiting = self.join(queue)?;
         match queue.permits.acquire().await {
             Ok(permit) => Ok(BulkheadPermit(Place::Queued { _permit: permit })),
             // The semaphore is never closed.
             Err(_) => Err(self.full()),
         }
+    }
+
+    /// [`Bulkhead::acquire`] for a bulkhead per key.
+    pub(crate) async fn acquire_owned(
+        self: Arc<Self>,
+    ) -> Result<BulkheadPermit<'static>, Rejected> {
+        let Some(queue) = &self.queue else {
+            return self.try_acquire_owned();
+        };
+        if let Ok(permit) = Arc::clone(&queue.permits).try_acquire_owned() {
+            return Ok(BulkheadPermit(Place::QueuedOwned { _permit: permit }));
+        }
+        let _waiting = self.join(queue)?;
+        match Arc::clone(&queue.permits).acquire_owned().await {
+            Ok(permit) => Ok(BulkheadPermit(Place::QueuedOwned { _permit: permit })),
+            Err(_) => Err(self.full()),
+        }
+    }
+
+    /// A place in the queue, if it has room.
+    fn join<'q>(&self, queue: &'q Queue) -> Result<Waiting<'q>, Rejected> {
+        queue
+            .waiting
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |waiting| {
+                (waiting < queue.capacity).then_some(waiting + 1)
+            })
+            .map(|_| Waiting(&queue.waiting))
+            .map_err(|_| self.full())
     }
 }
 
@@ -187,16 +247,22 @@ pub struct BulkheadPermit<'a>(Place<'a>);
 #[derive(Debug)]
 enum Place<'a> {
     Counted(&'a Bulkhead),
+    CountedOwned(Arc<Bulkhead>),
     /// Dropping tokio's permit hands the place to the first waiter.
     Queued {
         _permit: SemaphorePermit<'a>,
+    },
+    QueuedOwned {
+        _permit: OwnedSemaphorePermit,
     },
 }
 
 impl Drop for BulkheadPermit<'_> {
     fn drop(&mut self) {
-        if let Place::Counted(bulkhead) = self.0 {
-            bulkhead.in_flight.fetch_sub(1, Ordering::Release);
-        }
+        match &self.0 {
+            Place::Counted(bulkhead) => bulkhead.in_flight.fetch_sub(1, Ordering::Release),
+            Place::CountedOwned(bulkhead) => bulkhead.in_flight.fetch_sub(1, Ordering::Release),
+            Place::Queued { .. } | Place::QueuedOwned { .. } => return,
+        };
     }
 }

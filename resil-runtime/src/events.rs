@@ -73,6 +73,14 @@ pub enum Event<'a> {
         /// From which state to which.
         transition: Transition,
     },
+    /// An operator forced a breaker open or reset it ([`crate::Breaker::force_open`],
+    /// [`crate::Breaker::reset`]).
+    BreakerOverridden {
+        /// The breaker's name.
+        breaker: &'a str,
+        /// What the operator did.
+        action: Override,
+    },
     /// A setting was ignored because of a conflict (a named breaker configured differently
     /// at two sites).
     ConfigConflict {
@@ -176,6 +184,24 @@ pub fn set_global_listener(listener: Arc<dyn Listener>) -> Result<(), Arc<dyn Li
 }
 
 /// The listener a policy emits to: its own, or else the global one.
+/// What an operator did to a breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Override {
+    /// Opened it until reset.
+    ForcedOpen,
+    /// Closed it.
+    Reset,
+}
+
+impl fmt::Display for Override {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Override::ForcedOpen => "forced_open",
+            Override::Reset => "reset",
+        })
+    }
+}
+
 pub(crate) fn resolve(own: Option<&Arc<dyn Listener>>) -> Option<&Arc<dyn Listener>> {
     own.or_else(|| GLOBAL.get())
 }

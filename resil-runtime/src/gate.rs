@@ -109,6 +109,22 @@ impl RateGate {
         })
     }
 
+    /// A gate with the same limit and nothing reserved: the gate of a new key.
+    pub(crate) fn fresh(&self) -> Self {
+        RateGate {
+            tat: AtomicU64::new(0),
+            held_until: AtomicU64::new(0),
+            epoch: AtomicU64::new(0),
+            origin: Instant::now(),
+            ..*self
+        }
+    }
+
+    /// Whether forgetting the gate loses nothing: no slot is reserved past `now`.
+    pub(crate) fn is_idle(&self, now: Instant) -> bool {
+        self.tat.load(Ordering::Acquire) <= self.offset(now)
+    }
+
     /// Units per period.
     pub fn count(&self) -> u64 {
         self.count

@@ -100,6 +100,7 @@ mod loom;
 mod meter;
 pub mod operation;
 mod policy;
+mod registry;
 mod rejected;
 pub mod stream;
 mod sync;
@@ -107,8 +108,7 @@ mod transient;
 
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{
-    Admission, Breaker, BreakerConfig, BreakerKey, BreakerState, KeyedBreaker, KeyedBreakers,
-    Verdict,
+    Admission, Breaker, BreakerConfig, BreakerState, KeyedBreaker, KeyedBreakers, Verdict,
 };
 pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
@@ -117,6 +117,7 @@ pub use execution::{Attempt, Execution, Next, Outcome};
 pub use gate::RateGate;
 pub use latency::worst_case;
 pub use operation::{Operation, OperationId};
-pub use policy::{Keyed, Policy, PolicyBuilder, Unkeyed};
+pub use policy::{KeyScope, Keyed, Keys, Policy, PolicyBuilder, Unkeyed};
+pub use registry::{Key, KeyTuple};
 pub use rejected::Rejected;
 pub use transient::Transient;

@@ -8,8 +8,11 @@
 //! - `resil_operation_seconds{fn}` (for a stream: to its first item) and
 //!   `resil_stream_first_item_seconds{fn}`;
 //! - `resil_breaker_state{breaker, key}`: 0 closed, 1 half-open, 2 open (`key` empty for a
-//!   named breaker). One series per key: the keys are bounded by `max_keys`;
-//! - `resil_bulkhead_in_use{fn}`.
+//!   named breaker). A key's series appears at its breaker's first transition, so only keys
+//!   that failed get one; the recorder keeps it after the key is forgotten, so with keys from
+//!   request input give the exporter an idle timeout;
+//! - `resil_bulkhead_in_use{fn}`, for a bulkhead all calls share (none per key: a series per
+//!   key would grow with the key set).
 //!
 //! `fn` is the policy's name: for `#[resilient]`, the function's path.
 //!

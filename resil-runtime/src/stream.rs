@@ -56,7 +56,8 @@ use tokio::time::{Instant, Sleep};
 use crate::bulkhead::BulkheadPermit;
 use crate::deadline::later;
 use crate::events::{self, Listener};
-use crate::policy::BreakerRef;
+use crate::policy::{BreakerRef, Scope};
+use crate::registry::Held;
 use crate::{Rejected, Transient};
 
 /// The `Stream` trait of `futures` (the same trait, re-exported), for signatures such as
@@ -95,6 +96,8 @@ where
 pub(crate) struct Holdings<'p> {
     pub(crate) listener: Option<&'p Arc<dyn Listener>>,
     pub(crate) breaker: Option<BreakerRef<'p>>,
+    /// The key's state, for a keyed policy: held until the stream ends.
+    pub(crate) scope: Option<Held<Scope>>,
     pub(crate) permit: Option<BulkheadPermit<'p>>,
     pub(crate) deadline: Option<Instant>,
     pub(crate) idle: Option<Duration>,
@@ -285,6 +288,7 @@ impl<T, E, S> ResilientStream<'_, T, E, S> {
         self.timer = None;
         self.holdings.permit = None;
         self.holdings.breaker = None;
+        self.holdings.scope = None;
     }
 }
 

@@ -2,12 +2,12 @@
 //! model checker can explore every interleaving of the breaker and the bulkhead.
 
 #[cfg(not(resil_loom))]
-pub(crate) use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(resil_loom))]
 pub(crate) use std::sync::Mutex;
 
 #[cfg(resil_loom)]
-pub(crate) use loom::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(resil_loom)]
 pub(crate) use loom::sync::Mutex;
 

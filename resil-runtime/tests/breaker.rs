@@ -353,10 +353,11 @@ async fn keyed_breakers_are_isolated_per_value() {
         .run_keyed(&String::from("alive"), || provider.answer(Ok(2)))
         .await;
     assert_eq!(healthy, Ok(2));
-    let keyed = policy.keyed_breakers().unwrap();
-    assert_eq!(keyed.len(), 2);
-    assert_eq!(keyed.get("dead").state(), BreakerState::Open);
-    assert!(same(&keyed.get("dead"), &keyed.get(&String::from("dead"))));
+    let keys = policy.keys().unwrap();
+    assert_eq!(keys.len(), 2);
+    let (dead, again) = (keys.get("dead"), keys.get(&String::from("dead")));
+    assert_eq!(dead.breaker().unwrap().state(), BreakerState::Open);
+    assert!(same(dead.breaker().unwrap(), again.breaker().unwrap()));
 }
 
 fn same(a: &Breaker, b: &Breaker) -> bool {

@@ -223,9 +223,9 @@ fn soak() {
     assert_eq!(total, operations, "every operation ended one way");
     assert_eq!(stack.outer.bulkhead().unwrap().in_flight(), 0);
     assert_eq!(stack.inner.bulkhead().unwrap().in_flight(), 0);
-    let keyed = stack.inner.keyed_breakers().unwrap();
-    println!("  keyed breakers held: {} (bound {MAX_KEYS})", keyed.len());
-    assert!(keyed.len() <= MAX_KEYS, "{}", keyed.len());
+    let keys = stack.inner.keys().unwrap();
+    println!("  keyed breakers held: {} (bound {MAX_KEYS})", keys.len());
+    assert!(keys.len() <= MAX_KEYS, "{}", keys.len());
 
     // Past every cooldown, no breaker keeps a caller waiting on a probe nobody runs.
     std::thread::sleep(Duration::from_millis(20));
@@ -233,7 +233,8 @@ fn soak() {
         let named = stack.outer.breaker().unwrap();
         assert!(named.admit().now_or_never().is_some(), "{named:?}");
         for key in 0..KEYS {
-            let breaker = keyed.get(&key);
+            let key = keys.get(&key);
+            let breaker = key.breaker().unwrap();
             assert!(breaker.admit().now_or_never().is_some(), "{breaker:?}");
         }
     });

@@ -51,6 +51,16 @@ pub enum Violation {
         /// The setting (`rate`, `token_rate`).
         key: &'static str,
     },
+    /// A setting is made per key, but the policy does not have it.
+    PerKeyWithout {
+        /// The setting (`bulkhead`, `rate`, `token_rate`).
+        key: &'static str,
+    },
+    /// A policy is keyed, but nothing is kept per key.
+    KeyScopesNothing {
+        /// What the keys are.
+        label: String,
+    },
     /// A named breaker is already in use with other settings.
     BreakerConflict {
         /// The breaker's name.
@@ -100,6 +110,14 @@ impl fmt::Display for Violation {
             ),
             Violation::InvalidRetryBudget => f.write_str(
                 "a retry budget needs a share ≥ 0, such as \"20%\", and a minimum ≥ 0 retries per second, such as \"20%, min 10/s\"",
+            ),
+            Violation::PerKeyWithout { key } => write!(
+                f,
+                "`{key}` is made per key, but the policy has no {key}: set it (`.{key}(…)`) or do not make it per key"
+            ),
+            Violation::KeyScopesNothing { label } => write!(
+                f,
+                "the policy is keyed by `{label}`, but nothing is per key: add `.breaker_per_key(…)`, `.bulkhead_per_key()`, `.rate_per_key()` or `.token_rate_per_key()`, or do not key it"
             ),
             Violation::BreakerConflict {
                 name,
@@ -182,6 +200,14 @@ pub fn rate(key: &'static str, count: u64, period: Duration, burst: u64) -> Resu
     positive(key, period)?;
     if count == 0 || burst == 0 {
         return Err(Violation::ZeroRate { key });
+    }
+    Ok(())
+}
+
+/// A setting made per key (`bulkhead`, `rate`, `token_rate`) exists.
+pub fn per_key(key: &'static str, declared: bool) -> Result<(), Violation> {
+    if !declared {
+        return Err(Violation::PerKeyWithout { key });
     }
     Ok(())
 }

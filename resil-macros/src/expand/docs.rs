@@ -6,7 +6,7 @@ use resil_spec::duration::human;
 use resil_spec::{defaults, Jitter};
 
 use crate::valid::Config;
-use crate::values::{BreakerArg, Rate};
+use crate::values::Rate;
 
 /// The "Resilience" section appended to the function's docs.
 pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
@@ -58,24 +58,28 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
             parts.push("retries counted independently when nested".to_owned());
         }
     }
+    let key = config.key.as_ref().map(|key| key.label.as_str());
+    let per_key = |per_key: bool| match key {
+        Some(key) if per_key => format!(" per `{key}`"),
+        _ => String::new(),
+    };
     if let Some(breaker) = &config.breaker {
-        let which = match &breaker.kind {
-            BreakerArg::Named(name) => format!("breaker `{name}`"),
-            BreakerArg::PerArg(arg) => format!("a breaker per `{arg}`"),
+        let which = match &breaker.named {
+            Some(name) => format!("breaker `{name}`"),
+            None => format!("a breaker{}", per_key(true)),
         };
         parts.push(format!(
             "{which} (opens after {} failures, probes after {})",
             breaker.threshold,
             human(breaker.cooldown)
         ));
-        if let Some(max_keys) = config.max_keys {
-            parts.push(format!("at most {max_keys} keys"));
-        }
     }
     if let Some(bulkhead) = config.bulkhead {
+        let limit = bulkhead.limit;
+        let scope = per_key(bulkhead.per_key);
         parts.push(match config.bulkhead_queue {
-            Some(queue) => format!("bulkhead {bulkhead} with a queue of {queue}"),
-            None => format!("bulkhead {bulkhead}"),
+            Some(queue) => format!("bulkhead {limit}{scope} with a queue of {queue}"),
+            None => format!("bulkhead {limit}{scope}"),
         });
     }
     let rate = |rate: &Rate| {
@@ -91,14 +95,18 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
         }
     };
     if let Some(limit) = &config.rate {
-        parts.push(format!("rate {}", rate(limit)));
+        parts.push(format!("rate {}{}", rate(limit), per_key(limit.per_key)));
     }
     if let Some((limit, cost)) = &config.token_rate {
         parts.push(format!(
-            "token rate {}, each attempt costing `{}`",
+            "token rate {}{}, each attempt costing `{}`",
             rate(limit),
+            per_key(limit.per_key),
             cost.to_token_stream().to_string().replace(' ', "")
         ));
+    }
+    if let (Some(_), Some(max_keys)) = (key, config.max_keys) {
+        parts.push(format!("at most {max_keys} keys"));
     }
     if let Some(fallback) = &config.fallback {
         parts.push(format!(

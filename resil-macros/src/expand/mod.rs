@@ -15,9 +15,9 @@ use docs::docs;
 
 use crate::attr;
 use crate::errors::Errors;
-use crate::values::{BreakerArg, Rate};
+use crate::values::Rate;
 
-use crate::valid::{self, Config, KeyArgument, StreamShape};
+use crate::valid::{self, Config, KeyArgument, KeyPart, KeyValue, StreamShape};
 
 /// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
 /// errors, so one mistake does not cascade into "cannot find function" errors.
@@ -194,7 +194,7 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             }}
         }
     };
-    let policy_type = if is_keyed(config) {
+    let policy_type = if config.key.is_some() {
         quote! { ::resil::__private::Policy<::resil::__private::Keyed> }
     } else {
         quote! { ::resil::__private::Policy }
@@ -294,14 +294,22 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
         let variant = format_ident!("{}", jitter.variant());
         calls.push(quote! { .jitter(::resil::__private::Jitter::#variant) });
     }
+    if let Some(key) = &config.key {
+        let label = &key.label;
+        calls.push(quote! { .keyed(#label) });
+    }
     if let Some(breaker) = &config.breaker {
         let (threshold, cooldown) = (
             Literal::u32_unsuffixed(breaker.threshold),
             duration(breaker.cooldown),
         );
-        calls.push(match &breaker.kind {
-            BreakerArg::Named(name) => quote! { .breaker_named(#name, #threshold, #cooldown) },
-            BreakerArg::PerArg(arg) => quote! { .breaker_per_key(#arg, #threshold, #cooldown) },
+        calls.push(match (&breaker.named, &config.key) {
+            (Some(name), _) => quote! { .breaker_named(#name, #threshold, #cooldown) },
+            (None, Some(key)) => {
+                let label = &key.label;
+                quote! { .breaker_per_key(#label, #threshold, #cooldown) }
+            }
+            (None, None) => unreachable!("valid::check requires a key for a breaker per key"),
         });
     }
     if let Some(max_keys) = config.max_keys {
@@ -309,8 +317,11 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
         calls.push(quote! { .max_keys(#max_keys) });
     }
     if let Some(bulkhead) = config.bulkhead {
-        let bulkhead = Literal::u32_unsuffixed(bulkhead);
-        calls.push(quote! { .bulkhead(#bulkhead) });
+        let limit = Literal::u32_unsuffixed(bulkhead.limit);
+        calls.push(quote! { .bulkhead(#limit) });
+        if bulkhead.per_key {
+            calls.push(quote! { .bulkhead_per_key() });
+        }
     }
     if let Some(queue) = config.bulkhead_queue {
         let queue = Literal::u32_unsuffixed(queue);
@@ -325,10 +336,16 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
     if let Some(rate) = &config.rate {
         let arguments = gate(rate);
         calls.push(quote! { .rate #arguments });
+        if rate.per_key {
+            calls.push(quote! { .rate_per_key() });
+        }
     }
     if let Some((rate, _)) = &config.token_rate {
         let arguments = gate(rate);
         calls.push(quote! { .token_rate #arguments });
+        if rate.per_key {
+            calls.push(quote! { .token_rate_per_key() });
+        }
     }
     if let Some(budget) = config.retry_budget {
         let (ratio, min_per_sec) = (budget.percent / 100.0, budget.min_per_sec);
@@ -340,25 +357,29 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
     quote! { ::resil::__private::site_policy(::resil::__private::Policy::builder() #(#calls)*) }
 }
 
-fn is_keyed(config: &Config) -> bool {
-    matches!(
-        config.breaker.as_ref().map(|breaker| &breaker.kind),
-        Some(BreakerArg::PerArg(_))
-    )
-}
-
 fn execution(config: &Config) -> TokenStream {
-    match config
-        .breaker
-        .as_ref()
-        .and_then(|breaker| breaker.key.as_ref())
-    {
-        Some(KeyArgument {
+    let Some(key) = &config.key else {
+        return quote! { __RESIL_POLICY.execute() };
+    };
+    // The key is borrowed for the lookup: an argument declared as a reference as it is,
+    // anything else by reference.
+    let part = |part: &KeyPart| match part {
+        KeyPart::Argument(KeyArgument {
             ident,
             by_ref: true,
-        }) => quote! { __RESIL_POLICY.execute_keyed(#ident) },
-        Some(KeyArgument { ident, .. }) => quote! { __RESIL_POLICY.execute_keyed(&#ident) },
-        None => quote! { __RESIL_POLICY.execute() },
+        }) => quote! { #ident },
+        KeyPart::Argument(KeyArgument { ident, .. }) => quote! { &#ident },
+        KeyPart::Expr(expr) => quote_spanned! {expr.span()=> &(#expr) },
+    };
+    match &key.value {
+        KeyValue::One(one) => {
+            let key = part(one);
+            quote! { __RESIL_POLICY.execute_keyed(#key) }
+        }
+        KeyValue::Tuple(parts) => {
+            let parts = parts.iter().map(part);
+            quote! { __RESIL_POLICY.execute_keyed(&::resil::__private::KeyTuple((#(#parts,)*))) }
+        }
     }
 }
 

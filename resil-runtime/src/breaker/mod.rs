@@ -15,10 +15,12 @@
 //! that admitted it: a call admitted while closed that fails after the breaker opened, and
 //! after a probe closed it again, counts for nothing instead of re-opening it.
 
-mod registry;
+mod directory;
+mod keyed;
 
-pub(crate) use registry::named;
-pub use registry::{BreakerKey, KeyedBreaker, KeyedBreakers};
+pub use directory::{breakers, find, BreakerStatus};
+pub(crate) use directory::{named, watch_breaker, watch_keys};
+pub use keyed::{KeyedBreaker, KeyedBreakers};
 
 use std::fmt;
 use std::sync::Arc;
@@ -27,7 +29,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::sync::{lock, AtomicU64, Mutex, Ordering};
+use crate::events;
+use crate::registry::{Key, Shown};
+use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::{ConfigError, Rejected};
 use resil_spec::rules;
 
@@ -199,9 +203,9 @@ pub struct Breaker {
     /// Whether a half-open probe is in flight; its lock serialises transitions.
     probing: Mutex<bool>,
     verdict: Notify,
-    /// Calls holding this breaker through a keyed registry, and whether the registry has
-    /// retired it (see `registry.rs`).
-    pub(crate) lease: registry::Lease,
+    /// Forced open by an operator: no probe until [`Breaker::reset`]. Read only when the
+    /// breaker is not closed, so the closed path stays one load.
+    forced: AtomicBool,
 }
 
 impl fmt::Debug for Breaker {
@@ -235,13 +239,13 @@ impl Breaker {
             created: Instant::now(),
             probing: Mutex::new(false),
             verdict: Notify::new(),
-            lease: registry::Lease::default(),
+            forced: AtomicBool::new(false),
         }
     }
 
     /// The breaker of `label` for `key`, named `label=key`.
-    pub(crate) fn keyed(label: &str, key: impl fmt::Display, config: BreakerConfig) -> Self {
-        let mut breaker = Breaker::new(format!("{label}={key}"), config);
+    pub(crate) fn keyed<K: Key + ?Sized>(label: &str, key: &K, config: BreakerConfig) -> Self {
+        let mut breaker = Breaker::new(format!("{label}={}", Shown(key)), config);
         breaker.key_at = Some(label.len() + 1);
         breaker
     }
@@ -375,10 +379,91 @@ impl Breaker {
         }
     }
 
+    /// Opens the breaker and keeps it open, whatever its cooldown, until [`Breaker::reset`]:
+    /// for a maintenance window, or a provider an operator knows is down. Calls fail at once
+    /// with [`Rejected::BreakerOpen`] (`retry_in` is `Duration::MAX`: nobody knows when).
+    /// A probe in flight counts for nothing; callers waiting for its verdict are refused. The
+    /// global listener hears [`Event::BreakerOverridden`](crate::events::Event) and, if the
+    /// state changed, the transition.
+    ///
+    /// ```
+    /// use resil_runtime::{Breaker, BreakerConfig, BreakerState};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let breaker = Breaker::new("payments", BreakerConfig::default());
+    /// breaker.force_open();
+    /// tokio::time::advance(std::time::Duration::from_secs(3600)).await;
+    /// assert!(breaker.admit().await.is_err(), "no probe while forced open");
+    /// breaker.reset();
+    /// assert_eq!(breaker.state(), BreakerState::Closed);
+    /// assert!(breaker.admit().await.is_ok());
+    /// # }
+    /// ```
+    pub fn force_open(&self) {
+        let transition = {
+            let mut probing = lock(&self.probing);
+            self.forced.store(true, Ordering::Release);
+            let word = self.load();
+            *probing = false;
+            (word.state() != OPEN).then(|| {
+                self.open(word);
+                Transition {
+                    from: BreakerState::from_bits(word.state()),
+                    to: BreakerState::Open,
+                }
+            })
+        };
+        self.verdict.notify_waiters();
+        self.overridden(events::Override::ForcedOpen, transition);
+    }
+
+    /// Closes the breaker with no failure counted, whatever its state (and lifts
+    /// [`Breaker::force_open`]): for an operator who knows the provider is back. A probe in
+    /// flight counts for nothing; callers waiting for its verdict go through.
+    pub fn reset(&self) {
+        let transition = {
+            let mut probing = lock(&self.probing);
+            self.forced.store(false, Ordering::Release);
+            let word = self.load();
+            *probing = false;
+            self.word.store(word.next(CLOSED).0, Ordering::Release);
+            (word.state() != CLOSED).then(|| Transition {
+                from: BreakerState::from_bits(word.state()),
+                to: BreakerState::Closed,
+            })
+        };
+        self.verdict.notify_waiters();
+        self.overridden(events::Override::Reset, transition);
+    }
+
+    /// Whether an operator forced the breaker open.
+    pub fn is_forced_open(&self) -> bool {
+        self.forced.load(Ordering::Acquire)
+    }
+
+    fn overridden(&self, action: events::Override, transition: Option<Transition>) {
+        let listener = events::resolve(None);
+        #[cfg(feature = "tracing")]
+        tracing::warn!(breaker = self.label(), key = self.key().unwrap_or_default(), action = %action, "circuit breaker overridden by an operator");
+        if let Some(listener) = listener {
+            listener.on_event(&events::Event::BreakerOverridden {
+                breaker: self.name(),
+                action,
+            });
+        }
+        if let Some(transition) = transition {
+            events::breaker_transition(listener, self, transition);
+        }
+    }
+
     /// Time left in the cooldown since the breaker last opened. An opening that lies in the
     /// future of `now` was measured on another clock (a breaker outliving a paused test
     /// runtime): the cooldown then counts from `now`, so it lasts one cooldown at most.
+    /// Forced open: forever.
     fn cooling(&self, now: Instant) -> Duration {
+        if self.forced.load(Ordering::Acquire) {
+            return Duration::MAX;
+        }
         let opened_at = self.opened_at.load(Ordering::Acquire) as i64;
         let now = self.since_created(now);
         if now < opened_at {

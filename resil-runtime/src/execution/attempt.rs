@@ -10,6 +10,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use pin_project_lite::pin_project;
@@ -26,7 +27,7 @@ use crate::{Rejected, Transient};
 
 type Admitted = (Ticket, Option<Transition>);
 type ProbeWait<'p> = Pin<Box<dyn Future<Output = Result<Admitted, Rejected>> + Send + 'p>>;
-type PermitWait<'p> =
+pub(super) type PermitWait<'p> =
     Pin<Box<dyn Future<Output = Result<BulkheadPermit<'p>, Rejected>> + Send + 'p>>;
 
 enum Stage<'p> {
@@ -292,9 +293,8 @@ enum Begin<'p> {
 #[inline]
 fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
     progress.before_call()?;
-    if let Some(bulkhead) = progress.queue() {
-        // Rare (the bulkhead is full), so the wait is boxed to keep every attempt small.
-        return Ok(Begin::Queue(Box::pin(bulkhead.acquire())));
+    if let Some(wait) = progress.queue() {
+        return Ok(Begin::Queue(wait));
     }
     let wait = progress.reserve_slots()?;
     if wait.is_zero() {
@@ -410,7 +410,7 @@ impl BreakerRef<'_> {
     fn clone_ref(&self) -> Self {
         match self {
             BreakerRef::Shared(breaker) => BreakerRef::Shared(breaker),
-            BreakerRef::Keyed(breaker) => BreakerRef::Keyed(breaker.clone()),
+            BreakerRef::Keyed(breaker) => BreakerRef::Keyed(Arc::clone(breaker)),
         }
     }
 }

@@ -16,8 +16,10 @@ use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
 use crate::events::{self, AttemptOutcome, Event, GiveUp, Listener};
+use crate::gate::RateGate;
 use crate::operation::{self, Frame, OperationId};
-use crate::policy::{BreakerRef, Settings};
+use crate::policy::{BreakerRef, Scope, Settings};
+use crate::registry::Held;
 use crate::stream::{first_item, Committed, Holdings, ResilientStream};
 use crate::{Rejected, Transient};
 
@@ -61,6 +63,9 @@ struct Progress<'p> {
     /// Who hears this operation's events, looked up once when it starts.
     listener: Option<&'p Arc<dyn Listener>>,
     breaker: Option<BreakerRef<'p>>,
+    /// This call's key's breaker, bulkhead and gates, for a keyed policy: held, so the policy
+    /// does not forget the key meanwhile.
+    scope: Option<Held<Scope>>,
     permit: Option<BulkheadPermit<'p>>,
     entry: Entry,
     /// What the next attempt costs the token gate.
@@ -194,9 +199,13 @@ impl<'p, E> Execution<'p, E> {
     /// Takes the bulkhead permit, starts the deadline and takes this call's place in the
     /// enclosing operation, if any.
     #[inline]
-    pub(crate) fn start(settings: &'p Settings, breaker: Option<BreakerRef<'p>>) -> Self {
+    pub(crate) fn start(
+        settings: &'p Settings,
+        breaker: Option<BreakerRef<'p>>,
+        scope: Option<Held<Scope>>,
+    ) -> Self {
         Execution {
-            progress: Progress::start(settings, breaker),
+            progress: Progress::start(settings, breaker, scope),
             last_error: None,
         }
     }
@@ -261,6 +270,7 @@ impl<'p, E> Execution<'p, E> {
                 let holdings = Holdings {
                     listener: progress.listener,
                     breaker: progress.breaker,
+                    scope: progress.scope,
                     permit: progress.permit,
                     deadline: progress.deadline,
                     idle: progress.settings.idle,
@@ -325,16 +335,31 @@ impl<'p, E> Execution<'p, E> {
     }
 }
 
+/// Where an operation stands after asking `bulkhead` for a permit at once.
+#[inline]
+fn enter<'p>(
+    bulkhead: &Bulkhead,
+    permit: Result<BulkheadPermit<'p>, Rejected>,
+) -> (Option<BulkheadPermit<'p>>, Entry) {
+    match permit {
+        Ok(permit) => (Some(permit), Entry::Admitted),
+        Err(_) if bulkhead.queue() > 0 => (None, Entry::Queue),
+        Err(_) => (None, Entry::Full),
+    }
+}
+
 impl<'p> Progress<'p> {
     #[inline]
-    fn start(settings: &'p Settings, breaker: Option<BreakerRef<'p>>) -> Self {
-        let (permit, entry) = match &settings.bulkhead {
-            None => (None, Entry::Admitted),
-            Some(bulkhead) => match bulkhead.try_acquire() {
-                Ok(permit) => (Some(permit), Entry::Admitted),
-                Err(_) if bulkhead.queue() > 0 => (None, Entry::Queue),
-                Err(_) => (None, Entry::Full),
-            },
+    fn start(
+        settings: &'p Settings,
+        breaker: Option<BreakerRef<'p>>,
+        scope: Option<Held<Scope>>,
+    ) -> Self {
+        let own = scope.as_ref().and_then(|scope| scope.bulkhead.as_ref());
+        let (permit, entry) = match (&settings.bulkhead, own) {
+            (Some(bulkhead), _) => enter(bulkhead, bulkhead.try_acquire()),
+            (None, Some(bulkhead)) => enter(bulkhead, bulkhead.try_acquire_owned()),
+            (None, None) => (None, Entry::Admitted),
         };
         let own_deadline = settings
             .deadline
@@ -356,6 +381,7 @@ impl<'p> Progress<'p> {
             settings,
             listener,
             breaker,
+            scope,
             permit,
             entry,
             cost: 1,
@@ -385,21 +411,52 @@ impl<'p> Progress<'p> {
         self.breaker.as_ref().map(BreakerRef::get)
     }
 
-    /// The bulkhead's queue, if this operation has yet to wait in it for a place.
-    fn queue(&mut self) -> Option<&'p Bulkhead> {
+    /// The bulkhead: all calls', or this key's.
+    fn bulkhead(&self) -> Option<&Bulkhead> {
+        (self.settings.bulkhead.as_ref()).or_else(|| self.scope.as_ref()?.bulkhead.as_deref())
+    }
+
+    /// The rate gate: all calls', or this key's.
+    fn rate(&self) -> Option<&RateGate> {
+        (self.settings.rate.as_ref()).or_else(|| self.scope.as_ref()?.rate.as_ref())
+    }
+
+    /// The token gate: all calls', or this key's.
+    fn token_rate(&self) -> Option<&RateGate> {
+        (self.settings.token_rate.as_ref()).or_else(|| self.scope.as_ref()?.token_rate.as_ref())
+    }
+
+    /// The rate gates' throttle counts, summed: it grows with every throttle, so a slot
+    /// reserved under another sum was revoked.
+    fn gate_epochs(&self) -> u64 {
+        [self.rate(), self.token_rate()]
+            .into_iter()
+            .flatten()
+            .fold(0, |sum: u64, gate| sum.wrapping_add(gate.epoch()))
+    }
+
+    /// The wait for a place in the bulkhead's queue, if this operation has yet to wait in it.
+    fn queue(&mut self) -> Option<attempt::PermitWait<'p>> {
         if self.entry != Entry::Queue {
             return None;
         }
         self.entry = Entry::Admitted;
-        self.settings.bulkhead.as_ref()
+        // Rare (the bulkhead is full), so the wait is boxed to keep every attempt small.
+        if let Some(bulkhead) = &self.settings.bulkhead {
+            return Some(Box::pin(bulkhead.acquire()));
+        }
+        let bulkhead = Arc::clone(self.scope.as_ref()?.bulkhead.as_ref()?);
+        Some(Box::pin(async move {
+            let permit: Result<BulkheadPermit<'p>, Rejected> = bulkhead.acquire_owned().await;
+            permit
+        }))
     }
 
     /// Reserves this attempt's slots in the rate gates: the wait until the later of them, or
     /// the refusal of a gate whose slot would come after the deadline (nothing is then held).
     #[inline]
     fn reserve_slots(&mut self) -> Result<Duration, Rejected> {
-        let settings = self.settings;
-        if settings.rate.is_none() && settings.token_rate.is_none() {
+        if self.rate().is_none() && self.token_rate().is_none() {
             return Ok(Duration::ZERO);
         }
         // A call the breaker will refuse does not wait for a slot first.
@@ -409,16 +466,16 @@ impl<'p> Progress<'p> {
                 return Err(breaker.rejection(retry_in));
             }
         }
-        let epochs = settings.gate_epochs();
+        let epochs = self.gate_epochs();
         let mut wait = Duration::ZERO;
-        if let Some(gate) = &settings.rate {
+        if let Some(gate) = self.rate() {
             wait = gate.reserve(1, self.deadline)?;
         }
-        if let Some(gate) = &settings.token_rate {
+        if let Some(gate) = self.token_rate() {
             match gate.reserve(self.cost, self.deadline) {
                 Ok(tokens) => wait = wait.max(tokens),
                 Err(refused) => {
-                    if let Some(gate) = &settings.rate {
+                    if let Some(gate) = self.rate() {
                         gate.refund(1);
                     }
                     return Err(refused);
@@ -432,10 +489,9 @@ impl<'p> Progress<'p> {
     /// Did a throttle revoke the slots this attempt waits for? Then they are gone (nothing to
     /// give back) and the attempt must reserve again.
     fn slots_revoked(&mut self) -> bool {
-        let settings = self.settings;
         let revoked = self
             .reserved
-            .is_some_and(|epochs| settings.gate_epochs() != epochs);
+            .is_some_and(|epochs| self.gate_epochs() != epochs);
         if revoked {
             self.reserved = None;
         }
@@ -448,12 +504,11 @@ impl<'p> Progress<'p> {
         if self.reserved.take().is_none() {
             return;
         }
-        let cost = self.cost;
-        if let Some(gate) = &self.settings.rate {
+        if let Some(gate) = self.rate() {
             gate.refund(1);
         }
-        if let Some(gate) = &self.settings.token_rate {
-            gate.refund(cost);
+        if let Some(gate) = self.token_rate() {
+            gate.refund(self.cost);
         }
     }
 
@@ -461,10 +516,7 @@ impl<'p> Progress<'p> {
     /// then, so other callers wait in them instead of provoking their own 429.
     fn throttled(&self, wait: Duration) {
         let wait = wait.min(self.settings.retry_after_max);
-        for gate in [&self.settings.rate, &self.settings.token_rate]
-            .into_iter()
-            .flatten()
-        {
+        for gate in [self.rate(), self.token_rate()].into_iter().flatten() {
             gate.hold(wait);
         }
     }
@@ -474,7 +526,7 @@ impl<'p> Progress<'p> {
     fn before_call(&mut self) -> Result<(), Rejected> {
         if self.entry == Entry::Full {
             self.entry = Entry::Admitted;
-            let limit = self.settings.bulkhead.as_ref().map_or(0, Bulkhead::limit);
+            let limit = self.bulkhead().map_or(0, Bulkhead::limit);
             return Err(Rejected::BulkheadFull { limit });
         }
         if let Some(deadline) = self.deadline {

@@ -8,8 +8,8 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use resil_spec::rules;
 
-use super::{BreakerSource, Keyed, Policy, Settings, Unkeyed};
-use crate::breaker::{named, Breaker, BreakerConfig, KeyedBreakers};
+use super::{Keyed, Keys, Policy, Settings, Unkeyed};
+use crate::breaker::{named, watch_breaker, watch_keys, Breaker, BreakerConfig, KeyedBreakers};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::events::{Event, Listener};
@@ -60,6 +60,9 @@ pub struct PolicyBuilder<K = Unkeyed> {
     jitter: Jitter,
     seed: Option<u64>,
     breaker: BreakerSpec,
+    /// What the keys are, for a keyed policy.
+    key: Option<Arc<str>>,
+    per_key: PerKey,
     max_keys: usize,
     bulkhead: Option<usize>,
     bulkhead_queue: usize,
@@ -76,8 +79,16 @@ enum BreakerSpec {
     #[default]
     None,
     Named(String, u32, Duration),
-    Keyed(String, u32, Duration),
+    PerKey(u32, Duration),
     Given(Arc<Breaker>),
+}
+
+/// Which of the bulkhead and gates each key has its own of.
+#[derive(Debug, Default, Clone, Copy)]
+struct PerKey {
+    bulkhead: bool,
+    rate: bool,
+    token_rate: bool,
 }
 
 impl Default for PolicyBuilder {
@@ -93,6 +104,8 @@ impl Default for PolicyBuilder {
             jitter: Jitter::default(),
             seed: None,
             breaker: BreakerSpec::None,
+            key: None,
+            per_key: PerKey::default(),
             max_keys: KeyedBreakers::DEFAULT_MAX_KEYS,
             bulkhead: None,
             bulkhead_queue: 0,
@@ -173,34 +186,42 @@ impl<K> PolicyBuilder<K> {
 
     /// The process-wide breaker called `name`, shared with every policy that names it.
     pub fn breaker_named(
-        self,
+        mut self,
         name: impl Into<String>,
         threshold: u32,
         cooldown: Duration,
-    ) -> PolicyBuilder<Unkeyed> {
+    ) -> Self {
+        self.breaker = BreakerSpec::Named(name.into(), threshold, cooldown);
+        self
+    }
+
+    /// Keys the policy by `label` (`model`, `(provider, model)`, `user`): the policy is then a
+    /// `Policy<Keyed>`, run with [`Policy::run_keyed`], and keeps a breaker, a bulkhead or
+    /// rate gates per value of the key, as `breaker_per_key`, `bulkhead_per_key`,
+    /// `rate_per_key` and `token_rate_per_key` say (see [`Keys`]).
+    pub fn keyed(self, label: impl Into<Arc<str>>) -> PolicyBuilder<Keyed> {
         let mut builder = self.retype();
-        builder.breaker = BreakerSpec::Named(name.into(), threshold, cooldown);
+        builder.key = Some(label.into());
         builder
     }
 
-    /// One breaker per key; `label` names them `label=key`. The policy is then a
-    /// `Policy<Keyed>`, run with [`Policy::run_keyed`].
+    /// One breaker per key; `label` names them `label=key` (and keys the policy, as
+    /// [`PolicyBuilder::keyed`]).
     pub fn breaker_per_key(
         self,
-        label: impl Into<String>,
+        label: impl Into<Arc<str>>,
         threshold: u32,
         cooldown: Duration,
     ) -> PolicyBuilder<Keyed> {
-        let mut builder = self.retype();
-        builder.breaker = BreakerSpec::Keyed(label.into(), threshold, cooldown);
+        let mut builder = self.keyed(label);
+        builder.breaker = BreakerSpec::PerKey(threshold, cooldown);
         builder
     }
 
     /// A breaker you created and may share by hand.
-    pub fn breaker(self, breaker: Arc<Breaker>) -> PolicyBuilder<Unkeyed> {
-        let mut builder = self.retype();
-        builder.breaker = BreakerSpec::Given(breaker);
-        builder
+    pub fn breaker(mut self, breaker: Arc<Breaker>) -> Self {
+        self.breaker = BreakerSpec::Given(breaker);
+        self
     }
 
     /// At most `limit` operations in flight; the next fails with
@@ -264,6 +285,8 @@ impl<K> PolicyBuilder<K> {
             jitter: self.jitter,
             seed: self.seed,
             breaker: self.breaker,
+            key: self.key,
+            per_key: self.per_key,
             max_keys: self.max_keys,
             bulkhead: self.bulkhead,
             bulkhead_queue: self.bulkhead_queue,
@@ -331,7 +354,7 @@ impl<K> PolicyBuilder<K> {
             None => Backoff::default(),
         }
         .with_jitter(self.jitter);
-        let bulkhead = self
+        let mut bulkhead = self
             .bulkhead
             .map(|limit| Bulkhead::with_queue(limit, self.bulkhead_queue))
             .transpose()?;
@@ -339,26 +362,64 @@ impl<K> PolicyBuilder<K> {
             rate.map(|(count, period, burst)| RateGate::for_key(key, count, period, burst))
                 .transpose()
         };
-        let rate = gate("rate", self.rate)?;
-        let token_rate = gate("token_rate", self.token_rate)?;
+        let mut rate = gate("rate", self.rate)?;
+        let mut token_rate = gate("token_rate", self.token_rate)?;
         let budget = self
             .budget
             .map(|(ratio, min_per_sec)| RetryBudget::new(ratio, min_per_sec))
             .transpose()?;
         rules::max_keys(self.max_keys)?;
         let mut conflict = None;
+        let mut per_key_breaker = None;
         let breaker = match self.breaker {
-            BreakerSpec::None => BreakerSource::None,
-            BreakerSpec::Given(breaker) => BreakerSource::Shared(breaker),
+            BreakerSpec::None => None,
+            BreakerSpec::Given(breaker) => {
+                watch_breaker(&breaker);
+                Some(breaker)
+            }
             BreakerSpec::Named(name, threshold, cooldown) => {
                 let (breaker, clash) = named(&name, BreakerConfig::new(threshold, cooldown)?);
                 conflict = clash;
-                BreakerSource::Shared(breaker)
+                Some(breaker)
             }
-            BreakerSpec::Keyed(label, threshold, cooldown) => BreakerSource::Keyed(
-                KeyedBreakers::new(label, BreakerConfig::new(threshold, cooldown)?)
-                    .with_max_keys(self.max_keys),
-            ),
+            BreakerSpec::PerKey(threshold, cooldown) => {
+                per_key_breaker = Some(BreakerConfig::new(threshold, cooldown)?);
+                None
+            }
+        };
+        let keys = match self.key {
+            None => None,
+            Some(label) => {
+                let per_key = self.per_key;
+                rules::per_key("bulkhead", !per_key.bulkhead || bulkhead.is_some())?;
+                rules::per_key("rate", !per_key.rate || rate.is_some())?;
+                rules::per_key("token_rate", !per_key.token_rate || token_rate.is_some())?;
+                // What is per key moves from the shared settings to the keys' prototypes.
+                let key_bulkhead = bulkhead.take_if(|_| per_key.bulkhead);
+                let key_rate = rate.take_if(|_| per_key.rate);
+                let key_tokens = token_rate.take_if(|_| per_key.token_rate);
+                if per_key_breaker.is_none()
+                    && key_bulkhead.is_none()
+                    && key_rate.is_none()
+                    && key_tokens.is_none()
+                {
+                    return Err(ConfigError::KeyScopesNothing {
+                        label: label.to_string(),
+                    });
+                }
+                let keys = Arc::new(Keys::new(
+                    label,
+                    self.max_keys,
+                    per_key_breaker,
+                    key_bulkhead,
+                    key_rate,
+                    key_tokens,
+                ));
+                if keys.has_breakers() {
+                    watch_keys(&keys);
+                }
+                Some(keys)
+            }
         };
         let settings = Settings {
             name: self.name.unwrap_or_else(|| Arc::from("policy")),
@@ -372,6 +433,7 @@ impl<K> PolicyBuilder<K> {
                 .seed
                 .map(|seed| Mutex::new(SmallRng::seed_from_u64(seed))),
             breaker,
+            keys,
             bulkhead,
             rate,
             token_rate,
@@ -386,9 +448,27 @@ impl<K> PolicyBuilder<K> {
 }
 
 impl PolicyBuilder<Keyed> {
-    /// Keeps at most `max_keys` per-key breakers (default 10 000; see [`KeyedBreakers`]).
+    /// Keeps at most `max_keys` keys (default 10 000; see [`Keys`]).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
+        self
+    }
+
+    /// Each key gets its own bulkhead (and queue), as [`PolicyBuilder::bulkhead`] sets them.
+    pub fn bulkhead_per_key(mut self) -> Self {
+        self.per_key.bulkhead = true;
+        self
+    }
+
+    /// Each key gets its own rate gate, as [`PolicyBuilder::rate`] sets it.
+    pub fn rate_per_key(mut self) -> Self {
+        self.per_key.rate = true;
+        self
+    }
+
+    /// Each key gets its own token gate, as [`PolicyBuilder::token_rate`] sets it.
+    pub fn token_rate_per_key(mut self) -> Self {
+        self.per_key.token_rate = true;
         self
     }
 }

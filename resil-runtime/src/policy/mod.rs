@@ -1,13 +1,16 @@
 //! [`Policy`]: the policies put together in the order that makes them work.
 //!
-//! A policy with one breaker per key is a `Policy<Keyed>` and runs only through
-//! [`Policy::run_keyed`] and [`Policy::execute_keyed`]; every other policy runs through
-//! [`Policy::run`] and [`Policy::execute`]. The type says which, so a keyed policy cannot be
-//! run without its key (and silently without a breaker).
+//! A policy with state per key (a breaker, a bulkhead, rate gates per model or per user) is a
+//! `Policy<Keyed>` and runs only through [`Policy::run_keyed`] and [`Policy::execute_keyed`];
+//! every other policy runs through [`Policy::run`] and [`Policy::execute`]. The type says
+//! which, so a keyed policy cannot be run without its key (and silently without a breaker).
 
 mod builder;
+mod keys;
 
 pub use builder::PolicyBuilder;
+pub(crate) use keys::Scope;
+pub use keys::{KeyScope, Keys};
 
 use std::fmt;
 use std::future::Future;
@@ -18,12 +21,13 @@ use std::time::Duration;
 use futures_core::Stream;
 use rand::rngs::SmallRng;
 
-use crate::breaker::{Breaker, BreakerKey, KeyedBreaker, KeyedBreakers};
+use crate::breaker::Breaker;
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::events::{self, Listener};
 use crate::execution::{Execution, Next};
 use crate::gate::RateGate;
+use crate::registry::Key;
 use crate::stream::ResilientStream;
 use crate::{Backoff, Jitter, Rejected, Transient};
 
@@ -31,7 +35,7 @@ use crate::{Backoff, Jitter, Rejected, Transient};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Unkeyed;
 
-/// Marks a policy with one breaker per key: run it with [`Policy::run_keyed`].
+/// Marks a policy with state per key (see [`Keys`]): run it with [`Policy::run_keyed`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Keyed;
 
@@ -91,7 +95,11 @@ pub(crate) struct Settings {
     pub(crate) retry_after_max: Duration,
     pub(crate) backoff: Backoff,
     pub(crate) rng: Option<Mutex<SmallRng>>,
-    pub(crate) breaker: BreakerSource,
+    /// The breaker all calls share (named, or given to the builder).
+    pub(crate) breaker: Option<Arc<Breaker>>,
+    /// What is kept per key, for a keyed policy.
+    pub(crate) keys: Option<Arc<Keys>>,
+    /// The bulkhead and gates all calls share; those per key are in `keys`.
     pub(crate) bulkhead: Option<Bulkhead>,
     pub(crate) rate: Option<RateGate>,
     pub(crate) token_rate: Option<RateGate>,
@@ -103,16 +111,10 @@ pub(crate) struct Settings {
     pub(crate) meters: crate::meter::Slot,
 }
 
-pub(crate) enum BreakerSource {
-    None,
-    Shared(Arc<Breaker>),
-    Keyed(KeyedBreakers),
-}
-
 /// The breaker one operation goes through.
 pub(crate) enum BreakerRef<'p> {
     Shared(&'p Breaker),
-    Keyed(KeyedBreaker),
+    Keyed(Arc<Breaker>),
 }
 
 impl BreakerRef<'_> {
@@ -135,12 +137,9 @@ impl<K> fmt::Debug for Policy<K> {
             .field("retry", &settings.retry)
             .field("retry_after_max", &settings.retry_after_max)
             .field("backoff", &settings.backoff);
-        match &settings.breaker {
-            BreakerSource::None => d.field("breaker", &None::<()>),
-            BreakerSource::Shared(b) => d.field("breaker", b),
-            BreakerSource::Keyed(k) => d.field("breaker", k),
-        };
-        d.field("bulkhead", &settings.bulkhead)
+        d.field("breaker", &settings.breaker)
+            .field("keys", &settings.keys)
+            .field("bulkhead", &settings.bulkhead)
             .field("rate", &settings.rate)
             .field("token_rate", &settings.token_rate)
             .field("budget", &settings.budget)
@@ -189,27 +188,17 @@ impl Policy {
     /// Then hand it one attempt future at a time with [`Execution::attempt`].
     #[inline]
     pub fn execute<E>(&self) -> Execution<'_, E> {
-        let breaker = match &self.settings.breaker {
-            BreakerSource::Shared(breaker) => Some(BreakerRef::Shared(breaker)),
-            _ => None,
-        };
-        Execution::start(&self.settings, breaker)
-    }
-
-    /// The shared breaker (named, or given to the builder), if any.
-    pub fn breaker(&self) -> Option<&Arc<Breaker>> {
-        match &self.settings.breaker {
-            BreakerSource::Shared(breaker) => Some(breaker),
-            _ => None,
-        }
+        let breaker = self.settings.breaker.as_deref().map(BreakerRef::Shared);
+        Execution::start(&self.settings, breaker, None)
     }
 }
 
 impl Policy<Keyed> {
-    /// [`Policy::run`] through the breaker for `key`.
+    /// [`Policy::run`] through the breaker, bulkhead and gates of `key` (those per key; the
+    /// others are shared).
     pub async fn run_keyed<Q, T, E, F, Fut>(&self, key: &Q, make_attempt: F) -> Result<T, E>
     where
-        Q: BreakerKey + ?Sized,
+        Q: Key + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: Transient + From<Rejected>,
@@ -217,14 +206,14 @@ impl Policy<Keyed> {
         drive(self.execute_keyed(key), make_attempt).await
     }
 
-    /// [`Policy::run_stream`] through the breaker for `key`.
+    /// [`Policy::run_stream`] through the state of `key`.
     pub async fn run_stream_keyed<Q, T, E, S, F, Fut>(
         &self,
         key: &Q,
         make_attempt: F,
     ) -> Result<ResilientStream<'_, T, E, S>, E>
     where
-        Q: BreakerKey + ?Sized,
+        Q: Key + ?Sized,
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<S, E>>,
         S: Stream<Item = Result<T, E>>,
@@ -233,22 +222,21 @@ impl Policy<Keyed> {
         drive_stream(self.execute_keyed(key), make_attempt).await
     }
 
-    /// [`Policy::execute`] through the breaker for `key`.
+    /// [`Policy::execute`] through the state of `key`.
     #[inline]
-    pub fn execute_keyed<Q: BreakerKey + ?Sized, E>(&self, key: &Q) -> Execution<'_, E> {
-        let breaker = match &self.settings.breaker {
-            BreakerSource::Keyed(keyed) => Some(BreakerRef::Keyed(keyed.get(key))),
-            _ => None,
+    pub fn execute_keyed<Q: Key + ?Sized, E>(&self, key: &Q) -> Execution<'_, E> {
+        let settings = &self.settings;
+        let scope = settings.keys.as_ref().map(|keys| keys.held(key));
+        let breaker = match scope.as_ref().and_then(|scope| scope.breaker.as_ref()) {
+            Some(breaker) => Some(BreakerRef::Keyed(Arc::clone(breaker))),
+            None => settings.breaker.as_deref().map(BreakerRef::Shared),
         };
-        Execution::start(&self.settings, breaker)
+        Execution::start(settings, breaker, scope)
     }
 
-    /// The keyed breakers.
-    pub fn keyed_breakers(&self) -> Option<&KeyedBreakers> {
-        match &self.settings.breaker {
-            BreakerSource::Keyed(keyed) => Some(keyed),
-            _ => None,
-        }
+    /// What is kept per key.
+    pub fn keys(&self) -> Option<&Keys> {
+        self.settings.keys.as_deref()
     }
 }
 
@@ -300,14 +288,25 @@ impl<K> Policy<K> {
         self.settings.retry
     }
 
+    /// The breaker all calls share (named, or given to the builder), if any.
+    pub fn breaker(&self) -> Option<&Arc<Breaker>> {
+        self.settings.breaker.as_ref()
+    }
+
     /// The longest one operation can take (see [`crate::worst_case`]), counting waits a
     /// server may ask for up to `retry_after_max`. `None` (unbounded) also when callers wait
     /// in a rate gate or the bulkhead's queue with no deadline to bound the wait.
     pub fn worst_case(&self) -> Option<Duration> {
         let settings = &self.settings;
+        let keys = settings.keys.as_deref();
         let queues = settings.rate.is_some()
             || settings.token_rate.is_some()
-            || settings.bulkhead.as_ref().is_some_and(|b| b.queue() > 0);
+            || keys.is_some_and(|keys| keys.gated())
+            || settings
+                .bulkhead
+                .as_ref()
+                .or(keys.and_then(Keys::bulkhead))
+                .is_some_and(|b| b.queue() > 0);
         if queues && settings.deadline.is_none() {
             return None;
         }
@@ -320,17 +319,17 @@ impl<K> Policy<K> {
         )
     }
 
-    /// The bulkhead, if any.
+    /// The bulkhead all calls share, if any (one per key is in [`Policy::keys`]).
     pub fn bulkhead(&self) -> Option<&Bulkhead> {
         self.settings.bulkhead.as_ref()
     }
 
-    /// The rate gate (attempts per period), if any.
+    /// The rate gate (attempts per period) all calls share, if any.
     pub fn rate_gate(&self) -> Option<&RateGate> {
         self.settings.rate.as_ref()
     }
 
-    /// The token gate (cost per period), if any.
+    /// The token gate (cost per period) all calls share, if any.
     pub fn token_gate(&self) -> Option<&RateGate> {
         self.settings.token_rate.as_ref()
     }
@@ -356,15 +355,6 @@ impl Settings {
             (Some(floor), Jitter::None) => drawn.max(floor),
             (Some(floor), _) => floor.saturating_add(drawn),
         }
-    }
-
-    /// The rate gates' throttle counts, summed: it grows with every throttle, so a slot
-    /// reserved under another sum was revoked.
-    pub(crate) fn gate_epochs(&self) -> u64 {
-        [&self.rate, &self.token_rate]
-            .into_iter()
-            .flatten()
-            .fold(0, |sum: u64, gate| sum.wrapping_add(gate.epoch()))
     }
 
     /// Builds and sends an event only when someone listens.

@@ -1,0 +1,199 @@
+//! Keyed policies: a breaker, a bulkhead and rate gates per value of a key, isolated per key
+//! and bounded by `max_keys`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestError;
+use futures::FutureExt;
+use resil_runtime::{BreakerState, ConfigError, KeyTuple, Policy, Rejected};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_per_key_fills_for_its_key_only() {
+    let policy = Policy::builder()
+        .keyed("user")
+        .bulkhead(1)
+        .bulkhead_per_key()
+        .build()
+        .unwrap();
+    let gate = Semaphore::new(0);
+    let mut ann = Box::pin(policy.run_keyed("ann", || async {
+        let _ = gate.acquire().await;
+        Ok::<_, TestError>(1)
+    }));
+    assert!((&mut ann).now_or_never().is_none(), "ann holds her permit");
+
+    let again: Result<u32, TestError> = policy.run_keyed("ann", || async { Ok(2) }).await;
+    assert_eq!(
+        again,
+        Err(TestError::Rejected(Rejected::BulkheadFull { limit: 1 }))
+    );
+    let bob: Result<u32, TestError> = policy.run_keyed("bob", || async { Ok(3) }).await;
+    assert_eq!(bob, Ok(3), "bob has his own bulkhead");
+
+    gate.add_permits(1);
+    assert_eq!(ann.await, Ok(1));
+    let keys = policy.keys().unwrap();
+    assert_eq!(keys.get("ann").bulkhead().unwrap().in_flight(), 0);
+    assert!(policy.bulkhead().is_none(), "no bulkhead is shared");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_queue_per_key_serves_its_key_in_turn() {
+    let policy = Policy::builder()
+        .keyed("user")
+        .bulkhead(1)
+        .bulkhead_queue(1)
+        .bulkhead_per_key()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let call = |key: &'static str| {
+        let policy = &policy;
+        async move {
+            policy
+                .run_keyed(key, || async move {
+                    tokio::time::sleep(SECOND).await;
+                    Ok::<_, TestError>(started.elapsed())
+                })
+                .await
+        }
+    };
+    let (first, second, third, other) =
+        tokio::join!(call("ann"), call("ann"), call("ann"), call("bob"));
+    assert_eq!(first, Ok(SECOND));
+    assert_eq!(second, Ok(2 * SECOND), "waited in ann's queue");
+    assert_eq!(
+        third,
+        Err(TestError::Rejected(Rejected::BulkheadFull { limit: 1 })),
+        "ann's queue of one was taken"
+    );
+    assert_eq!(other, Ok(SECOND), "bob's bulkhead is his own");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_per_key_spaces_each_key_on_its_own() {
+    let policy = Policy::builder()
+        .keyed("model")
+        .rate(1, SECOND, 1)
+        .rate_per_key()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let call = |key: &'static str| {
+        let policy = &policy;
+        async move {
+            policy
+                .run_keyed(key, || async { Ok::<_, TestError>(started.elapsed()) })
+                .await
+                .unwrap()
+        }
+    };
+    let times = futures::future::join_all([call("a"), call("a"), call("b"), call("b")]).await;
+    assert_eq!(times, [Duration::ZERO, SECOND, Duration::ZERO, SECOND]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tuple_keys_each_pair() {
+    let policy = Policy::builder()
+        .breaker_per_key("(provider, model)", 1, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let failed: Result<u32, TestError> = policy
+        .run_keyed(&KeyTuple(("openai", "gpt-4o")), || async {
+            Err(TestError::Busy)
+        })
+        .await;
+    assert_eq!(failed, Err(TestError::Busy));
+    let keys = policy.keys().unwrap();
+    let dead = keys.get(&KeyTuple(("openai", "gpt-4o")));
+    let breaker = dead.breaker().unwrap();
+    assert_eq!(breaker.state(), BreakerState::Open);
+    assert_eq!(breaker.name(), "(provider, model)=(openai, gpt-4o)");
+    let other = keys.get(&KeyTuple(("openai", "o3")));
+    assert_eq!(other.breaker().unwrap().state(), BreakerState::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn keys_are_bounded_and_a_key_in_use_is_kept() {
+    let policy = Policy::builder()
+        .keyed("user")
+        .bulkhead(1)
+        .bulkhead_per_key()
+        .rate(1, SECOND, 1)
+        .rate_per_key()
+        .max_keys(10)
+        .build()
+        .unwrap();
+    let gate = Semaphore::new(0);
+    let mut busy = Box::pin(policy.run_keyed(&0u32, || async {
+        let _ = gate.acquire().await;
+        Ok::<_, TestError>(())
+    }));
+    assert!((&mut busy).now_or_never().is_none());
+    tokio::time::advance(SECOND).await;
+    for user in 1..1_000u32 {
+        let ok: Result<(), TestError> = policy.run_keyed(&user, || async { Ok(()) }).await;
+        assert_eq!(ok, Ok(()));
+    }
+    let keys = policy.keys().unwrap();
+    assert!(keys.len() <= 10, "{}", keys.len());
+    assert_eq!(
+        keys.get(&0u32).bulkhead().unwrap().in_flight(),
+        1,
+        "user 0's call still holds its bulkhead: the key was not forgotten"
+    );
+    gate.add_permits(1);
+    assert_eq!(busy.await, Ok(()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn what_is_not_per_key_stays_shared() {
+    let policy = Policy::builder()
+        .breaker_per_key("model", 1, Duration::from_secs(30))
+        .bulkhead(1)
+        .build()
+        .unwrap();
+    let gate = Semaphore::new(0);
+    let mut first = Box::pin(policy.run_keyed("a", || async {
+        let _ = gate.acquire().await;
+        Ok::<_, TestError>(())
+    }));
+    assert!((&mut first).now_or_never().is_none());
+    let other: Result<(), TestError> = policy.run_keyed("b", || async { Ok(()) }).await;
+    assert_eq!(
+        other,
+        Err(TestError::Rejected(Rejected::BulkheadFull { limit: 1 })),
+        "one bulkhead for every model"
+    );
+    gate.add_permits(1);
+    first.await.unwrap();
+    assert!(policy.keys().unwrap().get("a").bulkhead().is_none());
+}
+
+#[test]
+fn keying_nothing_or_a_missing_setting_is_refused_with_the_fix() {
+    let nothing = Policy::builder().keyed("user").build().unwrap_err();
+    assert_eq!(
+        nothing,
+        ConfigError::KeyScopesNothing {
+            label: "user".into()
+        }
+    );
+    assert!(
+        nothing.to_string().contains(".bulkhead_per_key()"),
+        "{nothing}"
+    );
+    let missing = Policy::builder()
+        .keyed("user")
+        .rate_per_key()
+        .build()
+        .unwrap_err();
+    assert_eq!(missing, ConfigError::PerKeyWithout { key: "rate" });
+    assert!(missing.to_string().contains("`.rate(…)`"), "{missing}");
+}

@@ -1,0 +1,142 @@
+//! `key = <expression>`: one key per function, scoping the breaker (`breaker = "per_key"`),
+//! the bulkhead (`bulkhead = "8 per key"`) and the rate gates (`rate = "60/min per key"`).
+
+mod support;
+
+use std::time::Duration;
+
+use resil::{resilient, Rejected};
+use support::{ApiError, Calls};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+#[derive(Clone)]
+struct Request {
+    provider: String,
+    model: String,
+}
+
+fn request(provider: &str, model: &str) -> Request {
+    Request {
+        provider: provider.into(),
+        model: model.into(),
+    }
+}
+
+#[resilient(key = req.model, breaker = "per_key", breaker_threshold = 1)]
+async fn by_field(req: &Request, calls: &Calls) -> Result<String, ApiError> {
+    calls.add();
+    if req.model == "dead" {
+        return Err(ApiError::Busy);
+    }
+    Ok(req.model.clone())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_per_field_of_an_argument() {
+    let calls = Calls::default();
+    let dead = request("openai", "dead");
+    assert_eq!(by_field(&dead, &calls).await, Err(ApiError::Busy));
+    let refused = by_field(&dead, &calls).await;
+    assert!(
+        matches!(&refused, Err(ApiError::Rejected(Rejected::BreakerOpen { breaker, .. })) if &**breaker == "req.model=dead"),
+        "{refused:?}"
+    );
+    assert_eq!(calls.count(), 1, "the open breaker made no call");
+    let alive = request("openai", "alive");
+    assert_eq!(by_field(&alive, &calls).await, Ok("alive".into()));
+}
+
+#[resilient(key = (req.provider, req.model), breaker = "per_key", breaker_threshold = 1)]
+async fn by_pair(req: Request) -> Result<String, ApiError> {
+    if req.provider == "down" {
+        return Err(ApiError::Busy);
+    }
+    Ok(format!("{}/{}", req.provider, req.model))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_breaker_per_pair() {
+    assert_eq!(by_pair(request("down", "m")).await, Err(ApiError::Busy));
+    let refused = by_pair(request("down", "m")).await;
+    assert!(
+        matches!(&refused, Err(ApiError::Rejected(Rejected::BreakerOpen { breaker, .. })) if &**breaker == "(req.provider, req.model)=(down, m)"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        by_pair(request("down", "other")).await,
+        Err(ApiError::Busy),
+        "another pair has its own breaker"
+    );
+}
+
+#[resilient(key = (tenant, model), bulkhead = "1 per key")]
+async fn per_tenant_and_model(
+    tenant: &str,
+    model: String,
+    gate: &Semaphore,
+) -> Result<(), ApiError> {
+    let _ = gate.acquire().await;
+    let _ = (tenant, model);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_per_argument_pair() {
+    let gate = Semaphore::new(0);
+    let held = per_tenant_and_model("acme", "gpt".into(), &gate);
+    let again = per_tenant_and_model("acme", "gpt".into(), &gate);
+    let other = per_tenant_and_model("acme", "o3".into(), &gate);
+    let (held, again, other) = tokio::join!(held, again, async {
+        let other = other;
+        gate.add_permits(2);
+        other.await
+    });
+    assert_eq!(held, Ok(()));
+    assert_eq!(
+        again,
+        Err(ApiError::Rejected(Rejected::BulkheadFull { limit: 1 }))
+    );
+    assert_eq!(other, Ok(()));
+}
+
+#[resilient(key = user, rate = "2/s per key", deadline = "10s")]
+async fn per_user(user: u64, started: Instant) -> Result<Duration, ApiError> {
+    let _ = user;
+    Ok(started.elapsed())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_per_user() {
+    let started = Instant::now();
+    let mut times = Vec::new();
+    for user in [1, 1, 1, 2, 2] {
+        times.push(per_user(user, started).await.unwrap().as_millis());
+    }
+    assert_eq!(
+        times,
+        [0, 0, 500, 500, 500],
+        "user 2 has a full burst of its own"
+    );
+}
+
+#[resilient(breaker = "per_model", bulkhead = "1 per key", max_keys = 100)]
+async fn short_form(model: &str, gate: &Semaphore) -> Result<(), ApiError> {
+    let _ = (model, gate.acquire().await);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_short_form_keys_the_bulkhead_too() {
+    let gate = Semaphore::new(0);
+    let (first, second) = tokio::join!(short_form("a", &gate), async {
+        let second = short_form("a", &gate).await;
+        gate.add_permits(1);
+        second
+    });
+    assert_eq!(first, Ok(()));
+    assert_eq!(
+        second,
+        Err(ApiError::Rejected(Rejected::BulkheadFull { limit: 1 }))
+    );
+}
