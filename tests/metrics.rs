@@ -86,6 +86,36 @@ fn a_flaky_call_counts_one_call_three_attempts_two_retries() {
         fn_label("resil_operation_seconds"),
         Some(DebugValue::Histogram(values)) if values.len() == 1
     ));
+    assert!(
+        fn_label("resil_stream_first_item_seconds").is_none(),
+        "no stream, no first-item series"
+    );
+    assert!(
+        fn_label("resil_bulkhead_in_use").is_none(),
+        "no bulkhead, no gauge"
+    );
+}
+
+#[resilient(first_item_timeout = "1s", retry = 1)]
+async fn streaming() -> Result<impl futures::Stream<Item = Result<u32, ApiError>>, ApiError> {
+    use futures::StreamExt;
+    Ok(futures::stream::iter([1, 2]).then(|n| async move {
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        Ok(n)
+    }))
+}
+
+#[test]
+fn a_stream_reports_the_time_to_its_first_item() {
+    use futures::StreamExt;
+    let snapshot = recorded(async {
+        let items: Vec<_> = streaming().await.unwrap().collect().await;
+        assert_eq!(items, [Ok(1), Ok(2)]);
+    });
+    assert!(matches!(
+        value(&snapshot, "resil_stream_first_item_seconds", &[("fn", "metrics::streaming")]),
+        Some(DebugValue::Histogram(values)) if values.len() == 1 && values[0].into_inner() == 0.25
+    ));
 }
 
 #[resilient(breaker = "per_model", breaker_threshold = 1, bulkhead = 4)]

@@ -17,6 +17,7 @@
 //! - With [`MockProvider::with_rate_limit`], at most N requests per second reach the
 //!   completions endpoint (a sliding window, as nginx's `limit_req` without burst would
 //!   count); the others get 429 with `Retry-After: 1`, and are not billed.
+//! - [`MockProvider::set_down`] starts and ends an outage: meanwhile completions answer 503.
 //! - `/hang`: accepts the request and never answers.
 //! - `/401`: answers 401 Unauthorized. `/503`: 503 with `Retry-After: 1`. `/quota`: 429
 //!   whose body says `insufficient_quota` (the account is out of credit; no wait helps).
@@ -24,7 +25,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,6 +72,8 @@ struct State {
     retry_after_secs: u64,
     /// Idempotency key → the answer's chunks, filled in when generation ends.
     answers: Mutex<HashMap<String, watch::Receiver<Answer>>>,
+    /// An outage: completions answer 503 until it ends.
+    down: AtomicBool,
 }
 
 /// The running server; stopped when dropped or by [`MockProvider::stop`].
@@ -150,6 +153,12 @@ impl MockProvider {
         format!("http://{}{path}", self.addr)
     }
 
+    /// Starts (`true`) or ends an outage: meanwhile completions answer 503 with
+    /// `Retry-After: 1`, as `/503` does.
+    pub fn set_down(&self, down: bool) {
+        self.state.down.store(down, Ordering::SeqCst);
+    }
+
     /// What it has done so far.
     pub fn stats(&self) -> Stats {
         let load = |n: &AtomicU32| n.load(Ordering::SeqCst);
@@ -192,6 +201,14 @@ fn full(status: StatusCode, body: &'static str) -> Response<Body> {
     response
 }
 
+fn unavailable() -> Response<Body> {
+    let mut response = full(StatusCode::SERVICE_UNAVAILABLE, r#"{"error":"overloaded"}"#);
+    response
+        .headers_mut()
+        .insert(http::header::RETRY_AFTER, 1.into());
+    response
+}
+
 fn query(request: &Request<Incoming>, key: &str) -> Option<String> {
     request.uri().query()?.split('&').find_map(|pair| {
         let (name, value) = pair.split_once('=')?;
@@ -207,17 +224,12 @@ async fn handle(
     let response = match request.uri().path() {
         "/hang" => std::future::pending().await,
         "/401" => full(StatusCode::UNAUTHORIZED, r#"{"error":"invalid api key"}"#),
-        "/503" => {
-            let mut response = full(StatusCode::SERVICE_UNAVAILABLE, r#"{"error":"overloaded"}"#);
-            response
-                .headers_mut()
-                .insert(http::header::RETRY_AFTER, 1.into());
-            response
-        }
+        "/503" => unavailable(),
         "/quota" => full(
             StatusCode::TOO_MANY_REQUESTS,
             r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota"}}"#,
         ),
+        "/v1/chat/completions" if state.down.load(Ordering::SeqCst) => unavailable(),
         "/v1/chat/completions" => completions(state, request),
         _ => full(StatusCode::NOT_FOUND, r#"{"error":"no such endpoint"}"#),
     };

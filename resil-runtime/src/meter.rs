@@ -46,28 +46,38 @@ pub(crate) struct Handles {
     attempts: Counter,
     retries: Counter,
     seconds: Histogram,
-    first_item: Histogram,
-    in_use: Gauge,
+    /// Registered at the first stream a call returns: a function that never streams has no
+    /// such series.
+    first_item: OnceLock<Histogram>,
+    /// Only for a policy with a bulkhead all calls share.
+    in_use: Option<Gauge>,
 }
 
 impl Handles {
-    fn new(name: &Arc<str>) -> Self {
-        let name = || metrics::SharedString::from(Arc::clone(name));
+    fn new(settings: &Settings) -> Self {
+        let name = || metrics::SharedString::from(Arc::clone(&settings.name));
         Handles {
             calls: OUTCOMES
                 .map(|outcome| counter!("resil_calls_total", "fn" => name(), "outcome" => outcome)),
             attempts: counter!("resil_attempts_total", "fn" => name()),
             retries: counter!("resil_retries_total", "fn" => name()),
             seconds: histogram!("resil_operation_seconds", "fn" => name()),
-            first_item: histogram!("resil_stream_first_item_seconds", "fn" => name()),
-            in_use: gauge!("resil_bulkhead_in_use", "fn" => name()),
+            first_item: OnceLock::new(),
+            in_use: (settings.bulkhead.as_ref())
+                .map(|_| gauge!("resil_bulkhead_in_use", "fn" => name())),
         }
+    }
+
+    fn first_item(&self, name: &Arc<str>) -> &Histogram {
+        self.first_item.get_or_init(|| {
+            histogram!("resil_stream_first_item_seconds", "fn" => metrics::SharedString::from(Arc::clone(name)))
+        })
     }
 }
 
 /// The policy's handles, registered on first use.
 fn handles(settings: &Settings) -> &Handles {
-    settings.meters.get_or_init(|| Handles::new(&settings.name))
+    settings.meters.get_or_init(|| Handles::new(settings))
 }
 
 /// Where a policy keeps its handles.
@@ -122,14 +132,14 @@ impl Drop for Meter<'_> {
         let seconds = self.started.elapsed().as_secs_f64();
         handles.seconds.record(seconds);
         if self.streamed {
-            handles.first_item.record(seconds);
+            handles.first_item(&self.settings.name).record(seconds);
         }
     }
 }
 
 fn in_use(settings: &Settings) {
-    if let Some(bulkhead) = &settings.bulkhead {
-        handles(settings).in_use.set(bulkhead.in_flight() as f64);
+    if let (Some(bulkhead), Some(gauge)) = (&settings.bulkhead, &handles(settings).in_use) {
+        gauge.set(bulkhead.in_flight() as f64);
     }
 }
 
