@@ -132,7 +132,7 @@ async fn gateway(calls: &AtomicU32) -> Result<(), Error> {
 
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() {
-    resil::events::set_global_listener(Arc::new(Trace)).unwrap();
+    resil::events::add_global_listener(Arc::new(Trace));
 
     println!("1. a timeout, then success on the second attempt");
     let provider = Provider {

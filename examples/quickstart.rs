@@ -82,7 +82,7 @@ impl Listener for Transitions {
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() {
     let start = Instant::now();
-    resil::events::set_global_listener(Arc::new(Transitions(start))).unwrap();
+    resil::events::add_global_listener(Arc::new(Transitions(start)));
     let client = Client {
         calls: AtomicU32::new(0),
     };

@@ -362,6 +362,9 @@ fn summary(bytes_per_breaker: u64) {
     println!(
         "\n== resil and its peers: median ns per call (over bare; × tokio timeout; before the redesign) =="
     );
+    if cfg!(feature = "observability") {
+        println!("(resil built with tracing and metrics, no subscriber, no recorder)");
+    }
     for group in ["ready", "yielding"] {
         let bare = median(group, "bare").unwrap_or(0.0);
         let timeout = median(group, "tokio timeout").unwrap_or(f64::NAN);

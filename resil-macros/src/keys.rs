@@ -72,6 +72,7 @@ keys! {
     token_rate: Rate = values::rate, "units of cost (tokens) per period";
     rate_cost: Expr = values::expression, "what one attempt costs the token gate";
     fallback: syn::Path = values::fallback, "an async fn with the same arguments";
+    listener: syn::Path = values::listener, "a static that hears this function's events";
     retry_budget: Budget = values::budget, "retries as a share of first attempts";
     nested: bool = values::nesting, "keep this call's own retries inside another operation";
 }

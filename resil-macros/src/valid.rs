@@ -33,6 +33,8 @@ pub(crate) struct Config {
     /// The token gate and the expression an attempt's cost is.
     pub(crate) token_rate: Option<(Rate, syn::Expr)>,
     pub(crate) fallback: Option<syn::Path>,
+    /// A static that hears this function's events.
+    pub(crate) listener: Option<syn::Path>,
     pub(crate) retry_budget: Option<Budget>,
     pub(crate) independent: bool,
     /// Set when the function returns a stream.
@@ -199,6 +201,7 @@ pub(crate) fn check(
             .zip(args.rate_cost)
             .map(|(rate, cost)| (rate.value, cost.value)),
         fallback: args.fallback.map(|s| s.value),
+        listener: args.listener.map(|s| s.value),
         retry_budget: args.retry_budget.map(|s| s.value),
         independent: args.nested.is_some_and(|s| s.value),
         stream: stream.map(|(item, error)| StreamShape {

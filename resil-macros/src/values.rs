@@ -171,6 +171,11 @@ pub(crate) fn fallback(_name: &'static str, value: &Expr) -> syn::Result<syn::Pa
     path(value, "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`")
 }
 
+/// `listener = AUDIT`.
+pub(crate) fn listener(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
+    path(value, "`listener` names a `static` whose type implements `resil::events::Listener`, such as `listener = AUDIT` with `static AUDIT: Audit = Audit::new();`")
+}
+
 /// `complete_when = Chunk::is_final`.
 pub(crate) fn final_item(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
     path(value, "`complete_when` names a function `fn(&T) -> bool` that recognises the stream's final item, such as `complete_when = Chunk::is_final`")

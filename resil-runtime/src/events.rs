@@ -3,8 +3,9 @@
 //!
 //! With no listener set, emitting an event costs one atomic load.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use crate::breaker::Transition;
@@ -34,6 +35,9 @@ pub enum Event<'a> {
         attempt: u32,
         /// How it ended.
         outcome: AttemptOutcome<'a>,
+        /// From the attempt's start (its call, or its wait for a breaker probe's verdict) to
+        /// its end.
+        elapsed: Duration,
     },
     /// The policy is waiting before the next attempt.
     Waiting {
@@ -91,6 +95,22 @@ pub enum Event<'a> {
     },
 }
 
+impl<'a> Event<'a> {
+    /// The policy the event comes from, for the events that carry one (attempts, waits,
+    /// rejections, give-ups, conflicts).
+    pub fn site(&self) -> Option<&'a str> {
+        match self {
+            Event::AttemptStarted { site, .. }
+            | Event::AttemptEnded { site, .. }
+            | Event::Waiting { site, .. }
+            | Event::Rejected { site, .. }
+            | Event::GaveUp { site, .. }
+            | Event::ConfigConflict { site, .. } => Some(site),
+            Event::BreakerTransition { .. } | Event::BreakerOverridden { .. } => None,
+        }
+    }
+}
+
 /// Why an operation made no further retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -140,6 +160,9 @@ pub enum AttemptOutcome<'a> {
     Permanent,
     /// A transient error: may be retried.
     Transient,
+    /// A throttle (a 429, or an error marked one): retried after its wait, and neither a
+    /// success nor a failure for the breaker.
+    Throttled,
     /// The runtime cut or refused the attempt.
     Rejected(&'a Rejected),
 }
@@ -174,16 +197,140 @@ pub trait Listener: Send + Sync + fmt::Debug + 'static {
     fn on_event(&self, event: &Event<'_>);
 }
 
-static GLOBAL: OnceLock<Arc<dyn Listener>> = OnceLock::new();
-
-/// Sets the listener for every policy that has none of its own (including every
-/// `#[resilient]` function). Only the first call takes effect; later ones return the
-/// listener back.
-pub fn set_global_listener(listener: Arc<dyn Listener>) -> Result<(), Arc<dyn Listener>> {
-    GLOBAL.set(listener)
+/// A listener kept in a `static`, as `#[resilient(listener = AUDIT)]` names one.
+impl<L: Listener + ?Sized> Listener for &'static L {
+    fn on_event(&self, event: &Event<'_>) {
+        (**self).on_event(event);
+    }
 }
 
-/// The listener a policy emits to: its own, or else the global one.
+/// The listeners registered for every policy, and for policies by name. Each list is swapped
+/// whole on registration, so sending an event clones one `Arc` and holds no lock while the
+/// listeners run (a listener may register another).
+#[derive(Debug, Default)]
+struct Hub {
+    all: RwLock<Listeners>,
+    by_site: RwLock<HashMap<String, Listeners>>,
+}
+
+type Listeners = Arc<[Arc<dyn Listener>]>;
+
+impl Listener for Hub {
+    fn on_event(&self, event: &Event<'_>) {
+        let all = Arc::clone(&read(&self.all));
+        for listener in all.iter() {
+            listener.on_event(event);
+        }
+        let Some(site) = event.site() else {
+            return;
+        };
+        let mine = read(&self.by_site).get(site).cloned();
+        for listener in mine.iter().flat_map(|listeners| listeners.iter()) {
+            listener.on_event(event);
+        }
+    }
+}
+
+static HUB: OnceLock<Arc<Hub>> = OnceLock::new();
+/// The hub as the listener policies send to: set at the first registration, so until then
+/// emitting an event costs one atomic load.
+static GLOBAL: OnceLock<Arc<dyn Listener>> = OnceLock::new();
+
+fn hub() -> &'static Hub {
+    let hub = HUB.get_or_init(Arc::default);
+    GLOBAL.get_or_init(|| Arc::clone(hub) as Arc<dyn Listener>);
+    hub
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Adds a listener for every policy's events (every `#[resilient]` function's too), beside
+/// the others and each policy's own.
+///
+/// ```
+/// use resil_runtime::events::{self, Event, Listener};
+/// use std::sync::Arc;
+///
+/// #[derive(Debug)]
+/// struct Log;
+///
+/// impl Listener for Log {
+///     fn on_event(&self, event: &Event<'_>) {
+///         if let Event::BreakerTransition { breaker, transition } = event {
+///             eprintln!("{breaker}: {} -> {}", transition.from, transition.to);
+///         }
+///     }
+/// }
+///
+/// events::add_global_listener(Arc::new(Log));
+/// ```
+pub fn add_global_listener(listener: Arc<dyn Listener>) {
+    let hub = hub();
+    let mut all = write(&hub.all);
+    *all = all.iter().cloned().chain([listener]).collect();
+}
+
+/// Adds a listener for the events of the policy named `site` (for a `#[resilient]`
+/// function, its path: `my_crate::billing::charge`), whenever it is called: the events that
+/// carry a site (attempts, waits, rejections, give-ups). Breaker transitions go to the global
+/// listeners and to the policy's own (`#[resilient(listener = …)]`).
+///
+/// ```
+/// use resil_runtime::events::{self, Event, Listener};
+/// use resil_runtime::Policy;
+/// use std::sync::{atomic::{AtomicU32, Ordering}, Arc};
+///
+/// #[derive(Debug, Default)]
+/// struct Attempts(AtomicU32);
+///
+/// impl Listener for Attempts {
+///     fn on_event(&self, event: &Event<'_>) {
+///         if let Event::AttemptStarted { .. } = event {
+///             self.0.fetch_add(1, Ordering::Relaxed);
+///         }
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let attempts = Arc::new(Attempts::default());
+/// events::add_listener_for("billing::charge", attempts.clone());
+/// let charge = Policy::builder().name("billing::charge").build().unwrap();
+/// let other = Policy::builder().name("billing::refund").build().unwrap();
+/// let _: Result<(), resil_runtime::Rejected> = charge.run(|| async { Ok(()) }).await;
+/// let _: Result<(), resil_runtime::Rejected> = other.run(|| async { Ok(()) }).await;
+/// assert_eq!(attempts.0.load(Ordering::Relaxed), 1);
+/// # }
+/// ```
+pub fn add_listener_for(site: &str, listener: Arc<dyn Listener>) {
+    let hub = hub();
+    let mut by_site = write(&hub.by_site);
+    let mine = by_site
+        .entry(site.to_owned())
+        .or_insert_with(|| Arc::new([]));
+    *mine = mine.iter().cloned().chain([listener]).collect();
+}
+
+/// A policy's own listener, then the global ones.
+#[derive(Debug)]
+pub(crate) struct Both(pub(crate) Arc<dyn Listener>);
+
+impl Listener for Both {
+    fn on_event(&self, event: &Event<'_>) {
+        self.0.on_event(event);
+        if let Some(global) = GLOBAL.get() {
+            global.on_event(event);
+        }
+    }
+}
+
 /// What an operator did to a breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Override {
@@ -202,6 +349,9 @@ impl fmt::Display for Override {
     }
 }
 
+/// The listener a policy emits to: its own (which passes events on to the global ones), or
+/// else the global ones.
+#[inline]
 pub(crate) fn resolve(own: Option<&Arc<dyn Listener>>) -> Option<&Arc<dyn Listener>> {
     own.or_else(|| GLOBAL.get())
 }

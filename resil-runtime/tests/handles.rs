@@ -20,7 +20,7 @@ fn status(name: &str) -> BreakerStatus {
 #[tokio::test(start_paused = true)]
 async fn the_snapshot_the_overrides_and_their_events() {
     let recorder = Recorder::new();
-    events::set_global_listener(Arc::clone(&recorder) as _).unwrap();
+    events::add_global_listener(Arc::clone(&recorder) as _);
     let named = Policy::builder()
         .breaker_named("handles-named", 2, Duration::from_secs(30))
         .build()

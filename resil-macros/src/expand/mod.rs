@@ -354,6 +354,10 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
     if config.independent {
         calls.push(quote! { .independent(true) });
     }
+    if let Some(listener) = &config.listener {
+        calls
+            .push(quote_spanned! {listener.span()=> .listener(::std::sync::Arc::new(&#listener)) });
+    }
     quote! { ::resil::__private::site_policy(::resil::__private::Policy::builder() #(#calls)*) }
 }
 

@@ -108,16 +108,14 @@ where
         // The body's own spans (an HTTP client's) nest under the attempt: entered for the poll,
         // taken out meanwhile since the poll borrows the execution.
         #[cfg(feature = "tracing")]
-        let span = std::mem::replace(
-            &mut this.execution.progress.spans.attempt,
-            tracing::Span::none(),
-        );
+        let spans = this.execution.progress.spans.take();
         #[cfg(feature = "tracing")]
-        let entered = span.entered();
+        let entered = spans.as_ref().map(|spans| spans.attempt.enter());
         let poll = step(&mut this, cx);
         #[cfg(feature = "tracing")]
         {
-            this.execution.progress.spans.attempt = entered.exit();
+            drop(entered);
+            this.execution.progress.spans = spans;
         }
         if let Some(pushed) = pushed {
             this.execution.progress.frame = pushed.pop();
@@ -242,7 +240,8 @@ where
             }
         }
         if called {
-            this.execution.progress.ended(outcome(&result));
+            let started = this.limits.started;
+            this.execution.progress.ended(outcome(&result), started);
         }
         match this.execution.decide(result) {
             Decision::Done(next) => {
@@ -275,6 +274,11 @@ fn admit<F, E>(
     let progress = &this.execution.progress;
     if let (Some(breaker), Some(transition)) = (progress.breaker(), transition) {
         progress.transition(breaker, transition);
+    }
+    // The listeners hear how long the attempt took: the clock is read for them only (the
+    // attempt's time limit then counts from here, as it would from its first poll).
+    if progress.listening && this.limits.started.is_none() {
+        this.limits.started = Some(Instant::now());
     }
     this.execution.started();
 }
@@ -399,6 +403,7 @@ fn verdict<T, E: Transient>(result: &Result<T, Failure<E>>) -> Verdict {
 fn outcome<'r, T, E: Transient>(result: &'r Result<T, Failure<E>>) -> AttemptOutcome<'r> {
     match result {
         Ok(_) => AttemptOutcome::Ok,
+        Err(Failure::Error(error)) if error.is_throttle() => AttemptOutcome::Throttled,
         Err(Failure::Error(error)) if error.is_transient() => AttemptOutcome::Transient,
         Err(Failure::Error(_)) => AttemptOutcome::Permanent,
         Err(Failure::Rejected(rejected)) => AttemptOutcome::Rejected(rejected),

@@ -60,8 +60,6 @@ pub struct Execution<'p, E> {
 /// decisions are compiled once, not once per annotated function.
 struct Progress<'p> {
     settings: &'p Settings,
-    /// Who hears this operation's events, looked up once when it starts.
-    listener: Option<&'p Arc<dyn Listener>>,
     breaker: Option<BreakerRef<'p>>,
     /// This call's key's breaker, bulkhead and gates, for a keyed policy: held, so the policy
     /// does not forget the key meanwhile.
@@ -75,16 +73,21 @@ struct Progress<'p> {
     reserved: Option<u64>,
     deadline: Option<Instant>,
     attempt: u32,
-    last_wait: Option<Duration>,
+    /// The last wait in nanoseconds (saturating), 0 before the first: decorrelated jitter,
+    /// the only reader, never waits less than its positive base. Eight bytes rather than an
+    /// `Option<Duration>`'s sixteen keep the execution within a cheap move.
+    last_wait: u64,
     /// Whether an attempt has called the provider (the retry budget counts calls).
     called: bool,
+    /// Whether someone listened when the operation started: events are built only then.
+    listening: bool,
     /// This call's place in the operation; on the thread's stack while an attempt is polled.
     frame: Option<Frame>,
     /// Whether an enclosing call may hold this call's breaker.
     nested: bool,
     /// `resil.operation`, and the current `resil.attempt` under it.
     #[cfg(feature = "tracing")]
-    spans: Spans,
+    spans: Option<Box<Spans>>,
     /// Records the operation's outcome and duration when it ends.
     #[cfg(feature = "metrics")]
     meter: crate::meter::Meter<'p>,
@@ -237,7 +240,9 @@ impl<'p, E> Execution<'p, E> {
             frame.new_attempt();
         }
         #[cfg(feature = "tracing")]
-        self.progress.spans.attempt(self.progress.attempt);
+        if let Some(spans) = &mut self.progress.spans {
+            spans.attempt(self.progress.attempt);
+        }
         Attempt::new(self, future)
     }
 
@@ -268,7 +273,7 @@ impl<'p, E> Execution<'p, E> {
                 #[cfg(feature = "metrics")]
                 progress.meter.committed();
                 let holdings = Holdings {
-                    listener: progress.listener,
+                    listener: progress.listener(),
                     breaker: progress.breaker,
                     scope: progress.scope,
                     permit: progress.permit,
@@ -364,8 +369,8 @@ impl<'p> Progress<'p> {
         let own_deadline = settings
             .deadline
             .map(|deadline| later(Instant::now(), deadline));
-        let listener = settings.listener();
-        let owner = listener.map(|_| &settings.name);
+        let listening = settings.listener().is_some();
+        let owner = listening.then_some(&settings.name);
         let address = breaker.as_ref().map_or(0, |breaker| address(breaker.get()));
         #[cfg_attr(not(feature = "tracing"), allow(unused_mut))]
         let mut frame = Frame::start(
@@ -376,10 +381,11 @@ impl<'p> Progress<'p> {
             address,
         );
         #[cfg(feature = "tracing")]
-        let spans = Spans::start(&settings.name, &mut frame);
+        // No subscriber wants INFO: no span is made, moved or entered (one atomic load).
+        let spans = tracing::level_enabled!(tracing::Level::INFO)
+            .then(|| Box::new(Spans::start(&settings.name, &mut frame)));
         Progress {
             settings,
-            listener,
             breaker,
             scope,
             permit,
@@ -388,8 +394,9 @@ impl<'p> Progress<'p> {
             reserved: None,
             deadline: frame.deadline(),
             attempt: 0,
-            last_wait: None,
+            last_wait: 0,
             called: false,
+            listening,
             nested: frame.is_nested(),
             frame: Some(frame),
             #[cfg(feature = "tracing")]
@@ -412,16 +419,19 @@ impl<'p> Progress<'p> {
     }
 
     /// The bulkhead: all calls', or this key's.
+    #[inline]
     fn bulkhead(&self) -> Option<&Bulkhead> {
         (self.settings.bulkhead.as_ref()).or_else(|| self.scope.as_ref()?.bulkhead.as_deref())
     }
 
     /// The rate gate: all calls', or this key's.
+    #[inline]
     fn rate(&self) -> Option<&RateGate> {
         (self.settings.rate.as_ref()).or_else(|| self.scope.as_ref()?.rate.as_ref())
     }
 
     /// The token gate: all calls', or this key's.
+    #[inline]
     fn token_rate(&self) -> Option<&RateGate> {
         (self.settings.token_rate.as_ref()).or_else(|| self.scope.as_ref()?.token_rate.as_ref())
     }
@@ -436,6 +446,7 @@ impl<'p> Progress<'p> {
     }
 
     /// The wait for a place in the bulkhead's queue, if this operation has yet to wait in it.
+    #[inline]
     fn queue(&mut self) -> Option<attempt::PermitWait<'p>> {
         if self.entry != Entry::Queue {
             return None;
@@ -456,7 +467,7 @@ impl<'p> Progress<'p> {
     /// the refusal of a gate whose slot would come after the deadline (nothing is then held).
     #[inline]
     fn reserve_slots(&mut self) -> Result<Duration, Rejected> {
-        if self.rate().is_none() && self.token_rate().is_none() {
+        if !self.settings.gated {
             return Ok(Duration::ZERO);
         }
         // A call the breaker will refuse does not wait for a slot first.
@@ -558,18 +569,29 @@ impl<'p> Progress<'p> {
         });
     }
 
+    /// Who hears this operation's events: looked up at each event, when someone listened at
+    /// the start, rather than kept (which keeps the execution small enough to move cheaply).
+    #[inline]
+    fn listener(&self) -> Option<&'p Arc<dyn Listener>> {
+        if !self.listening {
+            return None;
+        }
+        self.settings.listener()
+    }
+
     /// Calls `send` with the listener, this call's site and its id, when someone listens.
     #[inline]
     fn notify(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
-        if let Some(listener) = self.listener {
+        if let Some(listener) = self.listener() {
             let operation = operation::current_id();
             send(&**listener, &self.settings.name, operation.as_ref());
         }
     }
 
-    /// The call that `started` announced ended with `outcome`.
+    /// The call that `started` announced, in an attempt that started at `started`, ended with
+    /// `outcome`.
     #[inline]
-    fn ended(&self, outcome: AttemptOutcome<'_>) {
+    fn ended(&self, outcome: AttemptOutcome<'_>, started: Option<Instant>) {
         let attempt = self.attempt;
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::AttemptEnded {
@@ -577,13 +599,14 @@ impl<'p> Progress<'p> {
                 operation,
                 attempt,
                 outcome,
+                elapsed: started.map_or(Duration::ZERO, |at| at.elapsed()),
             })
         });
     }
 
     /// Tells the listener, if any, that the breaker changed state.
     fn transition(&self, breaker: &Breaker, transition: Transition) {
-        events::breaker_transition(self.listener, breaker, transition);
+        events::breaker_transition(self.listener(), breaker, transition);
     }
 
     /// How the operation ended, for the metrics (`resil_calls_total{outcome}`).
@@ -618,7 +641,8 @@ impl<'p> Progress<'p> {
         if asked.is_some_and(|asked| asked > settings.retry_after_max) {
             return Err(GiveUp::RetryAfterTooLong);
         }
-        let wait = settings.wait(self.attempt, self.last_wait, asked);
+        let previous = (self.last_wait > 0).then(|| Duration::from_nanos(self.last_wait));
+        let wait = settings.wait(self.attempt, previous, asked);
         if let Some(deadline) = self.deadline {
             // No wait is started that cannot end, with time for the call, before the deadline.
             if later(Instant::now(), wait) >= deadline {
@@ -657,7 +681,7 @@ impl<'p> Progress<'p> {
                 wait,
             })
         });
-        self.last_wait = Some(wait);
+        self.last_wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
         Ok(wait)
     }
 

@@ -12,7 +12,7 @@ use super::{Keyed, Keys, Policy, Settings, Unkeyed};
 use crate::breaker::{named, watch_breaker, watch_keys, Breaker, BreakerConfig, KeyedBreakers};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
-use crate::events::{Event, Listener};
+use crate::events::{Both, Event, Listener};
 use crate::gate::RateGate;
 use crate::{Backoff, ConfigError, Jitter};
 
@@ -267,9 +267,10 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
-    /// Sends this policy's events to `listener` instead of the global one.
+    /// Sends this policy's events to `listener` too, before the global listeners
+    /// ([`crate::events::add_global_listener`]); a second call replaces the first.
     pub fn listener(mut self, listener: Arc<dyn Listener>) -> Self {
-        self.listener = Some(listener);
+        self.listener = Some(Arc::new(Both(listener)));
         self
     }
 
@@ -421,6 +422,9 @@ impl<K> PolicyBuilder<K> {
                 Some(keys)
             }
         };
+        let gated = rate.is_some()
+            || token_rate.is_some()
+            || keys.as_ref().is_some_and(|keys| keys.gated());
         let settings = Settings {
             name: self.name.unwrap_or_else(|| Arc::from("policy")),
             timeout: self.timeout,
@@ -437,6 +441,7 @@ impl<K> PolicyBuilder<K> {
             bulkhead,
             rate,
             token_rate,
+            gated,
             budget,
             independent: self.independent,
             listener: self.listener,

@@ -103,6 +103,8 @@ pub(crate) struct Settings {
     pub(crate) bulkhead: Option<Bulkhead>,
     pub(crate) rate: Option<RateGate>,
     pub(crate) token_rate: Option<RateGate>,
+    /// Whether calls take slots in a rate gate, shared or per key: one check on the hot path.
+    pub(crate) gated: bool,
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) independent: bool,
     pub(crate) listener: Option<Arc<dyn Listener>>,
@@ -365,6 +367,7 @@ impl Settings {
         }
     }
 
+    #[inline]
     pub(crate) fn listener(&self) -> Option<&Arc<dyn Listener>> {
         events::resolve(self.listener.as_ref())
     }
