@@ -1,15 +1,41 @@
 //! The fallback trap: the primary model answers 503, the backup is healthy, retry = 2 and
 //! a breaker threshold of 5. One breaker shared by both models, or one per model?
 //!
-//! cargo run --example fallback_trap [-- --json]
+//! cargo run --example fallback_trap [-- --json] [-- --svg trap.svg]
+//!
+//! `--svg trap.svg` also draws each row's timeline (`trap-shared-sequential.svg`, ...): one
+//! line per call of a model, as `retry_storm` draws them.
 
-use resil_lab::fallback_trap::{run, ORIGINAL};
+use std::sync::Arc;
+
+use resil_lab::fallback_trap::{run_recorded, ORIGINAL};
+use resil_lab::timeline::{svg_requested, write, Timeline};
 
 #[tokio::main(flavor = "current_thread", start_paused = true)]
-async fn main() {
-    let rows = run().await;
+async fn main() -> std::io::Result<()> {
+    let svg = svg_requested();
+    let timeline = svg.as_ref().map(|_| Arc::new(Timeline::default()));
+    if let Some(timeline) = &timeline {
+        resil::events::add_global_listener(timeline.clone());
+    }
+    let recorded = run_recorded(timeline.as_deref()).await;
+    if let Some(path) = &svg {
+        for (row, recording) in &recorded {
+            if let Some(recording) = recording {
+                let breakers = row.json()["breakers"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                let name = format!("{breakers}-{}", row.load);
+                let caption = format!("{breakers} breakers, {} users", row.load);
+                let file = write(path, &name, &caption, recording)?;
+                eprintln!("wrote {}", file.display());
+            }
+        }
+    }
+    let rows: Vec<_> = recorded.into_iter().map(|(row, _)| row).collect();
     if resil_lab::print_json(&rows, resil_lab::fallback_trap::Row::json) {
-        return;
+        return Ok(());
     }
     println!("primary model always 503, backup healthy; retry = 2, breaker threshold 5");
     println!("10 sequential users, then 8 parallel users twice; each tries the primary, then the backup\n");
@@ -34,4 +60,5 @@ async fn main() {
         "With `breaker = \"per_model\"` the dead model is called 5 times in all, then cut off, \
          and every user is answered by the backup."
     );
+    Ok(())
 }

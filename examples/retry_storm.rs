@@ -2,15 +2,38 @@
 //! each attempt cut at 1 s. What retries do to an outage, and what a breaker and a bulkhead
 //! do about it. Runs on tokio's paused clock: the 30-odd seconds of outage take no wall time.
 //!
-//! cargo run --example retry_storm [-- --json]
+//! cargo run --example retry_storm [-- --json] [-- --svg storm.svg]
+//!
+//! `--svg storm.svg` also draws each row's timeline, to `storm-a.svg`, `storm-b.svg`, ...: one
+//! line per request, each attempt a bar (green ok, orange timeout, red error, grey refused
+//! without a call), waits as the gaps, and the breaker's state as a band above (green closed,
+//! red open, yellow half-open).
 
-use resil_lab::retry_storm::{run, ORIGINAL};
+use std::sync::Arc;
+
+use resil_lab::retry_storm::{run_recorded, ORIGINAL};
+use resil_lab::timeline::{svg_requested, write, Timeline};
 
 #[tokio::main(flavor = "current_thread", start_paused = true)]
-async fn main() {
-    let rows = run().await;
+async fn main() -> std::io::Result<()> {
+    let svg = svg_requested();
+    let timeline = svg.as_ref().map(|_| Arc::new(Timeline::default()));
+    if let Some(timeline) = &timeline {
+        resil::events::add_global_listener(timeline.clone());
+    }
+    let recorded = run_recorded(timeline.as_deref()).await;
+    if let Some(path) = &svg {
+        for (row, recording) in &recorded {
+            if let Some(recording) = recording {
+                let caption = format!("row {}: {}", row.row, row.label);
+                let file = write(path, row.row, &caption, recording)?;
+                eprintln!("wrote {}", file.display());
+            }
+        }
+    }
+    let rows: Vec<_> = recorded.into_iter().map(|(row, _)| row).collect();
     if resil_lab::print_json(&rows, resil_lab::report::Row::json) {
-        return;
+        return Ok(());
     }
     println!("100 requests, 10 parallel clients, the provider hangs; every attempt times out after 1 s\n");
     println!(
@@ -42,4 +65,5 @@ async fn main() {
             c.total.as_millis()
         );
     }
+    Ok(())
 }

@@ -9,6 +9,7 @@ use futures::future::join_all;
 use resil::{resilient, Transient};
 use serde_json::json;
 
+use crate::timeline::{Recording, Timeline};
 use crate::LlmError;
 
 /// The model that is down.
@@ -152,11 +153,24 @@ async fn measure(
 /// 10 sequential users, then two waves of 8 parallel users, for each breaker layout. Call
 /// it once per process: the breakers are per function, as in an application.
 pub async fn run() -> Vec<Row> {
+    run_recorded(None)
+        .await
+        .into_iter()
+        .map(|(row, _)| row)
+        .collect()
+}
+
+/// [`run`], with each row's timeline when `timeline` is given (and installed as a listener).
+pub async fn run_recorded(timeline: Option<&Timeline>) -> Vec<(Row, Option<Recording>)> {
+    let record = || timeline.map(Timeline::take);
     let mut rows = Vec::new();
     for breakers in [Breakers::Shared, Breakers::PerModel] {
         let provider = Provider::default();
-        rows.push(measure(breakers, "sequential", &[1; 10], &provider).await);
-        rows.push(measure(breakers, "parallel", &[8, 8], &provider).await);
+        record();
+        let row = measure(breakers, "sequential", &[1; 10], &provider).await;
+        rows.push((row, record()));
+        let row = measure(breakers, "parallel", &[8, 8], &provider).await;
+        rows.push((row, record()));
     }
     rows
 }

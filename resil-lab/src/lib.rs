@@ -16,6 +16,7 @@ pub mod report;
 pub mod retry_storm;
 pub mod streaming;
 pub mod thundering_herd;
+pub mod timeline;
 pub mod triage;
 pub mod worst_case;
 

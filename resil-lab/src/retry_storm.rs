@@ -10,6 +10,7 @@ use resil::resilient;
 use tokio::time::Instant;
 
 use crate::report::Row;
+use crate::timeline::{Recording, Timeline};
 use crate::LlmError;
 
 /// What the original measured, row by row: total ms, p50 ms, calls, outcomes.
@@ -111,51 +112,70 @@ where
 /// Runs every row. Call it once per process: the breaker and the bulkhead are per function,
 /// as in an application.
 pub async fn run() -> Vec<Row> {
+    run_recorded(None)
+        .await
+        .into_iter()
+        .map(|(row, _)| row)
+        .collect()
+}
+
+/// [`run`], with each row's timeline when `timeline` is given (and installed as a listener).
+pub async fn run_recorded(timeline: Option<&Timeline>) -> Vec<(Row, Option<Recording>)> {
+    let record = || timeline.map(Timeline::take);
+    record();
     let mut rows = Vec::new();
 
     let provider = Provider::new(false);
     let (total, results) = clients(&provider, unprotected).await;
-    rows.push(Row::new(
-        "a",
-        "unprotected (1 s timeout)",
-        total,
-        provider.calls(),
-        &results,
+    rows.push((
+        Row::new(
+            "a",
+            "unprotected (1 s timeout)",
+            total,
+            provider.calls(),
+            &results,
+        ),
+        record(),
     ));
 
     let provider = Provider::new(false);
     let (total, results) = clients(&provider, retried).await;
-    rows.push(Row::new(
-        "b",
-        "retry = 2",
-        total,
-        provider.calls(),
-        &results,
+    rows.push((
+        Row::new("b", "retry = 2", total, provider.calls(), &results),
+        record(),
     ));
 
     let provider = Provider::new(false);
     let (total, results) = clients(&provider, guarded).await;
-    rows.push(Row::new(
-        "c",
-        "retry = 2 + breaker 5 / 2 s",
-        total,
-        provider.calls(),
-        &results,
+    rows.push((
+        Row::new(
+            "c",
+            "retry = 2 + breaker 5 / 2 s",
+            total,
+            provider.calls(),
+            &results,
+        ),
+        record(),
     ));
 
     provider.healthy.store(true, Ordering::Relaxed);
     tokio::time::sleep(Duration::from_millis(2100)).await;
+    record();
     let before = provider.calls();
     let (total, results) = clients(&provider, guarded).await;
-    rows.push(Row::new(
-        "c_recovered",
-        "(c) after recovery + 2.1 s",
-        total,
-        provider.calls() - before,
-        &results,
+    rows.push((
+        Row::new(
+            "c_recovered",
+            "(c) after recovery + 2.1 s",
+            total,
+            provider.calls() - before,
+            &results,
+        ),
+        record(),
     ));
 
     let provider = Provider::new(true);
+    record();
     let started = Instant::now();
     let results = join_all((0..100).map(|_| async {
         let sent = Instant::now();
@@ -163,12 +183,15 @@ pub async fn run() -> Vec<Row> {
         (sent.elapsed(), result)
     }))
     .await;
-    rows.push(Row::new(
-        "d",
-        "bulkhead = 4, 100 eager requests",
-        started.elapsed(),
-        provider.calls(),
-        &results,
+    rows.push((
+        Row::new(
+            "d",
+            "bulkhead = 4, 100 eager requests",
+            started.elapsed(),
+            provider.calls(),
+            &results,
+        ),
+        record(),
     ));
     rows
 }
