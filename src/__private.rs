@@ -5,7 +5,8 @@ use std::future::Future;
 pub use core::time::Duration;
 pub use resil_runtime::stream::{Committed, OrFallback, ResilientStream, Stream};
 pub use resil_runtime::{
-    Execution, Jitter, KeyTuple, Keyed, Next, Outcome, Policy, PolicyBuilder, Rejected, Transient,
+    BreakerKind, Execution, Jitter, KeyTuple, Keyed, Next, Outcome, Policy, PolicyBuilder,
+    Rejected, Transient,
 };
 pub use std::sync::LazyLock;
 

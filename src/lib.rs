@@ -87,7 +87,7 @@
 #[doc(inline)]
 pub use resil_runtime::http;
 #[doc(inline)]
-pub use resil_runtime::{breaker, events, operation, stream};
+pub use resil_runtime::{breaker, events, operation, profiles, stream};
 pub use resil_runtime::{
     worst_case, Backoff, Bulkhead, BulkheadPermit, ConfigError, Jitter, Key, KeyScope, KeyTuple,
     Keyed, Keys, Operation, OperationId, Policy, PolicyBuilder, RateGate, Rejected, RetryBudget,
@@ -98,7 +98,8 @@ pub use resil_runtime::{
 // in use, for a health endpoint and an operator's reset.
 pub use resil_runtime::breaker::{breakers, BreakerStatus};
 pub use resil_runtime::{
-    Admission, Breaker, BreakerConfig, BreakerState, KeyedBreaker, KeyedBreakers, Verdict,
+    Admission, Breaker, BreakerConfig, BreakerKind, BreakerState, KeyedBreaker, KeyedBreakers,
+    Verdict,
 };
 
 /// One operation driven attempt by attempt, as `#[resilient]` expands to: the way to write

@@ -11,6 +11,7 @@ pub mod client;
 pub mod fallback_trap;
 pub mod mock;
 pub mod observe;
+pub mod profiles;
 pub mod rate_limits;
 pub mod report;
 pub mod retry_storm;

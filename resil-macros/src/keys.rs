@@ -8,9 +8,10 @@ use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::Expr;
 
+use resil_spec::profiles::Profile;
 use resil_spec::Jitter;
 
-use crate::values::{self, BreakerArg, Budget, Bulkhead, Rate};
+use crate::values::{self, BreakerArg, BreakerKind, Budget, Bulkhead, Rate};
 
 /// A value with where it was written.
 pub(crate) struct Setting<T> {
@@ -52,6 +53,7 @@ macro_rules! keys {
 }
 
 keys! {
+    profile: &'static Profile = values::profile, "a preset the other keys override: fast, database, external_api, llm, payment or idempotent";
     timeout: Duration = values::duration_value, "limit for one attempt";
     deadline: Duration = values::duration_value, "limit for the whole operation, waits included";
     first_item_timeout: Duration = values::duration_value, "a stream's limit to its first item, connect included";
@@ -65,6 +67,11 @@ keys! {
     breaker: BreakerArg = values::breaker, "a named breaker, one per key, or one per value of an argument";
     breaker_threshold: u32 = values::count_value, "consecutive transient failures that open it";
     breaker_cooldown: Duration = values::duration_value, "time open before one probe";
+    breaker_kind: BreakerKind = values::breaker_kind, "how the breaker judges: consecutive, failure_rate or slow_call";
+    breaker_rate: u32 = values::percent, "the share of failed (or slow) calls that opens a failure_rate (or slow_call) breaker";
+    breaker_window: u32 = values::count_value, "the calls a failure_rate or slow_call breaker remembers";
+    breaker_min_calls: u32 = values::count_value, "the calls counted before a failure_rate or slow_call breaker may open";
+    breaker_slow: Duration = values::duration_value, "what a slow_call breaker counts as slow";
     max_keys: u32 = values::count_value, "keys kept at most";
     bulkhead: Bulkhead = values::bulkhead, "operations in flight at most, in all or per key";
     bulkhead_queue: u32 = values::count_value, "callers that may wait for a place in the bulkhead";

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use proc_macro2::Span;
 use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{FnArg, Pat, ReturnType, Signature, Type};
@@ -11,11 +12,13 @@ use resil_spec::{defaults, rules, Jitter};
 
 use crate::errors::Errors;
 use crate::keys::did_you_mean;
-use crate::keys::ResilientArgs;
-use crate::values::{BreakerArg, Budget, Bulkhead, Rate};
+use crate::keys::{ResilientArgs, Setting};
+use crate::values::{BreakerArg, BreakerKind, Budget, Bulkhead, Rate};
 
 /// A checked `#[resilient]` configuration.
 pub(crate) struct Config {
+    /// The profile the values started from, for the docs.
+    pub(crate) profile: Option<&'static str>,
     /// The limit of one attempt: for a stream, its `first_item_timeout`.
     pub(crate) timeout: Option<Duration>,
     pub(crate) deadline: Option<Duration>,
@@ -57,6 +60,24 @@ pub(crate) struct Breaker {
     pub(crate) named: Option<String>,
     pub(crate) threshold: u32,
     pub(crate) cooldown: Duration,
+    pub(crate) kind: Kind,
+}
+
+/// How the breaker judges, with its settings checked.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    Consecutive,
+    FailureRate {
+        percent: u8,
+        window: u32,
+        min_calls: u32,
+    },
+    SlowCall {
+        percent: u8,
+        slower_than: Duration,
+        window: u32,
+        min_calls: u32,
+    },
 }
 
 /// A keyed function's key: `key = <expr>`, or the argument of `breaker = "per_<argument>"`.
@@ -95,13 +116,14 @@ impl Config {
 
 /// Checks the attribute against itself and the signature; reports every mistake at once.
 pub(crate) fn check(
-    args: ResilientArgs,
+    mut args: ResilientArgs,
     sig: &Signature,
     mut errors: Errors,
 ) -> Result<Config, syn::Error> {
     check_signature(sig, &mut errors);
     let (streaming, stream) = stream_shape(sig, &mut errors);
     check_stream_keys(&args, streaming, &mut errors);
+    apply_profile(&mut args, streaming);
     let timeout = args.timeout.as_ref().or(args.first_item_timeout.as_ref());
 
     if let (Some(timeout), Some(deadline)) = (timeout, &args.deadline) {
@@ -116,28 +138,7 @@ pub(crate) fn check(
             rules::bulkhead(bulkhead.value.limit as usize),
         );
     }
-    if args.breaker.is_none() {
-        for (name, key) in [
-            (
-                "breaker_threshold",
-                args.breaker_threshold.as_ref().map(|s| s.key),
-            ),
-            (
-                "breaker_cooldown",
-                args.breaker_cooldown.as_ref().map(|s| s.key),
-            ),
-        ] {
-            if let Some(key) = key {
-                errors.push(
-                    key,
-                    format!("`{name}` tunes a circuit breaker, but there is none: add `breaker = \"name\"` (or `\"per_<argument>\"`), or remove `{name}`"),
-                );
-            }
-        }
-    }
-    if let Some(threshold) = &args.breaker_threshold {
-        errors.check(threshold.span, rules::breaker_threshold(threshold.value));
-    }
+    let kind = check_breaker_tuning(&args, &mut errors);
     let key = check_key(&args, sig, &mut errors);
     if args.retry.as_ref().is_none_or(|retry| retry.value == 0) {
         for (name, key) in [
@@ -173,6 +174,7 @@ pub(crate) fn check(
 
     let timeout = timeout.map(|s| s.value);
     Ok(Config {
+        profile: args.profile.map(|s| s.value.name),
         timeout,
         deadline: args.deadline.map(|s| s.value),
         retry: args.retry.map_or(0, |s| s.value),
@@ -191,6 +193,7 @@ pub(crate) fn check(
             cooldown: args
                 .breaker_cooldown
                 .map_or(defaults::BREAKER_COOLDOWN, |s| s.value),
+            kind,
         }),
         max_keys: args.max_keys.map(|s| s.value),
         bulkhead: args.bulkhead.map(|s| s.value),
@@ -211,6 +214,164 @@ pub(crate) fn check(
             complete_when: args.complete_when.map(|s| s.value),
         }),
     })
+}
+
+/// Fills what the attribute left unsaid from its profile, if any: a key written beside the
+/// profile wins. The profile's values are checked with the rest, at the profile's token. Its
+/// timeout bounds a stream's first item; its retry tuning and breaker tuning apply only
+/// where there are retries and a breaker.
+fn apply_profile(args: &mut ResilientArgs, streaming: bool) {
+    let Some(profile) = &args.profile else {
+        return;
+    };
+    let (preset, key, span) = (profile.value, profile.key, profile.span);
+    fn fill<T>(field: &mut Option<Setting<T>>, value: Option<T>, key: Span, span: Span) {
+        if field.is_none() {
+            *field = value.map(|value| Setting { value, key, span });
+        }
+    }
+    if streaming {
+        fill(&mut args.first_item_timeout, preset.timeout, key, span);
+    } else {
+        fill(&mut args.timeout, preset.timeout, key, span);
+    }
+    fill(&mut args.retry, preset.retry, key, span);
+    if args.retry.as_ref().is_some_and(|retry| retry.value > 0) {
+        fill(&mut args.backoff, preset.backoff, key, span);
+        fill(&mut args.jitter, preset.jitter, key, span);
+        fill(&mut args.retry_after_max, preset.retry_after_max, key, span);
+    }
+    if args.breaker.is_some() {
+        let consecutive = args
+            .breaker_kind
+            .as_ref()
+            .is_none_or(|kind| kind.value == BreakerKind::Consecutive);
+        if consecutive {
+            fill(
+                &mut args.breaker_threshold,
+                preset.breaker_threshold,
+                key,
+                span,
+            );
+        }
+        fill(
+            &mut args.breaker_cooldown,
+            preset.breaker_cooldown,
+            key,
+            span,
+        );
+    }
+}
+
+/// The keys that tune the breaker: they need one, and each kind its own. Returns how the
+/// breaker judges.
+fn check_breaker_tuning(args: &ResilientArgs, errors: &mut Errors) -> Kind {
+    let tuning = [
+        (
+            "breaker_threshold",
+            args.breaker_threshold.as_ref().map(|s| s.key),
+        ),
+        (
+            "breaker_cooldown",
+            args.breaker_cooldown.as_ref().map(|s| s.key),
+        ),
+        ("breaker_kind", args.breaker_kind.as_ref().map(|s| s.key)),
+        ("breaker_rate", args.breaker_rate.as_ref().map(|s| s.key)),
+        (
+            "breaker_window",
+            args.breaker_window.as_ref().map(|s| s.key),
+        ),
+        (
+            "breaker_min_calls",
+            args.breaker_min_calls.as_ref().map(|s| s.key),
+        ),
+        ("breaker_slow", args.breaker_slow.as_ref().map(|s| s.key)),
+    ];
+    if args.breaker.is_none() {
+        for (name, key) in tuning {
+            if let Some(key) = key {
+                errors.push(
+                    key,
+                    format!("`{name}` tunes a circuit breaker, but there is none: add `breaker = \"name\"` (or `\"per_<argument>\"`), or remove `{name}`"),
+                );
+            }
+        }
+        return Kind::Consecutive;
+    }
+    if let Some(threshold) = &args.breaker_threshold {
+        errors.check(threshold.span, rules::breaker_threshold(threshold.value));
+    }
+    let kind = args
+        .breaker_kind
+        .as_ref()
+        .map_or(BreakerKind::Consecutive, |s| s.value);
+    let (percent, window, min_calls) = (
+        args.breaker_rate
+            .as_ref()
+            .map_or(defaults::BREAKER_RATE, |s| s.value),
+        args.breaker_window
+            .as_ref()
+            .map_or(defaults::BREAKER_WINDOW, |s| s.value),
+        args.breaker_min_calls
+            .as_ref()
+            .map_or(defaults::BREAKER_MIN_CALLS, |s| s.value),
+    );
+    let judged = |errors: &mut Errors| {
+        let span = [
+            &args.breaker_rate,
+            &args.breaker_window,
+            &args.breaker_min_calls,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|s| s.span)
+        .next()
+        .or(args.breaker_kind.as_ref().map(|s| s.span));
+        if let Some(span) = span {
+            errors.check(span, rules::breaker_window(percent, window, min_calls));
+        }
+        (percent.min(100) as u8, window, min_calls)
+    };
+    match kind {
+        BreakerKind::Consecutive => {
+            for (name, key) in &tuning[3..] {
+                if let Some(key) = key {
+                    errors.push(*key, format!("`{name}` tunes a failure_rate or slow_call breaker, and this one counts consecutive failures: add `breaker_kind = \"failure_rate\"`, or remove `{name}`"));
+                }
+            }
+            Kind::Consecutive
+        }
+        kind => {
+            if let Some(threshold) = &args.breaker_threshold {
+                errors.push(threshold.key, format!("`breaker_threshold` counts consecutive failures, and a {} breaker opens at a share of calls: set `breaker_rate = \"25%\"` instead, or remove `breaker_threshold`", kind.name()));
+            }
+            let (percent, window, min_calls) = judged(errors);
+            match (kind, &args.breaker_slow) {
+                (BreakerKind::SlowCall, Some(slow)) => Kind::SlowCall {
+                    percent,
+                    slower_than: slow.value,
+                    window,
+                    min_calls,
+                },
+                (BreakerKind::SlowCall, None) => {
+                    if let Some(kind) = &args.breaker_kind {
+                        errors.push(kind.span, "a slow_call breaker needs what counts as slow: add `breaker_slow = \"2s\"`");
+                    }
+                    Kind::Consecutive
+                }
+                (_, slow) => {
+                    if let Some(slow) = slow {
+                        errors.push(slow.key, "`breaker_slow` says what a slow_call breaker counts as slow, and this one counts failures: use `breaker_kind = \"slow_call\"`, or remove `breaker_slow`");
+                    }
+                    Kind::FailureRate {
+                        percent,
+                        window,
+                        min_calls,
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The function's key, from `key = <expr>` or `breaker = "per_<argument>"`, and the rules

@@ -6,6 +6,7 @@ use std::time::Duration;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit};
 
+use resil_spec::profiles::{self, Profile};
 use resil_spec::{duration, rules, Jitter};
 
 use crate::keys::did_you_mean;
@@ -16,6 +17,29 @@ pub(crate) enum BreakerArg {
     Named(String),
     /// One breaker per value of this argument.
     PerArg(String),
+}
+
+/// `breaker_kind = "..."`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BreakerKind {
+    Consecutive,
+    FailureRate,
+    SlowCall,
+}
+
+impl BreakerKind {
+    const ALL: [(&'static str, BreakerKind); 3] = [
+        ("consecutive", BreakerKind::Consecutive),
+        ("failure_rate", BreakerKind::FailureRate),
+        ("slow_call", BreakerKind::SlowCall),
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, kind)| *kind == self)
+            .map_or("", |(name, _)| name)
+    }
 }
 
 /// `retry_budget = "20%, min 10/s"`.
@@ -169,6 +193,38 @@ pub(crate) fn breaker(name: &'static str, value: &Expr) -> syn::Result<BreakerAr
 /// `fallback = path::to::function`.
 pub(crate) fn fallback(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
     path(value, "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`")
+}
+
+/// `profile = "llm"`.
+pub(crate) fn profile(name: &'static str, value: &Expr) -> syn::Result<&'static Profile> {
+    let text = string_value(name, value, "\"llm\"")?;
+    profiles::named(&text).ok_or_else(|| {
+        let names = profiles::ALL.iter().map(|profile| profile.name);
+        let hint = did_you_mean(&text, names.clone())
+            .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
+        let names: Vec<_> = names.map(|name| format!("\"{name}\"")).collect();
+        syn::Error::new(value.span(), format!("unknown profile \"{text}\"{hint}: use one of {}, and write beside it the keys that differ", names.join(", ")))
+    })
+}
+
+/// `breaker_kind = "failure_rate"`.
+pub(crate) fn breaker_kind(name: &'static str, value: &Expr) -> syn::Result<BreakerKind> {
+    let text = string_value(name, value, "\"failure_rate\"")?;
+    let known = BreakerKind::ALL.iter();
+    known.clone().find(|(known, _)| *known == text).map(|(_, kind)| *kind).ok_or_else(|| {
+        let hint = did_you_mean(&text, known.map(|(name, _)| *name))
+            .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
+        syn::Error::new(value.span(), format!("unknown breaker kind \"{text}\"{hint}: use \"consecutive\" (the default), \"failure_rate\" or \"slow_call\""))
+    })
+}
+
+/// `breaker_rate = "25%"`: a whole percentage.
+pub(crate) fn percent(name: &'static str, value: &Expr) -> syn::Result<u32> {
+    let text = string_value(name, value, "\"25%\"")?;
+    text.trim()
+        .strip_suffix('%')
+        .and_then(|percent| percent.trim().parse().ok())
+        .ok_or_else(|| syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a share: write a whole percentage, such as \"25%\"")))
 }
 
 /// `listener = AUDIT`.

@@ -108,7 +108,8 @@ mod transient;
 
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{
-    Admission, Breaker, BreakerConfig, BreakerState, KeyedBreaker, KeyedBreakers, Verdict,
+    Admission, Breaker, BreakerConfig, BreakerKind, BreakerState, KeyedBreaker, KeyedBreakers,
+    Verdict,
 };
 pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
@@ -120,4 +121,5 @@ pub use operation::{Operation, OperationId};
 pub use policy::{KeyScope, Keyed, Keys, Policy, PolicyBuilder, Unkeyed};
 pub use registry::{Key, KeyTuple};
 pub use rejected::Rejected;
+pub use resil_spec::profiles;
 pub use transient::Transient;

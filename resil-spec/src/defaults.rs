@@ -8,6 +8,12 @@ pub const BACKOFF_BASE: Duration = Duration::from_millis(300);
 pub const BACKOFF_CAP: Duration = Duration::from_secs(8);
 /// Consecutive transient failures that open a breaker.
 pub const BREAKER_THRESHOLD: u32 = 5;
+/// The share of calls that opens a failure-rate or slow-call breaker, in percent.
+pub const BREAKER_RATE: u32 = 50;
+/// The calls a failure-rate or slow-call breaker remembers.
+pub const BREAKER_WINDOW: u32 = 20;
+/// The calls it counts before it may open: a handful of failures at start-up is not a rate.
+pub const BREAKER_MIN_CALLS: u32 = 10;
 /// How long a breaker stays open before one probe.
 pub const BREAKER_COOLDOWN: Duration = Duration::from_secs(30);
 /// The longest `Retry-After` honoured: a server asking for more ends the operation.

@@ -51,6 +51,18 @@ pub enum Violation {
         /// The setting (`rate`, `token_rate`).
         key: &'static str,
     },
+    /// A failure-rate or slow-call breaker's share is not a percentage that can trip.
+    BreakerRate {
+        /// The share given, in percent.
+        percent: u32,
+    },
+    /// A failure-rate or slow-call breaker's window cannot hold its minimum of calls.
+    BreakerWindow {
+        /// Calls in the window.
+        window: u32,
+        /// Calls counted before it may trip.
+        min_calls: u32,
+    },
     /// A setting is made per key, but the policy does not have it.
     PerKeyWithout {
         /// The setting (`bulkhead`, `rate`, `token_rate`).
@@ -110,6 +122,15 @@ impl fmt::Display for Violation {
             ),
             Violation::InvalidRetryBudget => f.write_str(
                 "a retry budget needs a share ≥ 0, such as \"20%\", and a minimum ≥ 0 retries per second, such as \"20%, min 10/s\"",
+            ),
+            Violation::BreakerRate { percent } => write!(
+                f,
+                "a breaker that trips at {percent}% of calls {}: give a share from 1% to 100%, such as \"25%\"",
+                if *percent == 0 { "would trip on the first call" } else { "could never trip" }
+            ),
+            Violation::BreakerWindow { window, min_calls } => write!(
+                f,
+                "a breaker judging the last {window} calls after at least {min_calls}: the window must hold 1 to {MAX_WINDOW} calls and at least the minimum, such as a window of 20 with a minimum of 10"
             ),
             Violation::PerKeyWithout { key } => write!(
                 f,
@@ -208,6 +229,21 @@ pub fn rate(key: &'static str, count: u64, period: Duration, burst: u64) -> Resu
 pub fn per_key(key: &'static str, declared: bool) -> Result<(), Violation> {
     if !declared {
         return Err(Violation::PerKeyWithout { key });
+    }
+    Ok(())
+}
+
+/// The most calls a failure-rate or slow-call breaker remembers.
+pub const MAX_WINDOW: u32 = 10_000;
+
+/// A failure-rate or slow-call breaker: trips at `percent` % of the last `window` calls, once
+/// `min_calls` were counted.
+pub fn breaker_window(percent: u32, window: u32, min_calls: u32) -> Result<(), Violation> {
+    if !(1..=100).contains(&percent) {
+        return Err(Violation::BreakerRate { percent });
+    }
+    if window == 0 || window > MAX_WINDOW || min_calls == 0 || min_calls > window {
+        return Err(Violation::BreakerWindow { window, min_calls });
     }
     Ok(())
 }

@@ -5,12 +5,15 @@ use quote::ToTokens;
 use resil_spec::duration::human;
 use resil_spec::{defaults, Jitter};
 
-use crate::valid::Config;
+use crate::valid::{Config, Kind};
 use crate::values::Rate;
 
 /// The "Resilience" section appended to the function's docs.
 pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
     let mut parts = Vec::new();
+    if let Some(profile) = config.profile {
+        parts.push(format!("profile `{profile}`"));
+    }
     if let Some(timeout) = config.timeout {
         let key = match config.stream {
             Some(_) => "first item within",
@@ -68,9 +71,25 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
             Some(name) => format!("breaker `{name}`"),
             None => format!("a breaker{}", per_key(true)),
         };
+        let opens = match breaker.kind {
+            Kind::Consecutive => format!("opens after {} failures", breaker.threshold),
+            Kind::FailureRate {
+                percent,
+                window,
+                min_calls,
+            } => format!("opens when {percent}% of the last {window} calls failed, from {min_calls} calls"),
+            Kind::SlowCall {
+                percent,
+                slower_than,
+                window,
+                min_calls,
+            } => format!(
+                "opens when {percent}% of the last {window} calls took {} or more, from {min_calls} calls",
+                human(slower_than)
+            ),
+        };
         parts.push(format!(
-            "{which} (opens after {} failures, probes after {})",
-            breaker.threshold,
+            "{which} ({opens}, probes after {})",
             human(breaker.cooldown)
         ));
     }

@@ -17,7 +17,7 @@ use crate::attr;
 use crate::errors::Errors;
 use crate::values::Rate;
 
-use crate::valid::{self, Config, KeyArgument, KeyPart, KeyValue, StreamShape};
+use crate::valid::{self, Config, KeyArgument, KeyPart, KeyValue, Kind, StreamShape};
 
 /// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
 /// errors, so one mistake does not cascade into "cannot find function" errors.
@@ -312,6 +312,32 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
             (None, None) => unreachable!("valid::check requires a key for a breaker per key"),
         });
     }
+    if let Some(breaker) = &config.breaker {
+        let kind = match breaker.kind {
+            Kind::Consecutive => None,
+            Kind::FailureRate {
+                percent,
+                window,
+                min_calls,
+            } => Some(
+                quote! { FailureRate { percent: #percent, window: #window, min_calls: #min_calls } },
+            ),
+            Kind::SlowCall {
+                percent,
+                slower_than,
+                window,
+                min_calls,
+            } => {
+                let slower_than = duration(slower_than);
+                Some(
+                    quote! { SlowCall { percent: #percent, slower_than: #slower_than, window: #window, min_calls: #min_calls } },
+                )
+            }
+        };
+        if let Some(kind) = kind {
+            calls.push(quote! { .breaker_kind(::resil::__private::BreakerKind::#kind) });
+        }
+    }
     if let Some(max_keys) = config.max_keys {
         let max_keys = Literal::u32_unsuffixed(max_keys);
         calls.push(quote! { .max_keys(#max_keys) });
@@ -482,5 +508,53 @@ mod tests {
         );
         assert!(out.contains("pub (crate) async fn f < 'a , T : Clone > (x : & 'a T) -> Result < T , E > where T : Send"), "{out}");
         assert!(out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
+    fn a_profile_fills_what_the_attribute_leaves_unsaid() {
+        let item = quote! { async fn call(&self) -> Result<String, E> { todo!() } };
+        let out = expanded(quote! { profile = "llm", breaker = "openai" }, item.clone());
+        for call in [
+            ". timeout (:: resil :: __private :: Duration :: from_millis (60000))",
+            ". retry (2)",
+            ". retry_after_max (:: resil :: __private :: Duration :: from_millis (60000))",
+            ". backoff (:: resil :: __private :: Duration :: from_millis (2000) , :: resil :: __private :: Duration :: from_millis (30000))",
+            ". breaker_named (\"openai\" , 3 , :: resil :: __private :: Duration :: from_millis (60000))",
+        ] {
+            assert!(out.contains(call), "{call} missing from {out}");
+        }
+        assert!(out.contains("profile `llm`"), "{out}");
+
+        let out = expanded(
+            quote! { profile = "payment", timeout = "2s", retry = 0 },
+            item.clone(),
+        );
+        assert!(
+            out.contains(". timeout (:: resil :: __private :: Duration :: from_millis (2000))"),
+            "{out}"
+        );
+        assert!(
+            !out.contains(". retry ("),
+            "a key beside the profile wins: {out}"
+        );
+        assert!(!out.contains(". jitter ("), "no retry, no jitter: {out}");
+
+        for profile in resil_spec::profiles::ALL {
+            let name = profile.name;
+            let out = expanded(quote! { profile = #name }, item.clone());
+            let retry = profile.retry.unwrap_or(0);
+            assert_eq!(
+                out.contains(&format!(". retry ({retry})")),
+                retry > 0,
+                "{name}: {out}"
+            );
+            if let Some(timeout) = profile.timeout {
+                let millis = timeout.as_millis();
+                assert!(
+                    out.contains(&format!("from_millis ({millis}))")),
+                    "{name}: {out}"
+                );
+            }
+        }
     }
 }

@@ -17,6 +17,7 @@
 
 mod directory;
 mod keyed;
+mod window;
 
 pub use directory::{breakers, find, BreakerStatus};
 pub(crate) use directory::{named, watch_breaker, watch_keys};
@@ -34,6 +35,7 @@ use crate::registry::{Key, Shown};
 use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::{ConfigError, Rejected};
 use resil_spec::rules;
+use window::Window;
 
 const CLOSED: u64 = 0;
 const OPEN: u64 = 1;
@@ -117,6 +119,78 @@ impl fmt::Display for BreakerState {
 pub struct BreakerConfig {
     threshold: u32,
     cooldown: Duration,
+    kind: BreakerKind,
+}
+
+/// How a closed breaker judges its provider.
+///
+/// A consecutive breaker misses a provider that fails 40 % of calls in a scattered way, never
+/// five in a row; a failure-rate breaker catches it. A slow-call breaker catches a provider
+/// that still answers, but too slowly to be of use. All three share the half-open probe and
+/// the generations.
+///
+/// ```
+/// use resil_runtime::{BreakerConfig, BreakerKind};
+/// use std::time::Duration;
+///
+/// let config = BreakerConfig::new(5, Duration::from_secs(30))?.with_kind(BreakerKind::FailureRate {
+///     percent: 25,
+///     window: 20,
+///     min_calls: 10,
+/// })?;
+/// assert!(matches!(config.kind(), BreakerKind::FailureRate { percent: 25, .. }));
+/// # Ok::<(), resil_runtime::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BreakerKind {
+    /// Opens after `threshold` consecutive transient failures (the default).
+    #[default]
+    Consecutive,
+    /// Opens when at least `percent` % of the last `window` calls failed transiently, once at
+    /// least `min_calls` of them were counted.
+    FailureRate {
+        /// The share of failures that opens it, 1 to 100.
+        percent: u8,
+        /// Calls remembered.
+        window: u32,
+        /// Calls counted before it may open.
+        min_calls: u32,
+    },
+    /// Opens when at least `percent` % of the last `window` calls took `slower_than` or more
+    /// (a timed-out call is as slow as its timeout), once at least `min_calls` were counted.
+    SlowCall {
+        /// The share of slow calls that opens it, 1 to 100.
+        percent: u8,
+        /// What counts as slow.
+        slower_than: Duration,
+        /// Calls remembered.
+        window: u32,
+        /// Calls counted before it may open.
+        min_calls: u32,
+    },
+}
+
+impl BreakerKind {
+    /// Checks the kind's own settings.
+    pub(crate) fn check(self) -> Result<(), ConfigError> {
+        match self {
+            BreakerKind::Consecutive => Ok(()),
+            BreakerKind::FailureRate {
+                percent,
+                window,
+                min_calls,
+            } => rules::breaker_window(percent.into(), window, min_calls),
+            BreakerKind::SlowCall {
+                percent,
+                slower_than,
+                window,
+                min_calls,
+            } => {
+                rules::positive("breaker_slow", slower_than)?;
+                rules::breaker_window(percent.into(), window, min_calls)
+            }
+        }
+    }
 }
 
 impl Default for BreakerConfig {
@@ -125,6 +199,7 @@ impl Default for BreakerConfig {
         BreakerConfig {
             threshold: resil_spec::defaults::BREAKER_THRESHOLD,
             cooldown: resil_spec::defaults::BREAKER_COOLDOWN,
+            kind: BreakerKind::Consecutive,
         }
     }
 }
@@ -137,7 +212,16 @@ impl BreakerConfig {
         Ok(BreakerConfig {
             threshold,
             cooldown,
+            kind: BreakerKind::Consecutive,
         })
+    }
+
+    /// Judges by `kind` instead of consecutive failures (the threshold then counts for
+    /// nothing).
+    pub fn with_kind(mut self, kind: BreakerKind) -> Result<Self, ConfigError> {
+        kind.check()?;
+        self.kind = kind;
+        Ok(self)
     }
 
     /// Consecutive transient failures that open the breaker.
@@ -148,6 +232,11 @@ impl BreakerConfig {
     /// Time from opening to the first probe.
     pub const fn cooldown(&self) -> Duration {
         self.cooldown
+    }
+
+    /// How it judges the provider.
+    pub const fn kind(&self) -> BreakerKind {
+        self.kind
     }
 }
 
@@ -206,6 +295,8 @@ pub struct Breaker {
     /// Forced open by an operator: no probe until [`Breaker::reset`]. Read only when the
     /// breaker is not closed, so the closed path stays one load.
     forced: AtomicBool,
+    /// The last calls, for a failure-rate or slow-call breaker; locked after `probing`.
+    window: Option<Mutex<Window>>,
 }
 
 impl fmt::Debug for Breaker {
@@ -240,6 +331,12 @@ impl Breaker {
             probing: Mutex::new(false),
             verdict: Notify::new(),
             forced: AtomicBool::new(false),
+            window: match config.kind {
+                BreakerKind::Consecutive => None,
+                BreakerKind::FailureRate { window, .. } | BreakerKind::SlowCall { window, .. } => {
+                    Some(Mutex::new(Window::new(window)))
+                }
+            },
         }
     }
 
@@ -305,7 +402,16 @@ impl Breaker {
     /// Closed with no failure counted: nothing would be lost by forgetting it.
     pub(crate) fn is_idle(&self) -> bool {
         let word = self.load();
-        word.state() == CLOSED && word.failures() == 0
+        let window_clean = self
+            .window
+            .as_ref()
+            .is_none_or(|window| lock(window).bad() == 0);
+        word.state() == CLOSED && word.failures() == 0 && window_clean
+    }
+
+    /// Whether verdicts need the call's duration (a slow-call breaker).
+    pub(crate) fn times_calls(&self) -> bool {
+        matches!(self.config.kind, BreakerKind::SlowCall { .. })
     }
 
     /// Asks to make a call. Closed: admitted at once. Open: rejected, unless the cooldown has
@@ -427,6 +533,7 @@ impl Breaker {
             let word = self.load();
             *probing = false;
             self.word.store(word.next(CLOSED).0, Ordering::Release);
+            self.forget_calls();
             (word.state() != CLOSED).then(|| Transition {
                 from: BreakerState::from_bits(word.state()),
                 to: BreakerState::Closed,
@@ -514,11 +621,37 @@ impl Breaker {
     /// Records how an admitted call ended. A verdict from another generation than the one that
     /// admitted the call counts for nothing.
     pub(crate) fn record(&self, ticket: Ticket, verdict: Verdict) -> Option<Transition> {
+        self.record_timed(ticket, verdict, None)
+    }
+
+    /// [`Breaker::record`], with how long the call took when it was timed (a slow-call
+    /// breaker judges by it; a call not timed counts as fast).
+    pub(crate) fn record_timed(
+        &self,
+        ticket: Ticket,
+        verdict: Verdict,
+        took: Option<Duration>,
+    ) -> Option<Transition> {
+        let verdict = match self.config.kind {
+            // Slowness is the failure a slow-call breaker counts; a probe that answers too
+            // slowly has not shown the provider is back.
+            BreakerKind::SlowCall { slower_than, .. } if verdict != Verdict::Neutral => {
+                if took.is_some_and(|took| took >= slower_than) {
+                    Verdict::Failure
+                } else {
+                    Verdict::Success
+                }
+            }
+            _ => verdict,
+        };
         if ticket.probe {
             return self.record_probe(ticket, verdict);
         }
         if verdict == Verdict::Neutral {
             return None;
+        }
+        if let Some(window) = &self.window {
+            return self.judge(window, ticket, verdict);
         }
         let mut word = self.load();
         loop {
@@ -561,6 +694,49 @@ impl Breaker {
         }
     }
 
+    /// Counts a verdict in the window of a failure-rate or slow-call breaker, and opens it if
+    /// the share of bad calls reached its limit.
+    fn judge(
+        &self,
+        window: &Mutex<Window>,
+        ticket: Ticket,
+        verdict: Verdict,
+    ) -> Option<Transition> {
+        let (percent, min_calls) = match self.config.kind {
+            BreakerKind::FailureRate {
+                percent, min_calls, ..
+            }
+            | BreakerKind::SlowCall {
+                percent, min_calls, ..
+            } => (percent, min_calls),
+            BreakerKind::Consecutive => return None,
+        };
+        let _transition = lock(&self.probing);
+        let word = self.load();
+        if word.generation() != ticket.generation || word.state() != CLOSED {
+            return None;
+        }
+        let mut window = lock(window);
+        window.push(verdict == Verdict::Failure);
+        if !window.trips(percent, min_calls) {
+            return None;
+        }
+        window.clear();
+        self.open(word);
+        Some(Transition {
+            from: BreakerState::Closed,
+            to: BreakerState::Open,
+        })
+    }
+
+    /// A closed breaker judges afresh: the calls of before it opened are forgotten. Called
+    /// with the transition lock held.
+    fn forget_calls(&self) {
+        if let Some(window) = &self.window {
+            lock(window).clear();
+        }
+    }
+
     /// A failure of a call admitted earlier that has since committed (a stream failing after
     /// its first item): counted against the breaker as it is now, if it is closed.
     pub(crate) fn record_failure(&self) -> Option<Transition> {
@@ -578,6 +754,7 @@ impl Breaker {
             match verdict {
                 Verdict::Success => {
                     self.word.store(word.next(CLOSED).0, Ordering::Release);
+                    self.forget_calls();
                     Some(BreakerState::Closed)
                 }
                 Verdict::Failure => {

@@ -234,7 +234,8 @@ where
         }
         if let Some(ticket) = this.admitted.take() {
             if let Some(breaker) = this.execution.progress.breaker() {
-                if let Some(transition) = breaker.record(ticket, verdict) {
+                let took = this.limits.started.map(|started| started.elapsed());
+                if let Some(transition) = breaker.record_timed(ticket, verdict, took) {
                     this.execution.progress.transition(breaker, transition);
                 }
             }
@@ -275,9 +276,11 @@ fn admit<F, E>(
     if let (Some(breaker), Some(transition)) = (progress.breaker(), transition) {
         progress.transition(breaker, transition);
     }
-    // The listeners hear how long the attempt took: the clock is read for them only (the
-    // attempt's time limit then counts from here, as it would from its first poll).
-    if progress.listening && this.limits.started.is_none() {
+    // The listeners hear how long the attempt took, and a slow-call breaker judges by it: the
+    // clock is read for them only (the attempt's time limit then counts from here, as it
+    // would from its first poll).
+    let timed = progress.listening || progress.breaker().is_some_and(Breaker::times_calls);
+    if timed && this.limits.started.is_none() {
         this.limits.started = Some(Instant::now());
     }
     this.execution.started();

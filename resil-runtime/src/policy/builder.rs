@@ -6,10 +6,13 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
+use resil_spec::profiles::Profile;
 use resil_spec::rules;
 
 use super::{Keyed, Keys, Policy, Settings, Unkeyed};
-use crate::breaker::{named, watch_breaker, watch_keys, Breaker, BreakerConfig, KeyedBreakers};
+use crate::breaker::{
+    named, watch_breaker, watch_keys, Breaker, BreakerConfig, BreakerKind, KeyedBreakers,
+};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::events::{Both, Event, Listener};
@@ -60,6 +63,7 @@ pub struct PolicyBuilder<K = Unkeyed> {
     jitter: Jitter,
     seed: Option<u64>,
     breaker: BreakerSpec,
+    breaker_kind: BreakerKind,
     /// What the keys are, for a keyed policy.
     key: Option<Arc<str>>,
     per_key: PerKey,
@@ -104,6 +108,7 @@ impl Default for PolicyBuilder {
             jitter: Jitter::default(),
             seed: None,
             breaker: BreakerSpec::None,
+            breaker_kind: BreakerKind::Consecutive,
             key: None,
             per_key: PerKey::default(),
             max_keys: KeyedBreakers::DEFAULT_MAX_KEYS,
@@ -128,6 +133,28 @@ impl<K> PolicyBuilder<K> {
     /// The name events carry (for `#[resilient]`, the function's path).
     pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
         self.name = Some(name.into());
+        self
+    }
+
+    /// Starts from a preset (see [`crate::profiles`]): its timeout, retries, backoff, jitter and
+    /// longest `Retry-After`; calls after this one override them. A profile's breaker tuning
+    /// (`profile.breaker_threshold`, `profile.breaker_cooldown`) is for the breaker you give.
+    ///
+    /// ```
+    /// use resil_runtime::{profiles, Policy};
+    /// use std::time::Duration;
+    ///
+    /// let llm = profiles::named("llm").unwrap();
+    /// let policy = Policy::builder().profile(llm).retry(1).build().unwrap();
+    /// assert_eq!(policy.retries(), 1);
+    /// assert_eq!(policy.worst_case(), Some(Duration::from_secs(60 + 2 + 60 + 60)));
+    /// ```
+    pub fn profile(mut self, profile: &Profile) -> Self {
+        self.timeout = profile.timeout.or(self.timeout);
+        self.retry = profile.retry.unwrap_or(self.retry);
+        self.backoff = profile.backoff.or(self.backoff);
+        self.jitter = profile.jitter.unwrap_or(self.jitter);
+        self.retry_after_max = profile.retry_after_max.unwrap_or(self.retry_after_max);
         self
     }
 
@@ -218,6 +245,25 @@ impl<K> PolicyBuilder<K> {
         builder
     }
 
+    /// How the named or per-key breaker judges its provider (default: consecutive failures,
+    /// as many as the threshold given with the breaker); see [`BreakerKind`].
+    ///
+    /// ```
+    /// use resil_runtime::{BreakerKind, Policy};
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::builder()
+    ///     .breaker_named("search-doc", 5, Duration::from_secs(30))
+    ///     .breaker_kind(BreakerKind::FailureRate { percent: 25, window: 20, min_calls: 10 })
+    ///     .build()
+    ///     .unwrap();
+    /// assert!(matches!(policy.breaker().unwrap().config().kind(), BreakerKind::FailureRate { .. }));
+    /// ```
+    pub fn breaker_kind(mut self, kind: BreakerKind) -> Self {
+        self.breaker_kind = kind;
+        self
+    }
+
     /// A breaker you created and may share by hand.
     pub fn breaker(mut self, breaker: Arc<Breaker>) -> Self {
         self.breaker = BreakerSpec::Given(breaker);
@@ -286,6 +332,7 @@ impl<K> PolicyBuilder<K> {
             jitter: self.jitter,
             seed: self.seed,
             breaker: self.breaker,
+            breaker_kind: self.breaker_kind,
             key: self.key,
             per_key: self.per_key,
             max_keys: self.max_keys,
@@ -379,12 +426,16 @@ impl<K> PolicyBuilder<K> {
                 Some(breaker)
             }
             BreakerSpec::Named(name, threshold, cooldown) => {
-                let (breaker, clash) = named(&name, BreakerConfig::new(threshold, cooldown)?);
+                let config =
+                    BreakerConfig::new(threshold, cooldown)?.with_kind(self.breaker_kind)?;
+                let (breaker, clash) = named(&name, config);
                 conflict = clash;
                 Some(breaker)
             }
             BreakerSpec::PerKey(threshold, cooldown) => {
-                per_key_breaker = Some(BreakerConfig::new(threshold, cooldown)?);
+                let config =
+                    BreakerConfig::new(threshold, cooldown)?.with_kind(self.breaker_kind)?;
+                per_key_breaker = Some(config);
                 None
             }
         };
