@@ -10,6 +10,37 @@ pub use resil_runtime::{
 };
 pub use std::sync::LazyLock;
 
+#[cfg(feature = "config")]
+pub use linkme;
+
+/// Every `#[resilient]` function's policy, to build (and so register) before configuration
+/// applies: filled at link time.
+#[cfg(feature = "config")]
+#[linkme::distributed_slice]
+pub static SITES: [fn()];
+
+/// Lists a `#[resilient]` function's policy in [`SITES`].
+#[cfg(feature = "config")]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __resil_site {
+    ($policy:ident) => {
+        #[$crate::__private::linkme::distributed_slice($crate::__private::SITES)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static __RESIL_SITE: fn() = || {
+            $crate::__private::LazyLock::force(&$policy);
+        };
+    };
+}
+
+/// Without configuration, policies are built at their first call and listed nowhere.
+#[cfg(not(feature = "config"))]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __resil_site {
+    ($policy:ident) => {};
+}
+
 /// `From<Rejected>`, with an error message written for a person.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot carry resil's own failures (timeouts, open breaker, full bulkhead): it does not implement `From<resil::Rejected>`",

@@ -230,6 +230,54 @@ pub use resil_macros::resilient;
 #[doc(hidden)]
 pub mod __private;
 
+/// Configuration at run time (feature `config`): overrides from a TOML file and from
+/// `RESIL_<NAME>__<KEY>` environment variables, checked as a whole and applied to new
+/// operations without a restart. See [`resil_runtime::config`] for the format and the rules;
+/// here every `#[resilient]` function is known before its first call, so a misspelt name is
+/// refused.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), resil::config::Refused> {
+/// resil::config::load("resil.toml")?;
+/// let _watching = resil::config::watch("resil.toml", std::time::Duration::from_secs(5));
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "config")]
+#[cfg_attr(docsrs, doc(cfg(feature = "config")))]
+pub mod config {
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    pub use resil_runtime::config::{JoinHandle, Overrides, Problem, Refused};
+
+    /// Builds every `#[resilient]` function's policy not built yet, so configuration knows it.
+    fn build_every_site() {
+        for site in crate::__private::SITES {
+            site();
+        }
+    }
+
+    /// Checks `overrides` against every policy and applies them as a whole, or nothing (see
+    /// [`resil_runtime::config::apply`]).
+    pub fn apply(overrides: &Overrides) -> Result<usize, Refused> {
+        build_every_site();
+        resil_runtime::config::apply(overrides)
+    }
+
+    /// Reads `path` and the environment, and applies both (see
+    /// [`resil_runtime::config::load`]).
+    pub fn load(path: impl AsRef<Path>) -> Result<usize, Refused> {
+        build_every_site();
+        resil_runtime::config::load(path)
+    }
+
+    /// Loads `path` now and whenever it changes (see [`resil_runtime::config::watch`]).
+    pub fn watch(path: impl Into<PathBuf>, every: Duration) -> JoinHandle<()> {
+        build_every_site();
+        resil_runtime::config::watch(path, every)
+    }
+}
+
 /// Compiles the README's examples as doctests, so the quick start cannot rot (with feature
 /// `reqwest`, which the quick start uses).
 #[cfg(all(doctest, feature = "reqwest"))]

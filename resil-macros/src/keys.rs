@@ -8,6 +8,7 @@ use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::Expr;
 
+pub(crate) use resil_spec::names::did_you_mean;
 use resil_spec::profiles::Profile;
 use resil_spec::Jitter;
 
@@ -82,42 +83,6 @@ keys! {
     listener: syn::Path = values::listener, "a static that hears this function's events";
     retry_budget: Budget = values::budget, "retries as a share of first attempts";
     nested: bool = values::nesting, "keep this call's own retries inside another operation";
-}
-
-/// The closest of `candidates` to `typo`, if one is close enough to be what was meant.
-pub(crate) fn did_you_mean<'a>(
-    typo: &str,
-    candidates: impl IntoIterator<Item = &'a str>,
-) -> Option<&'a str> {
-    candidates
-        .into_iter()
-        .map(|candidate| (edit_distance(typo, candidate), candidate))
-        .filter(|(distance, candidate)| {
-            *distance <= 2.max(candidate.len() / 3) || common_prefix(typo, candidate) >= 4
-        })
-        .min_by_key(|(distance, _)| *distance)
-        .map(|(_, candidate)| candidate)
-}
-
-fn common_prefix(a: &str, b: &str) -> usize {
-    a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (diagonal + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(above + 1);
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

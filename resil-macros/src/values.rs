@@ -158,15 +158,8 @@ pub(crate) fn expression(_name: &'static str, value: &Expr) -> syn::Result<Expr>
 
 /// `backoff = "300ms..8s"`.
 pub(crate) fn range(name: &'static str, value: &Expr) -> syn::Result<(Duration, Duration)> {
-    let span = value.span();
     let text = string_value(name, value, "\"300ms..8s\"")?;
-    let (base, cap) = text.split_once("..").ok_or_else(|| {
-        syn::Error::new(span, format!("`backoff = \"{text}\"` is not a range: write it as \"base..cap\", such as \"300ms..8s\""))
-    })?;
-    let base = duration::parse(base).map_err(|m| syn::Error::new(span, m))?;
-    let cap = duration::parse(cap).map_err(|m| syn::Error::new(span, m))?;
-    rules::backoff(base, cap).map_err(|rule| syn::Error::new(span, rule))?;
-    Ok((base, cap))
+    duration::parse_range(&text).map_err(|message| syn::Error::new(value.span(), message))
 }
 
 /// `jitter = "full"`.

@@ -85,6 +85,19 @@ pub enum Event<'a> {
         /// What the operator did.
         action: Override,
     },
+    /// A configuration was refused as a whole (see [`crate::config`]): every policy keeps its
+    /// tuning.
+    ConfigRefused {
+        /// What was read: a file, the environment.
+        origin: &'a str,
+        /// Every problem, one a line, each with where it is and the fix.
+        message: &'a str,
+    },
+    /// A configuration changed this policy's tuning; new operations start with it.
+    Reconfigured {
+        /// The policy's name.
+        site: &'a str,
+    },
     /// A setting was ignored because of a conflict (a named breaker configured differently
     /// at two sites).
     ConfigConflict {
@@ -105,8 +118,11 @@ impl<'a> Event<'a> {
             | Event::Waiting { site, .. }
             | Event::Rejected { site, .. }
             | Event::GaveUp { site, .. }
-            | Event::ConfigConflict { site, .. } => Some(site),
-            Event::BreakerTransition { .. } | Event::BreakerOverridden { .. } => None,
+            | Event::ConfigConflict { site, .. }
+            | Event::Reconfigured { site } => Some(site),
+            Event::BreakerTransition { .. }
+            | Event::BreakerOverridden { .. }
+            | Event::ConfigRefused { .. } => None,
         }
     }
 }

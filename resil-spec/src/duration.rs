@@ -9,6 +9,23 @@ const UNITS: &[(&str, u64)] = &[
     ("h", 3_600_000_000_000),
 ];
 
+/// Parses a backoff range `"base..cap"`, or says what one looks like.
+///
+/// ```
+/// use std::time::Duration;
+/// let range = resil_spec::duration::parse_range("300ms..8s");
+/// assert_eq!(range, Ok((Duration::from_millis(300), Duration::from_secs(8))));
+/// assert!(resil_spec::duration::parse_range("8s..300ms").is_err());
+/// ```
+pub fn parse_range(text: &str) -> Result<(Duration, Duration), String> {
+    let (base, cap) = text.split_once("..").ok_or_else(|| {
+        format!("`backoff = \"{text}\"` is not a range: write it as \"base..cap\", such as \"300ms..8s\"")
+    })?;
+    let (base, cap) = (parse(base)?, parse(cap)?);
+    crate::rules::backoff(base, cap).map_err(|rule| rule.to_string())?;
+    Ok((base, cap))
+}
+
 /// Parses `text`, or says what a duration looks like.
 ///
 /// ```

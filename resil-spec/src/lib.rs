@@ -25,6 +25,7 @@
 pub mod defaults;
 pub mod duration;
 mod jitter;
+pub mod names;
 pub mod profiles;
 pub mod rules;
 mod worst_case;

@@ -206,6 +206,7 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
         #vis #sig {
             static __RESIL_POLICY: ::resil::__private::LazyLock<#policy_type> =
                 ::resil::__private::LazyLock::new(|| #policy);
+            ::resil::__resil_site!(__RESIL_POLICY);
             let __resil_outcome = {
                 let mut __resil_execution = #execution;
                 #outcome

@@ -6,6 +6,7 @@ pub use attempt::Attempt;
 
 use std::fmt;
 use std::future::Future;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ use crate::deadline::{later, Limits};
 use crate::events::{self, AttemptOutcome, Event, GiveUp, Listener};
 use crate::gate::RateGate;
 use crate::operation::{self, Frame, OperationId};
-use crate::policy::{BreakerRef, Scope, Settings};
+use crate::policy::{BreakerRef, Scope, Settings, Tuning};
 use crate::registry::Held;
 use crate::stream::{first_item, Committed, Holdings, ResilientStream};
 use crate::{Rejected, Transient};
@@ -60,6 +61,8 @@ pub struct Execution<'p, E> {
 /// decisions are compiled once, not once per annotated function.
 struct Progress<'p> {
     settings: &'p Settings,
+    /// The limits and retries this operation started with, kept to its end.
+    tuning: &'p Tuning,
     breaker: Option<BreakerRef<'p>>,
     /// This call's key's breaker, bulkhead and gates, for a keyed policy: held, so the policy
     /// does not forget the key meanwhile.
@@ -70,7 +73,7 @@ struct Progress<'p> {
     cost: u64,
     /// Slots reserved in the rate gates for the current attempt (the gates' throttle count
     /// then), given back if it is refused before calling. The cost is `cost`.
-    reserved: Option<u64>,
+    reserved: Option<NonZeroU64>,
     deadline: Option<Instant>,
     attempt: u32,
     /// The last wait in nanoseconds (saturating), 0 before the first: decorrelated jitter,
@@ -278,7 +281,7 @@ impl<'p, E> Execution<'p, E> {
                     scope: progress.scope,
                     permit: progress.permit,
                     deadline: progress.deadline,
-                    idle: progress.settings.idle,
+                    idle: progress.tuning.idle,
                 };
                 Outcome::Completed(Ok(ResilientStream::new(committed, holdings)))
             }
@@ -360,13 +363,20 @@ impl<'p> Progress<'p> {
         breaker: Option<BreakerRef<'p>>,
         scope: Option<Held<Scope>>,
     ) -> Self {
+        let tuning = settings.tunings.current();
+        // Switched off: straight to the body, past the breaker, the bulkhead and the gates.
+        let (breaker, scope) = match tuning.enabled {
+            true => (breaker, scope),
+            false => (None, None),
+        };
         let own = scope.as_ref().and_then(|scope| scope.bulkhead.as_ref());
-        let (permit, entry) = match (&settings.bulkhead, own) {
+        let shared = settings.bulkhead.as_ref().filter(|_| tuning.enabled);
+        let (permit, entry) = match (shared, own) {
             (Some(bulkhead), _) => enter(bulkhead, bulkhead.try_acquire()),
             (None, Some(bulkhead)) => enter(bulkhead, bulkhead.try_acquire_owned()),
             (None, None) => (None, Entry::Admitted),
         };
-        let own_deadline = settings
+        let own_deadline = tuning
             .deadline
             .map(|deadline| later(Instant::now(), deadline));
         let listening = settings.listener().is_some();
@@ -375,7 +385,7 @@ impl<'p> Progress<'p> {
         #[cfg_attr(not(feature = "tracing"), allow(unused_mut))]
         let mut frame = Frame::start(
             own_deadline,
-            settings.retry,
+            tuning.retry,
             settings.independent,
             owner,
             address,
@@ -386,6 +396,7 @@ impl<'p> Progress<'p> {
             .then(|| Box::new(Spans::start(&settings.name, &mut frame)));
         Progress {
             settings,
+            tuning,
             breaker,
             scope,
             permit,
@@ -408,7 +419,7 @@ impl<'p> Progress<'p> {
 
     fn limits(&self) -> Limits {
         Limits {
-            timeout: self.settings.timeout,
+            timeout: self.tuning.timeout,
             started: None,
             deadline: self.deadline,
         }
@@ -437,12 +448,15 @@ impl<'p> Progress<'p> {
     }
 
     /// The rate gates' throttle counts, summed: it grows with every throttle, so a slot
-    /// reserved under another sum was revoked.
-    fn gate_epochs(&self) -> u64 {
-        [self.rate(), self.token_rate()]
+    /// reserved under another sum was revoked. The top bit is always set, which makes it never
+    /// zero (eight bytes where an `Option<u64>` takes sixteen; a sum would have to pass 2⁶³
+    /// throttles to be mistaken).
+    fn gate_epochs(&self) -> NonZeroU64 {
+        let sum = [self.rate(), self.token_rate()]
             .into_iter()
             .flatten()
-            .fold(0, |sum: u64, gate| sum.wrapping_add(gate.epoch()))
+            .fold(0, |sum: u64, gate| sum.wrapping_add(gate.epoch()));
+        NonZeroU64::new(sum | 1 << 63).unwrap_or(NonZeroU64::MAX)
     }
 
     /// The wait for a place in the bulkhead's queue, if this operation has yet to wait in it.
@@ -467,7 +481,7 @@ impl<'p> Progress<'p> {
     /// the refusal of a gate whose slot would come after the deadline (nothing is then held).
     #[inline]
     fn reserve_slots(&mut self) -> Result<Duration, Rejected> {
-        if !self.settings.gated {
+        if !self.settings.gated || !self.tuning.enabled {
             return Ok(Duration::ZERO);
         }
         // A call the breaker will refuse does not wait for a slot first.
@@ -526,7 +540,7 @@ impl<'p> Progress<'p> {
     /// The provider throttled this call and asked to wait: the gates hand out no slot until
     /// then, so other callers wait in them instead of provoking their own 429.
     fn throttled(&self, wait: Duration) {
-        let wait = wait.min(self.settings.retry_after_max);
+        let wait = wait.min(self.tuning.retry_after_max);
         for gate in [self.rate(), self.token_rate()].into_iter().flatten() {
             gate.hold(wait);
         }
@@ -624,11 +638,11 @@ impl<'p> Progress<'p> {
     /// A transient failure (whose error asked to wait `asked`, if it did): the wait before
     /// the next attempt, with the retry drawn, or why there is none.
     fn plan_retry(&mut self, asked: Option<Duration>) -> Result<Duration, GiveUp> {
-        let settings = self.settings;
-        if settings.retry == 0 {
+        let (settings, tuning) = (self.settings, self.tuning);
+        if tuning.retry == 0 {
             return Err(GiveUp::NoRetries);
         }
-        if self.attempt >= settings.retry {
+        if self.attempt >= tuning.retry {
             return Err(GiveUp::RetriesExhausted);
         }
         if let Some(breaker) = self.breaker() {
@@ -638,11 +652,11 @@ impl<'p> Progress<'p> {
                 return Err(GiveUp::BreakerOpen);
             }
         }
-        if asked.is_some_and(|asked| asked > settings.retry_after_max) {
+        if asked.is_some_and(|asked| asked > tuning.retry_after_max) {
             return Err(GiveUp::RetryAfterTooLong);
         }
         let previous = (self.last_wait > 0).then(|| Duration::from_nanos(self.last_wait));
-        let wait = settings.wait(self.attempt, previous, asked);
+        let wait = settings.wait(&tuning.backoff, self.attempt, previous, asked);
         if let Some(deadline) = self.deadline {
             // No wait is started that cannot end, with time for the call, before the deadline.
             if later(Instant::now(), wait) >= deadline {

@@ -9,7 +9,7 @@ use rand::SeedableRng;
 use resil_spec::profiles::Profile;
 use resil_spec::rules;
 
-use super::{Keyed, Keys, Policy, Settings, Unkeyed};
+use super::{Keyed, Keys, Policy, Settings, Tuning, Tunings, Unkeyed};
 use crate::breaker::{
     named, watch_breaker, watch_keys, Breaker, BreakerConfig, BreakerKind, KeyedBreakers,
 };
@@ -476,14 +476,19 @@ impl<K> PolicyBuilder<K> {
         let gated = rate.is_some()
             || token_rate.is_some()
             || keys.as_ref().is_some_and(|keys| keys.gated());
-        let settings = Settings {
-            name: self.name.unwrap_or_else(|| Arc::from("policy")),
+        let name = self.name.unwrap_or_else(|| Arc::from("policy"));
+        let tuning = Tuning {
+            enabled: true,
             timeout: self.timeout,
             deadline: self.deadline,
             idle: self.idle,
             retry: self.retry,
             retry_after_max: self.retry_after_max,
             backoff,
+        };
+        let settings = Settings {
+            tunings: Tunings::new(Arc::clone(&name), tuning),
+            name,
             rng: self
                 .seed
                 .map(|seed| Mutex::new(SmallRng::seed_from_u64(seed))),

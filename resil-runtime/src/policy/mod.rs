@@ -7,10 +7,15 @@
 
 mod builder;
 mod keys;
+mod tuning;
 
 pub use builder::PolicyBuilder;
 pub(crate) use keys::Scope;
 pub use keys::{KeyScope, Keys};
+#[cfg(feature = "config")]
+pub(crate) use tuning::registered as registered_tunings;
+pub use tuning::Tuning;
+pub(crate) use tuning::Tunings;
 
 use std::fmt;
 use std::future::Future;
@@ -29,7 +34,7 @@ use crate::execution::{Execution, Next};
 use crate::gate::RateGate;
 use crate::registry::Key;
 use crate::stream::ResilientStream;
-use crate::{Backoff, Jitter, Rejected, Transient};
+use crate::{Backoff, ConfigError, Jitter, Rejected, Transient};
 
 /// Marks a policy without per-key breakers: run it with [`Policy::run`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -87,13 +92,8 @@ pub struct Policy<K = Unkeyed> {
 /// What a policy is made of, whatever its keying: what an [`Execution`] reads.
 pub(crate) struct Settings {
     pub(crate) name: Arc<str>,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) deadline: Option<Duration>,
-    /// The longest gap between a stream's items.
-    pub(crate) idle: Option<Duration>,
-    pub(crate) retry: u32,
-    pub(crate) retry_after_max: Duration,
-    pub(crate) backoff: Backoff,
+    /// Its limits and retries: the current ones, and every one applied before.
+    pub(crate) tunings: Arc<Tunings>,
     pub(crate) rng: Option<Mutex<SmallRng>>,
     /// The breaker all calls share (named, or given to the builder).
     pub(crate) breaker: Option<Arc<Breaker>>,
@@ -133,13 +133,8 @@ impl<K> fmt::Debug for Policy<K> {
         let settings = &self.settings;
         let mut d = f.debug_struct("Policy");
         d.field("name", &settings.name)
-            .field("timeout", &settings.timeout)
-            .field("deadline", &settings.deadline)
-            .field("idle_timeout", &settings.idle)
-            .field("retry", &settings.retry)
-            .field("retry_after_max", &settings.retry_after_max)
-            .field("backoff", &settings.backoff);
-        d.field("breaker", &settings.breaker)
+            .field("tuning", settings.tunings.current())
+            .field("breaker", &settings.breaker)
             .field("keys", &settings.keys)
             .field("bulkhead", &settings.bulkhead)
             .field("rate", &settings.rate)
@@ -287,7 +282,19 @@ impl<K> Policy<K> {
 
     /// Extra attempts after the first.
     pub fn retries(&self) -> u32 {
-        self.settings.retry
+        self.settings.tunings.current().retry
+    }
+
+    /// The limits and retries new operations start with (see [`Tuning`]).
+    pub fn tuning(&self) -> Tuning {
+        self.settings.tunings.current().clone()
+    }
+
+    /// Makes `tuning` the one new operations start with; operations in flight finish under
+    /// the one they started with. Refused, with the fix, if it breaks a rule (the policy then
+    /// keeps its tuning).
+    pub fn set_tuning(&self, tuning: Tuning) -> Result<(), ConfigError> {
+        self.settings.tunings.apply(tuning)
     }
 
     /// The breaker all calls share (named, or given to the builder), if any.
@@ -300,6 +307,7 @@ impl<K> Policy<K> {
     /// in a rate gate or the bulkhead's queue with no deadline to bound the wait.
     pub fn worst_case(&self) -> Option<Duration> {
         let settings = &self.settings;
+        let tuning = settings.tunings.current();
         let keys = settings.keys.as_deref();
         let queues = settings.rate.is_some()
             || settings.token_rate.is_some()
@@ -309,15 +317,15 @@ impl<K> Policy<K> {
                 .as_ref()
                 .or(keys.and_then(Keys::bulkhead))
                 .is_some_and(|b| b.queue() > 0);
-        if queues && settings.deadline.is_none() {
+        if queues && tuning.deadline.is_none() {
             return None;
         }
         crate::worst_case(
-            settings.timeout,
-            settings.deadline,
-            settings.retry,
-            &settings.backoff,
-            settings.retry_after_max,
+            tuning.timeout,
+            tuning.deadline,
+            tuning.retry,
+            &tuning.backoff,
+            tuning.retry_after_max,
         )
     }
 
@@ -342,17 +350,16 @@ impl Settings {
     /// told the same `Retry-After` would otherwise all come back at the same instant.
     pub(crate) fn wait(
         &self,
+        backoff: &Backoff,
         retry: u32,
         previous: Option<Duration>,
         floor: Option<Duration>,
     ) -> Duration {
         let drawn = match &self.rng {
-            Some(rng) => self
-                .backoff
-                .delay(retry, previous, &mut *crate::sync::lock_std(rng)),
-            None => self.backoff.delay(retry, previous, &mut rand::rng()),
+            Some(rng) => backoff.delay(retry, previous, &mut *crate::sync::lock_std(rng)),
+            None => backoff.delay(retry, previous, &mut rand::rng()),
         };
-        match (floor, self.backoff.jitter()) {
+        match (floor, backoff.jitter()) {
             (None, _) => drawn,
             (Some(floor), Jitter::None) => drawn.max(floor),
             (Some(floor), _) => floor.saturating_add(drawn),

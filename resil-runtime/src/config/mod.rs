@@ -1,0 +1,51 @@
+//! Configuration at run time: every policy has a name (for `#[resilient]`, the function's
+//! path, `billing::charge`); overrides for its limits and retries come from a TOML file and
+//! from environment variables, are checked as a whole, and apply to new operations without a
+//! restart. The attribute's (or the builder's) values are the defaults; a value in the file
+//! overrides them, and a variable overrides the file.
+//!
+//! ```toml
+//! ["billing::charge"]
+//! timeout = "5s"
+//! retry = 1
+//! backoff = "200ms..2s"
+//!
+//! ["search::lookup"]
+//! enabled = false   # straight to the body: no timeout, retry, breaker, bulkhead or gate
+//! ```
+//!
+//! `RESIL_BILLING__CHARGE__TIMEOUT=3s` sets the same as a variable: the name's `::` become
+//! `__`, and the key follows a last `__`.
+//!
+//! The keys: `enabled`, `timeout`, `deadline`, `idle_timeout`, `retry`, `retry_after_max`,
+//! `backoff`, `jitter`. Nothing applies unless everything is valid: a refused configuration
+//! leaves every policy as it was, lists every problem at once (where, which key, the fix), and
+//! is announced to the listeners as [`Event::ConfigRefused`](crate::events::Event). A policy
+//! the configuration no longer mentions returns to its defaults. Operations in flight finish
+//! under the tuning they started with.
+//!
+//! A policy is known once it exists: a `#[resilient]` function's at its first call. A name
+//! that matches no policy yet is a problem (so a typo is caught), unless it is listed as
+//! expected with [`Overrides::expect`].
+
+/// A policy setting that cannot work, reported by the builders instead of a panic. It is the
+/// spec's [`Violation`](resil_spec::rules::Violation): the `#[resilient]` macro checks the same
+/// rules at compile time and says the same sentence.
+///
+/// ```
+/// use resil_runtime::{ConfigError, Policy};
+///
+/// let err = Policy::builder().bulkhead(0).build().unwrap_err();
+/// assert_eq!(err, ConfigError::ZeroBulkhead);
+/// assert!(err.to_string().contains("give the number of calls allowed in flight"));
+/// ```
+pub type ConfigError = resil_spec::rules::Violation;
+
+#[cfg(feature = "config")]
+mod overrides;
+
+#[cfg(feature = "config")]
+pub use overrides::{apply, load, watch, Overrides, Problem, Refused};
+/// The task [`watch`] returns: abort it to stop watching.
+#[cfg(feature = "config")]
+pub use tokio::task::JoinHandle;

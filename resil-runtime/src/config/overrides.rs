@@ -1,0 +1,508 @@
+//! Overrides from a TOML file and from environment variables: parsed, checked as a whole,
+//! applied to the policies by name.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use resil_spec::names::did_you_mean;
+use resil_spec::{duration, rules, Jitter};
+use toml::Spanned;
+
+use crate::events::{self, Event};
+use crate::policy::{registered_tunings, Tuning, Tunings};
+use crate::Backoff;
+
+/// The keys a configuration may set, in the order the docs present them.
+const KEYS: [&str; 8] = [
+    "enabled",
+    "timeout",
+    "deadline",
+    "idle_timeout",
+    "retry",
+    "retry_after_max",
+    "backoff",
+    "jitter",
+];
+
+/// A value as its source wrote it.
+enum Raw {
+    Text(String),
+    Integer(i64),
+    Bool(bool),
+    Other(&'static str),
+}
+
+/// One value, parsed.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Enabled(bool),
+    Timeout(Duration),
+    Deadline(Duration),
+    Idle(Duration),
+    Retry(u32),
+    RetryAfterMax(Duration),
+    Backoff(Duration, Duration),
+    Jitter(Jitter),
+}
+
+#[derive(Debug, Clone)]
+struct Setting {
+    site: String,
+    key: &'static str,
+    value: Value,
+    /// Where it was written: `resil.toml:12`, or the variable's name.
+    at: String,
+}
+
+/// Overrides for policies by name, parsed and each value checked; [`apply`] checks them
+/// against the policies and against each other.
+///
+/// ```
+/// use resil_runtime::config::Overrides;
+///
+/// let file = Overrides::parse("[\"billing::charge\"]\ntimeout = \"5s\"\n", "resil.toml").unwrap();
+/// let env = Overrides::from_vars([("RESIL_BILLING__CHARGE__RETRY".to_owned(), "1".to_owned())]).unwrap();
+/// let both = file.then(env);
+/// assert_eq!(both.len(), 2);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    settings: Vec<Setting>,
+    expected: Vec<String>,
+    origin: String,
+}
+
+/// One problem of a configuration: where, which policy and key, and the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Problem {
+    /// Where it was written: `resil.toml:12`, or the environment variable.
+    pub at: String,
+    /// The policy's name, if the problem is one policy's.
+    pub site: String,
+    /// The key, if the problem is one key's.
+    pub key: String,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:", self.at)?;
+        if !self.site.is_empty() {
+            write!(f, " [{}]", self.site)?;
+        }
+        if !self.key.is_empty() {
+            write!(f, " {}:", self.key)?;
+        }
+        write!(f, " {}", self.message)
+    }
+}
+
+/// A configuration that was refused as a whole: every problem found. Nothing was applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// What was read: a file's path, `environment`, or both.
+    pub origin: String,
+    /// Every problem, in the order found.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "configuration from {} refused ({} problem{}); every policy keeps its tuning",
+            self.origin,
+            self.problems.len(),
+            if self.problems.len() == 1 { "" } else { "s" }
+        )?;
+        for problem in &self.problems {
+            write!(f, "\n  {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Refused {}
+
+impl Overrides {
+    /// Parses a TOML text: one table per policy, named as the policy is (quoted, since names
+    /// hold `::`). `origin` names the text in problems (a file's path).
+    pub fn parse(text: &str, origin: &str) -> Result<Self, Refused> {
+        type Tables = BTreeMap<Spanned<String>, BTreeMap<Spanned<String>, Spanned<toml::Value>>>;
+        let refused = |problems| Refused {
+            origin: origin.to_owned(),
+            problems,
+        };
+        let line = |offset: usize| {
+            let line = text[..offset.min(text.len())].matches('\n').count() + 1;
+            format!("{origin}:{line}")
+        };
+        let tables: Tables = toml::from_str(text).map_err(|error| {
+            let at = error.span().map_or_else(|| origin.to_owned(), |span| line(span.start));
+            refused(vec![Problem {
+                at,
+                site: String::new(),
+                key: String::new(),
+                message: format!(
+                    "{}; write one table per policy, such as [\"billing::charge\"] then timeout = \"5s\"",
+                    error.message()
+                ),
+            }])
+        })?;
+        let mut overrides = Overrides::default();
+        // In the order written, for the settings (a later one wins) and the problems alike.
+        let mut entries: Vec<_> = tables
+            .into_iter()
+            .flat_map(|(site, keys)| {
+                keys.into_iter()
+                    .map(move |(key, value)| (key.span().start, site.get_ref().clone(), key, value))
+            })
+            .collect();
+        entries.sort_by_key(|(offset, ..)| *offset);
+        let mut problems = Vec::new();
+        for (offset, site, key, value) in entries {
+            let raw = match value.get_ref() {
+                toml::Value::String(text) => Raw::Text(text.clone()),
+                toml::Value::Integer(n) => Raw::Integer(*n),
+                toml::Value::Boolean(b) => Raw::Bool(*b),
+                other => Raw::Other(other.type_str()),
+            };
+            overrides.add(&site, key.get_ref(), raw, line(offset), &mut problems);
+        }
+        overrides.origin = origin.to_owned();
+        if problems.is_empty() {
+            Ok(overrides)
+        } else {
+            Err(refused(problems))
+        }
+    }
+
+    /// Reads `path` and parses it (see [`Overrides::parse`]).
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Refused> {
+        let path = path.as_ref();
+        let origin = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, &origin),
+            Err(error) => Err(Refused {
+                origin: origin.clone(),
+                problems: vec![Problem {
+                    at: origin,
+                    site: String::new(),
+                    key: String::new(),
+                    message: format!(
+                        "cannot be read ({error}): check the path and its permissions"
+                    ),
+                }],
+            }),
+        }
+    }
+
+    /// The process's `RESIL_<NAME>__<KEY>` variables (see [`Overrides::from_vars`]).
+    pub fn from_env() -> Result<Self, Refused> {
+        Self::from_vars(std::env::vars())
+    }
+
+    /// Variables `RESIL_<NAME>__<KEY>=value`: the name's `::` written `__`, upper or lower
+    /// case (`RESIL_BILLING__CHARGE__TIMEOUT=5s`); others are ignored.
+    pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, Refused> {
+        let mut overrides = Overrides {
+            origin: "environment".to_owned(),
+            ..Overrides::default()
+        };
+        let mut problems = Vec::new();
+        for (name, value) in vars {
+            let Some(rest) = name.strip_prefix("RESIL_") else {
+                continue;
+            };
+            let Some((site, key)) = rest.rsplit_once("__") else {
+                problems.push(Problem {
+                    at: name.clone(),
+                    site: String::new(),
+                    key: String::new(),
+                    message: "is not RESIL_<NAME>__<KEY>: write the policy's name with `__` for `::`, then `__` and the key, such as RESIL_BILLING__CHARGE__TIMEOUT".to_owned(),
+                });
+                continue;
+            };
+            let site = site.to_lowercase().replace("__", "::");
+            let raw = match value.trim() {
+                "true" => Raw::Bool(true),
+                "false" => Raw::Bool(false),
+                number if number.parse::<i64>().is_ok() => {
+                    Raw::Integer(number.parse().unwrap_or_default())
+                }
+                text => Raw::Text(text.to_owned()),
+            };
+            overrides.add(&site, &key.to_lowercase(), raw, name.clone(), &mut problems);
+        }
+        if problems.is_empty() {
+            Ok(overrides)
+        } else {
+            Err(Refused {
+                origin: "environment".to_owned(),
+                problems,
+            })
+        }
+    }
+
+    /// These overrides, then `later`'s: where both set a key, `later` wins (a file, then the
+    /// environment).
+    pub fn then(mut self, later: Overrides) -> Self {
+        self.settings.extend(later.settings);
+        self.expected.extend(later.expected);
+        self.origin = match (self.origin.is_empty(), later.origin.is_empty()) {
+            (_, true) => self.origin,
+            (true, false) => later.origin,
+            (false, false) => format!("{} and {}", self.origin, later.origin),
+        };
+        self
+    }
+
+    /// Accepts overrides for a policy that does not exist yet (a `#[resilient]` function not
+    /// called yet) instead of reporting its name as unknown.
+    pub fn expect(mut self, site: &str) -> Self {
+        self.expected.push(site.to_owned());
+        self
+    }
+
+    /// The values set.
+    pub fn len(&self) -> usize {
+        self.settings.len()
+    }
+
+    /// True when nothing is set.
+    pub fn is_empty(&self) -> bool {
+        self.settings.is_empty()
+    }
+
+    fn add(&mut self, site: &str, key: &str, raw: Raw, at: String, problems: &mut Vec<Problem>) {
+        let problem = |key: &str, message: String| Problem {
+            at: at.clone(),
+            site: site.to_owned(),
+            key: key.to_owned(),
+            message,
+        };
+        let Some(key) = KEYS.iter().copied().find(|known| *known == key) else {
+            let hint = did_you_mean(key, KEYS)
+                .map_or_else(String::new, |known| format!(" (did you mean `{known}`?)"));
+            problems.push(problem(
+                key,
+                format!("unknown key{hint}: the keys are {}", KEYS.join(", ")),
+            ));
+            return;
+        };
+        match value(key, raw) {
+            Ok(value) => self.settings.push(Setting {
+                site: site.to_owned(),
+                key,
+                value,
+                at,
+            }),
+            Err(message) => problems.push(problem(key, message)),
+        }
+    }
+}
+
+/// What a value of `key` looks like.
+fn example(key: &str) -> &'static str {
+    match key {
+        "enabled" => "enabled = false",
+        "retry" => "retry = 2",
+        "backoff" => "backoff = \"300ms..8s\"",
+        "jitter" => "jitter = \"full\"",
+        _ => "timeout = \"5s\"",
+    }
+}
+
+/// Parses the value of `key`, or says what it should look like.
+fn value(key: &'static str, raw: Raw) -> Result<Value, String> {
+    if let Raw::Other(kind) = raw {
+        return Err(format!("cannot be a {kind}: write it as {}", example(key)));
+    }
+    let text = |raw: Raw| match raw {
+        Raw::Text(text) => Ok(text),
+        _ => Err(format!("takes a string, such as {}", example(key))),
+    };
+    let positive = |raw: Raw| {
+        let text = text(raw)?;
+        let duration = duration::parse(&text)?;
+        rules::positive(key, duration).map_err(|rule| rule.to_string())?;
+        Ok::<_, String>(duration)
+    };
+    Ok(match key {
+        "enabled" => match raw {
+            Raw::Bool(on) => Value::Enabled(on),
+            _ => return Err("takes true or false".to_owned()),
+        },
+        "timeout" => Value::Timeout(positive(raw)?),
+        "deadline" => Value::Deadline(positive(raw)?),
+        "idle_timeout" => Value::Idle(positive(raw)?),
+        "retry_after_max" => Value::RetryAfterMax(duration::parse(&text(raw)?)?),
+        "retry" => match raw {
+            Raw::Integer(n) => Value::Retry(u32::try_from(n).map_err(|_| {
+                format!(
+                    "takes a whole number from 0 to {}, such as retry = 2",
+                    u32::MAX
+                )
+            })?),
+            _ => return Err("takes a whole number, such as retry = 2".to_owned()),
+        },
+        "backoff" => {
+            let (base, cap) = duration::parse_range(&text(raw)?)?;
+            Value::Backoff(base, cap)
+        }
+        "jitter" => {
+            let name = text(raw)?;
+            let known = Jitter::ALL.iter().map(|(known, _)| *known);
+            match Jitter::from_name(&name) {
+                Some(jitter) => Value::Jitter(jitter),
+                None => {
+                    let hint = did_you_mean(&name, known)
+                        .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
+                    return Err(format!("unknown jitter \"{name}\"{hint}: use \"full\", \"equal\", \"decorrelated\" or \"none\""));
+                }
+            }
+        }
+        _ => return Err(format!("takes a value: {key}")),
+    })
+}
+
+/// `base` with `settings` written over it, in order.
+fn tuned(base: &Tuning, settings: &[&Setting]) -> Tuning {
+    let mut tuning = base.clone();
+    let mut backoff = None;
+    let mut jitter = None;
+    for setting in settings {
+        match setting.value {
+            Value::Enabled(on) => tuning.enabled = on,
+            Value::Timeout(timeout) => tuning.timeout = Some(timeout),
+            Value::Deadline(deadline) => tuning.deadline = Some(deadline),
+            Value::Idle(idle) => tuning.idle = Some(idle),
+            Value::Retry(retry) => tuning.retry = retry,
+            Value::RetryAfterMax(longest) => tuning.retry_after_max = longest,
+            Value::Backoff(base, cap) => backoff = Some((base, cap)),
+            Value::Jitter(drawn) => jitter = Some(drawn),
+        }
+    }
+    if backoff.is_some() || jitter.is_some() {
+        let (base, cap) = backoff.unwrap_or((tuning.backoff.base(), tuning.backoff.cap()));
+        let jitter = jitter.unwrap_or(tuning.backoff.jitter());
+        // The range was checked when parsed.
+        if let Ok(drawn) = Backoff::new(base, cap) {
+            tuning.backoff = drawn.with_jitter(jitter);
+        }
+    }
+    tuning
+}
+
+/// Checks `overrides` against the policies that exist and against each other, then, if
+/// everything holds, makes them the policies' tunings for new operations: every policy the
+/// overrides do not mention returns to its defaults. Returns how many policies changed. If
+/// anything is wrong nothing is applied, and the listeners hear why.
+pub fn apply(overrides: &Overrides) -> Result<usize, Refused> {
+    check_and_apply(overrides).map_err(announce)
+}
+
+/// Tells the listeners that a configuration was refused, and why.
+fn announce(refused: Refused) -> Refused {
+    if let Some(listener) = events::resolve(None) {
+        listener.on_event(&Event::ConfigRefused {
+            origin: &refused.origin,
+            message: &refused.to_string(),
+        });
+    }
+    refused
+}
+
+fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
+    let policies = registered_tunings();
+    let mut problems = Vec::new();
+    let mut by_site: BTreeMap<&str, Vec<&Setting>> = BTreeMap::new();
+    for setting in &overrides.settings {
+        by_site.entry(&setting.site).or_default().push(setting);
+    }
+    for (site, settings) in &by_site {
+        let known = policies.iter().any(|policy| policy.name() == *site);
+        if !known && !overrides.expected.iter().any(|expected| expected == site) {
+            let names: Vec<&str> = policies.iter().map(|policy| policy.name()).collect();
+            let hint = did_you_mean(site, names.iter().copied())
+                .map_or_else(String::new, |name| format!(" (did you mean `{name}`?)"));
+            problems.push(Problem {
+                at: settings[0].at.clone(),
+                site: (*site).to_owned(),
+                key: String::new(),
+                message: format!("no policy has this name{hint}: a policy is named by `.name(…)`, a #[resilient] function by its path, and known from its first call; list a function not called yet with Overrides::expect"),
+            });
+        }
+    }
+    let mut targets: Vec<(&Tunings, Tuning)> = Vec::new();
+    for policy in &policies {
+        let settings = by_site.get(policy.name()).map_or(&[][..], Vec::as_slice);
+        let tuning = tuned(policy.base(), settings);
+        if let Err(rule) = tuning.check() {
+            let last = settings.last();
+            problems.push(Problem {
+                at: last.map_or_else(String::new, |s| s.at.clone()),
+                site: policy.name().to_owned(),
+                key: last.map_or_else(String::new, |s| s.key.to_owned()),
+                message: rule.to_string(),
+            });
+            continue;
+        }
+        targets.push((policy, tuning));
+    }
+    if !problems.is_empty() {
+        return Err(Refused {
+            origin: overrides.origin.clone(),
+            problems,
+        });
+    }
+    let mut changed = 0;
+    for (policy, tuning) in targets {
+        if *policy.current() == tuning {
+            continue;
+        }
+        // Checked above: it cannot be refused now.
+        if policy.apply(tuning).is_ok() {
+            changed += 1;
+            if let Some(listener) = events::resolve(None) {
+                listener.on_event(&Event::Reconfigured {
+                    site: policy.name(),
+                });
+            }
+        }
+    }
+    Ok(changed)
+}
+
+/// Reads `path`, then the environment, and applies both (see [`apply`]); a refusal, whether
+/// of the file, a variable or the whole, reaches the listeners.
+pub fn load(path: impl AsRef<Path>) -> Result<usize, Refused> {
+    let overrides = Overrides::from_file(path)
+        .and_then(|file| Ok(file.then(Overrides::from_env()?)))
+        .map_err(announce)?;
+    apply(&overrides)
+}
+
+/// Loads `path` now and again whenever its contents change, looking every `every`, for as
+/// long as the returned task runs (abort it to stop). A refused version changes nothing and
+/// is announced to the listeners; the task keeps watching for the next one.
+pub fn watch(path: impl Into<PathBuf>, every: Duration) -> tokio::task::JoinHandle<()> {
+    let path = path.into();
+    let every = every.max(Duration::from_millis(10));
+    tokio::spawn(async move {
+        let mut seen: Option<Result<String, std::io::ErrorKind>> = None;
+        loop {
+            let now = std::fs::read_to_string(&path).map_err(|error| error.kind());
+            if seen.as_ref() != Some(&now) {
+                // A refusal reaches the listeners from `load`; the last good tuning stays.
+                let _ = load(&path);
+                seen = Some(now);
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+}

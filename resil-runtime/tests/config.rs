@@ -1,0 +1,259 @@
+//! Configuration at run time: precedence, validation as a whole, switching a policy off,
+//! reloads under load and a watched file. Its own test binary: policies and listeners are
+//! process-wide.
+#![cfg(feature = "config")]
+
+mod common;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::TestError;
+use resil_runtime::config::{self, Overrides};
+use resil_runtime::events::{self, Event, Listener};
+use resil_runtime::{Jitter, Policy};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// Configuration is process-wide: a test's `apply` resets the policies another test tuned,
+/// so the tests take turns.
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[derive(Debug, Default)]
+struct Refusals(Mutex<Vec<String>>);
+
+impl Listener for Refusals {
+    fn on_event(&self, event: &Event<'_>) {
+        if let Event::ConfigRefused { message, .. } = event {
+            self.0.lock().unwrap().push((*message).to_owned());
+        }
+    }
+}
+
+fn vars(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_attribute_then_the_file_then_the_environment() {
+    let _turn = TURN.blocking_lock();
+    let policy = Policy::builder()
+        .name("cfg::charge")
+        .timeout(20 * SECOND)
+        .retry(2)
+        .build()
+        .unwrap();
+    let file = Overrides::parse(
+        "[\"cfg::charge\"]\ntimeout = \"5s\"\nretry = 1\njitter = \"none\"\n",
+        "resil.toml",
+    )
+    .unwrap();
+    let env = Overrides::from_vars(vars(&[
+        ("RESIL_CFG__CHARGE__TIMEOUT", "3s"),
+        ("PATH", "/usr/bin"),
+    ]))
+    .unwrap();
+    config::apply(&file.then(env).expect("cfg::nobody")).unwrap();
+    let tuning = policy.tuning();
+    assert_eq!(tuning.timeout, Some(3 * SECOND), "the environment wins");
+    assert_eq!(tuning.retry, 1, "the file, where the environment is silent");
+    assert_eq!(tuning.backoff.jitter(), Jitter::None);
+
+    config::apply(&Overrides::default()).unwrap();
+    assert_eq!(
+        policy.tuning().timeout,
+        Some(20 * SECOND),
+        "no longer mentioned: back to the defaults"
+    );
+}
+
+#[test]
+fn every_problem_at_once_and_nothing_applied() {
+    let _turn = TURN.blocking_lock();
+    let refusals = Arc::new(Refusals::default());
+    events::add_global_listener(refusals.clone());
+    let policy = Policy::builder()
+        .name("cfg::search")
+        .timeout(2 * SECOND)
+        .build()
+        .unwrap();
+    let text = "\
+[\"cfg::search\"]
+timout = \"1s\"
+retry = -1
+deadline = \"1s\"
+
+[\"cfg::serch\"]
+timeout = \"1s\"
+
+[\"cfg::other\"]
+backoff = \"8s..1s\"
+";
+    let refused = Overrides::parse(text, "resil.toml").unwrap_err();
+    let lines: Vec<String> = refused.problems.iter().map(ToString::to_string).collect();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(
+        lines[0].starts_with(
+            "resil.toml:2: [cfg::search] timout: unknown key (did you mean `timeout`?)"
+        ),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("resil.toml:3: [cfg::search] retry: takes a whole number"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].starts_with("resil.toml:10: [cfg::other] backoff:"),
+        "{}",
+        lines[2]
+    );
+
+    let text = "[\"cfg::search\"]\ndeadline = \"1s\"\n\n[\"cfg::serch\"]\ntimeout = \"1s\"\n";
+    let refused = config::apply(&Overrides::parse(text, "resil.toml").unwrap()).unwrap_err();
+    let lines: Vec<String> = refused.problems.iter().map(ToString::to_string).collect();
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.starts_with("resil.toml:5: [cfg::serch]")
+                && line.contains("did you mean `cfg::search`?")),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|line| line.starts_with(
+            "resil.toml:2: [cfg::search] deadline: timeout 2s is longer than deadline 1s"
+        )),
+        "the attribute's timeout against the file's deadline: {lines:#?}"
+    );
+    assert_eq!(policy.tuning().deadline, None, "nothing applied");
+    assert!(refusals
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|message| message.contains("cfg::serch")));
+}
+
+#[tokio::test]
+async fn a_policy_switched_off_calls_straight_through() {
+    let _turn = TURN.lock().await;
+    let policy = Policy::builder()
+        .name("cfg::off")
+        .retry(3)
+        .breaker_named("cfg-off", 1, 30 * SECOND)
+        .build()
+        .unwrap();
+    let text = "[\"cfg::off\"]\nenabled = false\n";
+    config::apply(&Overrides::parse(text, "test").unwrap()).unwrap();
+    let calls = AtomicU32::new(0);
+    for _ in 0..3 {
+        let result: Result<(), TestError> = policy
+            .run(|| async {
+                calls.fetch_add(1, Ordering::Relaxed);
+                Err(TestError::Busy)
+            })
+            .await;
+        assert_eq!(result, Err(TestError::Busy));
+    }
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        3,
+        "no retry, and no breaker to open"
+    );
+    config::apply(&Overrides::default()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reloads_under_load_lose_no_call_and_mix_no_tunings() {
+    let _turn = TURN.lock().await;
+    let policy = Arc::new(
+        Policy::builder()
+            .name("cfg::load")
+            .retry(1)
+            .backoff(Duration::from_micros(10), Duration::from_micros(10))
+            .build()
+            .unwrap(),
+    );
+    let calls: Vec<_> = (0..400)
+        .map(|_| {
+            let policy = Arc::clone(&policy);
+            tokio::spawn(async move {
+                let attempts = AtomicU32::new(0);
+                let _: Result<(), TestError> = policy
+                    .run(|| async {
+                        attempts.fetch_add(1, Ordering::Relaxed);
+                        tokio::task::yield_now().await;
+                        Err(TestError::Busy)
+                    })
+                    .await;
+                attempts.load(Ordering::Relaxed)
+            })
+        })
+        .collect();
+    for round in 0..50 {
+        let retry = if round % 2 == 0 { 3 } else { 1 };
+        let text = format!("[\"cfg::load\"]\nretry = {retry}\n");
+        config::apply(&Overrides::parse(&text, "test").unwrap()).unwrap();
+        tokio::task::yield_now().await;
+    }
+    let mut seen = Vec::new();
+    for call in calls {
+        seen.push(call.await.unwrap());
+    }
+    assert_eq!(seen.len(), 400, "every call ended");
+    assert!(
+        seen.iter().all(|attempts| *attempts == 2 || *attempts == 4),
+        "each call ran under one tuning, 1 or 3 retries: {seen:?}"
+    );
+    config::apply(&Overrides::default()).unwrap();
+}
+
+#[tokio::test]
+async fn a_watched_file_applies_each_good_version_and_keeps_the_last_on_a_bad_one() {
+    let _turn = TURN.lock().await;
+    let policy = Policy::builder()
+        .name("cfg::watched")
+        .timeout(10 * SECOND)
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("resil-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("resil.toml");
+    std::fs::write(&path, "[\"cfg::watched\"]\ntimeout = \"1s\"\n").unwrap();
+    let watcher = config::watch(&path, Duration::from_millis(10));
+    let until = |timeout: Duration| {
+        let policy = &policy;
+        async move {
+            for _ in 0..500 {
+                if policy.tuning().timeout == Some(timeout) {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            false
+        }
+    };
+    assert!(until(SECOND).await, "the first version");
+    std::fs::write(&path, "[\"cfg::watched\"]\ntimeout = \"2s\"\n").unwrap();
+    assert!(
+        until(2 * SECOND).await,
+        "a change, applied without a restart"
+    );
+    std::fs::write(&path, "[\"cfg::watched\"]\ntimeout = \"two seconds\"\n").unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        policy.tuning().timeout,
+        Some(2 * SECOND),
+        "the last good one stays"
+    );
+    std::fs::write(&path, "[\"cfg::watched\"]\ntimeout = \"3s\"\n").unwrap();
+    assert!(until(3 * SECOND).await, "and the watch goes on");
+    watcher.abort();
+    std::fs::remove_dir_all(&dir).unwrap();
+    config::apply(&Overrides::default()).unwrap();
+}
