@@ -1,7 +1,8 @@
 //! The same flaky provider behind each built-in profile: 40 requests, one after another, to a
 //! provider that answers in 200 ms, fails one call in five, and is down for its calls 15 to 44. What each profile makes of it: answers, calls,
-//! time spent waiting, breaker trips, and the worst case its numbers allow. On tokio's paused
-//! clock: no wall time.
+//! time spent waiting, breaker trips, and the worst case its numbers allow. Then a
+//! configuration file changes a function's timeout at run time, and the next call shows it.
+//! On tokio's paused clock: no wall time.
 //!
 //! cargo run --example profiles [-- --json]
 
@@ -34,4 +35,14 @@ async fn main() {
     for profile in resil::profiles::ALL {
         println!("\n{}: {}", profile.name, profile.doc);
     }
+    let (before, after) = resil_lab::profiles::reconfigured()
+        .await
+        .expect("a temporary file can be written");
+    println!(
+        "\nA lookup under `fast` against a provider that never answers fails after {} s; \
+         after resil.toml set its timeout to \"1s\" (resil::config::load, no restart), \
+         the next call fails after {} s.",
+        before.as_secs(),
+        after.as_secs()
+    );
 }

@@ -111,3 +111,33 @@ impl Row {
         })
     }
 }
+
+/// A lookup under the `fast` profile (3 s per attempt, one retry), against a provider that
+/// never answers.
+#[resil::resilient(profile = "fast", retry = 0)]
+pub async fn lookup() -> Result<(), LlmError> {
+    std::future::pending().await
+}
+
+/// How long [`lookup`] took to fail, before and after a configuration file changed its
+/// timeout to 1 s (the file is written to a temporary directory and removed).
+pub async fn reconfigured() -> std::io::Result<(Duration, Duration)> {
+    let timed = || async {
+        let started = tokio::time::Instant::now();
+        let _ = lookup().await;
+        started.elapsed()
+    };
+    let before = timed().await;
+    let dir = std::env::temp_dir().join(format!("resil-profiles-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("resil.toml");
+    std::fs::write(
+        &path,
+        "[\"resil_lab::profiles::lookup\"]\ntimeout = \"1s\"\n",
+    )?;
+    let applied = resil::config::load(&path).map_err(std::io::Error::other);
+    std::fs::remove_dir_all(&dir)?;
+    applied?;
+    let after = timed().await;
+    Ok((before, after))
+}

@@ -132,6 +132,17 @@ pub(crate) fn check(
             rules::timeout_within_deadline(timeout.value, deadline.value),
         );
     }
+    if let (Some(retry), Some(deadline)) = (&args.retry, &args.deadline) {
+        let backoff = args
+            .backoff
+            .as_ref()
+            .map_or((defaults::BACKOFF_BASE, defaults::BACKOFF_CAP), |s| s.value);
+        let jitter = args.jitter.as_ref().map_or(Jitter::default(), |s| s.value);
+        errors.check(
+            retry.span,
+            rules::retries_within_deadline(retry.value, backoff, jitter, deadline.value),
+        );
+    }
     if let Some(bulkhead) = &args.bulkhead {
         errors.check(
             bulkhead.span,

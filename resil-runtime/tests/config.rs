@@ -72,6 +72,52 @@ fn the_attribute_then_the_file_then_the_environment() {
 }
 
 #[test]
+fn profiles_built_in_and_defined_by_the_configuration() {
+    let _turn = TURN.blocking_lock();
+    let quote = Policy::builder()
+        .name("cfg::quote")
+        .timeout(SECOND)
+        .build()
+        .unwrap();
+    let answer = Policy::builder().name("cfg::answer").build().unwrap();
+    let text = "\
+[\"cfg::quote\"]
+retry = 1
+profile = \"partner_api\"
+
+[\"cfg::answer\"]
+profile = \"llm\"
+
+[profiles.partner_api]
+timeout = \"2s\"
+retry = 3
+";
+    config::apply(&Overrides::parse(text, "resil.toml").unwrap()).unwrap();
+    let tuning = quote.tuning();
+    assert_eq!(
+        tuning.timeout,
+        Some(2 * SECOND),
+        "the profile over the defaults"
+    );
+    assert_eq!(tuning.retry, 1, "a key beside the profile over the profile");
+    assert_eq!(
+        answer.tuning().timeout,
+        Some(60 * SECOND),
+        "a built-in profile"
+    );
+
+    let text = "[\"cfg::quote\"]\nprofile = \"partner\"\n\n[profiles.partner_api]\nretry = 3\n";
+    let refused = config::apply(&Overrides::parse(text, "resil.toml").unwrap()).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("unknown profile \"partner\" (did you mean \"partner_api\"?)"),
+        "{refused}"
+    );
+    config::apply(&Overrides::default()).unwrap();
+}
+
+#[test]
 fn every_problem_at_once_and_nothing_applied() {
     let _turn = TURN.blocking_lock();
     let refusals = Arc::new(Refusals::default());

@@ -12,8 +12,8 @@ use common::{Provider, Recorder, TestError};
 use futures::FutureExt;
 use resil_runtime::events::{Event, Listener};
 use resil_runtime::{
-    worst_case, Backoff, Breaker, BreakerConfig, BreakerState, Jitter, KeyedBreakers, Operation,
-    Policy, Rejected, RetryBudget, Transient, Verdict,
+    worst_case, Backoff, Breaker, BreakerConfig, BreakerState, ConfigError, Jitter, KeyedBreakers,
+    Operation, Policy, Rejected, RetryBudget, Transient, Verdict,
 };
 use tokio::time::{advance, Instant};
 
@@ -89,18 +89,26 @@ async fn retry_after_max_bounds_the_wait_and_the_deadline_bounds_it_too() {
 #[tokio::test(start_paused = true)]
 async fn builder_values_as_long_as_duration_max_never_panic() {
     let max = Duration::MAX;
-    let policy = Policy::builder()
-        .timeout(max)
-        .deadline(max)
-        .retry(u32::MAX)
-        .retry_after_max(max)
-        .backoff(max, max)
-        .jitter(Jitter::None)
-        .breaker_named("hardening-max", u32::MAX, max)
-        .bulkhead(usize::MAX)
-        .retry_budget(f64::MAX, f64::MAX)
-        .build()
-        .unwrap();
+    let builder = || {
+        Policy::builder()
+            .timeout(max)
+            .deadline(max)
+            .retry(u32::MAX)
+            .retry_after_max(max)
+            .backoff(max, max)
+            .breaker_named("hardening-max", u32::MAX, max)
+            .bulkhead(usize::MAX)
+            .retry_budget(f64::MAX, f64::MAX)
+    };
+    // Without jitter the waits alone outlast the deadline: refused, with the fix.
+    let refused = builder().jitter(Jitter::None).build().unwrap_err();
+    assert!(
+        matches!(refused, ConfigError::RetriesPastDeadline { .. }),
+        "{refused}"
+    );
+    let policy = builder().jitter(Jitter::Equal).build().unwrap_err();
+    assert!(matches!(policy, ConfigError::RetriesPastDeadline { .. }));
+    let policy = builder().jitter(Jitter::Full).build().unwrap();
     let provider = Provider::default();
     assert_eq!(policy.run(|| provider.answer(Ok(1))).await, Ok(1));
     // The next wait would be "practically never", which no deadline fits: the error, at once.

@@ -31,4 +31,4 @@ pub mod rules;
 mod worst_case;
 
 pub use jitter::Jitter;
-pub use worst_case::{envelope, worst_case};
+pub use worst_case::{envelope, shortest_waits, worst_case};

@@ -51,6 +51,15 @@ pub enum Violation {
         /// The setting (`rate`, `token_rate`).
         key: &'static str,
     },
+    /// The waits alone before the last retry outlast the deadline: that retry can never be made.
+    RetriesPastDeadline {
+        /// Extra attempts after the first.
+        retry: u32,
+        /// The least the waits add up to.
+        waits: Duration,
+        /// Limit of the whole operation.
+        deadline: Duration,
+    },
     /// A failure-rate or slow-call breaker's share is not a percentage that can trip.
     BreakerRate {
         /// The share given, in percent.
@@ -122,6 +131,16 @@ impl fmt::Display for Violation {
             ),
             Violation::InvalidRetryBudget => f.write_str(
                 "a retry budget needs a share ≥ 0, such as \"20%\", and a minimum ≥ 0 retries per second, such as \"20%, min 10/s\"",
+            ),
+            Violation::RetriesPastDeadline {
+                retry,
+                waits,
+                deadline,
+            } => write!(
+                f,
+                "{retry} retries wait at least {} in all, and the deadline is {}: the last retry could never be made; make fewer retries, shorter waits (backoff, jitter) or a longer deadline",
+                human(*waits),
+                human(*deadline)
             ),
             Violation::BreakerRate { percent } => write!(
                 f,
@@ -244,6 +263,25 @@ pub fn breaker_window(percent: u32, window: u32, min_calls: u32) -> Result<(), V
     }
     if window == 0 || window > MAX_WINDOW || min_calls == 0 || min_calls > window {
         return Err(Violation::BreakerWindow { window, min_calls });
+    }
+    Ok(())
+}
+
+/// The waits that no jitter can shorten end before the deadline, so every retry declared can
+/// be made.
+pub fn retries_within_deadline(
+    retry: u32,
+    backoff: (Duration, Duration),
+    jitter: crate::Jitter,
+    deadline: Duration,
+) -> Result<(), Violation> {
+    let waits = crate::shortest_waits(retry, backoff, jitter);
+    if retry > 0 && waits >= deadline {
+        return Err(Violation::RetriesPastDeadline {
+            retry,
+            waits,
+            deadline,
+        });
     }
     Ok(())
 }

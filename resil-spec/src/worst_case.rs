@@ -17,6 +17,31 @@ pub fn envelope(base: Duration, cap: Duration, retry: u32) -> Duration {
     base.saturating_mul(factor).min(cap)
 }
 
+/// The least the waits before `retry` retries add up to: what no draw of the jitter can
+/// shorten (nothing with full jitter; half the envelope with equal; the base with decorrelated;
+/// the whole envelope with none).
+///
+/// ```
+/// use resil_spec::{shortest_waits, Jitter};
+/// use std::time::Duration;
+///
+/// let (base, cap) = (Duration::from_millis(300), Duration::from_secs(8));
+/// assert_eq!(shortest_waits(2, (base, cap), Jitter::Full), Duration::ZERO);
+/// assert_eq!(shortest_waits(2, (base, cap), Jitter::None), Duration::from_millis(900));
+/// ```
+pub fn shortest_waits(retry: u32, (base, cap): (Duration, Duration), jitter: Jitter) -> Duration {
+    (0..retry.min(64)).fold(Duration::ZERO, |sum, n| {
+        let envelope = envelope(base, cap, n);
+        let least = match jitter {
+            Jitter::Full => Duration::ZERO,
+            Jitter::Equal => envelope / 2,
+            Jitter::Decorrelated => base,
+            Jitter::None => envelope,
+        };
+        sum.saturating_add(least)
+    })
+}
+
 /// The longest an operation can take: every attempt running to its `timeout` and every wait
 /// at its longest, capped by the `deadline`. `None` when nothing bounds it (no timeout and no
 /// deadline).

@@ -12,12 +12,21 @@
 //!
 //! ["search::lookup"]
 //! enabled = false   # straight to the body: no timeout, retry, breaker, bulkhead or gate
+//!
+//! ["partners::quote"]
+//! profile = "partner_api"   # a built-in profile ("llm", ...) or one defined here
+//! retry = 1                 # keys beside it override it
+//!
+//! [profiles.partner_api]
+//! timeout = "2s"
+//! retry = 3
+//! backoff = "100ms..1s"
 //! ```
 //!
 //! `RESIL_BILLING__CHARGE__TIMEOUT=3s` sets the same as a variable: the name's `::` become
 //! `__`, and the key follows a last `__`.
 //!
-//! The keys: `enabled`, `timeout`, `deadline`, `idle_timeout`, `retry`, `retry_after_max`,
+//! The keys: `profile`, `enabled`, `timeout`, `deadline`, `idle_timeout`, `retry`, `retry_after_max`,
 //! `backoff`, `jitter`. Nothing applies unless everything is valid: a refused configuration
 //! leaves every policy as it was, lists every problem at once (where, which key, the fix), and
 //! is announced to the listeners as [`Event::ConfigRefused`](crate::events::Event). A policy

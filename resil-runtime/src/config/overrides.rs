@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use resil_spec::names::did_you_mean;
-use resil_spec::{duration, rules, Jitter};
+use resil_spec::{duration, profiles, rules, Jitter};
 use toml::Spanned;
 
 use crate::events::{self, Event};
@@ -15,7 +15,8 @@ use crate::policy::{registered_tunings, Tuning, Tunings};
 use crate::Backoff;
 
 /// The keys a configuration may set, in the order the docs present them.
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 9] = [
+    "profile",
     "enabled",
     "timeout",
     "deadline",
@@ -37,6 +38,8 @@ enum Raw {
 /// One value, parsed.
 #[derive(Debug, Clone, PartialEq)]
 enum Value {
+    /// A built-in profile, or one the configuration defines under `[profiles.<name>]`.
+    Profile(String),
     Enabled(bool),
     Timeout(Duration),
     Deadline(Duration),
@@ -70,6 +73,8 @@ struct Setting {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     settings: Vec<Setting>,
+    /// The profiles the configuration defines: `site` is the profile's name.
+    profiles: Vec<Setting>,
     expected: Vec<String>,
     origin: String,
 }
@@ -165,13 +170,50 @@ impl Overrides {
         entries.sort_by_key(|(offset, ..)| *offset);
         let mut problems = Vec::new();
         for (offset, site, key, value) in entries {
-            let raw = match value.get_ref() {
-                toml::Value::String(text) => Raw::Text(text.clone()),
-                toml::Value::Integer(n) => Raw::Integer(*n),
-                toml::Value::Boolean(b) => Raw::Bool(*b),
-                other => Raw::Other(other.type_str()),
-            };
-            overrides.add(&site, key.get_ref(), raw, line(offset), &mut problems);
+            let at = line(offset);
+            if site == "profiles" {
+                // `[profiles.<name>]`: a profile of the configuration's own.
+                let Some(table) = value.get_ref().as_table() else {
+                    problems.push(Problem {
+                        at,
+                        site: format!("profiles.{}", key.get_ref()),
+                        key: String::new(),
+                        message: "is a profile: write it as a table, such as [profiles.partner_api] then timeout = \"2s\"".to_owned(),
+                    });
+                    continue;
+                };
+                for (setting, value) in table {
+                    let mut defined = Overrides::default();
+                    defined.add(
+                        key.get_ref(),
+                        setting,
+                        raw(value),
+                        at.clone(),
+                        &mut problems,
+                    );
+                    for setting in defined.settings {
+                        if matches!(setting.value, Value::Profile(_)) {
+                            problems.push(Problem {
+                                at: setting.at,
+                                site: format!("profiles.{}", setting.site),
+                                key: "profile".to_owned(),
+                                message: "a profile cannot start from another: write its values"
+                                    .to_owned(),
+                            });
+                        } else {
+                            overrides.profiles.push(setting);
+                        }
+                    }
+                }
+                continue;
+            }
+            overrides.add(
+                &site,
+                key.get_ref(),
+                raw(value.get_ref()),
+                at,
+                &mut problems,
+            );
         }
         overrides.origin = origin.to_owned();
         if problems.is_empty() {
@@ -252,6 +294,7 @@ impl Overrides {
     /// environment).
     pub fn then(mut self, later: Overrides) -> Self {
         self.settings.extend(later.settings);
+        self.profiles.extend(later.profiles);
         self.expected.extend(later.expected);
         self.origin = match (self.origin.is_empty(), later.origin.is_empty()) {
             (_, true) => self.origin,
@@ -306,10 +349,21 @@ impl Overrides {
     }
 }
 
+/// A TOML value as the parser of values takes it.
+fn raw(value: &toml::Value) -> Raw {
+    match value {
+        toml::Value::String(text) => Raw::Text(text.clone()),
+        toml::Value::Integer(n) => Raw::Integer(*n),
+        toml::Value::Boolean(b) => Raw::Bool(*b),
+        other => Raw::Other(other.type_str()),
+    }
+}
+
 /// What a value of `key` looks like.
 fn example(key: &str) -> &'static str {
     match key {
         "enabled" => "enabled = false",
+        "profile" => "profile = \"llm\"",
         "retry" => "retry = 2",
         "backoff" => "backoff = \"300ms..8s\"",
         "jitter" => "jitter = \"full\"",
@@ -333,6 +387,7 @@ fn value(key: &'static str, raw: Raw) -> Result<Value, String> {
         Ok::<_, String>(duration)
     };
     Ok(match key {
+        "profile" => Value::Profile(text(raw)?),
         "enabled" => match raw {
             Raw::Bool(on) => Value::Enabled(on),
             _ => return Err("takes true or false".to_owned()),
@@ -370,13 +425,47 @@ fn value(key: &'static str, raw: Raw) -> Result<Value, String> {
     })
 }
 
-/// `base` with `settings` written over it, in order.
-fn tuned(base: &Tuning, settings: &[&Setting]) -> Tuning {
+/// The values of the profile called `name`: the configuration's own (a later definition of a
+/// key wins), else a built-in one.
+fn profile_values(name: &str, defined: &[Setting]) -> Option<Vec<Value>> {
+    let own: Vec<Value> = defined
+        .iter()
+        .filter(|setting| setting.site == name)
+        .map(|setting| setting.value.clone())
+        .collect();
+    if !own.is_empty() {
+        return Some(own);
+    }
+    let preset = profiles::named(name)?;
+    let mut values = Vec::new();
+    values.extend(preset.timeout.map(Value::Timeout));
+    values.extend(preset.retry.map(Value::Retry));
+    values.extend(preset.backoff.map(|(base, cap)| Value::Backoff(base, cap)));
+    values.extend(preset.jitter.map(Value::Jitter));
+    values.extend(preset.retry_after_max.map(Value::RetryAfterMax));
+    Some(values)
+}
+
+/// `base` with `settings` written over it, in order, after the profile they name (whose
+/// values the keys beside it override).
+fn tuned(base: &Tuning, settings: &[&Setting], defined: &[Setting]) -> Tuning {
+    let profile = settings
+        .iter()
+        .rev()
+        .find_map(|setting| match &setting.value {
+            Value::Profile(name) => profile_values(name, defined),
+            _ => None,
+        });
+    let values = profile
+        .into_iter()
+        .flatten()
+        .chain(settings.iter().map(|setting| setting.value.clone()));
     let mut tuning = base.clone();
     let mut backoff = None;
     let mut jitter = None;
-    for setting in settings {
-        match setting.value {
+    for value in values {
+        match value {
+            Value::Profile(_) => {}
             Value::Enabled(on) => tuning.enabled = on,
             Value::Timeout(timeout) => tuning.timeout = Some(timeout),
             Value::Deadline(deadline) => tuning.deadline = Some(deadline),
@@ -441,7 +530,27 @@ fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
     let mut targets: Vec<(&Tunings, Tuning)> = Vec::new();
     for policy in &policies {
         let settings = by_site.get(policy.name()).map_or(&[][..], Vec::as_slice);
-        let tuning = tuned(policy.base(), settings);
+        for setting in settings {
+            if let Value::Profile(name) = &setting.value {
+                if profile_values(name, &overrides.profiles).is_none() {
+                    let defined = overrides.profiles.iter().map(|s| s.site.as_str());
+                    let known: Vec<&str> = profiles::ALL
+                        .iter()
+                        .map(|p| p.name)
+                        .chain(defined)
+                        .collect();
+                    let hint = did_you_mean(name, known.iter().copied())
+                        .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
+                    problems.push(Problem {
+                        at: setting.at.clone(),
+                        site: policy.name().to_owned(),
+                        key: "profile".to_owned(),
+                        message: format!("unknown profile \"{name}\"{hint}: use a built-in one ({}) or define it under [profiles.{name}]", profiles::ALL.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")),
+                    });
+                }
+            }
+        }
+        let tuning = tuned(policy.base(), settings, &overrides.profiles);
         if let Err(rule) = tuning.check() {
             let last = settings.last();
             problems.push(Problem {

@@ -387,21 +387,21 @@ impl<K> PolicyBuilder<K> {
     }
 
     fn build_reporting_conflict(self) -> Result<(Policy<K>, Option<ConfigError>), ConfigError> {
-        for (key, value) in [
-            ("timeout", self.timeout),
-            ("deadline", self.deadline),
-            ("idle_timeout", self.idle),
-        ] {
-            value.map_or(Ok(()), |value| rules::positive(key, value))?;
-        }
-        if let (Some(timeout), Some(deadline)) = (self.timeout, self.deadline) {
-            rules::timeout_within_deadline(timeout, deadline)?;
-        }
         let backoff = match self.backoff {
             Some((base, cap)) => Backoff::new(base, cap)?,
             None => Backoff::default(),
         }
         .with_jitter(self.jitter);
+        let tuning = Tuning {
+            enabled: true,
+            timeout: self.timeout,
+            deadline: self.deadline,
+            idle: self.idle,
+            retry: self.retry,
+            retry_after_max: self.retry_after_max,
+            backoff,
+        };
+        tuning.check()?;
         let mut bulkhead = self
             .bulkhead
             .map(|limit| Bulkhead::with_queue(limit, self.bulkhead_queue))
@@ -477,15 +477,6 @@ impl<K> PolicyBuilder<K> {
             || token_rate.is_some()
             || keys.as_ref().is_some_and(|keys| keys.gated());
         let name = self.name.unwrap_or_else(|| Arc::from("policy"));
-        let tuning = Tuning {
-            enabled: true,
-            timeout: self.timeout,
-            deadline: self.deadline,
-            idle: self.idle,
-            retry: self.retry,
-            retry_after_max: self.retry_after_max,
-            backoff,
-        };
         let settings = Settings {
             tunings: Tunings::new(Arc::clone(&name), tuning),
             name,

@@ -56,6 +56,10 @@ impl Tuning {
         if let (Some(timeout), Some(deadline)) = (self.timeout, self.deadline) {
             rules::timeout_within_deadline(timeout, deadline)?;
         }
+        if let Some(deadline) = self.deadline {
+            let backoff = (self.backoff.base(), self.backoff.cap());
+            rules::retries_within_deadline(self.retry, backoff, self.backoff.jitter(), deadline)?;
+        }
         Ok(())
     }
 
