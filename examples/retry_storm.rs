@@ -9,20 +9,14 @@
 //! without a call), waits as the gaps, and the breaker's state as a band above (green closed,
 //! red open, yellow half-open).
 
-use std::sync::Arc;
-
 use resil_lab::retry_storm::{run_recorded, ORIGINAL};
-use resil_lab::timeline::{svg_requested, write, Timeline};
+use resil_lab::timeline::{requested, write};
 
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() -> std::io::Result<()> {
-    let svg = svg_requested();
-    let timeline = svg.as_ref().map(|_| Arc::new(Timeline::default()));
-    if let Some(timeline) = &timeline {
-        resil::events::add_global_listener(timeline.clone());
-    }
-    let recorded = run_recorded(timeline.as_deref()).await;
-    if let Some(path) = &svg {
+    let svg = requested();
+    let recorded = run_recorded(svg.as_ref().map(|(_, timeline)| &**timeline)).await;
+    if let Some((path, _)) = &svg {
         for (row, recording) in &recorded {
             if let Some(recording) = recording {
                 let caption = format!("row {}: {}", row.row, row.label);

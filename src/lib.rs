@@ -82,10 +82,18 @@
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 // Named, not globbed: the public API is exactly this list.
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+#[doc(inline)]
+pub use resil_runtime::chaos;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 #[doc(inline)]
 pub use resil_runtime::http;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+#[doc(inline)]
+pub use resil_runtime::tower;
 #[doc(inline)]
 pub use resil_runtime::{breaker, events, operation, profiles, stream};
 pub use resil_runtime::{

@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod fallback_trap;
+pub mod interop;
 pub mod mock;
 pub mod observe;
 pub mod profiles;
@@ -21,7 +22,25 @@ pub mod timeline;
 pub mod triage;
 pub mod worst_case;
 
+use resil::http::HttpError;
 use resil::{Rejected, Transient};
+
+/// What can go wrong: the provider's answer, the way there, or resil itself.
+#[derive(Debug, thiserror::Error, Transient)]
+pub enum ApiError {
+    /// The provider answered with an error status (429 among them, with its wait).
+    #[error(transparent)]
+    #[transient(transparent)]
+    Http(#[from] HttpError),
+    /// The request failed on the way.
+    #[error(transparent)]
+    #[transient(transparent)]
+    Transport(#[from] reqwest::Error),
+    /// The runtime stopped the call.
+    #[error(transparent)]
+    #[transient(transparent)]
+    Rejected(#[from] Rejected),
+}
 
 /// The error a simulated LLM provider fails with.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Transient)]

@@ -17,29 +17,13 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use resil::http::{classify, HttpError};
-use resil::{resilient, Rejected, Transient};
+use resil::http::classify;
+use resil::resilient;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 use crate::mock::MockProvider;
-
-/// What the backend client fails with.
-#[derive(Debug, thiserror::Error, Transient)]
-pub enum BackendError {
-    /// The provider answered with an error status.
-    #[error(transparent)]
-    #[transient(transparent)]
-    Http(#[from] HttpError),
-    /// The connection failed.
-    #[error(transparent)]
-    #[transient(transparent)]
-    Transport(#[from] reqwest::Error),
-    /// The runtime stopped the call.
-    #[error(transparent)]
-    #[transient(transparent)]
-    Rejected(#[from] Rejected),
-}
+use crate::ApiError;
 
 /// The client the service's handler calls: a breaker per model that opens after 3 failures
 /// and probes after 2 s, one retry.
@@ -60,7 +44,7 @@ impl Backend {
         breaker_threshold = 3,
         breaker_cooldown = "2s"
     )]
-    pub async fn complete(&self, model: &str) -> Result<String, BackendError> {
+    pub async fn complete(&self, model: &str) -> Result<String, ApiError> {
         let url = format!("{}/v1/chat/completions?tokens=2", self.base);
         let response = self.http.post(url).send().await?;
         Ok(classify(response).await?.text().await?)

@@ -6,27 +6,11 @@
 use std::time::{Duration, Instant};
 
 use futures::future::join_all;
-use resil::http::{classify, HttpError};
-use resil::{resilient, Rejected, Transient};
+use resil::http::classify;
+use resil::resilient;
 
 use crate::mock::{MockProvider, Stats};
-
-/// What can go wrong: the provider's answer, the way there, or resil itself.
-#[derive(Debug, thiserror::Error, Transient)]
-pub enum ApiError {
-    /// The provider answered with an error status (429 among them, with its wait).
-    #[error(transparent)]
-    #[transient(transparent)]
-    Http(#[from] HttpError),
-    /// The request failed on the way.
-    #[error(transparent)]
-    #[transient(transparent)]
-    Transport(#[from] reqwest::Error),
-    /// The runtime stopped the call.
-    #[error(transparent)]
-    #[transient(transparent)]
-    Rejected(#[from] Rejected),
-}
+use crate::ApiError;
 
 /// A client whose methods differ only in how they pace themselves.
 #[derive(Debug, Clone)]

@@ -195,3 +195,36 @@ pub async fn run_recorded(timeline: Option<&Timeline>) -> Vec<(Row, Option<Recor
     ));
     rows
 }
+
+/// Rows b and c again, through a tower stack instead of the attribute: the same policies as
+/// `PolicyLayer`s in front of a `service_fn` calling the same hanging provider. The counts
+/// match the attribute's (the breaker has its own name, so the runs do not share it).
+pub async fn through_tower() -> Vec<Row> {
+    use resil::tower::PolicyLayer;
+    use resil::Policy;
+    use std::sync::Arc;
+    use tower::{service_fn, ServiceBuilder, ServiceExt};
+
+    let retried = Policy::builder().timeout(Duration::from_secs(1)).retry(2);
+    let guarded = Policy::builder()
+        .timeout(Duration::from_secs(1))
+        .retry(2)
+        .breaker_named("retry_storm_tower", 5, Duration::from_secs(2));
+    let mut rows = Vec::new();
+    for (row, label, policy) in [
+        ("b", "retry = 2, as a tower layer", retried),
+        ("c", "retry = 2 + breaker, as a tower layer", guarded),
+    ] {
+        let provider = Arc::new(Provider::new(false));
+        let calling = Arc::clone(&provider);
+        let service = ServiceBuilder::new()
+            .layer(PolicyLayer::new(policy.build().expect("valid settings")))
+            .service(service_fn(move |()| {
+                let provider = Arc::clone(&calling);
+                async move { provider.call().await }
+            }));
+        let (total, results) = clients(&provider, |_| service.clone().oneshot(())).await;
+        rows.push(Row::new(row, label, total, provider.calls(), &results));
+    }
+    rows
+}

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use plotters::prelude::*;
@@ -255,11 +255,15 @@ pub fn svg(recording: &Recording, caption: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// The file after `--svg` on the command line, if any.
-pub fn svg_requested() -> Option<PathBuf> {
+/// With `--svg FILE` on the command line: the file, and a timeline already listening to
+/// every policy's events.
+pub fn requested() -> Option<(PathBuf, Arc<Timeline>)> {
     let mut args = std::env::args().skip_while(|arg| arg != "--svg");
     args.next()?;
-    args.next().map(PathBuf::from)
+    let path = PathBuf::from(args.next()?);
+    let timeline = Arc::new(Timeline::default());
+    resil::events::add_global_listener(timeline.clone());
+    Some((path, timeline))
 }
 
 /// Writes `recording`'s picture beside `path`, `name` added to the file's name:

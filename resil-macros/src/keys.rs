@@ -12,7 +12,7 @@ pub(crate) use resil_spec::names::did_you_mean;
 use resil_spec::profiles::Profile;
 use resil_spec::Jitter;
 
-use crate::values::{self, BreakerArg, BreakerKind, Budget, Bulkhead, Rate};
+use crate::values::{self, BreakerArg, Budget, Bulkhead, KindName, Rate};
 
 /// A value with where it was written.
 pub(crate) struct Setting<T> {
@@ -68,7 +68,7 @@ keys! {
     breaker: BreakerArg = values::breaker, "a named breaker, one per key, or one per value of an argument";
     breaker_threshold: u32 = values::count_value, "consecutive transient failures that open it";
     breaker_cooldown: Duration = values::duration_value, "time open before one probe";
-    breaker_kind: BreakerKind = values::breaker_kind, "how the breaker judges: consecutive, failure_rate or slow_call";
+    breaker_kind: KindName = values::breaker_kind, "how the breaker judges: consecutive, failure_rate or slow_call";
     breaker_rate: u32 = values::percent, "the share of failed (or slow) calls that opens a failure_rate (or slow_call) breaker";
     breaker_window: u32 = values::count_value, "the calls a failure_rate or slow_call breaker remembers";
     breaker_min_calls: u32 = values::count_value, "the calls counted before a failure_rate or slow_call breaker may open";

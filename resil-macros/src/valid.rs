@@ -8,12 +8,12 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{FnArg, Pat, ReturnType, Signature, Type};
 
-use resil_spec::{defaults, rules, Jitter};
+use resil_spec::{defaults, rules, BreakerKind, Jitter};
 
 use crate::errors::Errors;
 use crate::keys::did_you_mean;
 use crate::keys::{ResilientArgs, Setting};
-use crate::values::{BreakerArg, BreakerKind, Budget, Bulkhead, Rate};
+use crate::values::{BreakerArg, Budget, Bulkhead, KindName, Rate};
 
 /// A checked `#[resilient]` configuration.
 pub(crate) struct Config {
@@ -60,24 +60,7 @@ pub(crate) struct Breaker {
     pub(crate) named: Option<String>,
     pub(crate) threshold: u32,
     pub(crate) cooldown: Duration,
-    pub(crate) kind: Kind,
-}
-
-/// How the breaker judges, with its settings checked.
-#[derive(Clone, Copy)]
-pub(crate) enum Kind {
-    Consecutive,
-    FailureRate {
-        percent: u8,
-        window: u32,
-        min_calls: u32,
-    },
-    SlowCall {
-        percent: u8,
-        slower_than: Duration,
-        window: u32,
-        min_calls: u32,
-    },
+    pub(crate) kind: BreakerKind,
 }
 
 /// A keyed function's key: `key = <expr>`, or the argument of `breaker = "per_<argument>"`.
@@ -256,7 +239,7 @@ fn apply_profile(args: &mut ResilientArgs, streaming: bool) {
         let consecutive = args
             .breaker_kind
             .as_ref()
-            .is_none_or(|kind| kind.value == BreakerKind::Consecutive);
+            .is_none_or(|kind| kind.value == KindName::Consecutive);
         if consecutive {
             fill(
                 &mut args.breaker_threshold,
@@ -276,7 +259,7 @@ fn apply_profile(args: &mut ResilientArgs, streaming: bool) {
 
 /// The keys that tune the breaker: they need one, and each kind its own. Returns how the
 /// breaker judges.
-fn check_breaker_tuning(args: &ResilientArgs, errors: &mut Errors) -> Kind {
+fn check_breaker_tuning(args: &ResilientArgs, errors: &mut Errors) -> BreakerKind {
     let tuning = [
         (
             "breaker_threshold",
@@ -307,7 +290,7 @@ fn check_breaker_tuning(args: &ResilientArgs, errors: &mut Errors) -> Kind {
                 );
             }
         }
-        return Kind::Consecutive;
+        return BreakerKind::Consecutive;
     }
     if let Some(threshold) = &args.breaker_threshold {
         errors.check(threshold.span, rules::breaker_threshold(threshold.value));
@@ -315,7 +298,7 @@ fn check_breaker_tuning(args: &ResilientArgs, errors: &mut Errors) -> Kind {
     let kind = args
         .breaker_kind
         .as_ref()
-        .map_or(BreakerKind::Consecutive, |s| s.value);
+        .map_or(KindName::Consecutive, |s| s.value);
     let (percent, window, min_calls) = (
         args.breaker_rate
             .as_ref()
@@ -344,13 +327,13 @@ fn check_breaker_tuning(args: &ResilientArgs, errors: &mut Errors) -> Kind {
         (percent.min(100) as u8, window, min_calls)
     };
     match kind {
-        BreakerKind::Consecutive => {
+        KindName::Consecutive => {
             for (name, key) in &tuning[3..] {
                 if let Some(key) = key {
                     errors.push(*key, format!("`{name}` tunes a failure_rate or slow_call breaker, and this one counts consecutive failures: add `breaker_kind = \"failure_rate\"`, or remove `{name}`"));
                 }
             }
-            Kind::Consecutive
+            BreakerKind::Consecutive
         }
         kind => {
             if let Some(threshold) = &args.breaker_threshold {
@@ -358,23 +341,23 @@ fn check_breaker_tuning(args: &ResilientArgs, errors: &mut Errors) -> Kind {
             }
             let (percent, window, min_calls) = judged(errors);
             match (kind, &args.breaker_slow) {
-                (BreakerKind::SlowCall, Some(slow)) => Kind::SlowCall {
+                (KindName::SlowCall, Some(slow)) => BreakerKind::SlowCall {
                     percent,
                     slower_than: slow.value,
                     window,
                     min_calls,
                 },
-                (BreakerKind::SlowCall, None) => {
+                (KindName::SlowCall, None) => {
                     if let Some(kind) = &args.breaker_kind {
                         errors.push(kind.span, "a slow_call breaker needs what counts as slow: add `breaker_slow = \"2s\"`");
                     }
-                    Kind::Consecutive
+                    BreakerKind::Consecutive
                 }
                 (_, slow) => {
                     if let Some(slow) = slow {
                         errors.push(slow.key, "`breaker_slow` says what a slow_call breaker counts as slow, and this one counts failures: use `breaker_kind = \"slow_call\"`, or remove `breaker_slow`");
                     }
-                    Kind::FailureRate {
+                    BreakerKind::FailureRate {
                         percent,
                         window,
                         min_calls,

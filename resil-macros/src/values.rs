@@ -19,19 +19,19 @@ pub(crate) enum BreakerArg {
     PerArg(String),
 }
 
-/// `breaker_kind = "..."`.
+/// The name in `breaker_kind = "..."`.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BreakerKind {
+pub(crate) enum KindName {
     Consecutive,
     FailureRate,
     SlowCall,
 }
 
-impl BreakerKind {
-    const ALL: [(&'static str, BreakerKind); 3] = [
-        ("consecutive", BreakerKind::Consecutive),
-        ("failure_rate", BreakerKind::FailureRate),
-        ("slow_call", BreakerKind::SlowCall),
+impl KindName {
+    const ALL: [(&'static str, KindName); 3] = [
+        ("consecutive", KindName::Consecutive),
+        ("failure_rate", KindName::FailureRate),
+        ("slow_call", KindName::SlowCall),
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -201,9 +201,9 @@ pub(crate) fn profile(name: &'static str, value: &Expr) -> syn::Result<&'static 
 }
 
 /// `breaker_kind = "failure_rate"`.
-pub(crate) fn breaker_kind(name: &'static str, value: &Expr) -> syn::Result<BreakerKind> {
+pub(crate) fn breaker_kind(name: &'static str, value: &Expr) -> syn::Result<KindName> {
     let text = string_value(name, value, "\"failure_rate\"")?;
-    let known = BreakerKind::ALL.iter();
+    let known = KindName::ALL.iter();
     known.clone().find(|(known, _)| *known == text).map(|(_, kind)| *kind).ok_or_else(|| {
         let hint = did_you_mean(&text, known.map(|(name, _)| *name))
             .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));

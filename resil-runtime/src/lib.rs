@@ -85,6 +85,9 @@ mod backoff;
 pub mod breaker;
 mod budget;
 mod bulkhead;
+#[cfg(feature = "chaos")]
+#[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
+pub mod chaos;
 pub mod config;
 mod deadline;
 pub mod events;
@@ -104,6 +107,9 @@ mod registry;
 mod rejected;
 pub mod stream;
 mod sync;
+#[cfg(feature = "tower")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
+pub mod tower;
 mod transient;
 
 pub use backoff::{Backoff, Jitter};

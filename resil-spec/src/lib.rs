@@ -22,6 +22,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
+mod breaker_kind;
 pub mod defaults;
 pub mod duration;
 mod jitter;
@@ -30,5 +31,6 @@ pub mod profiles;
 pub mod rules;
 mod worst_case;
 
+pub use breaker_kind::BreakerKind;
 pub use jitter::Jitter;
 pub use worst_case::{envelope, shortest_waits, worst_case};

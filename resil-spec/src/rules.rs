@@ -285,3 +285,24 @@ pub fn retries_within_deadline(
     }
     Ok(())
 }
+
+/// A breaker kind's own settings: its share, window and minimum, and what counts as slow.
+pub fn breaker_kind(kind: crate::BreakerKind) -> Result<(), Violation> {
+    match kind {
+        crate::BreakerKind::Consecutive => Ok(()),
+        crate::BreakerKind::FailureRate {
+            percent,
+            window,
+            min_calls,
+        } => breaker_window(percent.into(), window, min_calls),
+        crate::BreakerKind::SlowCall {
+            percent,
+            slower_than,
+            window,
+            min_calls,
+        } => {
+            positive("breaker_slow", slower_than)?;
+            breaker_window(percent.into(), window, min_calls)
+        }
+    }
+}

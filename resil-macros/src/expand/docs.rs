@@ -5,8 +5,9 @@ use quote::ToTokens;
 use resil_spec::duration::human;
 use resil_spec::{defaults, Jitter};
 
-use crate::valid::{Config, Kind};
+use crate::valid::Config;
 use crate::values::Rate;
+use resil_spec::BreakerKind;
 
 /// The "Resilience" section appended to the function's docs.
 pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
@@ -72,13 +73,13 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
             None => format!("a breaker{}", per_key(true)),
         };
         let opens = match breaker.kind {
-            Kind::Consecutive => format!("opens after {} failures", breaker.threshold),
-            Kind::FailureRate {
+            BreakerKind::Consecutive => format!("opens after {} failures", breaker.threshold),
+            BreakerKind::FailureRate {
                 percent,
                 window,
                 min_calls,
             } => format!("opens when {percent}% of the last {window} calls failed, from {min_calls} calls"),
-            Kind::SlowCall {
+            BreakerKind::SlowCall {
                 percent,
                 slower_than,
                 window,

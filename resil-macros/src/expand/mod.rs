@@ -17,7 +17,8 @@ use crate::attr;
 use crate::errors::Errors;
 use crate::values::Rate;
 
-use crate::valid::{self, Config, KeyArgument, KeyPart, KeyValue, Kind, StreamShape};
+use crate::valid::{self, Config, KeyArgument, KeyPart, KeyValue, StreamShape};
+use resil_spec::BreakerKind;
 
 /// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
 /// errors, so one mistake does not cascade into "cannot find function" errors.
@@ -315,15 +316,15 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
     }
     if let Some(breaker) = &config.breaker {
         let kind = match breaker.kind {
-            Kind::Consecutive => None,
-            Kind::FailureRate {
+            BreakerKind::Consecutive => None,
+            BreakerKind::FailureRate {
                 percent,
                 window,
                 min_calls,
             } => Some(
                 quote! { FailureRate { percent: #percent, window: #window, min_calls: #min_calls } },
             ),
-            Kind::SlowCall {
+            BreakerKind::SlowCall {
                 percent,
                 slower_than,
                 window,

@@ -122,76 +122,7 @@ pub struct BreakerConfig {
     kind: BreakerKind,
 }
 
-/// How a closed breaker judges its provider.
-///
-/// A consecutive breaker misses a provider that fails 40 % of calls in a scattered way, never
-/// five in a row; a failure-rate breaker catches it. A slow-call breaker catches a provider
-/// that still answers, but too slowly to be of use. All three share the half-open probe and
-/// the generations.
-///
-/// ```
-/// use resil_runtime::{BreakerConfig, BreakerKind};
-/// use std::time::Duration;
-///
-/// let config = BreakerConfig::new(5, Duration::from_secs(30))?.with_kind(BreakerKind::FailureRate {
-///     percent: 25,
-///     window: 20,
-///     min_calls: 10,
-/// })?;
-/// assert!(matches!(config.kind(), BreakerKind::FailureRate { percent: 25, .. }));
-/// # Ok::<(), resil_runtime::ConfigError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BreakerKind {
-    /// Opens after `threshold` consecutive transient failures (the default).
-    #[default]
-    Consecutive,
-    /// Opens when at least `percent` % of the last `window` calls failed transiently, once at
-    /// least `min_calls` of them were counted.
-    FailureRate {
-        /// The share of failures that opens it, 1 to 100.
-        percent: u8,
-        /// Calls remembered.
-        window: u32,
-        /// Calls counted before it may open.
-        min_calls: u32,
-    },
-    /// Opens when at least `percent` % of the last `window` calls took `slower_than` or more
-    /// (a timed-out call is as slow as its timeout), once at least `min_calls` were counted.
-    SlowCall {
-        /// The share of slow calls that opens it, 1 to 100.
-        percent: u8,
-        /// What counts as slow.
-        slower_than: Duration,
-        /// Calls remembered.
-        window: u32,
-        /// Calls counted before it may open.
-        min_calls: u32,
-    },
-}
-
-impl BreakerKind {
-    /// Checks the kind's own settings.
-    pub(crate) fn check(self) -> Result<(), ConfigError> {
-        match self {
-            BreakerKind::Consecutive => Ok(()),
-            BreakerKind::FailureRate {
-                percent,
-                window,
-                min_calls,
-            } => rules::breaker_window(percent.into(), window, min_calls),
-            BreakerKind::SlowCall {
-                percent,
-                slower_than,
-                window,
-                min_calls,
-            } => {
-                rules::positive("breaker_slow", slower_than)?;
-                rules::breaker_window(percent.into(), window, min_calls)
-            }
-        }
-    }
-}
+pub use resil_spec::BreakerKind;
 
 impl Default for BreakerConfig {
     /// 5 consecutive transient failures, 30 s cooldown.
@@ -219,7 +150,7 @@ impl BreakerConfig {
     /// Judges by `kind` instead of consecutive failures (the threshold then counts for
     /// nothing).
     pub fn with_kind(mut self, kind: BreakerKind) -> Result<Self, ConfigError> {
-        kind.check()?;
+        rules::breaker_kind(kind)?;
         self.kind = kind;
         Ok(self)
     }

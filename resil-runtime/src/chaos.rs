@@ -1,0 +1,173 @@
+//! Feature `chaos`: fault injection for tests of code that uses resil: failures at a chosen
+//! rate, added latency, stalls and cut streams, drawn from a seeded generator, so a test run
+//! replays the same faults in the same order (and, under tokio's paused clock, at the same
+//! instants).
+//!
+//! ```
+//! use resil_runtime::chaos::Chaos;
+//! use std::time::Duration;
+//!
+//! #[derive(Debug, PartialEq)]
+//! struct Unavailable;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let chaos = Chaos::seeded(7)
+//!     .fail(0.3, || Unavailable)
+//!     .latency(Duration::from_millis(20)..Duration::from_millis(80));
+//! let mut failed = 0;
+//! for _ in 0..100 {
+//!     let answer = chaos.inject(async { Ok::<_, Unavailable>(42) }).await;
+//!     failed += u32::from(answer.is_err());
+//! }
+//! assert!((20..40).contains(&failed), "about 30 % of calls: {failed}");
+//! # }
+//! ```
+
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_core::Stream;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::sync::lock_std;
+
+/// What to inject, and the seeded generator that decides when (see the [module docs](self)).
+/// Share one by reference: every call draws from the same sequence.
+pub struct Chaos<E> {
+    rng: Mutex<SmallRng>,
+    failure: Option<(f64, Box<dyn Fn() -> E + Send + Sync>)>,
+    latency: Option<Range<Duration>>,
+    stall: f64,
+    cut: f64,
+}
+
+impl<E> fmt::Debug for Chaos<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Chaos")
+            .field("failure_rate", &self.failure.as_ref().map(|(rate, _)| rate))
+            .field("latency", &self.latency)
+            .field("stall_rate", &self.stall)
+            .field("cut_rate", &self.cut)
+            .finish()
+    }
+}
+
+/// A rate as a probability: out of range or not a number, clamped to 0..=1.
+fn rate(rate: f64) -> f64 {
+    if rate.is_nan() {
+        0.0
+    } else {
+        rate.clamp(0.0, 1.0)
+    }
+}
+
+impl<E> Chaos<E> {
+    /// No fault yet, drawing from a generator seeded with `seed`.
+    pub fn seeded(seed: u64) -> Self {
+        Chaos {
+            rng: Mutex::new(SmallRng::seed_from_u64(seed)),
+            failure: None,
+            latency: None,
+            stall: 0.0,
+            cut: 0.0,
+        }
+    }
+
+    /// A share `rate` (0.0 to 1.0) of calls fails with `error()` instead of being made.
+    pub fn fail(mut self, rate_: f64, error: impl Fn() -> E + Send + Sync + 'static) -> Self {
+        self.failure = Some((rate(rate_), Box::new(error)));
+        self
+    }
+
+    /// Every call waits a time drawn from `range` first (an empty range: its start).
+    pub fn latency(mut self, range: Range<Duration>) -> Self {
+        self.latency = Some(range);
+        self
+    }
+
+    /// A share `rate` of calls never answers (until the caller's timeout cuts it).
+    pub fn stall(mut self, rate_: f64) -> Self {
+        self.stall = rate(rate_);
+        self
+    }
+
+    /// A share `rate` of streams ([`Chaos::inject_stream`]) ends early, after an item drawn
+    /// from their first few.
+    pub fn cut(mut self, rate_: f64) -> Self {
+        self.cut = rate(rate_);
+        self
+    }
+
+    fn draw<T>(&self, draw: impl FnOnce(&mut SmallRng) -> T) -> T {
+        draw(&mut lock_std(&self.rng))
+    }
+
+    /// Runs `call` with the faults: the latency first, then a stall, a failure, or the call.
+    pub async fn inject<T, F>(&self, call: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let (wait, stall, fail) = self.draw(|rng| {
+            let wait = self.latency.as_ref().map(|range| {
+                if range.start >= range.end {
+                    range.start
+                } else {
+                    rng.random_range(range.clone())
+                }
+            });
+            (
+                wait,
+                rng.random_bool(self.stall),
+                self.failure
+                    .as_ref()
+                    .map(|(rate, _)| rng.random_bool(*rate)),
+            )
+        });
+        if let Some(wait) = wait {
+            tokio::time::sleep(wait).await;
+        }
+        if stall {
+            std::future::pending::<()>().await;
+        }
+        if let (Some(true), Some((_, error))) = (fail, &self.failure) {
+            return Err(error());
+        }
+        call.await
+    }
+
+    /// `stream` with the faults of [`Chaos::cut`]: a stream chosen to be cut ends after one of
+    /// its first five items, as a provider hanging up mid-answer does.
+    pub fn inject_stream<S: Stream>(&self, stream: S) -> Cut<S> {
+        let left = self.draw(|rng| rng.random_bool(self.cut).then(|| rng.random_range(1..=5)));
+        Cut { stream, left }
+    }
+}
+
+/// A stream that may end early: see [`Chaos::inject_stream`].
+#[derive(Debug)]
+pub struct Cut<S> {
+    stream: S,
+    /// Items still let through, for a stream that is cut.
+    left: Option<u32>,
+}
+
+impl<S: Stream + Unpin> Stream for Cut<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        if self.left == Some(0) {
+            return Poll::Ready(None);
+        }
+        let next = Pin::new(&mut self.stream).poll_next(cx);
+        if let (Poll::Ready(Some(_)), Some(left)) = (&next, &mut self.left) {
+            *left -= 1;
+        }
+        next
+    }
+}

@@ -1,0 +1,235 @@
+//! Feature `tower`: a [`Policy`] as a [`tower::Layer`], for clients and servers built on tower.
+//!
+//! Every request runs as one operation of the policy: each attempt takes a fresh clone of the
+//! inner service, waits for it to be ready and calls it with a clone of the request, under
+//! the policy's timeout, retries, breaker, bulkhead and gates. So the request must be `Clone`,
+//! and the inner service's error must say what is worth retrying ([`Transient`]) and carry
+//! resil's own failures (`From<Rejected>`).
+//!
+//! **Readiness.** The service is always ready: the bulkhead sheds load at the call, with
+//! [`Rejected::BulkheadFull`], rather than holding callers back in `poll_ready` (a permit taken
+//! in `poll_ready` would be held by a caller that may never call). Put tower's
+//! `ConcurrencyLimitLayer` in front for backpressure instead; the inner service's own readiness
+//! is awaited in each attempt, within the attempt's timeout.
+//!
+//! ```
+//! use resil_runtime::tower::PolicyLayer;
+//! use resil_runtime::{Policy, Rejected, Transient};
+//! use tower::{service_fn, ServiceBuilder, ServiceExt};
+//!
+//! #[derive(Debug)]
+//! enum Error { Busy, Rejected(Rejected) }
+//! impl Transient for Error {
+//!     fn is_transient(&self) -> bool { !matches!(self, Error::Rejected(r) if !r.is_transient()) }
+//! }
+//! impl From<Rejected> for Error {
+//!     fn from(r: Rejected) -> Self { Error::Rejected(r) }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+//! let counted = calls.clone();
+//! let service = ServiceBuilder::new()
+//!     .layer(PolicyLayer::new(Policy::builder().retry(2).build().unwrap()))
+//!     .service(service_fn(move |n: u32| {
+//!         let call = counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+//!         async move { if call < 2 { Err(Error::Busy) } else { Ok(n * 2) } }
+//!     }));
+//! assert_eq!(service.oneshot(21).await.unwrap(), 42);
+//! assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 3);
+//! # }
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tower::{Layer, Service, ServiceExt};
+
+use crate::policy::Keyed;
+use crate::registry::Key;
+use crate::{Policy, Rejected, Transient};
+
+/// A boxed, `Send` future: what a policy's service returns.
+pub type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+/// Applies a [`Policy`] to every request of the service it wraps (see the [module docs](self)).
+#[derive(Debug, Clone)]
+pub struct PolicyLayer {
+    policy: Arc<Policy>,
+}
+
+impl PolicyLayer {
+    /// A layer applying `policy`.
+    pub fn new(policy: Policy) -> Self {
+        Self::shared(Arc::new(policy))
+    }
+
+    /// A layer applying a policy shared with other layers or call sites (its breaker,
+    /// bulkhead and gates count every request through any of them).
+    pub fn shared(policy: Arc<Policy>) -> Self {
+        PolicyLayer { policy }
+    }
+}
+
+impl<S> Layer<S> for PolicyLayer {
+    type Service = PolicyService<S>;
+
+    fn layer(&self, inner: S) -> PolicyService<S> {
+        PolicyService {
+            inner,
+            policy: Arc::clone(&self.policy),
+        }
+    }
+}
+
+/// The service a [`PolicyLayer`] makes.
+#[derive(Debug, Clone)]
+pub struct PolicyService<S> {
+    inner: S,
+    policy: Arc<Policy>,
+}
+
+impl<S, Req> Service<Req> for PolicyService<S>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send + 'static,
+    S::Error: Transient + From<Rejected> + Send + 'static,
+    Req: Clone + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let (policy, inner) = (Arc::clone(&self.policy), self.inner.clone());
+        Box::pin(async move { policy.run(attempts(inner, request)).await })
+    }
+}
+
+/// The attempts of one request: each a fresh clone of the service, ready, called with a clone
+/// of the request. The closure owns both, so the operation is `Send` without either being
+/// `Sync`.
+fn attempts<S, Req>(inner: S, request: Req) -> impl FnMut() -> tower::util::Oneshot<S, Req>
+where
+    S: Service<Req> + Clone,
+    Req: Clone,
+{
+    move || inner.clone().oneshot(request.clone())
+}
+
+/// Applies a keyed [`Policy`] (a breaker, bulkhead or gates per key) to every request, keyed
+/// by what `key` reads from the request: per host, per model, per tenant.
+///
+/// ```
+/// use resil_runtime::tower::KeyedPolicyLayer;
+/// use resil_runtime::Policy;
+/// use std::time::Duration;
+///
+/// let policy = Policy::builder()
+///     .breaker_per_key("host", 5, Duration::from_secs(30))
+///     .build()
+///     .unwrap();
+/// let layer = KeyedPolicyLayer::new(policy, |request: &(String, u32)| request.0.clone());
+/// # let _ = layer;
+/// ```
+pub struct KeyedPolicyLayer<F> {
+    policy: Arc<Policy<Keyed>>,
+    key: F,
+}
+
+impl<F: Clone> Clone for KeyedPolicyLayer<F> {
+    fn clone(&self) -> Self {
+        KeyedPolicyLayer {
+            policy: Arc::clone(&self.policy),
+            key: self.key.clone(),
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for KeyedPolicyLayer<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedPolicyLayer")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F> KeyedPolicyLayer<F> {
+    /// A layer applying `policy`, each request under the key `key` reads from it.
+    pub fn new(policy: Policy<Keyed>, key: F) -> Self {
+        KeyedPolicyLayer {
+            policy: Arc::new(policy),
+            key,
+        }
+    }
+}
+
+impl<S, F: Clone> Layer<S> for KeyedPolicyLayer<F> {
+    type Service = KeyedPolicyService<S, F>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        KeyedPolicyService {
+            inner,
+            policy: Arc::clone(&self.policy),
+            key: self.key.clone(),
+        }
+    }
+}
+
+/// The service a [`KeyedPolicyLayer`] makes.
+pub struct KeyedPolicyService<S, F> {
+    inner: S,
+    policy: Arc<Policy<Keyed>>,
+    key: F,
+}
+
+impl<S: Clone, F: Clone> Clone for KeyedPolicyService<S, F> {
+    fn clone(&self) -> Self {
+        KeyedPolicyService {
+            inner: self.inner.clone(),
+            policy: Arc::clone(&self.policy),
+            key: self.key.clone(),
+        }
+    }
+}
+
+impl<S: std::fmt::Debug, F> std::fmt::Debug for KeyedPolicyService<S, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedPolicyService")
+            .field("inner", &self.inner)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, F, K, Req> Service<Req> for KeyedPolicyService<S, F>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send + 'static,
+    S::Error: Transient + From<Rejected> + Send + 'static,
+    Req: Clone + Send + 'static,
+    F: Fn(&Req) -> K,
+    K: Key + Send + Sync + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<S::Response, S::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Req) -> Self::Future {
+        let key = (self.key)(&request);
+        let (policy, inner) = (Arc::clone(&self.policy), self.inner.clone());
+        Box::pin(async move { policy.run_keyed(&key, attempts(inner, request)).await })
+    }
+}

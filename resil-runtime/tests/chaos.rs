@@ -1,0 +1,76 @@
+//! Feature `chaos`: a fixed seed replays the same faults; a policy under chaos retries the
+//! injected failures; a cut stream ends early.
+#![cfg(feature = "chaos")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestError;
+use futures::StreamExt;
+use resil_runtime::chaos::Chaos;
+use resil_runtime::Policy;
+use tokio::time::Instant;
+
+async fn run(seed: u64) -> Vec<(bool, Duration)> {
+    let chaos = Chaos::seeded(seed)
+        .fail(0.4, || TestError::Busy)
+        .latency(Duration::from_millis(10)..Duration::from_millis(50));
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        let started = Instant::now();
+        let answer = chaos.inject(async { Ok::<_, TestError>(()) }).await;
+        seen.push((answer.is_ok(), started.elapsed()));
+    }
+    seen
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fixed_seed_replays_the_same_faults() {
+    let (first, again, other) = (run(3).await, run(3).await, run(4).await);
+    assert_eq!(first, again);
+    assert_ne!(first, other);
+    let failed = first.iter().filter(|(ok, _)| !ok).count();
+    assert!((10..=30).contains(&failed), "about 40 % of 50: {failed}");
+    assert!(first
+        .iter()
+        .all(|(_, took)| (Duration::from_millis(10)..Duration::from_millis(50)).contains(took)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_policy_retries_what_chaos_injects_and_times_out_a_stall() {
+    let chaos = Chaos::seeded(11).fail(0.5, || TestError::Busy);
+    let policy = Policy::builder()
+        .retry(10)
+        .backoff(Duration::from_millis(1), Duration::from_millis(1))
+        .build()
+        .unwrap();
+    for _ in 0..20 {
+        let answer: Result<u32, TestError> = policy.run(|| chaos.inject(async { Ok(1) })).await;
+        assert_eq!(
+            answer,
+            Ok(1),
+            "ten retries outlast a 50 % failure rate with this seed"
+        );
+    }
+
+    let stalls = Chaos::<TestError>::seeded(1).stall(1.0);
+    let cut = Policy::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let answer: Result<u32, TestError> = cut.run(|| stalls.inject(async { Ok(1) })).await;
+    assert!(matches!(answer, Err(TestError::Rejected(_))), "{answer:?}");
+}
+
+#[tokio::test]
+async fn a_cut_stream_ends_within_its_first_five_items() {
+    let chaos = Chaos::<TestError>::seeded(5).cut(1.0);
+    let items: Vec<u32> = chaos
+        .inject_stream(futures::stream::iter(0..100))
+        .collect()
+        .await;
+    assert!((1..=5).contains(&items.len()), "{items:?}");
+    let whole = Chaos::<TestError>::seeded(5).inject_stream(futures::stream::iter(0..100));
+    assert_eq!(whole.count().await, 100, "no cut asked: the whole stream");
+}

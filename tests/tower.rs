@@ -1,0 +1,70 @@
+//! Feature `tower`: the retry storm through a tower stack makes the same calls as through the
+//! attribute; a keyed layer keeps a breaker per what the request names.
+#![cfg(feature = "tower")]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use resil::tower::KeyedPolicyLayer;
+use resil::{Policy, Rejected};
+use resil_lab::retry_storm::{run, through_tower};
+use resil_lab::LlmError;
+use tower::{service_fn, ServiceBuilder, ServiceExt};
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_storm_through_tower_makes_the_same_calls() {
+    let attribute = run().await;
+    let tower = through_tower().await;
+    for row in &tower {
+        let same = attribute.iter().find(|a| a.row == row.row).unwrap();
+        assert_eq!(
+            (row.calls, &row.outcomes),
+            (same.calls, &same.outcomes),
+            "row {}",
+            row.row
+        );
+    }
+    assert_eq!(
+        tower.iter().map(|row| row.calls).collect::<Vec<_>>(),
+        [300, 10]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyed_layer_keeps_a_breaker_per_host() {
+    let policy = Policy::builder()
+        .breaker_per_key("host", 1, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&calls);
+    let service = ServiceBuilder::new()
+        .layer(KeyedPolicyLayer::new(
+            policy,
+            |(host, _): &(String, u32)| host.clone(),
+        ))
+        .service(service_fn(move |(host, n): (String, u32)| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            async move {
+                if host == "down" {
+                    Err(LlmError::Unavailable)
+                } else {
+                    Ok(n)
+                }
+            }
+        }));
+    let down = || service.clone().oneshot(("down".to_owned(), 1));
+    assert_eq!(down().await, Err(LlmError::Unavailable));
+    assert!(matches!(
+        down().await,
+        Err(LlmError::Rejected(Rejected::BreakerOpen { .. }))
+    ));
+    let up = service.clone().oneshot(("up".to_owned(), 7)).await;
+    assert_eq!(up, Ok(7), "another host has its own breaker");
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        2,
+        "the open breaker made no call"
+    );
+}
