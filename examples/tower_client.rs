@@ -10,7 +10,7 @@ async fn main() -> std::io::Result<()> {
     println!("20 callers, the provider answers 503 (Retry-After: 1) to everything\n");
     println!(
         "{:<44} {:>9} {:>9} {:>9}",
-        "", "answered", "requests", "total"
+        "tower layer", "answered", "requests", "total"
     );
     for row in resil_lab::interop::run().await? {
         println!(

@@ -90,6 +90,10 @@ pub use resil_runtime::chaos;
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 #[doc(inline)]
 pub use resil_runtime::http;
+#[cfg(feature = "reqwest-middleware")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
+#[doc(inline)]
+pub use resil_runtime::middleware;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 #[doc(inline)]

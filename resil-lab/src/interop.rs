@@ -1,15 +1,17 @@
-//! A tower client against the mock provider during an outage (every completion answers 503
-//! with `Retry-After: 1`): the requests the provider saw from 20 callers through a plain
-//! service, a retrying `PolicyLayer`, and a retrying one with a breaker. Real time: about
-//! 5 seconds.
+//! Clients that are not `#[resilient]` functions against the mock provider during an outage
+//! (every completion answers 503 with `Retry-After: 1`): the requests the provider saw from 20
+//! callers through no policy, a retrying one, and a retrying one with a breaker, applied as a
+//! tower layer or as a reqwest middleware. Real time: about 5 seconds for each.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
 use resil::http::classify;
+use resil::middleware::PolicyMiddleware;
 use resil::tower::PolicyLayer;
-use resil::Policy;
+use resil::{Policy, PolicyBuilder};
 use tower::util::BoxCloneSyncService;
 use tower::{service_fn, ServiceBuilder, ServiceExt};
 
@@ -19,7 +21,7 @@ use crate::ApiError;
 /// One way of calling.
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// The stack.
+    /// The policy.
     pub label: &'static str,
     /// Callers answered, of 20.
     pub answered: usize,
@@ -29,9 +31,53 @@ pub struct Row {
     pub total: Duration,
 }
 
-type Client = BoxCloneSyncService<(), String, ApiError>;
+/// No policy, retries, retries and a breaker (named `breaker`).
+fn policies(breaker: &str) -> std::io::Result<[(&'static str, Option<Policy>); 3]> {
+    let retried = || Policy::builder().timeout(Duration::from_secs(2)).retry(2);
+    let build = |builder: PolicyBuilder| builder.build().map_err(std::io::Error::other);
+    Ok([
+        ("no policy", None),
+        ("retry = 2", Some(build(retried())?)),
+        (
+            "retry = 2 + breaker 5 / 30 s",
+            Some(build(retried().breaker_named(
+                breaker,
+                5,
+                Duration::from_secs(30),
+            ))?),
+        ),
+    ])
+}
 
-fn client(url: String, policy: Option<Policy>) -> Client {
+/// 20 callers at once against a fresh provider that is down, through the client `make`
+/// builds for its address; a caller is answered when `call` is `Ok`.
+async fn outage<C, T, E, Fut>(
+    label: &'static str,
+    make: impl FnOnce(String) -> C,
+    call: impl Fn(&C) -> Fut,
+) -> std::io::Result<Row>
+where
+    Fut: Future<Output = Result<T, E>>,
+{
+    let provider = MockProvider::with_capacity(u32::MAX, 1).await?;
+    provider.set_down(true);
+    let client = make(provider.url("/v1/chat/completions?tokens=1"));
+    let started = tokio::time::Instant::now();
+    let results = join_all((0..20).map(|_| call(&client))).await;
+    let row = Row {
+        label,
+        answered: results.iter().filter(|result| result.is_ok()).count(),
+        requests: provider.stats().requests,
+        total: started.elapsed(),
+    };
+    provider.stop().await;
+    Ok(row)
+}
+
+type Service = BoxCloneSyncService<(), String, ApiError>;
+
+/// A tower service posting to `url`, under `policy` if any.
+fn service(url: String, policy: Option<Policy>) -> Service {
     let http = reqwest::Client::new();
     let send = service_fn(move |()| {
         let (http, url) = (http.clone(), url.clone());
@@ -50,46 +96,36 @@ fn client(url: String, policy: Option<Policy>) -> Client {
     }
 }
 
-/// The three stacks, each against a fresh mock provider that is down.
+/// The three policies as tower layers.
 pub async fn run() -> std::io::Result<Vec<Row>> {
-    let stacks: [(&'static str, Option<Policy>); 3] = [
-        ("plain tower service", None),
-        (
-            "PolicyLayer: retry = 2",
-            Some(
-                Policy::builder()
-                    .timeout(Duration::from_secs(2))
-                    .retry(2)
-                    .build()
-                    .map_err(std::io::Error::other)?,
-            ),
-        ),
-        (
-            "PolicyLayer: retry = 2 + breaker 5 / 30 s",
-            Some(
-                Policy::builder()
-                    .timeout(Duration::from_secs(2))
-                    .retry(2)
-                    .breaker_named("interop-tower", 5, Duration::from_secs(30))
-                    .build()
-                    .map_err(std::io::Error::other)?,
-            ),
-        ),
-    ];
     let mut rows = Vec::new();
-    for (label, policy) in stacks {
-        let provider = MockProvider::with_capacity(u32::MAX, 1).await?;
-        provider.set_down(true);
-        let service = client(provider.url("/v1/chat/completions?tokens=1"), policy);
-        let started = tokio::time::Instant::now();
-        let results = join_all((0..20).map(|_| service.clone().oneshot(()))).await;
-        rows.push(Row {
-            label,
-            answered: results.iter().filter(|result| result.is_ok()).count(),
-            requests: provider.stats().requests,
-            total: started.elapsed(),
-        });
-        provider.stop().await;
+    for (label, policy) in policies("interop-tower")? {
+        let make = |url| service(url, policy);
+        rows.push(outage(label, make, |service| service.clone().oneshot(())).await?);
+    }
+    Ok(rows)
+}
+
+/// The three policies as a reqwest middleware. Its answer is a response either way (a 503
+/// too): a caller counts as answered on a success.
+pub async fn through_middleware() -> std::io::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for (label, policy) in policies("interop-middleware")? {
+        let make = |url| {
+            let mut builder = reqwest_middleware::ClientBuilder::new(reqwest::Client::new());
+            if let Some(policy) = policy {
+                builder = builder.with(PolicyMiddleware::new(policy));
+            }
+            (builder.build(), url)
+        };
+        let call = |(client, url): &(reqwest_middleware::ClientWithMiddleware, String)| {
+            let request = client.post(url.as_str());
+            async move {
+                let response = request.send().await.map_err(|_| ())?;
+                response.status().is_success().then_some(()).ok_or(())
+            }
+        };
+        rows.push(outage(label, make, call).await?);
     }
     Ok(rows)
 }

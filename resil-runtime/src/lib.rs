@@ -101,6 +101,9 @@ mod latency;
 mod loom;
 #[cfg(feature = "metrics")]
 mod meter;
+#[cfg(feature = "reqwest-middleware")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
+pub mod middleware;
 pub mod operation;
 mod policy;
 mod registry;
