@@ -79,9 +79,9 @@ impl<E> Chaos<E> {
         }
     }
 
-    /// A share `rate` (0.0 to 1.0) of calls fails with `error()` instead of being made.
-    pub fn fail(mut self, rate_: f64, error: impl Fn() -> E + Send + Sync + 'static) -> Self {
-        self.failure = Some((rate(rate_), Box::new(error)));
+    /// A `share` (0.0 to 1.0) of calls fails with `error()` instead of being made.
+    pub fn fail(mut self, share: f64, error: impl Fn() -> E + Send + Sync + 'static) -> Self {
+        self.failure = Some((rate(share), Box::new(error)));
         self
     }
 
@@ -91,16 +91,16 @@ impl<E> Chaos<E> {
         self
     }
 
-    /// A share `rate` of calls never answers (until the caller's timeout cuts it).
-    pub fn stall(mut self, rate_: f64) -> Self {
-        self.stall = rate(rate_);
+    /// A `share` of calls never answers (until the caller's timeout cuts it).
+    pub fn stall(mut self, share: f64) -> Self {
+        self.stall = rate(share);
         self
     }
 
-    /// A share `rate` of streams ([`Chaos::inject_stream`]) ends early, after an item drawn
+    /// A `share` of streams ([`Chaos::inject_stream`]) ends early, after an item drawn
     /// from their first few.
-    pub fn cut(mut self, rate_: f64) -> Self {
-        self.cut = rate(rate_);
+    pub fn cut(mut self, share: f64) -> Self {
+        self.cut = rate(share);
         self
     }
 

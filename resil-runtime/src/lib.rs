@@ -69,11 +69,13 @@
 //! [`Rejected`]. A streaming call ([`stream`]) is retried up to its first item, then hands
 //! its permit and breaker to the stream it returns.
 //!
-//! Where things live: `policy/` (the policy and its builder), `execution/` (one operation and
-//! its attempts: the decisions, compiled once for all error types), `breaker/` (the breaker
-//! and the keyed registry), `bulkhead.rs`, `gate.rs` (rate and token gates), `backoff.rs`,
-//! `budget.rs`, `deadline.rs`, `operation.rs` (frames of nested calls), `stream.rs`,
-//! `events.rs`, `http.rs` (feature `http`).
+//! Where things live: `policy/` (the policy, its builder, what it keeps per key, its tunings),
+//! `execution/` (one operation and its attempts: the decisions, compiled once for all error
+//! types), `breaker/` (the breaker, its window, keyed breakers, the directory of every
+//! breaker), `registry.rs` (bounded per-key state), `bulkhead.rs`, `gate.rs` (rate and token
+//! gates), `backoff.rs`, `budget.rs`, `deadline.rs`, `operation.rs` (frames of nested calls),
+//! `stream.rs`, `events.rs`, and behind features `http.rs`, `config/`, `tower.rs`,
+//! `middleware.rs`, `chaos.rs`.
 //!
 //! The hot path (breaker closed, bulkhead free, answer ready on the first poll) allocates
 //! nothing, takes no lock and creates no timer.

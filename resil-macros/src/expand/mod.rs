@@ -305,13 +305,13 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
             Literal::u32_unsuffixed(breaker.threshold),
             duration(breaker.cooldown),
         );
-        calls.push(match (&breaker.named, &config.key) {
-            (Some(name), _) => quote! { .breaker_named(#name, #threshold, #cooldown) },
-            (None, Some(key)) => {
-                let label = &key.label;
+        calls.push(match &breaker.named {
+            Some(name) => quote! { .breaker_named(#name, #threshold, #cooldown) },
+            // valid::check gives every breaker per key its key.
+            None => {
+                let label = config.key.as_ref().map_or("", |key| key.label.as_str());
                 quote! { .breaker_per_key(#label, #threshold, #cooldown) }
             }
-            (None, None) => unreachable!("valid::check requires a key for a breaker per key"),
         });
     }
     if let Some(breaker) = &config.breaker {
