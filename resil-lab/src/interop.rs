@@ -106,6 +106,60 @@ pub async fn run() -> std::io::Result<Vec<Row>> {
     Ok(rows)
 }
 
+async fn post(url: &str) -> Result<String, ApiError> {
+    let response = reqwest::Client::new().post(url).send().await?;
+    Ok(classify(response).await?.text().await?)
+}
+
+#[resil::resilient(timeout = "2s", retry = 2)]
+async fn retried(url: &str) -> Result<String, ApiError> {
+    post(url).await
+}
+
+#[resil::resilient(
+    timeout = "2s",
+    retry = 2,
+    breaker = "interop-attribute",
+    breaker_threshold = 5,
+    breaker_cooldown = "30s"
+)]
+async fn guarded(url: &str) -> Result<String, ApiError> {
+    post(url).await
+}
+
+/// The same three policies as `#[resilient]` functions, for comparison.
+pub async fn through_attribute() -> std::io::Result<Vec<Row>> {
+    Ok(vec![
+        outage(
+            "no policy",
+            |url| url,
+            |url| {
+                let url = url.clone();
+                async move { post(&url).await }
+            },
+        )
+        .await?,
+        outage(
+            "retry = 2",
+            |url| url,
+            |url| {
+                let url = url.clone();
+                async move { retried(&url).await }
+            },
+        )
+        .await?,
+        outage(
+            "retry = 2 + breaker 5 / 30 s",
+            |url| url,
+            |url| {
+                let url = url.clone();
+                async move { guarded(&url).await }
+            },
+        )
+        .await?,
+    ])
+}
+
 /// The three policies as a reqwest middleware. Its answer is a response either way (a 503
 /// too): a caller counts as answered on a success.
 pub async fn through_middleware() -> std::io::Result<Vec<Row>> {

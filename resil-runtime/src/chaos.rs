@@ -171,3 +171,145 @@ impl<S: Stream + Unpin> Stream for Cut<S> {
         next
     }
 }
+
+/// The faults of a [`Chaos`] in front of a tower service (features `chaos` and `tower`): each
+/// call gets the latency, maybe a stall, maybe the chosen error instead of the service's
+/// answer (the inner call's future is then dropped unpolled).
+///
+/// ```
+/// use resil_runtime::chaos::{Chaos, ChaosLayer};
+/// use tower::{service_fn, ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let service = ServiceBuilder::new()
+///     .layer(ChaosLayer::new(Chaos::seeded(1).fail(1.0, || "injected")))
+///     .service(service_fn(|n: u32| async move { Ok::<_, &str>(n) }));
+/// assert_eq!(service.oneshot(1).await, Err("injected"));
+/// # }
+/// ```
+#[cfg(feature = "tower")]
+pub use layer::{ChaosLayer, ChaosService};
+
+#[cfg(feature = "tower")]
+mod layer {
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+
+    use tower::{Layer, Service};
+
+    use super::Chaos;
+    use crate::tower::BoxFuture;
+
+    /// See [`Chaos`] and the re-export's docs.
+    #[derive(Debug)]
+    pub struct ChaosLayer<E> {
+        chaos: Arc<Chaos<E>>,
+    }
+
+    impl<E> Clone for ChaosLayer<E> {
+        fn clone(&self) -> Self {
+            ChaosLayer {
+                chaos: Arc::clone(&self.chaos),
+            }
+        }
+    }
+
+    impl<E> ChaosLayer<E> {
+        /// A layer injecting `chaos`'s faults.
+        pub fn new(chaos: Chaos<E>) -> Self {
+            ChaosLayer {
+                chaos: Arc::new(chaos),
+            }
+        }
+    }
+
+    impl<S, E> Layer<S> for ChaosLayer<E> {
+        type Service = ChaosService<S, E>;
+
+        fn layer(&self, inner: S) -> Self::Service {
+            ChaosService {
+                inner,
+                chaos: Arc::clone(&self.chaos),
+            }
+        }
+    }
+
+    /// The service a [`ChaosLayer`] makes.
+    #[derive(Debug)]
+    pub struct ChaosService<S, E> {
+        inner: S,
+        chaos: Arc<Chaos<E>>,
+    }
+
+    impl<S: Clone, E> Clone for ChaosService<S, E> {
+        fn clone(&self) -> Self {
+            ChaosService {
+                inner: self.inner.clone(),
+                chaos: Arc::clone(&self.chaos),
+            }
+        }
+    }
+
+    impl<S, Req, E> Service<Req> for ChaosService<S, E>
+    where
+        S: Service<Req, Error = E>,
+        S::Future: Send + 'static,
+        S::Response: Send + 'static,
+        E: Send + 'static,
+    {
+        type Response = S::Response;
+        type Error = E;
+        type Future = BoxFuture<S::Response, E>;
+
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), E>> {
+            self.inner.poll_ready(cx)
+        }
+
+        fn call(&mut self, request: Req) -> Self::Future {
+            let (chaos, call) = (Arc::clone(&self.chaos), self.inner.call(request));
+            Box::pin(async move { chaos.inject(call).await })
+        }
+    }
+}
+
+/// The faults of a [`Chaos`] in front of a `reqwest_middleware` client's requests (features
+/// `chaos` and `reqwest-middleware`): each request gets the latency, maybe a stall, maybe the
+/// chosen error instead of being sent. Put it after a `PolicyMiddleware` to test the policy.
+///
+/// ```
+/// use resil_runtime::chaos::{Chaos, ChaosMiddleware};
+///
+/// let chaos = Chaos::seeded(3).fail(0.2, || {
+///     reqwest_middleware::Error::middleware(std::io::Error::other("injected"))
+/// });
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(ChaosMiddleware::new(chaos))
+///     .build();
+/// # let _ = client;
+/// ```
+#[cfg(feature = "reqwest-middleware")]
+#[derive(Debug)]
+pub struct ChaosMiddleware {
+    chaos: Chaos<reqwest_middleware::Error>,
+}
+
+#[cfg(feature = "reqwest-middleware")]
+impl ChaosMiddleware {
+    /// A middleware injecting `chaos`'s faults.
+    pub fn new(chaos: Chaos<reqwest_middleware::Error>) -> Self {
+        ChaosMiddleware { chaos }
+    }
+}
+
+#[cfg(feature = "reqwest-middleware")]
+#[async_trait::async_trait]
+impl reqwest_middleware::Middleware for ChaosMiddleware {
+    async fn handle(
+        &self,
+        request: reqwest::Request,
+        extensions: &mut http::Extensions,
+        next: reqwest_middleware::Next<'_>,
+    ) -> reqwest_middleware::Result<reqwest::Response> {
+        self.chaos.inject(next.run(request, extensions)).await
+    }
+}

@@ -74,3 +74,40 @@ async fn a_cut_stream_ends_within_its_first_five_items() {
     let whole = Chaos::<TestError>::seeded(5).inject_stream(futures::stream::iter(0..100));
     assert_eq!(whole.count().await, 100, "no cut asked: the whole stream");
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_layer_replays_its_seed_and_a_policy_layer_above_retries_it() {
+    use resil_runtime::chaos::ChaosLayer;
+    use resil_runtime::tower::PolicyLayer;
+    use tower::{service_fn, ServiceBuilder, ServiceExt};
+
+    let answers = |seed: u64| async move {
+        let service = ServiceBuilder::new()
+            .layer(ChaosLayer::new(
+                Chaos::seeded(seed).fail(0.5, || TestError::Busy),
+            ))
+            .service(service_fn(|n: u32| async move { Ok::<_, TestError>(n) }));
+        let mut seen = Vec::new();
+        for n in 0..20 {
+            seen.push(service.clone().oneshot(n).await.is_ok());
+        }
+        seen
+    };
+    assert_eq!(answers(9).await, answers(9).await);
+
+    let retried = ServiceBuilder::new()
+        .layer(PolicyLayer::new(
+            Policy::builder()
+                .retry(10)
+                .backoff(Duration::from_millis(1), Duration::from_millis(1))
+                .build()
+                .unwrap(),
+        ))
+        .layer(ChaosLayer::new(
+            Chaos::seeded(9).fail(0.5, || TestError::Busy),
+        ))
+        .service(service_fn(|n: u32| async move { Ok::<_, TestError>(n) }));
+    for n in 0..20 {
+        assert_eq!(retried.clone().oneshot(n).await, Ok(n));
+    }
+}
