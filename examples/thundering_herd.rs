@@ -2,15 +2,41 @@
 //! `Retry-After: 1`. No jitter, full jitter, and full jitter behind a client-side gate of 3,
 //! over 3 seeds each.
 //!
-//! cargo run --example thundering_herd [-- --json]
+//! cargo run --example thundering_herd [-- --json] [-- --svg herd.svg]
+//!
+//! `--svg herd.svg` also draws each row's timeline (`herd-20-no_jitter-1.svg`, ...), as
+//! `retry_storm` draws them: the 429s red, the answers green.
 
-use resil_lab::thundering_herd::{run, ORIGINAL};
+use resil_lab::thundering_herd::{run_recorded, ORIGINAL};
+use resil_lab::timeline::{requested, write};
 
 #[tokio::main(flavor = "current_thread", start_paused = true)]
-async fn main() {
-    let rows = run().await;
+async fn main() -> std::io::Result<()> {
+    let svg = requested();
+    let recorded = run_recorded(svg.as_ref().map(|(_, timeline)| &**timeline)).await;
+    if let Some((path, _)) = &svg {
+        for (row, recording) in &recorded {
+            if let Some(recording) = recording {
+                let words = row.variant.name().split(|c: char| !c.is_alphanumeric());
+                let pacing = words
+                    .filter(|w| !w.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("_");
+                let name = format!("{}-{pacing}-{}", row.clients, row.seed);
+                let caption = format!(
+                    "{} clients, {}, seed {}",
+                    row.clients,
+                    row.variant.name(),
+                    row.seed
+                );
+                let file = write(path, &name, &caption, recording)?;
+                eprintln!("wrote {}", file.display());
+            }
+        }
+    }
+    let rows: Vec<_> = recorded.into_iter().map(|(row, _)| row).collect();
     if resil_lab::print_json(&rows, resil_lab::thundering_herd::Row::json) {
-        return;
+        return Ok(());
     }
     println!("server: 3 at once, 125 ms each, 429 + Retry-After: 1 beyond; every client sends one request\n");
     println!(
@@ -34,4 +60,5 @@ async fn main() {
         "resil adds the jitter on top of Retry-After (never under it), so clients told \
          \"1 second\" do not all come back in the same millisecond."
     );
+    Ok(())
 }

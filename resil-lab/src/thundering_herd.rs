@@ -11,6 +11,7 @@ use resil::{Jitter, Policy};
 use serde_json::json;
 use tokio::time::Instant;
 
+use crate::timeline::{Recording, Timeline};
 use crate::LlmError;
 
 /// What the original measured.
@@ -135,11 +136,23 @@ pub async fn run_one(clients: u32, variant: Variant, seed: u64) -> Row {
 
 /// 20 and 100 clients, each variant, seeds 1 to 3.
 pub async fn run() -> Vec<Row> {
+    run_recorded(None)
+        .await
+        .into_iter()
+        .map(|(row, _)| row)
+        .collect()
+}
+
+/// [`run`], with each row's timeline when `timeline` is given (and installed as a listener).
+pub async fn run_recorded(timeline: Option<&Timeline>) -> Vec<(Row, Option<Recording>)> {
+    let record = || timeline.map(Timeline::take);
     let mut rows = Vec::new();
     for clients in [20, 100] {
         for variant in [Variant::NoJitter, Variant::FullJitter, Variant::Gated] {
             for seed in 1..=3 {
-                rows.push(run_one(clients, variant, seed).await);
+                record();
+                let row = run_one(clients, variant, seed).await;
+                rows.push((row, record()));
             }
         }
     }
