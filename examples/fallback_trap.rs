@@ -7,27 +7,21 @@
 //! line per call of a model, as `retry_storm` draws them.
 
 use resil_lab::fallback_trap::{run_recorded, ORIGINAL};
-use resil_lab::timeline::{requested, write};
+use resil_lab::timeline::{draw, requested};
 
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() -> std::io::Result<()> {
     let svg = requested();
     let recorded = run_recorded(svg.as_ref().map(|(_, timeline)| &**timeline)).await;
-    if let Some((path, _)) = &svg {
-        for (row, recording) in &recorded {
-            if let Some(recording) = recording {
-                let breakers = row.json()["breakers"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                let name = format!("{breakers}-{}", row.load);
-                let caption = format!("{breakers} breakers, {} users", row.load);
-                let file = write(path, &name, &caption, recording)?;
-                eprintln!("wrote {}", file.display());
-            }
-        }
-    }
-    let rows: Vec<_> = recorded.into_iter().map(|(row, _)| row).collect();
+    let path = svg.as_ref().map(|(path, _)| path.as_path());
+    let rows = draw(path, recorded, |row| {
+        let breakers = row.json()["breakers"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let name = format!("{breakers}-{}", row.load);
+        (name, format!("{breakers} breakers, {} users", row.load))
+    })?;
     if resil_lab::print_json(&rows, resil_lab::fallback_trap::Row::json) {
         return Ok(());
     }

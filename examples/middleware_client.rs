@@ -7,20 +7,10 @@
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    println!("20 callers, the provider answers 503 (Retry-After: 1) to everything\n");
-    println!(
-        "{:<44} {:>9} {:>9} {:>9}",
-        "middleware", "answered", "requests", "total"
+    resil_lab::interop::print(
+        "middleware",
+        &resil_lab::interop::through_middleware().await?,
     );
-    for row in resil_lab::interop::through_middleware().await? {
-        println!(
-            "{:<44} {:>6}/20 {:>9} {:>6} ms",
-            row.label,
-            row.answered,
-            row.requests,
-            row.total.as_millis()
-        );
-    }
     println!(
         "\nThe middleware retries the 503s after their Retry-After and hands back the last \
          response; with the breaker, no retry is sent into a provider that failed 5 times."

@@ -10,22 +10,19 @@
 //! red open, yellow half-open).
 
 use resil_lab::retry_storm::{run_recorded, ORIGINAL};
-use resil_lab::timeline::{requested, write};
+use resil_lab::timeline::{draw, requested};
 
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() -> std::io::Result<()> {
     let svg = requested();
     let recorded = run_recorded(svg.as_ref().map(|(_, timeline)| &**timeline)).await;
-    if let Some((path, _)) = &svg {
-        for (row, recording) in &recorded {
-            if let Some(recording) = recording {
-                let caption = format!("row {}: {}", row.row, row.label);
-                let file = write(path, row.row, &caption, recording)?;
-                eprintln!("wrote {}", file.display());
-            }
-        }
-    }
-    let rows: Vec<_> = recorded.into_iter().map(|(row, _)| row).collect();
+    let path = svg.as_ref().map(|(path, _)| path.as_path());
+    let rows = draw(path, recorded, |row| {
+        (
+            row.row.to_owned(),
+            format!("row {}: {}", row.row, row.label),
+        )
+    })?;
     if resil_lab::print_json(&rows, resil_lab::report::Row::json) {
         return Ok(());
     }

@@ -8,33 +8,28 @@
 //! `retry_storm` draws them: the 429s red, the answers green.
 
 use resil_lab::thundering_herd::{run_recorded, ORIGINAL};
-use resil_lab::timeline::{requested, write};
+use resil_lab::timeline::{draw, requested};
 
 #[tokio::main(flavor = "current_thread", start_paused = true)]
 async fn main() -> std::io::Result<()> {
     let svg = requested();
     let recorded = run_recorded(svg.as_ref().map(|(_, timeline)| &**timeline)).await;
-    if let Some((path, _)) = &svg {
-        for (row, recording) in &recorded {
-            if let Some(recording) = recording {
-                let words = row.variant.name().split(|c: char| !c.is_alphanumeric());
-                let pacing = words
-                    .filter(|w| !w.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("_");
-                let name = format!("{}-{pacing}-{}", row.clients, row.seed);
-                let caption = format!(
-                    "{} clients, {}, seed {}",
-                    row.clients,
-                    row.variant.name(),
-                    row.seed
-                );
-                let file = write(path, &name, &caption, recording)?;
-                eprintln!("wrote {}", file.display());
-            }
-        }
-    }
-    let rows: Vec<_> = recorded.into_iter().map(|(row, _)| row).collect();
+    let path = svg.as_ref().map(|(path, _)| path.as_path());
+    let rows = draw(path, recorded, |row| {
+        let words = row.variant.name().split(|c: char| !c.is_alphanumeric());
+        let pacing = words
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join("_");
+        let name = format!("{}-{pacing}-{}", row.clients, row.seed);
+        let caption = format!(
+            "{} clients, {}, seed {}",
+            row.clients,
+            row.variant.name(),
+            row.seed
+        );
+        (name, caption)
+    })?;
     if resil_lab::print_json(&rows, resil_lab::thundering_herd::Row::json) {
         return Ok(());
     }

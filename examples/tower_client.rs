@@ -7,20 +7,7 @@
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    println!("20 callers, the provider answers 503 (Retry-After: 1) to everything\n");
-    println!(
-        "{:<44} {:>9} {:>9} {:>9}",
-        "tower layer", "answered", "requests", "total"
-    );
-    for row in resil_lab::interop::run().await? {
-        println!(
-            "{:<44} {:>6}/20 {:>9} {:>6} ms",
-            row.label,
-            row.answered,
-            row.requests,
-            row.total.as_millis()
-        );
-    }
+    resil_lab::interop::print("tower layer", &resil_lab::interop::run().await?);
     println!(
         "\nThe same policies #[resilient] gives a function. Retries alone triple the requests to \
          a provider that is down; with the breaker, the 20 first attempts fail, it opens at the \

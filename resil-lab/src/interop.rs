@@ -31,6 +31,24 @@ pub struct Row {
     pub total: Duration,
 }
 
+/// Prints `rows` as the examples show them, under a header naming the `path` they took.
+pub fn print(path: &str, rows: &[Row]) {
+    println!("20 callers, the provider answers 503 (Retry-After: 1) to everything\n");
+    println!(
+        "{path:<44} {:>9} {:>9} {:>9}",
+        "answered", "requests", "total"
+    );
+    for row in rows {
+        println!(
+            "{:<44} {:>6}/20 {:>9} {:>6} ms",
+            row.label,
+            row.answered,
+            row.requests,
+            row.total.as_millis()
+        );
+    }
+}
+
 /// No policy, retries, retries and a breaker (named `breaker`).
 fn policies(breaker: &str) -> std::io::Result<[(&'static str, Option<Policy>); 3]> {
     let retried = || Policy::builder().timeout(Duration::from_secs(2)).retry(2);

@@ -266,17 +266,24 @@ pub fn requested() -> Option<(PathBuf, Arc<Timeline>)> {
     Some((path, timeline))
 }
 
-/// Writes `recording`'s picture beside `path`, `name` added to the file's name:
-/// `storm.svg` and `b` → `storm-b.svg`. Returns the file written.
-pub fn write(
-    path: &Path,
-    name: &str,
-    caption: &str,
-    recording: &Recording,
-) -> std::io::Result<PathBuf> {
-    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
-    let picture = svg(recording, caption).map_err(std::io::Error::other)?;
-    let file = path.with_file_name(format!("{stem}-{name}.svg"));
-    std::fs::write(&file, picture)?;
-    Ok(file)
+/// With a file (`--svg`), draws each recorded row beside it, its name and caption from
+/// `describe` (`storm.svg` and row `b` → `storm-b.svg`), and says so on stderr; then the rows.
+pub fn draw<R>(
+    path: Option<&Path>,
+    recorded: Vec<(R, Option<Recording>)>,
+    describe: impl Fn(&R) -> (String, String),
+) -> std::io::Result<Vec<R>> {
+    let mut rows = Vec::new();
+    for (row, recording) in recorded {
+        if let (Some(path), Some(recording)) = (path, recording) {
+            let (name, caption) = describe(&row);
+            let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+            let picture = svg(&recording, &caption).map_err(std::io::Error::other)?;
+            let file = path.with_file_name(format!("{stem}-{name}.svg"));
+            std::fs::write(&file, picture)?;
+            eprintln!("wrote {}", file.display());
+        }
+        rows.push(row);
+    }
+    Ok(rows)
 }

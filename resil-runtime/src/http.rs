@@ -145,6 +145,17 @@ impl HttpError {
     /// hostile body's gigabytes.
     pub const BODY_LIMIT: usize = 4096;
 
+    /// An answer with `status`, its `headers` and the start of its `body`, classified: the
+    /// wait its headers ask for, and at most [`HttpError::BODY_LIMIT`] bytes of the body.
+    #[cfg(feature = "reqwest")]
+    pub(crate) fn from_parts(status: StatusCode, headers: &HeaderMap, body: &[u8]) -> Self {
+        HttpError {
+            status,
+            retry_after: retry_after(headers),
+            body: String::from_utf8_lossy(&body[..body.len().min(Self::BODY_LIMIT)]).into_owned(),
+        }
+    }
+
     /// Does the body say the account's quota is used up (OpenAI's `insufficient_quota`)?
     pub fn quota_exhausted(&self) -> bool {
         self.status == StatusCode::TOO_MANY_REQUESTS && self.body.contains("insufficient_quota")
@@ -201,7 +212,7 @@ pub async fn classify(mut response: reqwest::Response) -> Result<reqwest::Respon
     if status.is_success() {
         return Ok(response);
     }
-    let retry_after = retry_after(response.headers());
+    let headers = response.headers().clone();
     let mut body = Vec::new();
     // A body cut short (or never sent) still leaves a classified error.
     while body.len() < HttpError::BODY_LIMIT {
@@ -210,12 +221,7 @@ pub async fn classify(mut response: reqwest::Response) -> Result<reqwest::Respon
             Ok(None) | Err(_) => break,
         }
     }
-    body.truncate(HttpError::BODY_LIMIT);
-    Err(HttpError {
-        status,
-        retry_after,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
+    Err(HttpError::from_parts(status, &headers, &body))
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use http::{Extensions, HeaderName, HeaderValue, StatusCode};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::http::{retry_after, HttpError};
+use crate::http::HttpError;
 use crate::{Next as Step, Operation, Policy, Rejected, Transient};
 
 /// Applies a [`Policy`] to every request (see the [module docs](self)).
@@ -114,13 +114,8 @@ async fn classified(response: Response) -> Result<Response, Failure> {
     if status.is_success() {
         return Ok(response);
     }
-    let wait = retry_after(response.headers());
     if status != StatusCode::TOO_MANY_REQUESTS {
-        let class = HttpError {
-            status,
-            retry_after: wait,
-            body: String::new(),
-        };
+        let class = HttpError::from_parts(status, response.headers(), &[]);
         return Err(Failure::Status { response, class });
     }
     let (version, headers) = (response.version(), response.headers().clone());
@@ -128,11 +123,7 @@ async fn classified(response: Response) -> Result<Response, Failure> {
         .bytes()
         .await
         .map_err(|error| Failure::Transport(error.into()))?;
-    let class = HttpError {
-        status,
-        retry_after: wait,
-        body: String::from_utf8_lossy(&body[..body.len().min(HttpError::BODY_LIMIT)]).into_owned(),
-    };
+    let class = HttpError::from_parts(status, &headers, &body);
     let mut rebuilt = http::Response::new(body);
     *rebuilt.status_mut() = status;
     *rebuilt.version_mut() = version;

@@ -273,10 +273,9 @@ impl Overrides {
             let raw = match value.trim() {
                 "true" => Raw::Bool(true),
                 "false" => Raw::Bool(false),
-                number if number.parse::<i64>().is_ok() => {
-                    Raw::Integer(number.parse().unwrap_or_default())
-                }
-                text => Raw::Text(text.to_owned()),
+                text => text
+                    .parse()
+                    .map_or_else(|_| Raw::Text(text.to_owned()), Raw::Integer),
             };
             overrides.add(&site, &key.to_lowercase(), raw, name.clone(), &mut problems);
         }
