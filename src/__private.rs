@@ -41,6 +41,26 @@ macro_rules! __resil_site {
     ($policy:ident) => {};
 }
 
+/// `shared = true` with the `redis` feature: nothing to check.
+#[cfg(feature = "redis")]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __resil_shared {
+    () => {};
+}
+
+/// `shared = true` without the `redis` feature: say which feature to turn on.
+#[cfg(not(feature = "redis"))]
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __resil_shared {
+    () => {
+        ::core::compile_error!(
+            "`shared = true` keeps the breaker and rate gates in Redis, which needs resil's `redis` feature: resil = { version = \"0.1\", features = [\"redis\"] }"
+        );
+    };
+}
+
 /// `From<Rejected>`, with an error message written for a person.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot carry resil's own failures (timeouts, open breaker, full bulkhead): it does not implement `From<resil::Rejected>`",

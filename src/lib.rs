@@ -94,6 +94,10 @@ pub use resil_runtime::http;
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
 #[doc(inline)]
 pub use resil_runtime::middleware;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+#[doc(inline)]
+pub use resil_runtime::shared;
 #[cfg(feature = "tower")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tower")))]
 #[doc(inline)]
@@ -169,6 +173,9 @@ pub use resil_macros::Transient;
 /// | `bulkhead = 8` | at most 8 operations of this function in flight; the 9th fails at once with [`Rejected::BulkheadFull`] | none |
 /// | `fallback = Self::cached` | an async fn taking the same arguments, called when the operation ends in a transient error or a rejection (never for a permanent error) | none |
 /// | `retry_budget = "20%"` | across operations, retries may add at most 20 % to first attempts over a sliding 10 s window; `"20%, min 10/s"` adds a floor | none |
+/// | `shared = true` | (feature `redis`) keep the breaker and rate gates in the store [`Redis::connect`](crate::shared::Redis::connect) installed, shared by every instance of the service; when Redis does not answer, the local state decides | `false` |
+/// | `shared_timeout = "50ms"` | how long a call waits for Redis before deciding locally (at most 1 s) | `"50ms"` |
+/// | `shared_fail = "closed"` | refuse calls ([`Rejected::SharedUnavailable`]) while Redis does not answer, for a limit that must never be exceeded | `"open"` |
 /// | `nested = "independent"` | inside another operation, keep this call's own retry count instead of drawing from the operation's allowance (see the crate docs) | `"shared"` |
 ///
 /// The function must return `Result<T, E>` with `E: Transient + From<Rejected>`. Its
@@ -290,8 +297,8 @@ pub mod config {
     }
 }
 
-/// Compiles the README's examples as doctests, so the quick start cannot rot (with feature
-/// `reqwest`, which the quick start uses).
-#[cfg(all(doctest, feature = "reqwest"))]
+/// Compiles the README's examples as doctests, so the quick start cannot rot (with features
+/// `reqwest` and `redis`, which its examples use).
+#[cfg(all(doctest, feature = "reqwest", feature = "redis"))]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;

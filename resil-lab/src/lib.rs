@@ -14,12 +14,14 @@ pub mod mock;
 pub mod observe;
 pub mod profiles;
 pub mod rate_limits;
+pub mod redis_server;
 pub mod report;
 pub mod retry_storm;
 pub mod streaming;
 pub mod thundering_herd;
 pub mod timeline;
 pub mod triage;
+pub mod two_instances;
 pub mod worst_case;
 
 use resil::http::HttpError;

@@ -83,6 +83,9 @@ keys! {
     listener: syn::Path = values::listener, "a static that hears this function's events";
     retry_budget: Budget = values::budget, "retries as a share of first attempts";
     nested: bool = values::nesting, "keep this call's own retries inside another operation";
+    shared: bool = values::flag, "keep the breaker and rate gates in Redis, shared by every instance";
+    shared_timeout: Duration = values::duration_value, "how long a call waits for Redis before deciding locally";
+    shared_fail: bool = values::shared_fail, "when Redis does not answer: open (decide locally) or closed (refuse)";
 }
 
 #[cfg(test)]

@@ -40,6 +40,8 @@ pub(crate) struct Config {
     pub(crate) listener: Option<syn::Path>,
     pub(crate) retry_budget: Option<Budget>,
     pub(crate) independent: bool,
+    /// Set when the state is kept in Redis (`shared = true`).
+    pub(crate) shared: Option<Shared>,
     /// Set when the function returns a stream.
     pub(crate) stream: Option<StreamShape>,
 }
@@ -52,6 +54,13 @@ pub(crate) struct StreamShape {
     pub(crate) error: Type,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) complete_when: Option<syn::Path>,
+}
+
+/// `shared = true`: where it was written, and its tuning.
+pub(crate) struct Shared {
+    pub(crate) span: Span,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) fail_closed: bool,
 }
 
 /// The breaker settings.
@@ -152,6 +161,7 @@ pub(crate) fn check(
         }
     }
     check_gate_keys(&args, &mut errors);
+    let shared = check_shared(&args, &mut errors);
     if args.fallback.is_some() {
         for input in &sig.inputs {
             if let FnArg::Typed(arg) = input {
@@ -201,12 +211,42 @@ pub(crate) fn check(
         listener: args.listener.map(|s| s.value),
         retry_budget: args.retry_budget.map(|s| s.value),
         independent: args.nested.is_some_and(|s| s.value),
+        shared,
         stream: stream.map(|(item, error)| StreamShape {
             item,
             error,
             idle_timeout: args.idle_timeout.map(|s| s.value),
             complete_when: args.complete_when.map(|s| s.value),
         }),
+    })
+}
+
+/// `shared = true` needs something to share; its tuning needs `shared = true`.
+fn check_shared(args: &ResilientArgs, errors: &mut Errors) -> Option<Shared> {
+    let shared = args.shared.as_ref().filter(|s| s.value);
+    let Some(shared) = shared else {
+        for (name, key) in [
+            (
+                "shared_timeout",
+                args.shared_timeout.as_ref().map(|s| s.key),
+            ),
+            ("shared_fail", args.shared_fail.as_ref().map(|s| s.key)),
+        ] {
+            if let Some(key) = key {
+                errors.push(key, format!("`{name}` tunes how a shared policy uses Redis, but this one is not shared: add `shared = true`, or remove `{name}`"));
+            }
+        }
+        return None;
+    };
+    let shares = args.breaker.is_some() || args.rate.is_some() || args.token_rate.is_some();
+    errors.check(shared.key, rules::shares(shares));
+    if let Some(timeout) = &args.shared_timeout {
+        errors.check(timeout.span, rules::shared_timeout(timeout.value));
+    }
+    Some(Shared {
+        span: shared.key,
+        timeout: args.shared_timeout.as_ref().map(|s| s.value),
+        fail_closed: args.shared_fail.as_ref().is_some_and(|s| s.value),
     })
 }
 

@@ -258,6 +258,30 @@ pub(crate) fn nesting(name: &'static str, value: &Expr) -> syn::Result<bool> {
     }
 }
 
+/// `shared = true`.
+pub(crate) fn flag(name: &'static str, value: &Expr) -> syn::Result<bool> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(flag),
+            ..
+        }) => Ok(flag.value),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!("`{name}` takes `true` or `false`, such as `{name} = true`"),
+        )),
+    }
+}
+
+/// `shared_fail = "open"` (false: the local state decides) or `"closed"` (true: refuse).
+pub(crate) fn shared_fail(name: &'static str, value: &Expr) -> syn::Result<bool> {
+    let text = string_value(name, value, "\"closed\"")?;
+    match text.as_str() {
+        "closed" => Ok(true),
+        "open" => Ok(false),
+        _ => Err(syn::Error::new(value.span(), format!("unknown `shared_fail = \"{text}\"`: use \"open\" (the default: when Redis does not answer, the local state decides) or \"closed\" (refuse the call: for a limit that must never be exceeded)"))),
+    }
+}
+
 /// `"20%"` or `"20%, min 10/s"`.
 fn parse_budget(text: &str) -> Option<Budget> {
     let (share, floor) = match text.split_once(',') {

@@ -98,6 +98,20 @@ pub enum Event<'a> {
         /// The policy's name.
         site: &'a str,
     },
+    /// The Redis store of shared policies stopped answering (unreachable, or slower than a
+    /// policy's `shared_timeout`): until [`Event::SharedRestored`], every instance decides
+    /// locally (or refuses, for a policy that fails closed). Heard once per outage.
+    SharedUnavailable {
+        /// The store's URL, its password hidden.
+        store: &'a str,
+        /// What went wrong first.
+        reason: &'a str,
+    },
+    /// The Redis store answers again; shared breakers were re-synced with it.
+    SharedRestored {
+        /// The store's URL, its password hidden.
+        store: &'a str,
+    },
     /// A setting was ignored because of a conflict (a named breaker configured differently
     /// at two sites).
     ConfigConflict {
@@ -122,7 +136,9 @@ impl<'a> Event<'a> {
             | Event::Reconfigured { site } => Some(site),
             Event::BreakerTransition { .. }
             | Event::BreakerOverridden { .. }
-            | Event::ConfigRefused { .. } => None,
+            | Event::ConfigRefused { .. }
+            | Event::SharedUnavailable { .. }
+            | Event::SharedRestored { .. } => None,
         }
     }
 }
@@ -394,6 +410,27 @@ pub(crate) fn breaker_transition(
         listener.on_event(&Event::BreakerTransition {
             breaker: breaker.name(),
             transition,
+        });
+    }
+}
+
+/// Tells the global listeners, with feature `tracing` the subscriber (WARN when lost, INFO
+/// when back) and with feature `metrics` the gauge `resil_shared_available{store}`, that a
+/// Redis store stopped answering (`reason`) or answers again (`None`).
+#[cfg(feature = "redis")]
+pub(crate) fn shared_store(store: &str, reason: Option<&str>) {
+    #[cfg(feature = "tracing")]
+    match reason {
+        Some(reason) => tracing::warn!(store, reason, "shared store unavailable: deciding locally"),
+        None => tracing::info!(store, "shared store available again: re-synced"),
+    }
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("resil_shared_available", "store" => store.to_owned())
+        .set(if reason.is_none() { 1.0 } else { 0.0 });
+    if let Some(listener) = resolve(None) {
+        listener.on_event(&match reason {
+            Some(reason) => Event::SharedUnavailable { store, reason },
+            None => Event::SharedRestored { store },
         });
     }
 }

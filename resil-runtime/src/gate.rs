@@ -65,6 +65,9 @@ pub struct RateGate {
     /// Counts throttles: a slot reserved under an older one is revoked.
     epoch: AtomicU64,
     origin: Instant,
+    /// Where the gate is kept for every instance, for a shared policy.
+    #[cfg(feature = "redis")]
+    shared: Option<std::sync::Arc<crate::shared::GateLink>>,
 }
 
 impl fmt::Debug for RateGate {
@@ -106,18 +109,50 @@ impl RateGate {
             // Offsets are unsigned: an origin a little in the past keeps `now` after it even
             // when the gate is made and used at once.
             origin: Instant::now(),
+            #[cfg(feature = "redis")]
+            shared: None,
         })
     }
 
-    /// A gate with the same limit and nothing reserved: the gate of a new key.
-    pub(crate) fn fresh(&self) -> Self {
+    /// A gate with the same limit and nothing reserved: the gate of a new key, shown as
+    /// `key` (its name in Redis, for a shared gate).
+    pub(crate) fn fresh(&self, key: &dyn fmt::Display) -> Self {
+        #[cfg(not(feature = "redis"))]
+        let _ = key;
         RateGate {
+            interval: self.interval,
+            tolerance: self.tolerance,
+            burst: self.burst,
+            count: self.count,
+            period: self.period,
             tat: AtomicU64::new(0),
             held_until: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
             origin: Instant::now(),
-            ..*self
+            #[cfg(feature = "redis")]
+            shared: self
+                .shared
+                .as_ref()
+                .map(|link| link.for_key(&key.to_string())),
         }
+    }
+
+    /// Keeps the gate in Redis too, as `resil:{what}:{name}`.
+    #[cfg(feature = "redis")]
+    pub(crate) fn share(&mut self, sharing: &crate::shared::Sharing, what: &str, name: &str) {
+        self.shared = Some(crate::shared::GateLink::new(
+            sharing,
+            what,
+            name,
+            self.interval,
+            self.tolerance,
+        ));
+    }
+
+    /// Its place in Redis, for a shared gate.
+    #[cfg(feature = "redis")]
+    pub(crate) fn shared(&self) -> Option<&std::sync::Arc<crate::shared::GateLink>> {
+        self.shared.as_ref()
     }
 
     /// Whether forgetting the gate loses nothing: no slot is reserved past `now`.
@@ -194,6 +229,10 @@ impl RateGate {
         let until = self
             .offset(Instant::now())
             .saturating_add(nanos(wait.min(NEVER)));
+        #[cfg(feature = "redis")]
+        if let Some(link) = &self.shared {
+            link.hold(wait);
+        }
         if self.held_until.fetch_max(until, Ordering::AcqRel) >= until {
             return;
         }

@@ -75,7 +75,7 @@
 //! breaker), `registry.rs` (bounded per-key state), `bulkhead.rs`, `gate.rs` (rate and token
 //! gates), `backoff.rs`, `budget.rs`, `deadline.rs`, `operation.rs` (frames of nested calls),
 //! `stream.rs`, `events.rs`, and behind features `http.rs`, `config/`, `tower.rs`,
-//! `middleware.rs`, `chaos.rs`.
+//! `middleware.rs`, `chaos.rs`, `shared/` (Redis).
 //!
 //! The hot path (breaker closed, bulkhead free, answer ready on the first poll) allocates
 //! nothing, takes no lock and creates no timer.
@@ -110,6 +110,9 @@ pub mod operation;
 mod policy;
 mod registry;
 mod rejected;
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub mod shared;
 pub mod stream;
 mod sync;
 #[cfg(feature = "tower")]

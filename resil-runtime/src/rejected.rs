@@ -83,6 +83,10 @@ pub enum Rejected {
     /// Transient: retried before the stream's first item, the stream's last item after it.
     #[error("the stream ended before its final item")]
     Incomplete,
+    /// A policy declared `shared_fail = "closed"` could not reach its Redis store within
+    /// `shared_timeout`, so it refused rather than decide locally; no call was made.
+    #[error("the shared store did not answer and this limit fails closed (no call was made)")]
+    SharedUnavailable,
 }
 
 impl Rejected {
@@ -98,6 +102,7 @@ impl Rejected {
             Rejected::OverBurst { .. } => "over_burst",
             Rejected::Idle { .. } => "idle",
             Rejected::Incomplete => "incomplete",
+            Rejected::SharedUnavailable => "shared_unavailable",
         }
     }
 }

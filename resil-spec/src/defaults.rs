@@ -20,3 +20,6 @@ pub const BREAKER_COOLDOWN: Duration = Duration::from_secs(30);
 pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
 /// Breakers kept per key (`per_<arg>`), at most.
 pub const MAX_KEYS: usize = 10_000;
+/// How long a shared policy waits for Redis before its local state decides: a Redis round
+/// trip in one zone is well under a millisecond, so 50 ms is an answer that will not come.
+pub const SHARED_TIMEOUT: Duration = Duration::from_millis(50);

@@ -82,6 +82,13 @@ pub enum Violation {
         /// What the keys are.
         label: String,
     },
+    /// A policy is shared through Redis, but has nothing to share.
+    SharesNothing,
+    /// A `shared_timeout` so long that a slow Redis would hold every call.
+    SharedTimeout {
+        /// The timeout given.
+        timeout: Duration,
+    },
     /// A named breaker is already in use with other settings.
     BreakerConflict {
         /// The breaker's name.
@@ -159,6 +166,15 @@ impl fmt::Display for Violation {
                 f,
                 "the policy is keyed by `{label}`, but nothing is per key: add `.breaker_per_key(…)`, `.bulkhead_per_key()`, `.rate_per_key()` or `.token_rate_per_key()`, or do not key it"
             ),
+            Violation::SharesNothing => f.write_str(
+                "`shared` keeps the breaker and rate gates in Redis, but the policy has neither: add a breaker or a rate (`breaker = \"openai\"`, `rate = \"10/s\"`), or remove `shared`",
+            ),
+            Violation::SharedTimeout { timeout } => write!(
+                f,
+                "a shared_timeout of {} would hold every call that long while Redis is slow, before deciding locally: give tens of milliseconds, at most {}, such as \"50ms\"",
+                human(*timeout),
+                human(MAX_SHARED_TIMEOUT)
+            ),
             Violation::BreakerConflict {
                 name,
                 existing_threshold,
@@ -214,6 +230,26 @@ pub fn bulkhead(limit: usize) -> Result<(), Violation> {
 pub fn breaker_threshold(threshold: u32) -> Result<(), Violation> {
     if threshold == 0 {
         return Err(Violation::ZeroBreakerThreshold);
+    }
+    Ok(())
+}
+
+/// The longest `shared_timeout`: past it, failing open is no longer fast.
+pub const MAX_SHARED_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A policy declared shared has state to share: a breaker or a rate gate.
+pub fn shares(breaker_or_gate: bool) -> Result<(), Violation> {
+    if !breaker_or_gate {
+        return Err(Violation::SharesNothing);
+    }
+    Ok(())
+}
+
+/// How long a call waits for Redis before the local state decides.
+pub fn shared_timeout(timeout: Duration) -> Result<(), Violation> {
+    positive("shared_timeout", timeout)?;
+    if timeout > MAX_SHARED_TIMEOUT {
+        return Err(Violation::SharedTimeout { timeout });
     }
     Ok(())
 }

@@ -128,6 +128,21 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
     if let (Some(_), Some(max_keys)) = (key, config.max_keys) {
         parts.push(format!("at most {max_keys} keys"));
     }
+    if let Some(shared) = &config.shared {
+        parts.push(format!(
+            "shared through Redis (waits {} for it, then {})",
+            human(
+                shared
+                    .timeout
+                    .unwrap_or(resil_spec::defaults::SHARED_TIMEOUT)
+            ),
+            if shared.fail_closed {
+                "refuses"
+            } else {
+                "decides locally"
+            }
+        ));
+    }
     if let Some(fallback) = &config.fallback {
         parts.push(format!(
             "fallback `{}`",

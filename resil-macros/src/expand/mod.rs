@@ -200,6 +200,10 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     } else {
         quote! { ::resil::__private::Policy }
     };
+    // Without resil's `redis` feature, `shared = true` is a compile error at the key.
+    let shared = config.shared.as_ref().map(|shared| {
+        quote_spanned! {shared.span=> ::resil::__resil_shared!(); }
+    });
     // The execution (bulkhead permit, breaker admission) ends with the block, before any
     // fallback runs: a fallback may call this function again.
     quote! {
@@ -208,6 +212,7 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             static __RESIL_POLICY: ::resil::__private::LazyLock<#policy_type> =
                 ::resil::__private::LazyLock::new(|| #policy);
             ::resil::__resil_site!(__RESIL_POLICY);
+            #shared
             let __resil_outcome = {
                 let mut __resil_execution = #execution;
                 #outcome
@@ -381,6 +386,17 @@ fn policy(config: &Config, name: &Ident) -> TokenStream {
     }
     if config.independent {
         calls.push(quote! { .independent(true) });
+    }
+    if let Some(shared) = &config.shared {
+        let timeout = match shared.timeout {
+            Some(timeout) => {
+                let timeout = duration(timeout);
+                quote! { ::core::option::Option::Some(#timeout) }
+            }
+            None => quote! { ::core::option::Option::None },
+        };
+        let fail_closed = shared.fail_closed;
+        calls.push(quote! { .__shared(#timeout, #fail_closed) });
     }
     if let Some(listener) = &config.listener {
         calls

@@ -29,11 +29,17 @@ type Admitted = (Ticket, Option<Transition>);
 type ProbeWait<'p> = Pin<Box<dyn Future<Output = Result<Admitted, Rejected>> + Send + 'p>>;
 pub(super) type PermitWait<'p> =
     Pin<Box<dyn Future<Output = Result<BulkheadPermit<'p>, Rejected>> + Send + 'p>>;
+#[cfg(feature = "redis")]
+pub(super) type SharedWait =
+    Pin<Box<dyn Future<Output = crate::shared::SharedSlots> + Send + 'static>>;
 
 enum Stage<'p> {
     Start,
     /// In the bulkhead's queue, within the operation's deadline.
     AwaitingPermit(PermitWait<'p>),
+    /// Asking the shared gates in Redis for this attempt's slots, within `shared_timeout`.
+    #[cfg(feature = "redis")]
+    AwaitingShared(SharedWait),
     /// The rate gates' slot is reserved: waiting for its time (the timer stands for it).
     AwaitingSlot,
     /// A probe is in flight: waiting for its verdict, within this attempt's limits.
@@ -150,8 +156,41 @@ where
                     *this.stage = Stage::AwaitingPermit(wait);
                     continue;
                 }
+                #[cfg(feature = "redis")]
+                Ok(Begin::Shared(wait)) => {
+                    *this.stage = Stage::AwaitingShared(wait);
+                    continue;
+                }
                 Err(rejected) => Err(Failure::Rejected(rejected)),
             },
+            #[cfg(feature = "redis")]
+            Stage::AwaitingShared(wait) => {
+                let answer = wait.as_mut().poll(cx);
+                let limits = Limits {
+                    timeout: None,
+                    ..*this.limits
+                };
+                match limited(answer, this.timer.as_mut(), &limits, this.cut, cx) {
+                    Poll::Ready(Ok(answer)) => {
+                        this.timer.set(None);
+                        *this.cut = None;
+                        match this.execution.progress.shared_answer(answer) {
+                            Ok(wait) if wait.is_zero() => match through_breaker(this) {
+                                Ok(()) => continue,
+                                Err(rejected) => Err(Failure::Rejected(rejected)),
+                            },
+                            Ok(wait) => {
+                                set_timer(this.timer.as_mut(), later(Instant::now(), wait));
+                                *this.stage = Stage::AwaitingSlot;
+                                continue;
+                            }
+                            Err(rejected) => Err(Failure::Rejected(rejected)),
+                        }
+                    }
+                    Poll::Ready(Err(rejected)) => Err(Failure::Rejected(rejected)),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
             Stage::AwaitingPermit(wait) => {
                 let permit = wait.as_mut().poll(cx);
                 // Only the deadline bounds the queue: the timeout is the call's.
@@ -271,7 +310,7 @@ fn admit<F, E>(
     *this.admitted = ticket;
     *this.stage = Stage::Call;
     // The call uses the slots reserved for it.
-    this.execution.progress.reserved = None;
+    this.execution.progress.slots_used();
     let progress = &this.execution.progress;
     if let (Some(breaker), Some(transition)) = (progress.breaker(), transition) {
         progress.transition(breaker, transition);
@@ -294,6 +333,9 @@ enum Begin<'p> {
     Slot(Instant),
     /// First a place in the bulkhead's queue.
     Queue(PermitWait<'p>),
+    /// First the shared gates' answer.
+    #[cfg(feature = "redis")]
+    Shared(SharedWait),
 }
 
 /// The checks before the breaker: bulkhead, deadline, rate gates.
@@ -302,6 +344,10 @@ fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
     progress.before_call()?;
     if let Some(wait) = progress.queue() {
         return Ok(Begin::Queue(wait));
+    }
+    #[cfg(feature = "redis")]
+    if let Some(wait) = progress.shared_slots()? {
+        return Ok(Begin::Shared(wait));
     }
     let wait = progress.reserve_slots()?;
     if wait.is_zero() {
@@ -325,6 +371,23 @@ fn through_breaker<F, E>(this: &mut AttemptProjection<'_, '_, '_, F, E>) -> Resu
         return Ok(());
     }
     let admitted = match breaker.get().try_admit(Instant::now) {
+        #[cfg(feature = "redis")]
+        Admit::Pass(admission) if admission.is_probe() && breaker.get().shared_link().is_some() => {
+            // A shared breaker's probe first asks Redis whether a peer probes already.
+            let admitted = admission.detach();
+            let breaker = breaker.clone_ref();
+            let now = Instant::now();
+            let left = |deadline: Instant| deadline.saturating_duration_since(now);
+            let limit = [this.limits.timeout, this.limits.deadline.map(left)]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(breaker.get().config().cooldown());
+            this.limits.started = Some(now);
+            let wait: ProbeWait<'_> = Box::pin(shared_probe(breaker, admitted, limit));
+            *this.stage = Stage::AwaitingProbe(wait);
+            return Ok(());
+        }
         Admit::Pass(admission) => Some(admission.detach()),
         Admit::Reject(rejected) => return Err(rejected),
         Admit::Wait => None,
@@ -355,6 +418,50 @@ fn set_timer(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
 
 async fn probe_verdict(breaker: &Breaker) -> Result<Admitted, Rejected> {
     breaker.admit().await.map(|admission| admission.detach())
+}
+
+/// This instance's probe of a shared breaker, if Redis agrees (or does not answer and the
+/// policy fails open); if a peer probes, this instance stays open until its verdict comes.
+/// Dropped before the answer, the probe slot is freed.
+#[cfg(feature = "redis")]
+async fn shared_probe(
+    breaker: BreakerRef<'_>,
+    (ticket, transition): Admitted,
+    limit: std::time::Duration,
+) -> Result<Admitted, Rejected> {
+    use crate::shared::ProbeAnswer;
+
+    /// Frees the probe slot unless taken back.
+    struct Slot<'b>(&'b Breaker, Option<Ticket>);
+    impl Drop for Slot<'_> {
+        fn drop(&mut self) {
+            if let Some(ticket) = self.1.take() {
+                self.0.record(ticket, Verdict::Neutral);
+            }
+        }
+    }
+
+    let breaker = breaker.get();
+    let mut slot = Slot(breaker, Some(ticket));
+    let Some(link) = breaker.shared_link() else {
+        return Err(Rejected::SharedUnavailable);
+    };
+    let answer = link.acquire_probe(limit).await;
+    match answer {
+        ProbeAnswer::Granted => {}
+        ProbeAnswer::Unavailable if !link.fail_closed() => {}
+        ProbeAnswer::Unavailable => return Err(Rejected::SharedUnavailable),
+        ProbeAnswer::Peer(retry_in) => {
+            if let Some(ticket) = slot.1.take() {
+                breaker.yield_probe(ticket, retry_in);
+            }
+            return Err(breaker.rejection(retry_in));
+        }
+    }
+    match slot.1.take() {
+        Some(ticket) => Ok((ticket, transition)),
+        None => Err(Rejected::SharedUnavailable),
+    }
 }
 
 /// `ready` under the attempt's limits: the one timer is armed only when the first poll

@@ -74,6 +74,9 @@ struct Progress<'p> {
     /// Slots reserved in the rate gates for the current attempt (the gates' throttle count
     /// then), given back if it is refused before calling. The cost is `cost`.
     reserved: Option<NonZeroU64>,
+    /// Whether those slots were reserved in Redis too (a shared policy whose store answered).
+    #[cfg(feature = "redis")]
+    reserved_shared: bool,
     deadline: Option<Instant>,
     attempt: u32,
     /// The last wait in nanoseconds (saturating), 0 before the first: decorrelated jitter,
@@ -403,6 +406,8 @@ impl<'p> Progress<'p> {
             entry,
             cost: 1,
             reserved: None,
+            #[cfg(feature = "redis")]
+            reserved_shared: false,
             deadline: frame.deadline(),
             attempt: 0,
             last_wait: 0,
@@ -484,13 +489,7 @@ impl<'p> Progress<'p> {
         if !self.settings.gated || !self.tuning.enabled {
             return Ok(Duration::ZERO);
         }
-        // A call the breaker will refuse does not wait for a slot first.
-        if let Some(breaker) = self.breaker() {
-            let retry_in = breaker.retry_in(Instant::now());
-            if !retry_in.is_zero() {
-                return Err(breaker.rejection(retry_in));
-            }
-        }
+        self.refuse_if_open()?;
         let epochs = self.gate_epochs();
         let mut wait = Duration::ZERO;
         if let Some(gate) = self.rate() {
@@ -511,6 +510,88 @@ impl<'p> Progress<'p> {
         Ok(wait)
     }
 
+    /// A call the breaker will refuse does not wait for a slot first.
+    fn refuse_if_open(&self) -> Result<(), Rejected> {
+        if let Some(breaker) = self.breaker() {
+            let retry_in = breaker.retry_in(Instant::now());
+            if !retry_in.is_zero() {
+                return Err(breaker.rejection(retry_in));
+            }
+        }
+        Ok(())
+    }
+
+    /// For a shared policy whose store answers, the request for this attempt's slots in the
+    /// shared gates; `None` when the local gates decide alone (no shared gate, or Redis is
+    /// known to be down and the policy fails open).
+    #[cfg(feature = "redis")]
+    fn shared_slots(&mut self) -> Result<Option<attempt::SharedWait>, Rejected> {
+        if !self.settings.gated || !self.tuning.enabled {
+            return Ok(None);
+        }
+        let (rate, tokens) = (self.rate(), self.token_rate());
+        let shared = |gate: Option<&RateGate>| gate.and_then(|gate| gate.shared()).cloned();
+        let (rate_link, token_link) = (shared(rate), shared(tokens));
+        let Some(link) = rate_link.as_ref().or(token_link.as_ref()) else {
+            return Ok(None);
+        };
+        if !link.is_available() {
+            return match link.fail_closed() {
+                true => Err(Rejected::SharedUnavailable),
+                false => Ok(None),
+            };
+        }
+        self.refuse_if_open()?;
+        if let Some(gate) = tokens.filter(|gate| self.cost > gate.burst()) {
+            return Err(Rejected::OverBurst {
+                cost: self.cost,
+                burst: gate.burst(),
+            });
+        }
+        let limit = self
+            .deadline
+            .map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        let gates = [
+            rate_link.map(|link| (link, 1)),
+            token_link.map(|link| (link, self.cost)),
+        ];
+        Ok(Some(Box::pin(crate::shared::reserve(gates, limit))))
+    }
+
+    /// What the shared gates answered: the wait for the slot (the local gates then count the
+    /// call too, so that they decide from what this instance did if Redis goes), or the
+    /// refusal. No answer: the local gates decide, unless the policy fails closed.
+    #[cfg(feature = "redis")]
+    fn shared_answer(&mut self, answer: crate::shared::SharedSlots) -> Result<Duration, Rejected> {
+        use crate::shared::SharedSlots;
+        match answer {
+            SharedSlots::Granted(wait) => {
+                let epochs = self.gate_epochs();
+                if let Some(gate) = self.rate() {
+                    let _ = gate.reserve(1, None);
+                }
+                if let Some(gate) = self.token_rate() {
+                    let _ = gate.reserve(self.cost, None);
+                }
+                self.reserved = Some(epochs);
+                self.reserved_shared = true;
+                Ok(wait)
+            }
+            SharedSlots::Refused(rejected) => Err(rejected),
+            SharedSlots::Unavailable => {
+                let fail_closed = [self.rate(), self.token_rate()]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(RateGate::shared)
+                    .any(|link| link.fail_closed());
+                match fail_closed {
+                    true => Err(Rejected::SharedUnavailable),
+                    false => self.reserve_slots(),
+                }
+            }
+        }
+    }
+
     /// Did a throttle revoke the slots this attempt waits for? Then they are gone (nothing to
     /// give back) and the attempt must reserve again.
     fn slots_revoked(&mut self) -> bool {
@@ -518,9 +599,18 @@ impl<'p> Progress<'p> {
             .reserved
             .is_some_and(|epochs| self.gate_epochs() != epochs);
         if revoked {
-            self.reserved = None;
+            self.slots_used();
         }
         revoked
+    }
+
+    /// The slots reserved are spent (by the call) or gone (revoked by a throttle).
+    fn slots_used(&mut self) {
+        self.reserved = None;
+        #[cfg(feature = "redis")]
+        {
+            self.reserved_shared = false;
+        }
     }
 
     /// The attempt was refused after its slots were reserved: it made no call, so they go
@@ -528,6 +618,15 @@ impl<'p> Progress<'p> {
     fn refund_slots(&mut self) {
         if self.reserved.take().is_none() {
             return;
+        }
+        #[cfg(feature = "redis")]
+        if std::mem::take(&mut self.reserved_shared) {
+            if let Some(link) = self.rate().and_then(RateGate::shared) {
+                link.refund(1);
+            }
+            if let Some(link) = self.token_rate().and_then(RateGate::shared) {
+                link.refund(self.cost);
+            }
         }
         if let Some(gate) = self.rate() {
             gate.refund(1);

@@ -75,7 +75,18 @@ pub struct PolicyBuilder<K = Unkeyed> {
     budget: Option<(f64, f64)>,
     independent: bool,
     listener: Option<Arc<dyn Listener>>,
+    #[cfg(feature = "redis")]
+    shared: Option<SharedSpec>,
     keyed: PhantomData<fn() -> K>,
+}
+
+/// Where a shared policy keeps its state, and how long it waits for it.
+#[cfg(feature = "redis")]
+#[derive(Debug)]
+struct SharedSpec {
+    store: Option<crate::shared::Redis>,
+    timeout: Duration,
+    fail_closed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -119,6 +130,8 @@ impl Default for PolicyBuilder {
             budget: None,
             independent: false,
             listener: None,
+            #[cfg(feature = "redis")]
+            shared: None,
             keyed: PhantomData,
         }
     }
@@ -320,6 +333,91 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
+    /// Keeps the breaker and rate gates in the process's Redis store (installed by
+    /// [`Redis::connect`](crate::shared::Redis::connect)), shared with every instance of the
+    /// service: see [`crate::shared`]. Until a store is connected, the policy decides locally.
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn shared(mut self) -> Self {
+        self.shared_spec().store = None;
+        self
+    }
+
+    /// [`PolicyBuilder::shared`], in `store` rather than the process's: for two instances
+    /// simulated in one process, or state kept apart from the rest.
+    ///
+    /// ```no_run
+    /// use resil_runtime::{shared::Redis, Breaker, BreakerConfig, Policy};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = Redis::open("redis://127.0.0.1:6379/").await?;
+    /// let breaker = Arc::new(Breaker::new("provider", BreakerConfig::default()));
+    /// let policy = Policy::builder()
+    ///     .breaker(breaker)
+    ///     .rate(10, Duration::from_secs(1), 10)
+    ///     .shared_in(&store)
+    ///     .shared_timeout(Duration::from_millis(20))
+    ///     .build()?;
+    /// # let _ = policy; Ok(()) }
+    /// ```
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn shared_in(mut self, store: &crate::shared::Redis) -> Self {
+        self.shared_spec().store = Some(store.clone());
+        self
+    }
+
+    /// How long a call waits for Redis before its local state decides (50 ms unless set; at
+    /// most 1 s). Makes the policy shared.
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn shared_timeout(mut self, timeout: Duration) -> Self {
+        self.shared_spec().timeout = timeout;
+        self
+    }
+
+    /// When Redis does not answer, refuse calls with [`Rejected::SharedUnavailable`]
+    /// (`shared_fail = "closed"`) instead of letting the local state decide: for a limit that
+    /// must never be exceeded. Makes the policy shared.
+    ///
+    /// [`Rejected::SharedUnavailable`]: crate::Rejected::SharedUnavailable
+    #[cfg(feature = "redis")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+    pub fn shared_fail_closed(mut self, fail_closed: bool) -> Self {
+        self.shared_spec().fail_closed = fail_closed;
+        self
+    }
+
+    /// What `shared = true` expands to; without the `redis` feature the attribute is refused
+    /// at compile time before this is reached, so it changes nothing then.
+    #[doc(hidden)]
+    pub fn __shared(self, timeout: Option<Duration>, fail_closed: bool) -> Self {
+        #[cfg(feature = "redis")]
+        {
+            let builder = self.shared().shared_fail_closed(fail_closed);
+            match timeout {
+                Some(timeout) => builder.shared_timeout(timeout),
+                None => builder,
+            }
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            let _ = (timeout, fail_closed);
+            self
+        }
+    }
+
+    #[cfg(feature = "redis")]
+    fn shared_spec(&mut self) -> &mut SharedSpec {
+        self.shared.get_or_insert_with(|| SharedSpec {
+            store: None,
+            timeout: crate::shared::DEFAULT_TIMEOUT,
+            fail_closed: false,
+        })
+    }
+
     fn retype<L>(self) -> PolicyBuilder<L> {
         PolicyBuilder {
             name: self.name,
@@ -343,6 +441,8 @@ impl<K> PolicyBuilder<K> {
             budget: self.budget,
             independent: self.independent,
             listener: self.listener,
+            #[cfg(feature = "redis")]
+            shared: self.shared,
             keyed: PhantomData,
         }
     }
@@ -412,6 +512,7 @@ impl<K> PolicyBuilder<K> {
         };
         let mut rate = gate("rate", self.rate)?;
         let mut token_rate = gate("token_rate", self.token_rate)?;
+        let name = self.name.unwrap_or_else(|| Arc::from("policy"));
         let budget = self
             .budget
             .map(|(ratio, min_per_sec)| RetryBudget::new(ratio, min_per_sec))
@@ -439,6 +540,39 @@ impl<K> PolicyBuilder<K> {
                 None
             }
         };
+        #[cfg(feature = "redis")]
+        let sharing = match self.shared {
+            None => None,
+            Some(spec) => {
+                rules::shared_timeout(spec.timeout)?;
+                let keyed_gates = self.per_key.rate || self.per_key.token_rate;
+                rules::shares(
+                    breaker.is_some()
+                        || per_key_breaker.is_some()
+                        || rate.is_some()
+                        || token_rate.is_some()
+                        || (keyed_gates && self.key.is_some()),
+                )?;
+                let sharing = crate::shared::Sharing {
+                    store: spec.store.map_or_else(
+                        || Arc::clone(crate::shared::global()),
+                        |store| Arc::clone(store.store()),
+                    ),
+                    timeout: spec.timeout,
+                    fail_closed: spec.fail_closed,
+                };
+                if let Some(breaker) = &breaker {
+                    crate::shared::BreakerLink::bind(&sharing, breaker.name(), breaker);
+                }
+                if let Some(gate) = &mut rate {
+                    gate.share(&sharing, "rate", &name);
+                }
+                if let Some(gate) = &mut token_rate {
+                    gate.share(&sharing, "tokens", &name);
+                }
+                Some(sharing)
+            }
+        };
         let keys = match self.key {
             None => None,
             Some(label) => {
@@ -459,14 +593,20 @@ impl<K> PolicyBuilder<K> {
                         label: label.to_string(),
                     });
                 }
-                let keys = Arc::new(Keys::new(
+                #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+                let mut keys = Keys::new(
                     label,
                     self.max_keys,
                     per_key_breaker,
                     key_bulkhead,
                     key_rate,
                     key_tokens,
-                ));
+                );
+                #[cfg(feature = "redis")]
+                if let Some(sharing) = &sharing {
+                    keys.share(sharing, &name);
+                }
+                let keys = Arc::new(keys);
                 if keys.has_breakers() {
                     watch_keys(&keys);
                 }
@@ -476,7 +616,6 @@ impl<K> PolicyBuilder<K> {
         let gated = rate.is_some()
             || token_rate.is_some()
             || keys.as_ref().is_some_and(|keys| keys.gated());
-        let name = self.name.unwrap_or_else(|| Arc::from("policy"));
         let settings = Settings {
             tunings: Tunings::new(Arc::clone(&name), tuning),
             name,

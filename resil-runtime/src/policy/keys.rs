@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::Bulkhead;
 use crate::gate::RateGate;
-use crate::registry::{Held, Key, Member, Registry};
+use crate::registry::{Held, Key, Member, Registry, Shown};
 
 /// The breakers, bulkheads and rate gates of a keyed policy, one set per value of its key:
 /// per model, per `(provider, model)`, per user. Each key gets what the policy declared per
@@ -47,6 +47,10 @@ pub struct Keys {
     bulkhead: Option<Bulkhead>,
     rate: Option<RateGate>,
     token_rate: Option<RateGate>,
+    /// Where a new key's breaker is kept for every instance, and its name there's prefix
+    /// (the policy's name), for a shared policy.
+    #[cfg(feature = "redis")]
+    shared: Option<(crate::shared::Sharing, Arc<str>)>,
 }
 
 /// One key's share of a keyed policy.
@@ -157,7 +161,16 @@ impl Keys {
             bulkhead,
             rate,
             token_rate,
+            #[cfg(feature = "redis")]
+            shared: None,
         }
+    }
+
+    /// Keeps every key's breaker in Redis too, as `{policy}:{label}={key}` (the gates carry
+    /// their own link).
+    #[cfg(feature = "redis")]
+    pub(crate) fn share(&mut self, sharing: &crate::shared::Sharing, policy: &Arc<str>) {
+        self.shared = Some((sharing.clone(), Arc::clone(policy)));
     }
 
     /// What the keys are (`model`, `(provider, model)`): breakers are named `label=key`.
@@ -187,12 +200,20 @@ impl Keys {
 
     pub(crate) fn held<K: Key + ?Sized>(&self, key: &K) -> Held<Scope> {
         self.registry.get(key, |key| Scope {
-            breaker: self
-                .breaker
-                .map(|config| Arc::new(Breaker::keyed(&self.label, key, config))),
+            breaker: self.breaker.map(|config| {
+                let breaker = Arc::new(Breaker::keyed(&self.label, key, config));
+                #[cfg(feature = "redis")]
+                if let Some((sharing, policy)) = &self.shared {
+                    let name = format!("{policy}:{}", breaker.name());
+                    crate::shared::BreakerLink::bind(sharing, &name, &breaker);
+                }
+                breaker
+            }),
             bulkhead: self.bulkhead.as_ref().map(|b| Arc::new(b.fresh())),
-            rate: self.rate.as_ref().map(RateGate::fresh),
-            token_rate: self.token_rate.as_ref().map(RateGate::fresh),
+            rate: (self.rate.as_ref())
+                .map(|gate| gate.fresh(&format_args!("{}={}", self.label, Shown(key)))),
+            token_rate: (self.token_rate.as_ref())
+                .map(|gate| gate.fresh(&format_args!("{}={}", self.label, Shown(key)))),
         })
     }
 

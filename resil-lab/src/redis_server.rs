@@ -1,0 +1,127 @@
+//! A real `redis-server` on 127.0.0.1, for the tests and the `two_instances` example: started
+//! on a free port with nothing persisted, killed and restarted on demand, stopped when dropped.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `redis-server` process of this test or example.
+#[derive(Debug)]
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port and waits until it answers.
+    ///
+    /// Without a `redis-server` binary: in CI (`CI` set) this panics, since CI installs it;
+    /// elsewhere it prints how to install it and returns `None`, so the caller can skip.
+    pub fn start() -> Option<RedisServer> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_err()
+        {
+            let advice = "redis-server is not installed: `apt-get install -y redis-server` (or your system's package) runs the Redis tests";
+            if std::env::var_os("CI").is_some() {
+                panic!("{advice}; CI must have it (.ci/run installs it)");
+            }
+            eprintln!("\n*** SKIPPED: {advice} ***\n");
+            return None;
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let dir = std::env::temp_dir().join(format!("resil-redis-{port}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory for redis-server");
+        let mut server = RedisServer {
+            port,
+            dir,
+            child: None,
+        };
+        server.restart();
+        Some(server)
+    }
+
+    /// `redis://127.0.0.1:{port}/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills the server at once (SIGKILL: no goodbye to its clients) and waits for it to go.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port, empty, and waits until it answers.
+    pub fn restart(&mut self) {
+        self.kill();
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "yes",
+            ])
+            .arg("--dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        self.child = Some(child);
+        let started = Instant::now();
+        while !self.answers() {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "redis-server on port {} did not answer within 10 s",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Whether it answers PING now.
+    pub fn answers(&self) -> bool {
+        self.query::<String>(&redis::cmd("PING")).is_some()
+    }
+
+    /// Runs one command on a connection of its own (redis-rs, blocking), for a test's look at
+    /// the server or a fault (`DEBUG SLEEP 1`). `None` if the server does not answer.
+    pub fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Option<T> {
+        let client = redis::Client::open(self.url()).ok()?;
+        let mut connection = client
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()?;
+        command.query(&mut connection).ok()
+    }
+
+    /// The keys whose name starts with `prefix`.
+    pub fn keys(&self, prefix: &str) -> Vec<String> {
+        self.query(redis::cmd("KEYS").arg(format!("{prefix}*")))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

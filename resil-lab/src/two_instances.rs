@@ -1,0 +1,231 @@
+//! Two instances of one service against the mock provider, sharing their breaker and their
+//! 10/s rate gate through a real `redis-server`: what each instance does and what the provider
+//! sees, then the same with Redis killed mid-run and restarted.
+//!
+//! The two instances live in one process, each with its own store (its own connection and
+//! subscription) and its own local breaker and gate, as two processes would have them.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use resil::events::{self, Event, Listener};
+use resil::http::classify;
+use resil::shared::Redis;
+use resil::{Breaker, BreakerConfig, BreakerState, Policy, Rejected};
+
+use crate::mock::MockProvider;
+use crate::redis_server::RedisServer;
+use crate::ApiError;
+
+/// Longer than a reconnection takes (2 s at most), so an opening made while Redis is down is
+/// still in force when it returns.
+const COOLDOWN: Duration = Duration::from_secs(5);
+
+/// What the run showed.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Requests A sent into the outage before its breaker opened.
+    pub outage_requests_a: u32,
+    /// Whether B's breaker was open, without B sending anything, a moment later.
+    pub b_opened_by_a: bool,
+    /// Requests B sent meanwhile (B was called 5 times).
+    pub outage_requests_b: u32,
+    /// Requests sent when the cooldown was over and both instances were called at once.
+    pub probes: u32,
+    /// Requests the provider saw in 2 s of both instances calling as fast as they can.
+    pub gated_requests: u32,
+    /// Calls made with Redis killed, and how many of them failed.
+    pub calls_without_redis: (u32, u32),
+    /// Requests the provider saw in 2 s of calling with Redis killed (each local gate decides).
+    pub ungated_requests: u32,
+    /// Whether B followed A's opening (made while Redis was down) once Redis was back.
+    pub resynced: bool,
+    /// What the instances' stores said (SharedUnavailable, SharedRestored).
+    pub store_events: Vec<String>,
+}
+
+/// One instance: its own store, breaker and policy.
+struct Instance {
+    store: Redis,
+    breaker: Arc<Breaker>,
+    policy: Policy,
+}
+
+impl Instance {
+    async fn start(redis: &RedisServer) -> Instance {
+        let store = Redis::open(&redis.url()).await.expect("a Redis URL");
+        let breaker = Arc::new(Breaker::new(
+            "provider",
+            BreakerConfig::new(3, COOLDOWN).expect("a valid breaker"),
+        ));
+        let policy = Policy::builder()
+            .name("chat::complete")
+            .timeout(Duration::from_secs(2))
+            .breaker(Arc::clone(&breaker))
+            .rate(10, Duration::from_secs(1), 1)
+            .shared_in(&store)
+            .build()
+            .expect("a valid policy");
+        Instance {
+            store,
+            breaker,
+            policy,
+        }
+    }
+
+    async fn complete(&self, url: &str) -> Result<String, ApiError> {
+        self.policy
+            .run(|| async {
+                let response = reqwest::Client::new().post(url).send().await?;
+                Ok(classify(response).await?.text().await?)
+            })
+            .await
+    }
+}
+
+#[derive(Debug, Default)]
+struct StoreEvents(Mutex<Vec<String>>);
+
+impl Listener for StoreEvents {
+    fn on_event(&self, event: &Event<'_>) {
+        let said = match event {
+            Event::SharedUnavailable { reason, .. } => format!("unavailable ({reason})"),
+            Event::SharedRestored { .. } => "restored".to_owned(),
+            _ => return,
+        };
+        self.0.lock().expect("not poisoned").push(said);
+    }
+}
+
+/// Runs the scenario against a `redis-server` it starts; `None` when none is installed.
+/// Real time: about 15 seconds.
+pub async fn run() -> std::io::Result<Option<Report>> {
+    let Some(mut redis) = RedisServer::start() else {
+        return Ok(None);
+    };
+    let provider = MockProvider::with_capacity(u32::MAX, 1).await?;
+    let url = provider.url("/v1/chat/completions");
+    let heard = Arc::new(StoreEvents::default());
+    events::add_global_listener(Arc::clone(&heard) as Arc<dyn Listener>);
+    let (a, b) = (Instance::start(&redis).await, Instance::start(&redis).await);
+    let requests = || provider.stats().requests;
+    let mut report = Report::default();
+
+    // The provider goes down: A's breaker opens after 3 failures, and B's with it.
+    provider.set_down(true);
+    for _ in 0..5 {
+        let _ = a.complete(&url).await;
+    }
+    report.outage_requests_a = requests();
+    settle(|| b.breaker.state() == BreakerState::Open).await;
+    report.b_opened_by_a = b.breaker.state() == BreakerState::Open;
+    let before = requests();
+    for _ in 0..5 {
+        let _ = b.complete(&url).await;
+    }
+    report.outage_requests_b = requests() - before;
+
+    // It comes back: once the cooldown is over, one probe (a slow answer) for both instances.
+    provider.set_down(false);
+    tokio::time::sleep(COOLDOWN).await;
+    let before = requests();
+    let slow = format!("{url}?delay=300");
+    let _ = tokio::join!(a.complete(&slow), b.complete(&slow));
+    report.probes = requests() - before;
+    settle(|| b.breaker.state() == BreakerState::Closed).await;
+
+    // Both call as fast as they can for 2 s through the shared 10/s gate.
+    report.gated_requests = calls_for(&a, &b, &url, Duration::from_secs(2), requests).await;
+
+    // Redis is killed: both go on, each on its own gate and breaker.
+    redis.kill();
+    let (mut made, mut failed) = (0, 0);
+    for _ in 0..5 {
+        for instance in [&a, &b] {
+            made += 1;
+            failed += u32::from(instance.complete(&url).await.is_err());
+        }
+    }
+    report.calls_without_redis = (made, failed);
+    report.ungated_requests = calls_for(&a, &b, &url, Duration::from_secs(2), requests).await;
+
+    // A sees the provider fail while Redis is down: its opening waits for Redis.
+    provider.set_down(true);
+    for _ in 0..3 {
+        let _ = a.complete(&url).await;
+    }
+    redis.restart();
+    settle(|| a.store.is_available() && b.store.is_available()).await;
+    settle(|| b.breaker.state() == BreakerState::Open).await;
+    let before = requests();
+    let rejected = matches!(
+        b.complete(&url).await,
+        Err(ApiError::Rejected(Rejected::BreakerOpen { .. }))
+    );
+    report.resynced = rejected && requests() == before;
+    report.store_events = heard.0.lock().expect("not poisoned").clone();
+    provider.stop().await;
+    Ok(Some(report))
+}
+
+/// Calls through both instances, one caller each, for `span`; the requests the provider saw.
+async fn calls_for(
+    a: &Instance,
+    b: &Instance,
+    url: &str,
+    span: Duration,
+    requests: impl Fn() -> u32,
+) -> u32 {
+    let before = requests();
+    let until = Instant::now() + span;
+    tokio::join!(keep_calling(a, url, until), keep_calling(b, url, until));
+    requests() - before
+}
+
+async fn keep_calling(instance: &Instance, url: &str, until: Instant) {
+    while Instant::now() < until {
+        let _ = instance.complete(url).await;
+    }
+}
+
+/// Gives the instances up to 5 s to reach a state.
+async fn settle(done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Prints the run.
+pub fn print(report: &Report) {
+    println!("Two instances, one provider, one redis-server on 127.0.0.1\n");
+    println!(
+        "outage      A sent {} requests, then its breaker opened (3 failures)",
+        report.outage_requests_a
+    );
+    println!(
+        "            B's breaker open without a call of its own: {}; B sent {} requests for 5 calls",
+        report.b_opened_by_a, report.outage_requests_b
+    );
+    println!(
+        "recovery    both called after the cooldown: {} probe request(s) in all",
+        report.probes
+    );
+    println!(
+        "shared gate 10/s across both, 2 s of calling: the provider saw {} requests (10/s each would be ~40)",
+        report.gated_requests
+    );
+    let (made, failed) = report.calls_without_redis;
+    println!(
+        "redis down  {made} calls, {failed} failed: every instance decides locally (fail-open)"
+    );
+    println!(
+        "            2 s of calling: the provider saw {} requests (each instance's own 10/s)",
+        report.ungated_requests
+    );
+    println!(
+        "restart     B follows A's opening made while Redis was down, rejecting without a request: {}",
+        report.resynced
+    );
+    println!("\nwhat the stores said: {}", report.store_events.join("; "));
+}

@@ -1,0 +1,306 @@
+//! [`BreakerLink`]: what ties a local breaker to its state in Redis, and the messages
+//! instances exchange about it.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::ScriptInvocation;
+
+use super::scripts::{CLOSE, OPEN, PROBE, RELEASE};
+use super::{key_part, Sharing};
+use crate::breaker::{Breaker, BreakerState};
+use crate::events;
+
+/// What [`BreakerLink::pending`] holds.
+const NOTHING: u8 = 0;
+const OPENED: u8 = 1;
+const CLOSED: u8 = 2;
+
+/// A breaker's place in Redis: `resil:breaker:{name}`, with `:open` (present while open,
+/// expiring with the cooldown) and `:probe` (the half-open probe's lock).
+pub(crate) struct BreakerLink {
+    sharing: Sharing,
+    id: Arc<str>,
+    open_key: String,
+    probe_key: String,
+    /// A transition made here that Redis has not heard of (it was down or slow): `OPENED` or
+    /// `CLOSED`, published at the next re-sync if the breaker is still in that state.
+    pending: Arc<AtomicU8>,
+}
+
+/// What Redis said about the half-open probe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProbeAnswer {
+    /// This instance probes.
+    Granted,
+    /// A peer's opening or probe is in force for this long: reject meanwhile.
+    Peer(Duration),
+    /// Redis did not answer in time.
+    Unavailable,
+}
+
+impl BreakerLink {
+    /// Ties `breaker` (named `name` in Redis) to the store, unless it is tied already (a named
+    /// breaker used by several shared policies keeps its first tie).
+    pub(crate) fn bind(sharing: &Sharing, name: &str, breaker: &Arc<Breaker>) {
+        let id: Arc<str> = Arc::from(format!("resil:breaker:{}", key_part(name)));
+        let link = BreakerLink {
+            sharing: sharing.clone(),
+            open_key: format!("{id}:open"),
+            probe_key: format!("{id}:probe"),
+            id: Arc::clone(&id),
+            pending: Arc::new(AtomicU8::new(NOTHING)),
+        };
+        if breaker.share(link) {
+            sharing.store.register(&id, breaker);
+        }
+    }
+
+    pub(crate) fn open_key(&self) -> &str {
+        &self.open_key
+    }
+
+    pub(crate) fn fail_closed(&self) -> bool {
+        self.sharing.fail_closed
+    }
+
+    /// The script that publishes a transition Redis did not hear of, if the breaker is still
+    /// in the state it reached.
+    pub(crate) fn take_pending(&self, breaker: &Breaker) -> Option<ScriptInvocation<'static>> {
+        match (
+            self.pending.swap(NOTHING, Ordering::AcqRel),
+            breaker.state(),
+        ) {
+            (OPENED, BreakerState::Open) => self.opening(breaker),
+            (CLOSED, BreakerState::Closed) => Some(self.closing()),
+            _ => None,
+        }
+    }
+
+    /// The local breaker changed state: tell Redis and the peers, in the background (no call
+    /// waits on it). A transition Redis does not hear of is published at the next re-sync.
+    pub(crate) fn announce(&self, breaker: &Breaker, to: BreakerState) {
+        let (invocation, pending) = match to {
+            BreakerState::Open => (self.opening(breaker), OPENED),
+            BreakerState::Closed => (Some(self.closing()), CLOSED),
+            BreakerState::HalfOpen => return,
+        };
+        let Some(invocation) = invocation else { return };
+        self.pending.store(pending, Ordering::Release);
+        self.sharing.store.spawn_eval(
+            self.sharing.timeout,
+            invocation,
+            Some(Arc::clone(&self.pending)),
+        );
+    }
+
+    /// The script that records the closing and tells the peers.
+    fn closing(&self) -> ScriptInvocation<'static> {
+        let message = Message::format("closed", self.sharing.store.instance(), 0, &self.id);
+        let mut invocation = CLOSE.key(&self.open_key);
+        invocation
+            .key(&self.probe_key)
+            .arg(message)
+            .arg(self.sharing.store.instance());
+        invocation
+    }
+
+    /// The script that records the breaker's opening, for what is left of its cooldown.
+    fn opening(&self, breaker: &Breaker) -> Option<ScriptInvocation<'static>> {
+        let left = breaker.retry_in(tokio::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let millis = millis(left);
+        let message = Message::format("open", self.sharing.store.instance(), millis, &self.id);
+        let mut invocation = OPEN.key(&self.open_key);
+        invocation
+            .key(&self.probe_key)
+            .arg(millis)
+            .arg(message)
+            .arg(self.sharing.store.instance());
+        Some(invocation)
+    }
+
+    /// Asks Redis whether this instance sends the half-open probe, which holds the lock for
+    /// `limit` at most.
+    pub(crate) async fn acquire_probe(&self, limit: Duration) -> ProbeAnswer {
+        let mut invocation = PROBE.key(&self.open_key);
+        invocation
+            .key(&self.probe_key)
+            .arg(self.sharing.store.instance())
+            .arg(millis(limit));
+        match self
+            .sharing
+            .store
+            .eval::<u64>(self.sharing.timeout, &invocation)
+            .await
+        {
+            Some(0) => ProbeAnswer::Granted,
+            Some(wait) => ProbeAnswer::Peer(Duration::from_millis(wait)),
+            None => ProbeAnswer::Unavailable,
+        }
+    }
+
+    /// The probe ended with no verdict: another instance may probe at once.
+    pub(crate) fn release_probe(&self) {
+        let mut invocation = RELEASE.key(&self.probe_key);
+        invocation.arg(self.sharing.store.instance());
+        self.sharing
+            .store
+            .spawn_eval(self.sharing.timeout, invocation, None);
+    }
+
+    /// A peer opened the breaker (or Redis holds its opening): open here for `retry_in`.
+    pub(crate) fn apply_open(&self, breaker: &Breaker, retry_in: Duration) {
+        if let Some(transition) = breaker.remote_open(retry_in) {
+            events::breaker_transition(events::resolve(None), breaker, transition);
+        }
+    }
+}
+
+/// Milliseconds, at least 1 (Redis refuses an expiry of 0) and within what Redis accepts.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis())
+        .unwrap_or(u64::MAX)
+        .clamp(1, 1 << 46)
+}
+
+/// What one instance publishes: `open|{instance}|{ms left}|{breaker}` or
+/// `closed|{instance}|0|{breaker}`. The breaker's name comes last, as it may hold `|`.
+pub(crate) struct Message<'a> {
+    open: bool,
+    pub(crate) instance: &'a str,
+    retry_in: Duration,
+    pub(crate) id: &'a str,
+}
+
+impl<'a> Message<'a> {
+    fn format(state: &str, instance: &str, millis: u64, id: &str) -> String {
+        format!("{state}|{instance}|{millis}|{id}")
+    }
+
+    /// A message as published; anything else (a stranger on the channel) is ignored.
+    pub(crate) fn parse(payload: &'a [u8]) -> Option<Self> {
+        let text = std::str::from_utf8(payload).ok()?;
+        let mut parts = text.splitn(4, '|');
+        let open = match parts.next()? {
+            "open" => true,
+            "closed" => false,
+            _ => return None,
+        };
+        let instance = parts.next()?;
+        let millis: u64 = parts.next()?.parse().ok()?;
+        let id = parts.next()?;
+        Some(Message {
+            open,
+            instance,
+            retry_in: Duration::from_millis(millis),
+            id,
+        })
+    }
+
+    /// Brings the local breaker to what the peer said.
+    pub(crate) fn apply(&self, breaker: &Breaker) {
+        let transition = match self.open {
+            true => breaker.remote_open(self.retry_in),
+            false => breaker.remote_closed(),
+        };
+        if let Some(transition) = transition {
+            events::breaker_transition(events::resolve(None), breaker, transition);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::breaker::{Admit, BreakerConfig, Verdict};
+    use tokio::time::Instant;
+
+    const COOLDOWN: Duration = Duration::from_secs(30);
+
+    fn breaker() -> Breaker {
+        Breaker::new("provider", BreakerConfig::new(2, COOLDOWN).unwrap())
+    }
+
+    fn apply(breaker: &Breaker, text: &str) {
+        Message::parse(text.as_bytes()).unwrap().apply(breaker);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_peer_opening_starts_a_new_generation_for_what_is_left_of_its_cooldown() {
+        let breaker = breaker();
+        let Admit::Pass(before) = breaker.try_admit_closed() else {
+            panic!("closed")
+        };
+        apply(&breaker, "open|peer|12000|resil:breaker:provider");
+        assert_eq!(breaker.state(), BreakerState::Open);
+        assert_eq!(breaker.retry_in(Instant::now()), Duration::from_secs(12));
+        assert_eq!(
+            before.record(Verdict::Failure),
+            None,
+            "admitted before: counts nothing"
+        );
+        // A peer's longer cooldown is cut to this breaker's own.
+        apply(&breaker, "open|peer|99999999|resil:breaker:provider");
+        assert_eq!(breaker.retry_in(Instant::now()), COOLDOWN);
+        apply(&breaker, "closed|peer|0|resil:breaker:provider");
+        assert_eq!(breaker.state(), BreakerState::Closed);
+        assert_eq!(breaker.failures(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_operator_override_outranks_the_peers() {
+        let breaker = breaker();
+        breaker.force_open();
+        apply(&breaker, "closed|peer|0|x");
+        assert_eq!(breaker.state(), BreakerState::Open);
+        breaker.reset();
+        apply(&breaker, "closed|peer|0|x");
+        assert_eq!(breaker.state(), BreakerState::Closed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_yielded_to_a_peer_reopens_for_the_peers_time() {
+        let breaker = breaker();
+        for _ in 0..2 {
+            let Admit::Pass(admission) = breaker.try_admit_closed() else {
+                panic!("closed")
+            };
+            admission.record(Verdict::Failure);
+        }
+        tokio::time::advance(COOLDOWN).await;
+        let Admit::Pass(probe) = breaker.try_admit(Instant::now) else {
+            panic!("the probe")
+        };
+        assert!(probe.is_probe());
+        let (ticket, _) = probe.detach();
+        breaker.yield_probe(ticket, Duration::from_millis(200));
+        assert_eq!(breaker.state(), BreakerState::Open);
+        assert_eq!(breaker.retry_in(Instant::now()), Duration::from_millis(200));
+        tokio::time::advance(Duration::from_millis(200)).await;
+        assert!(matches!(breaker.try_admit(Instant::now), Admit::Pass(p) if p.is_probe()));
+    }
+
+    #[test]
+    fn messages_round_trip_and_strangers_are_ignored() {
+        let text = Message::format("open", "ab12", 30_000, "resil:breaker:a|b");
+        let message = Message::parse(text.as_bytes()).unwrap();
+        assert!(message.open);
+        assert_eq!(message.instance, "ab12");
+        assert_eq!(message.retry_in, Duration::from_secs(30));
+        assert_eq!(message.id, "resil:breaker:a|b");
+        for hostile in [
+            &b"open|x|-1|id"[..],
+            b"half|x|0|id",
+            b"open|x",
+            b"\xff\xfe",
+            b"",
+        ] {
+            assert!(Message::parse(hostile).is_none());
+        }
+        assert!(Message::parse(b"open|x|99999999999999999999999|id").is_none());
+    }
+}

@@ -1,0 +1,213 @@
+//! State shared by many instances of a service through Redis: breakers that open and close
+//! together, and rate gates that hold a limit across every instance.
+//!
+//! [`Redis::connect`] installs the process's store; a policy declared `shared = true` (or
+//! built with [`PolicyBuilder::shared`](crate::PolicyBuilder::shared)) keeps its breaker and
+//! rate gates there, under keys that name the breaker or the function (and the key value, for
+//! state per key):
+//!
+//! | what | Redis key | lives |
+//! |---|---|---|
+//! | a breaker's opening | `resil:breaker:{name}:open` | its cooldown |
+//! | the half-open probe's lock | `resil:breaker:{name}:probe` | the probe's own limit |
+//! | a rate gate | `resil:rate:{fn}`, `resil:tokens:{fn}` (`…:{label}={key}` per key) | until its slots are past |
+//!
+//! - **Breaker.** The local state stays the fast path: a closed breaker admits with one atomic
+//!   load and never waits on Redis. Opening and closing are written and published on the
+//!   channel `resil:breakers`, so every instance's breaker follows within a round trip; once
+//!   the cooldown is over, one probe is sent across all instances (an atomic lock that expires
+//!   with the probe's timeout); the others reject until its verdict arrives. A remote
+//!   transition starts a new local generation, as a local one does: a call admitted before it
+//!   counts for nothing after it.
+//! - **Rate gates.** GCRA in one atomic Lua script per attempt (the rate and the token gate
+//!   together), on Redis's clock: the limit holds for the sum of the instances.
+//! - **Fail-open.** When Redis is unreachable or answers slower than `shared_timeout` (50 ms
+//!   unless set), the local state decides, and the global listener hears
+//!   [`Event::SharedUnavailable`](crate::events::Event) once per outage (and
+//!   `SharedRestored` at its end). The local breaker and gates mirror every call, so they
+//!   decide from what this instance did; one background task per store reconnects with
+//!   jittered backoff and, once Redis answers again, re-syncs (openings Redis holds are
+//!   applied here, openings made here meanwhile are published). `shared_fail = "closed"`
+//!   refuses instead ([`Rejected::SharedUnavailable`](crate::Rejected)): for the rare limit
+//!   that must never be exceeded, at the price of refusing every call while Redis is down.
+//!
+//! ```no_run
+//! use resil_runtime::shared::Redis;
+//! use resil_runtime::Policy;
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! Redis::connect("redis://127.0.0.1:6379/").await?;
+//! let policy = Policy::builder()
+//!     .name("llm::complete")
+//!     .breaker_named("openai", 5, Duration::from_secs(30))
+//!     .rate(600, Duration::from_secs(60), 600)
+//!     .shared()
+//!     .build()?;
+//! # let _ = policy; Ok(()) }
+//! ```
+
+mod breaker;
+mod gate;
+mod scripts;
+mod store;
+
+pub(crate) use breaker::{BreakerLink, ProbeAnswer};
+pub(crate) use gate::{reserve, GateLink, SharedSlots};
+pub(crate) use store::Store;
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// `shared_timeout` unless set: 50 ms.
+pub const DEFAULT_TIMEOUT: Duration = resil_spec::defaults::SHARED_TIMEOUT;
+
+/// A Redis store for shared state: a connection, a subscription to the breakers' channel,
+/// and the task that keeps both up.
+///
+/// Clone it freely: clones are the same store. The store's task runs on the tokio runtime
+/// that connected it and stops when the last clone (and every policy using it) is dropped.
+#[derive(Clone)]
+pub struct Redis {
+    store: Arc<Store>,
+}
+
+impl fmt::Debug for Redis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Redis")
+            .field("url", &self.store.url())
+            .field("instance", &self.store.instance())
+            .field("available", &self.store.is_available())
+            .finish()
+    }
+}
+
+/// Why a store could not be made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SharedError {
+    /// The URL is not a Redis URL.
+    #[error("`{url}` is not a Redis URL ({reason}): write it as redis://host:port/ or redis://:password@host:port/db")]
+    Url {
+        /// The URL, its password hidden.
+        url: String,
+        /// What the client said.
+        reason: String,
+    },
+    /// No tokio runtime to run the store's task on.
+    #[error("resil::shared::Redis must be connected from inside a tokio runtime (its task keeps the connection up)")]
+    NoRuntime,
+}
+
+impl Redis {
+    /// Opens a store at `url` and installs it as the process's: every policy declared
+    /// `shared = true` keeps its state there, including policies built before this call (they
+    /// decided locally until then). A second call points the process's store at a new URL.
+    ///
+    /// An unreachable server is not an error: the service starts, its policies decide locally
+    /// (fail-open), and the store connects as soon as Redis answers. A malformed URL is.
+    pub async fn connect(url: &str) -> Result<Redis, SharedError> {
+        let store = global();
+        store.attach(client(url)?, store::redacted(url)).await?;
+        Ok(Redis {
+            store: Arc::clone(store),
+        })
+    }
+
+    /// Opens a store at `url` without installing it: for a policy built with
+    /// [`PolicyBuilder::shared_in`](crate::PolicyBuilder::shared_in), such as two instances
+    /// simulated in one process, each with its own store.
+    pub async fn open(url: &str) -> Result<Redis, SharedError> {
+        let store = Arc::new(Store::new());
+        store.attach(client(url)?, store::redacted(url)).await?;
+        Ok(Redis { store })
+    }
+
+    /// The store [`Redis::connect`] installed, if any.
+    pub fn installed() -> Option<Redis> {
+        let store = global();
+        store.is_attached().then(|| Redis {
+            store: Arc::clone(store),
+        })
+    }
+
+    /// Whether Redis answers now (false during an outage, while policies fail open).
+    pub fn is_available(&self) -> bool {
+        self.store.is_available()
+    }
+
+    /// This instance's random id, carried by what it publishes (it ignores its own messages).
+    pub fn instance(&self) -> &str {
+        self.store.instance()
+    }
+
+    pub(crate) fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+}
+
+fn client(url: &str) -> Result<redis::Client, SharedError> {
+    redis::Client::open(url).map_err(|error| SharedError::Url {
+        url: store::redacted(url),
+        reason: error.to_string(),
+    })
+}
+
+/// The process's store, as policies declared `shared = true` see it: it exists before
+/// [`Redis::connect`] attaches it to a server, so a policy built first is bound to it too.
+pub(crate) fn global() -> &'static Arc<Store> {
+    static GLOBAL: OnceLock<Arc<Store>> = OnceLock::new();
+    GLOBAL.get_or_init(|| Arc::new(Store::new()))
+}
+
+/// How a policy shares its state: where, and what to do when the store does not answer.
+#[derive(Clone)]
+pub(crate) struct Sharing {
+    pub(crate) store: Arc<Store>,
+    pub(crate) timeout: Duration,
+    pub(crate) fail_closed: bool,
+}
+
+impl fmt::Debug for Sharing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sharing")
+            .field("timeout", &self.timeout)
+            .field("fail_closed", &self.fail_closed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A Redis key's part made of a name or a key value: kept as written up to 200 bytes (a
+/// hostile key value cannot make huge Redis keys); a longer one keeps its start and a hash of
+/// the whole. FNV-1a, because it must be the same in every instance (std's hashers are seeded
+/// per process) and 64 bits tell a few thousand keys apart.
+pub(crate) fn key_part(text: &str) -> String {
+    const KEPT: usize = 200;
+    if text.len() <= KEPT {
+        return text.to_owned();
+    }
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let mut end = KEPT - 17;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}#{hash:016x}", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_key_parts_are_bounded_and_stable() {
+        assert_eq!(key_part("gpt-4o"), "gpt-4o");
+        let long = "é".repeat(500);
+        let part = key_part(&long);
+        assert!(part.len() <= 200, "{}", part.len());
+        assert_eq!(part, key_part(&long));
+        assert_ne!(part, key_part(&"é".repeat(501)));
+    }
+}

@@ -1,0 +1,395 @@
+//! [`Store`]: one connection to Redis, one subscription to the breakers' channel, and the
+//! task that keeps both up, tells when Redis is gone and re-syncs when it is back.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use rand::Rng;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, FromRedisValue, ScriptInvocation};
+use tokio::sync::{oneshot, Notify};
+use tokio::task::AbortHandle;
+use tokio::time::{sleep, timeout};
+
+use super::breaker::Message;
+use super::scripts::CHANNEL;
+use super::SharedError;
+use crate::breaker::Breaker;
+use crate::events;
+use crate::sync::lock_std;
+
+/// How long connecting (TCP, handshake, subscription) may take before it counts as failed.
+const CONNECT: Duration = Duration::from_secs(1);
+/// How long the task waits for a PING after an operation timed out: Redis may only be slow.
+const CHECK: Duration = Duration::from_secs(1);
+/// The reconnection backoff's first step and cap: a fleet's reconnections spread over a
+/// second or two, and an instance is back at most 2 s after Redis is.
+const RECONNECT_BASE: Duration = Duration::from_millis(100);
+const RECONNECT_CAP: Duration = Duration::from_secs(2);
+
+pub(crate) struct Store {
+    instance: Arc<str>,
+    url: Mutex<Option<Arc<str>>>,
+    task: Mutex<Option<AbortHandle>>,
+    /// The connection, kept while it may still work; `available` says whether to use it.
+    connection: RwLock<Option<MultiplexedConnection>>,
+    available: AtomicBool,
+    /// Whether the current outage was told (from the first failure to the next answer).
+    in_outage: AtomicBool,
+    /// The shared breakers of this process, by their Redis name.
+    breakers: Mutex<HashMap<Arc<str>, Weak<Breaker>>>,
+    /// Wakes the task when an operation failed: it checks whether Redis still answers.
+    check: Arc<Notify>,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(task) = lock_std(&self.task).take() {
+            task.abort();
+        }
+    }
+}
+
+impl Store {
+    pub(crate) fn new() -> Self {
+        let instance: u64 = rand::rng().random();
+        Store {
+            instance: Arc::from(format!("{instance:016x}")),
+            url: Mutex::new(None),
+            task: Mutex::new(None),
+            connection: RwLock::new(None),
+            available: AtomicBool::new(false),
+            in_outage: AtomicBool::new(false),
+            breakers: Mutex::new(HashMap::new()),
+            check: Arc::new(Notify::new()),
+        }
+    }
+
+    pub(crate) fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    pub(crate) fn url(&self) -> Option<Arc<str>> {
+        lock_std(&self.url).clone()
+    }
+
+    pub(crate) fn is_attached(&self) -> bool {
+        lock_std(&self.task).is_some()
+    }
+
+    pub(crate) fn is_available(&self) -> bool {
+        self.available.load(Ordering::Acquire)
+    }
+
+    /// Points the store at a server: starts the task that connects (replacing any earlier
+    /// one) and returns once its first attempt has ended, connected or not.
+    pub(crate) async fn attach(
+        self: &Arc<Self>,
+        client: redis::Client,
+        url: String,
+    ) -> Result<(), SharedError> {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| SharedError::NoRuntime)?;
+        *lock_std(&self.url) = Some(Arc::from(url));
+        let (contacted, first) = oneshot::channel();
+        let task = runtime.spawn(keep_up(
+            Arc::downgrade(self),
+            Arc::clone(&self.check),
+            client,
+            contacted,
+        ));
+        if let Some(previous) = lock_std(&self.task).replace(task.abort_handle()) {
+            previous.abort();
+        }
+        let _ = first.await;
+        Ok(())
+    }
+
+    /// Lists a shared breaker, so that what peers publish about it reaches it; a breaker
+    /// listed while Redis answers learns at once of an opening in force.
+    pub(crate) fn register(self: &Arc<Self>, id: &Arc<str>, breaker: &Arc<Breaker>) {
+        {
+            let mut breakers = lock_std(&self.breakers);
+            if breakers.len() % 256 == 255 {
+                breakers.retain(|_, breaker| breaker.strong_count() > 0);
+            }
+            breakers.insert(Arc::clone(id), Arc::downgrade(breaker));
+        }
+        if let (true, Ok(runtime)) = (self.is_available(), tokio::runtime::Handle::try_current()) {
+            let (store, breaker) = (Arc::clone(self), Arc::clone(breaker));
+            runtime.spawn(async move {
+                let connection = lock_read(&store.connection).clone();
+                if let Some(connection) = connection {
+                    let _ = sync(&connection, &breaker).await;
+                }
+            });
+        }
+    }
+
+    /// Runs a script if Redis answers within `limit`. `None` when it does not (or is known to
+    /// be down): the caller decides locally, and the first failure of an outage says so.
+    pub(crate) async fn eval<T: FromRedisValue>(
+        &self,
+        limit: Duration,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Option<T> {
+        if !self.is_available() {
+            return None;
+        }
+        let mut connection = lock_read(&self.connection).clone()?;
+        match timeout(limit, invocation.invoke_async(&mut connection)).await {
+            Ok(Ok(answer)) => Some(answer),
+            Ok(Err(error)) => {
+                self.lost(&error.to_string());
+                None
+            }
+            Err(_) => {
+                self.lost(&format!("no answer within {limit:?} (shared_timeout)"));
+                None
+            }
+        }
+    }
+
+    /// Runs a script in the background, for what no caller waits on (publishing a
+    /// transition, giving a slot back). `pending` is cleared once Redis has run it; false
+    /// when it was not even sent (Redis is down, or no runtime).
+    pub(crate) fn spawn_eval(
+        self: &Arc<Self>,
+        limit: Duration,
+        invocation: ScriptInvocation<'static>,
+        pending: Option<Arc<AtomicU8>>,
+    ) -> bool {
+        if !self.is_available() {
+            return false;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return false;
+        };
+        let store = Arc::clone(self);
+        runtime.spawn(async move {
+            let ran: Option<redis::Value> = store.eval(limit, &invocation).await;
+            if let (Some(_), Some(pending)) = (ran, pending) {
+                pending.store(0, Ordering::Release);
+            }
+        });
+        true
+    }
+
+    /// Redis stopped answering: decide locally from now on, and say so once per outage.
+    fn lost(&self, reason: &str) {
+        if self.available.swap(false, Ordering::AcqRel) {
+            self.check.notify_one();
+        }
+        if !self.in_outage.swap(true, Ordering::AcqRel) {
+            let url = self.url().unwrap_or_else(|| Arc::from(""));
+            events::shared_store(&url, Some(reason));
+        }
+    }
+
+    /// Redis answers (again): re-sync every shared breaker, then use it.
+    async fn up(&self, connection: MultiplexedConnection) {
+        *lock_write(&self.connection) = Some(connection.clone());
+        let breakers: Vec<Arc<Breaker>> = lock_std(&self.breakers)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for breaker in breakers {
+            if sync(&connection, &breaker).await.is_err() {
+                return;
+            }
+        }
+        self.available.store(true, Ordering::Release);
+        if self.in_outage.swap(false, Ordering::AcqRel) {
+            let url = self.url().unwrap_or_else(|| Arc::from(""));
+            events::shared_store(&url, None);
+        }
+    }
+
+    /// What a peer published.
+    fn receive(&self, payload: &[u8]) {
+        let Some(message) = Message::parse(payload) else {
+            return;
+        };
+        if message.instance == &*self.instance {
+            return;
+        }
+        let breaker = lock_std(&self.breakers)
+            .get(message.id)
+            .and_then(Weak::upgrade);
+        if let Some(breaker) = breaker {
+            message.apply(&breaker);
+        }
+    }
+}
+
+/// One breaker brought in line with Redis: a transition made here that Redis did not hear
+/// of is published (it is the newest news); otherwise an opening Redis holds is applied here.
+async fn sync(
+    connection: &MultiplexedConnection,
+    breaker: &Arc<Breaker>,
+) -> redis::RedisResult<()> {
+    let Some(link) = breaker.shared_link() else {
+        return Ok(());
+    };
+    let mut connection = connection.clone();
+    if let Some(invocation) = link.take_pending(breaker) {
+        return invocation.invoke_async(&mut connection).await;
+    }
+    let open_for: i64 = timeout(
+        CHECK,
+        redis::cmd("PTTL")
+            .arg(link.open_key())
+            .query_async(&mut connection),
+    )
+    .await
+    .map_err(|_| timed_out())??;
+    if open_for > 0 {
+        link.apply_open(breaker, Duration::from_millis(open_for.unsigned_abs()));
+    }
+    Ok(())
+}
+
+/// The store's task: connect, subscribe, re-sync, listen; when Redis goes, reconnect with
+/// jittered backoff so that a fleet of instances does not reconnect in lockstep.
+async fn keep_up(
+    store: Weak<Store>,
+    check: Arc<Notify>,
+    client: redis::Client,
+    contacted: oneshot::Sender<()>,
+) {
+    let mut contacted = Some(contacted);
+    let mut failures = 0u32;
+    loop {
+        let reason = match connect(&client).await {
+            Ok((connection, pubsub)) => {
+                let Some(strong) = store.upgrade() else {
+                    return;
+                };
+                strong.up(connection.clone()).await;
+                drop(strong);
+                if let Some(contacted) = contacted.take() {
+                    let _ = contacted.send(());
+                }
+                failures = 0;
+                listen(&store, &check, connection, pubsub).await
+            }
+            Err(error) => error.to_string(),
+        };
+        let Some(strong) = store.upgrade() else {
+            return;
+        };
+        strong.lost(&reason);
+        drop(strong);
+        if let Some(contacted) = contacted.take() {
+            let _ = contacted.send(());
+        }
+        failures = failures.saturating_add(1);
+        sleep(reconnect_wait(failures)).await;
+    }
+}
+
+async fn connect(
+    client: &redis::Client,
+) -> redis::RedisResult<(MultiplexedConnection, redis::aio::PubSub)> {
+    let config = AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(CONNECT))
+        .set_response_timeout(Some(CONNECT));
+    let connection = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    let mut pubsub = timeout(CONNECT, client.get_async_pubsub())
+        .await
+        .map_err(|_| timed_out())??;
+    timeout(CONNECT, pubsub.subscribe(CHANNEL))
+        .await
+        .map_err(|_| timed_out())??;
+    Ok((connection, pubsub))
+}
+
+fn timed_out() -> redis::RedisError {
+    std::io::Error::from(std::io::ErrorKind::TimedOut).into()
+}
+
+/// Hands what peers publish to the breakers until the subscription ends or Redis stops
+/// answering; returns why.
+async fn listen(
+    store: &Weak<Store>,
+    check: &Notify,
+    connection: MultiplexedConnection,
+    pubsub: redis::aio::PubSub,
+) -> String {
+    let mut messages = pubsub.into_on_message();
+    loop {
+        tokio::select! {
+            message = messages.next() => {
+                let Some(message) = message else {
+                    return "the subscription ended (connection lost)".to_owned();
+                };
+                let Some(store) = store.upgrade() else { return String::new() };
+                store.receive(message.get_payload_bytes());
+            }
+            () = check.notified() => {
+                let mut ping = connection.clone();
+                let answer = timeout(CHECK, redis::cmd("PING").query_async::<String>(&mut ping)).await;
+                if !matches!(answer, Ok(Ok(_))) {
+                    return format!("no answer to PING within {CHECK:?}");
+                }
+                let Some(store) = store.upgrade() else { return String::new() };
+                store.up(connection.clone()).await;
+            }
+        }
+    }
+}
+
+/// Equal jitter: half the exponential step for sure, half at random.
+fn reconnect_wait(failures: u32) -> Duration {
+    let step = RECONNECT_BASE
+        .saturating_mul(1 << failures.min(10))
+        .min(RECONNECT_CAP);
+    step / 2 + rand::rng().random_range(Duration::ZERO..=step / 2)
+}
+
+/// The URL as it may be shown: without its password.
+pub(crate) fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://***@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+fn lock_read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock_write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_not_shown() {
+        assert_eq!(
+            redacted("redis://:hunter2@10.0.0.1:6379/0"),
+            "redis://***@10.0.0.1:6379/0"
+        );
+        assert_eq!(redacted("redis://127.0.0.1/"), "redis://127.0.0.1/");
+        assert_eq!(redacted("not a url@"), "not a url@");
+    }
+
+    #[test]
+    fn reconnects_spread_and_stay_bounded() {
+        for failures in [1, 5, 40, u32::MAX] {
+            let wait = reconnect_wait(failures);
+            assert!(wait <= RECONNECT_CAP && wait >= RECONNECT_BASE, "{wait:?}");
+        }
+    }
+}

@@ -1,0 +1,537 @@
+//! Shared state through a real `redis-server` on loopback (started by each test on a free
+//! port): two instances are two stores and two policies in one process, each with its own
+//! local breaker and gates, as two processes would have.
+//!
+//! These tests run on the real clock: Redis answers over real sockets, which a paused clock
+//! would race past. Their waits are bounded polls, never a sleep that hopes.
+#![cfg(feature = "redis")]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use resil::events::{self, Event, Listener};
+use resil::shared::Redis;
+use resil::{resilient, Breaker, BreakerConfig, BreakerState, Policy, Rejected};
+use resil_lab::redis_server::RedisServer;
+use support::{ApiError, Calls};
+
+const COOLDOWN: Duration = Duration::from_millis(600);
+
+/// One instance: a store of its own and a policy whose breaker is its own.
+struct Instance {
+    store: Redis,
+    breaker: Arc<Breaker>,
+    policy: Policy,
+}
+
+async fn instance(
+    server: &RedisServer,
+    shape: impl FnOnce(resil::PolicyBuilder) -> resil::PolicyBuilder,
+) -> Instance {
+    let store = Redis::open(&server.url()).await.expect("a Redis URL");
+    assert!(store.is_available(), "the test's server answers");
+    let breaker = Arc::new(Breaker::new(
+        "provider",
+        BreakerConfig::new(2, COOLDOWN).unwrap(),
+    ));
+    let policy = shape(
+        Policy::builder()
+            .name("two::instances")
+            .breaker(Arc::clone(&breaker))
+            .shared_in(&store),
+    )
+    .build()
+    .unwrap();
+    Instance {
+        store,
+        breaker,
+        policy,
+    }
+}
+
+async fn call(
+    policy: &Policy,
+    calls: &Calls,
+    answer: Result<(), ApiError>,
+) -> Result<(), ApiError> {
+    policy
+        .run(|| {
+            let (calls, answer) = (calls.clone(), answer.clone());
+            async move {
+                calls.add();
+                answer
+            }
+        })
+        .await
+}
+
+/// Waits until `done` holds, for five seconds at most.
+async fn eventually(what: &str, done: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < Duration::from_secs(15), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The shared-store events of one store, by URL (tests run side by side).
+#[derive(Debug, Default)]
+struct StoreEvents {
+    url: String,
+    seen: Mutex<Vec<&'static str>>,
+}
+
+impl Listener for StoreEvents {
+    fn on_event(&self, event: &Event<'_>) {
+        match event {
+            Event::SharedUnavailable { store, .. } if *store == self.url => {
+                self.seen.lock().unwrap().push("unavailable");
+            }
+            Event::SharedRestored { store } if *store == self.url => {
+                self.seen.lock().unwrap().push("restored");
+            }
+            _ => {}
+        }
+    }
+}
+
+fn listen(server: &RedisServer) -> Arc<StoreEvents> {
+    let listener = Arc::new(StoreEvents {
+        url: server.url(),
+        seen: Mutex::default(),
+    });
+    events::add_global_listener(Arc::clone(&listener) as Arc<dyn Listener>);
+    listener
+}
+
+fn is_breaker_open(result: &Result<(), ApiError>) -> bool {
+    matches!(
+        result,
+        Err(ApiError::Rejected(Rejected::BreakerOpen { .. }))
+    )
+}
+
+#[tokio::test]
+async fn an_opening_and_a_closing_reach_the_other_instance() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (
+        instance(&server, |p| p).await,
+        instance(&server, |p| p).await,
+    );
+    let (calls_a, calls_b) = (Calls::default(), Calls::default());
+
+    for _ in 0..2 {
+        assert!(call(&a.policy, &calls_a, Err(ApiError::Busy))
+            .await
+            .is_err());
+    }
+    assert_eq!(a.breaker.state(), BreakerState::Open);
+    eventually("b opens", || b.breaker.state() == BreakerState::Open).await;
+    assert!(is_breaker_open(&call(&b.policy, &calls_b, Ok(())).await));
+    assert_eq!(calls_b.count(), 0, "b rejects without calling");
+
+    tokio::time::sleep(COOLDOWN).await;
+    assert_eq!(call(&a.policy, &calls_a, Ok(())).await, Ok(()), "a's probe");
+    eventually("b closes", || b.breaker.state() == BreakerState::Closed).await;
+    assert_eq!(call(&b.policy, &calls_b, Ok(())).await, Ok(()));
+    assert_eq!(
+        server.keys("resil:"),
+        Vec::<String>::new(),
+        "closing leaves nothing"
+    );
+}
+
+#[tokio::test]
+async fn one_probe_across_instances() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let (a, b) = (
+        instance(&server, |p| p).await,
+        instance(&server, |p| p).await,
+    );
+    let calls = Calls::default();
+    for _ in 0..2 {
+        let _ = call(&a.policy, &calls, Err(ApiError::Busy)).await;
+    }
+    eventually("b opens", || b.breaker.state() == BreakerState::Open).await;
+    tokio::time::sleep(COOLDOWN + Duration::from_millis(50)).await;
+
+    let probes = Calls::default();
+    let slow = |policy: &'static Policy| {
+        let probes = probes.clone();
+        async move {
+            policy
+                .run(|| {
+                    let probes = probes.clone();
+                    async move {
+                        probes.add();
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        Ok::<(), ApiError>(())
+                    }
+                })
+                .await
+        }
+    };
+    let (a_policy, b_policy): (&'static Policy, &'static Policy) =
+        (Box::leak(Box::new(a.policy)), Box::leak(Box::new(b.policy)));
+    let (from_a, from_b) = tokio::join!(slow(a_policy), slow(b_policy));
+    assert_eq!(probes.count(), 1, "one probe in all: {from_a:?} {from_b:?}");
+    assert_eq!(
+        [&from_a, &from_b]
+            .iter()
+            .filter(|r| is_breaker_open(r))
+            .count(),
+        1,
+        "the other instance rejects: {from_a:?} {from_b:?}"
+    );
+    eventually("both close", || {
+        a.breaker.state() == BreakerState::Closed && b.breaker.state() == BreakerState::Closed
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_shared_gate_holds_the_combined_rate() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    // 10 a minute with a 1 s deadline: the 11th call's slot is 6 s away, so it is refused.
+    let gated = |p: resil::PolicyBuilder| {
+        p.rate(10, Duration::from_secs(60), 10)
+            .deadline(Duration::from_secs(1))
+    };
+    let (a, b) = (
+        instance(&server, gated).await,
+        instance(&server, gated).await,
+    );
+    let calls = Calls::default();
+    let mut limited = 0;
+    for i in 0..30 {
+        let instance = if i % 2 == 0 { &a } else { &b };
+        match call(&instance.policy, &calls, Ok(())).await {
+            Ok(()) => {}
+            Err(ApiError::Rejected(Rejected::RateLimited { .. })) => limited += 1,
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        calls.count(),
+        10,
+        "10 a minute across both instances, not 10 each"
+    );
+    assert_eq!(limited, 20);
+    assert_eq!(server.keys("resil:rate:"), ["resil:rate:two::instances"]);
+}
+
+#[tokio::test]
+async fn keyed_state_is_shared_per_key() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let keyed = || async {
+        let store = Redis::open(&server.url()).await.unwrap();
+        let policy = Policy::builder()
+            .name("llm::complete")
+            .keyed("model")
+            .breaker_per_key("model", 2, COOLDOWN)
+            .rate(5, Duration::from_secs(60), 5)
+            .rate_per_key()
+            .deadline(Duration::from_secs(1))
+            .shared_in(&store)
+            .build()
+            .unwrap();
+        (store, policy)
+    };
+    let ((_a_store, a), (_b_store, b)) = (keyed().await, keyed().await);
+    for model in ["gpt", "claude"] {
+        assert_eq!(
+            b.run_keyed(model, || async { Ok::<(), ApiError>(()) })
+                .await,
+            Ok(())
+        );
+    }
+    for _ in 0..2 {
+        let _ = a
+            .run_keyed("gpt", || async { Err::<(), ApiError>(ApiError::Busy) })
+            .await;
+    }
+    let state = |model: &str| b.keys().unwrap().get(model).breaker().unwrap().state();
+    eventually("b's gpt opens", || state("gpt") == BreakerState::Open).await;
+    assert_eq!(state("claude"), BreakerState::Closed);
+
+    // The gate is per key across instances: a and b share gpt's 5, claude keeps its own.
+    let mut passed = 0;
+    for i in 0..8 {
+        let policy = if i % 2 == 0 { &a } else { &b };
+        if policy
+            .run_keyed("claude", || async { Ok::<(), ApiError>(()) })
+            .await
+            .is_ok()
+        {
+            passed += 1;
+        }
+    }
+    assert_eq!(
+        passed, 4,
+        "5 a minute for claude, one of them spent by b above"
+    );
+    let mut keys = server.keys("resil:");
+    keys.sort();
+    assert!(
+        keys.contains(&"resil:breaker:llm::complete:model=gpt:open".to_owned()),
+        "{keys:?}"
+    );
+    assert!(
+        keys.contains(&"resil:rate:llm::complete:model=claude".to_owned()),
+        "{keys:?}"
+    );
+}
+
+#[tokio::test]
+async fn redis_killed_mid_run_fails_open_and_resyncs_when_back() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let events = listen(&server);
+    let shape = |p: resil::PolicyBuilder| p.rate(100, Duration::from_secs(1), 100).bulkhead(1);
+    let (a, b) = (
+        instance(&server, shape).await,
+        instance(&server, shape).await,
+    );
+    let calls = Calls::default();
+    for _ in 0..5 {
+        assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+    }
+
+    server.kill();
+    for _ in 0..20 {
+        assert_eq!(
+            call(&a.policy, &calls, Ok(())).await,
+            Ok(()),
+            "no error reaches the caller"
+        );
+    }
+    assert_eq!(calls.count(), 25, "every call made, on local decisions");
+    assert!(!a.store.is_available());
+    assert_eq!(
+        *events.seen.lock().unwrap(),
+        ["unavailable", "unavailable"],
+        "said once per outage by each store"
+    );
+    // The breaker still works locally, and its opening waits for Redis.
+    for _ in 0..2 {
+        let _ = call(&a.policy, &calls, Err(ApiError::Busy)).await;
+    }
+    assert_eq!(a.breaker.state(), BreakerState::Open);
+    assert_eq!(b.breaker.state(), BreakerState::Closed);
+
+    server.restart();
+    eventually("both stores reconnect", || {
+        a.store.is_available() && b.store.is_available()
+    })
+    .await;
+    eventually("b learns a's opening from the re-sync", || {
+        b.breaker.state() == BreakerState::Open
+    })
+    .await;
+    assert_eq!(
+        *events.seen.lock().unwrap(),
+        ["unavailable", "unavailable", "restored", "restored"]
+    );
+    // No permit leaked: the bulkhead of 1 still admits once a's breaker lets calls through.
+    b.breaker.reset();
+    assert_eq!(call(&b.policy, &calls, Ok(())).await, Ok(()));
+}
+
+#[tokio::test]
+async fn a_slow_redis_fails_open_within_shared_timeout() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let shape = |p: resil::PolicyBuilder| {
+        p.rate(100, Duration::from_secs(1), 100)
+            .shared_timeout(Duration::from_millis(50))
+    };
+    let a = instance(&server, shape).await;
+    let calls = Calls::default();
+    assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+
+    let url = server.url();
+    let sleeper = tokio::task::spawn_blocking(move || {
+        let client = redis::Client::open(url).unwrap();
+        let mut connection = client.get_connection().unwrap();
+        redis::cmd("DEBUG")
+            .arg("SLEEP")
+            .arg(2)
+            .query::<()>(&mut connection)
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "decided locally after shared_timeout, not after Redis's 2 s: {took:?}"
+    );
+    assert!(!a.store.is_available());
+    sleeper.await.unwrap().unwrap();
+    eventually("the store is back", || a.store.is_available()).await;
+    assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+}
+
+#[tokio::test]
+async fn failing_closed_refuses_while_redis_is_down() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let shape = |p: resil::PolicyBuilder| {
+        p.rate(100, Duration::from_secs(1), 100)
+            .shared_fail_closed(true)
+    };
+    let a = instance(&server, shape).await;
+    let calls = Calls::default();
+    assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+    server.kill();
+    let mut refused = 0;
+    for _ in 0..5 {
+        match call(&a.policy, &calls, Ok(())).await {
+            Err(ApiError::Rejected(Rejected::SharedUnavailable)) => refused += 1,
+            other => assert_eq!(
+                other,
+                Ok(()),
+                "only the call that finds Redis gone may pass"
+            ),
+        }
+    }
+    assert!(refused >= 4, "{refused}");
+    assert!(calls.count() <= 2);
+}
+
+#[tokio::test]
+async fn keys_expire_once_cooldowns_and_windows_pass() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let shape = |p: resil::PolicyBuilder| p.rate(20, Duration::from_secs(1), 2);
+    let a = instance(&server, shape).await;
+    let calls = Calls::default();
+    for _ in 0..4 {
+        let _ = call(&a.policy, &calls, Ok(())).await;
+    }
+    for _ in 0..2 {
+        let _ = call(&a.policy, &calls, Err(ApiError::Busy)).await;
+    }
+    eventually("the opening is in Redis", || {
+        server.keys("resil:breaker:").len() == 1
+    })
+    .await;
+    assert_eq!(server.keys("resil:rate:").len(), 1);
+    eventually("nothing is left in Redis", || {
+        server.keys("resil:").is_empty()
+    })
+    .await;
+}
+
+#[resilient(rate = "5/min", deadline = "1s", shared = true)]
+async fn shared_by_the_attribute(calls: &Calls) -> Result<(), ApiError> {
+    calls.add();
+    Ok(())
+}
+
+#[tokio::test]
+async fn the_attribute_shares_through_the_installed_store() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    Redis::connect(&server.url()).await.unwrap();
+    assert!(Redis::installed().is_some_and(|store| store.is_available()));
+    let calls = Calls::default();
+    let mut passed = 0;
+    for _ in 0..8 {
+        if shared_by_the_attribute(&calls).await.is_ok() {
+            passed += 1;
+        }
+    }
+    assert_eq!(passed, 5);
+    assert_eq!(
+        server.keys("resil:rate:"),
+        ["resil:rate:shared::shared_by_the_attribute"]
+    );
+}
+
+#[tokio::test]
+async fn a_bad_url_is_refused_and_an_unreachable_server_is_not() {
+    for url in ["http://127.0.0.1/", "not a url", ""] {
+        let error = Redis::open(url).await.unwrap_err().to_string();
+        assert!(error.contains("redis://host:port/"), "{url}: {error}");
+    }
+    // Nothing listens on port 1: the service starts and decides locally.
+    let store = Redis::open("redis://:hunter2@127.0.0.1:1/").await.unwrap();
+    assert!(!store.is_available());
+    let shown = format!("{store:?}");
+    assert!(
+        shown.contains("***@127.0.0.1:1") && !shown.contains("hunter2"),
+        "{shown}"
+    );
+    let policy = Policy::builder()
+        .rate(2, Duration::from_secs(60), 2)
+        .deadline(Duration::from_secs(1))
+        .shared_in(&store)
+        .build()
+        .unwrap();
+    let calls = Calls::default();
+    let results = [
+        call(&policy, &calls, Ok(())).await,
+        call(&policy, &calls, Ok(())).await,
+        call(&policy, &calls, Ok(())).await,
+    ];
+    assert_eq!(calls.count(), 2, "the local gate decides: {results:?}");
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, resil::Transient)]
+enum TooFast {
+    #[error("429, retry after {0:?}")]
+    #[transient(throttle, retry_after = 0)]
+    Throttled(Duration),
+    #[error(transparent)]
+    #[transient(transparent)]
+    Rejected(#[from] Rejected),
+}
+
+#[tokio::test]
+async fn a_throttle_seen_by_one_instance_holds_the_others() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let gated = |p: resil::PolicyBuilder| {
+        p.rate(100, Duration::from_secs(1), 100)
+            .deadline(Duration::from_millis(500))
+    };
+    let (a, b) = (
+        instance(&server, gated).await,
+        instance(&server, gated).await,
+    );
+    let throttled = a
+        .policy
+        .run(|| async { Err::<(), _>(TooFast::Throttled(Duration::from_secs(5))) })
+        .await;
+    assert_eq!(throttled, Err(TooFast::Throttled(Duration::from_secs(5))));
+    // The hold is written in the background: b's gate says "no slot for 5 s" once it lands.
+    let calls = Calls::default();
+    let started = Instant::now();
+    loop {
+        match call(&b.policy, &calls, Ok(())).await {
+            Err(ApiError::Rejected(Rejected::RateLimited { retry_in })) => {
+                assert!(retry_in > Duration::from_secs(3), "{retry_in:?}");
+                break;
+            }
+            other => assert_eq!(other, Ok(())),
+        }
+        assert!(started.elapsed() < Duration::from_secs(3), "b never held");
+    }
+}
