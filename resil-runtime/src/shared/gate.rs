@@ -67,7 +67,7 @@ impl GateLink {
     /// Whether to ask Redis at all: not while it is known to be down (the local gate then
     /// decides at once, with no wait for a timeout).
     pub(crate) fn is_available(&self) -> bool {
-        self.sharing.store.is_available()
+        self.sharing.store.usable()
     }
 
     /// Gives back `cost` units reserved in Redis but not used.

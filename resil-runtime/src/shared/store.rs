@@ -84,6 +84,19 @@ impl Store {
         self.available.load(Ordering::Acquire)
     }
 
+    /// [`Store::is_available`], for a policy about to use it: a policy shared through a store
+    /// that was never connected says so once, since it would otherwise decide locally in
+    /// silence.
+    pub(crate) fn usable(&self) -> bool {
+        let available = self.is_available();
+        if !available && !self.in_outage.load(Ordering::Acquire) && !self.is_attached() {
+            self.lost(
+                "no Redis store is connected: call resil::shared::Redis::connect(url) at startup",
+            );
+        }
+        available
+    }
+
     /// Points the store at a server: starts the task that connects (replacing any earlier
     /// one) and returns once its first attempt has ended, connected or not.
     pub(crate) async fn attach(
@@ -135,7 +148,7 @@ impl Store {
         limit: Duration,
         invocation: &ScriptInvocation<'_>,
     ) -> Option<T> {
-        if !self.is_available() {
+        if !self.usable() {
             return None;
         }
         let mut connection = lock_read(&self.connection).clone()?;
@@ -188,23 +201,25 @@ impl Store {
         }
     }
 
-    /// Redis answers (again): re-sync every shared breaker, then use it.
-    async fn up(&self, connection: MultiplexedConnection) {
+    /// Redis answers (again): re-sync every shared breaker, then use it. A breaker that
+    /// cannot be re-synced ends the session: the task reconnects.
+    async fn up(&self, connection: MultiplexedConnection) -> Result<(), String> {
         *lock_write(&self.connection) = Some(connection.clone());
         let breakers: Vec<Arc<Breaker>> = lock_std(&self.breakers)
             .values()
             .filter_map(Weak::upgrade)
             .collect();
         for breaker in breakers {
-            if sync(&connection, &breaker).await.is_err() {
-                return;
-            }
+            sync(&connection, &breaker)
+                .await
+                .map_err(|error| format!("re-sync failed: {error}"))?;
         }
         self.available.store(true, Ordering::Release);
         if self.in_outage.swap(false, Ordering::AcqRel) {
             let url = self.url().unwrap_or_else(|| Arc::from(""));
             events::shared_store(&url, None);
         }
+        Ok(())
     }
 
     /// What a peer published.
@@ -267,13 +282,18 @@ async fn keep_up(
                 let Some(strong) = store.upgrade() else {
                     return;
                 };
-                strong.up(connection.clone()).await;
+                let synced = strong.up(connection.clone()).await;
                 drop(strong);
-                if let Some(contacted) = contacted.take() {
-                    let _ = contacted.send(());
+                match synced {
+                    Err(reason) => reason,
+                    Ok(()) => {
+                        if let Some(contacted) = contacted.take() {
+                            let _ = contacted.send(());
+                        }
+                        failures = 0;
+                        listen(&store, &check, connection, pubsub).await
+                    }
                 }
-                failures = 0;
-                listen(&store, &check, connection, pubsub).await
             }
             Err(error) => error.to_string(),
         };
@@ -337,7 +357,9 @@ async fn listen(
                     return format!("no answer to PING within {CHECK:?}");
                 }
                 let Some(store) = store.upgrade() else { return String::new() };
-                store.up(connection.clone()).await;
+                if let Err(reason) = store.up(connection.clone()).await {
+                    return reason;
+                }
             }
         }
     }
