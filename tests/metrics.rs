@@ -18,7 +18,7 @@ fn recorded(body: impl std::future::Future<Output = ()>) -> Snapshot {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
+        .enable_all()
         .start_paused(true)
         .build()
         .unwrap();
@@ -175,4 +175,26 @@ fn a_failure_served_by_the_fallback_counts_as_fallback() {
         value(&snapshot, "resil_calls_total", &[("outcome", "error")]),
         Some(DebugValue::Counter(0))
     ));
+}
+
+/// A shared store that does not answer sets `resil_shared_available{store}` to 0 (the URL
+/// without its password).
+#[cfg(feature = "redis")]
+#[test]
+fn an_unreachable_shared_store_reads_as_unavailable() {
+    let snapshot = recorded(async {
+        let store = resil::shared::Redis::open("redis://:secret@127.0.0.1:1/")
+            .await
+            .unwrap();
+        assert!(!store.is_available());
+    });
+    let gauge = value(
+        &snapshot,
+        "resil_shared_available",
+        &[("store", "redis://***@127.0.0.1:1/")],
+    );
+    assert!(
+        matches!(gauge, Some(DebugValue::Gauge(up)) if up.into_inner() == 0.0),
+        "{snapshot:?}"
+    );
 }

@@ -493,6 +493,18 @@ async fn a_bad_url_is_refused_and_an_unreachable_server_is_not() {
     assert_eq!(calls.count(), 2, "the local gate decides: {results:?}");
 }
 
+#[test]
+fn a_runtime_without_io_is_refused_with_the_fix() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let error = runtime
+        .block_on(Redis::open("redis://127.0.0.1:1/"))
+        .unwrap_err();
+    assert!(error.to_string().contains("enable_all()"), "{error}");
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, resil::Transient)]
 enum TooFast {
     #[error("429, retry after {0:?}")]

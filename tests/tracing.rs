@@ -176,3 +176,27 @@ async fn a_retry_wait_is_a_debug_event() {
     assert_eq!(wait.fields["wait_ms"], "1");
     assert_eq!(wait.fields["reason"], "backoff");
 }
+
+/// A shared store that does not answer is one WARN event per outage, naming the store and why.
+#[cfg(feature = "redis")]
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_shared_store_is_one_warn_event() {
+    let recorder = Recorder::default();
+    let subscriber = tracing_subscriber::registry().with(recorder.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let store = resil::shared::Redis::open("redis://127.0.0.1:1/")
+        .await
+        .unwrap();
+    assert!(!store.is_available());
+    // The store's task keeps trying (with backoff): still one event.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let events = recorder.1.lock().unwrap().clone();
+    let warnings: Vec<_> = events
+        .iter()
+        .filter(|e| e.name == "WARN" && e.fields.contains_key("store"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{events:?}");
+    assert_eq!(warnings[0].fields["store"], "redis://127.0.0.1:1/");
+    assert!(!warnings[0].fields["reason"].is_empty());
+}

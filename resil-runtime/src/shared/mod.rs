@@ -30,6 +30,9 @@
 //!   applied here, openings made here meanwhile are published). `shared_fail = "closed"`
 //!   refuses instead ([`Rejected::SharedUnavailable`](crate::Rejected)): for the rare limit
 //!   that must never be exceeded, at the price of refusing every call while Redis is down.
+//! - **Operators.** [`Breaker::force_open`](crate::Breaker::force_open) and
+//!   [`Breaker::reset`](crate::Breaker::reset) act on this instance only (its admin
+//!   endpoint), and a breaker forced open ignores what peers publish until it is reset.
 //!
 //! ```no_run
 //! use resil_runtime::shared::Redis;
@@ -95,8 +98,8 @@ pub enum SharedError {
         /// What the client said.
         reason: String,
     },
-    /// No tokio runtime to run the store's task on.
-    #[error("resil::shared::Redis must be connected from inside a tokio runtime (its task keeps the connection up)")]
+    /// No tokio runtime to run the store's task on, or one without its IO or time driver.
+    #[error("resil::shared::Redis must be connected from inside a tokio runtime with its IO and time drivers (`#[tokio::main]`, or `Builder::enable_all()`): its task keeps the connection up")]
     NoRuntime,
 }
 

@@ -116,8 +116,9 @@ impl Store {
         if let Some(previous) = lock_std(&self.task).replace(task.abort_handle()) {
             previous.abort();
         }
-        let _ = first.await;
-        Ok(())
+        // The task ends before its first contact only by panicking: a runtime without its IO
+        // or time driver.
+        first.await.map_err(|_| SharedError::NoRuntime)
     }
 
     /// Lists a shared breaker, so that what peers publish about it reaches it; a breaker
