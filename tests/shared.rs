@@ -317,6 +317,7 @@ async fn redis_killed_mid_run_fails_open_and_resyncs_when_back() {
         );
     }
     assert_eq!(calls.count(), 25, "every call made, on local decisions");
+    assert_eq!(a.policy.bulkhead().unwrap().in_flight(), 0, "no permit leaked");
     assert!(!a.store.is_available());
     assert_eq!(
         *events.seen.lock().unwrap(),
@@ -443,6 +444,19 @@ async fn shared_by_the_attribute(calls: &Calls) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// An inbound limit on a handler: per user, requests and tokens a minute, for every instance.
+#[resilient(
+    key = user,
+    rate = "60/min per key",
+    token_rate = "1000/min per key",
+    rate_cost = tokens,
+    deadline = "1s",
+    shared = true
+)]
+async fn handle(user: &str, tokens: u64) -> Result<u64, ApiError> {
+    Ok(tokens)
+}
+
 #[tokio::test]
 async fn the_attribute_shares_through_the_installed_store() {
     let Some(server) = RedisServer::start() else {
@@ -459,8 +473,26 @@ async fn the_attribute_shares_through_the_installed_store() {
     }
     assert_eq!(passed, 5);
     assert_eq!(
-        server.keys("resil:rate:"),
+        server.keys("resil:rate:shared::shared_by"),
         ["resil:rate:shared::shared_by_the_attribute"]
+    );
+
+    // 400 tokens twice fit user a's 1000; the third would wait 12 s for its tokens.
+    assert_eq!(handle("a", 400).await, Ok(400));
+    assert_eq!(handle("a", 400).await, Ok(400));
+    assert!(matches!(
+        handle("a", 400).await,
+        Err(ApiError::Rejected(Rejected::RateLimited { .. }))
+    ));
+    assert_eq!(handle("b", 400).await, Ok(400), "user b has a gate of its own");
+    let mut keys = server.keys("resil:tokens:shared::handle");
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "resil:tokens:shared::handle:user=a",
+            "resil:tokens:shared::handle:user=b"
+        ]
     );
 }
 
