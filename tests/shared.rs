@@ -317,7 +317,11 @@ async fn redis_killed_mid_run_fails_open_and_resyncs_when_back() {
         );
     }
     assert_eq!(calls.count(), 25, "every call made, on local decisions");
-    assert_eq!(a.policy.bulkhead().unwrap().in_flight(), 0, "no permit leaked");
+    assert_eq!(
+        a.policy.bulkhead().unwrap().in_flight(),
+        0,
+        "no permit leaked"
+    );
     assert!(!a.store.is_available());
     assert_eq!(
         *events.seen.lock().unwrap(),
@@ -484,7 +488,11 @@ async fn the_attribute_shares_through_the_installed_store() {
         handle("a", 400).await,
         Err(ApiError::Rejected(Rejected::RateLimited { .. }))
     ));
-    assert_eq!(handle("b", 400).await, Ok(400), "user b has a gate of its own");
+    assert_eq!(
+        handle("b", 400).await,
+        Ok(400),
+        "user b has a gate of its own"
+    );
     let mut keys = server.keys("resil:tokens:shared::handle");
     keys.sort();
     assert_eq!(
