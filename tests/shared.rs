@@ -587,3 +587,38 @@ async fn a_throttle_seen_by_one_instance_holds_the_others() {
         assert!(started.elapsed() < Duration::from_secs(3), "b never held");
     }
 }
+
+#[tokio::test]
+async fn a_redis_that_refuses_scripts_is_said_once_and_calls_go_on() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let events = listen(&server);
+    let shape = |p: resil::PolicyBuilder| p.rate(100, Duration::from_secs(1), 100);
+    let a = instance(&server, shape).await;
+    let calls = Calls::default();
+    assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+
+    // Out of memory: every write is refused, the connection stays up.
+    let config = |value: &str| {
+        server
+            .query::<()>(redis::cmd("CONFIG").arg("SET").arg("maxmemory").arg(value))
+            .expect("CONFIG SET");
+    };
+    config("1");
+    for _ in 0..10 {
+        assert_eq!(
+            call(&a.policy, &calls, Ok(())).await,
+            Ok(()),
+            "decided locally"
+        );
+    }
+    assert!(
+        a.store.is_available(),
+        "connected all along: no reconnection"
+    );
+    config("0");
+    assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+    assert_eq!(calls.count(), 12);
+    assert_eq!(*events.seen.lock().unwrap(), ["unavailable", "restored"]);
+}

@@ -66,16 +66,25 @@ impl BreakerLink {
     }
 
     /// The script that publishes a transition Redis did not hear of, if the breaker is still
-    /// in the state it reached.
-    pub(crate) fn take_pending(&self, breaker: &Breaker) -> Option<ScriptInvocation<'static>> {
-        match (
-            self.pending.swap(NOTHING, Ordering::AcqRel),
-            breaker.state(),
-        ) {
+    /// in the state it reached, with what to hand [`BreakerLink::published`] once it ran.
+    pub(crate) fn pending(&self, breaker: &Breaker) -> Option<(ScriptInvocation<'static>, u8)> {
+        let pending = self.pending.load(Ordering::Acquire);
+        let invocation = match (pending, breaker.state()) {
             (OPENED, BreakerState::Open) => self.opening(breaker),
             (CLOSED, BreakerState::Closed) => Some(self.closing()),
             _ => None,
+        };
+        if invocation.is_none() {
+            self.published(pending);
         }
+        invocation.map(|invocation| (invocation, pending))
+    }
+
+    /// Redis heard of the transition `pending` (unless a newer one is pending meanwhile).
+    pub(crate) fn published(&self, pending: u8) {
+        let _ =
+            self.pending
+                .compare_exchange(pending, NOTHING, Ordering::AcqRel, Ordering::Acquire);
     }
 
     /// The local breaker changed state: tell Redis and the peers, in the background (no call

@@ -136,7 +136,7 @@ impl Store {
             runtime.spawn(async move {
                 let connection = lock_read(&store.connection).clone();
                 if let Some(connection) = connection {
-                    let _ = sync(&connection, &breaker).await;
+                    let _ = sync(&connection, std::slice::from_ref(&breaker)).await;
                 }
             });
         }
@@ -154,9 +154,16 @@ impl Store {
         }
         let mut connection = lock_read(&self.connection).clone()?;
         match timeout(limit, invocation.invoke_async(&mut connection)).await {
-            Ok(Ok(answer)) => Some(answer),
-            Ok(Err(error)) => {
+            Ok(Ok(answer)) => {
+                self.answered();
+                Some(answer)
+            }
+            Ok(Err(error)) if unreachable(&error) => {
                 self.lost(&error.to_string());
+                None
+            }
+            Ok(Err(error)) => {
+                self.refused(&error.to_string());
                 None
             }
             Err(_) => {
@@ -202,6 +209,24 @@ impl Store {
         }
     }
 
+    /// Redis answers but refuses the script (out of memory, a replica, still loading): the
+    /// connection is fine, so no reconnection, but until a script runs again the policies
+    /// decide locally, and that is said once.
+    fn refused(&self, reason: &str) {
+        if !self.in_outage.swap(true, Ordering::AcqRel) {
+            let url = self.url().unwrap_or_else(|| Arc::from(""));
+            events::shared_store(&url, Some(&format!("Redis refused: {reason}")));
+        }
+    }
+
+    /// A script ran: if Redis had been refusing them, it is back.
+    fn answered(&self) {
+        if self.in_outage.load(Ordering::Acquire) && self.in_outage.swap(false, Ordering::AcqRel) {
+            let url = self.url().unwrap_or_else(|| Arc::from(""));
+            events::shared_store(&url, None);
+        }
+    }
+
     /// Redis answers (again): re-sync every shared breaker, then use it. A breaker that
     /// cannot be re-synced ends the session: the task reconnects.
     async fn up(&self, connection: MultiplexedConnection) -> Result<(), String> {
@@ -210,11 +235,9 @@ impl Store {
             .values()
             .filter_map(Weak::upgrade)
             .collect();
-        for breaker in breakers {
-            sync(&connection, &breaker)
-                .await
-                .map_err(|error| format!("re-sync failed: {error}"))?;
-        }
+        sync(&connection, &breakers)
+            .await
+            .map_err(|error| format!("re-sync failed: {error}"))?;
         self.available.store(true, Ordering::Release);
         if self.in_outage.swap(false, Ordering::AcqRel) {
             let url = self.url().unwrap_or_else(|| Arc::from(""));
@@ -240,29 +263,46 @@ impl Store {
     }
 }
 
-/// One breaker brought in line with Redis: a transition made here that Redis did not hear
-/// of is published (it is the newest news); otherwise an opening Redis holds is applied here.
+/// Brings shared breakers in line with Redis: a transition made here that Redis did not hear
+/// of is published (it is the newest news); the others learn of the openings Redis holds, in
+/// one pipelined round trip however many breakers there are.
 async fn sync(
     connection: &MultiplexedConnection,
-    breaker: &Arc<Breaker>,
+    breakers: &[Arc<Breaker>],
 ) -> redis::RedisResult<()> {
-    let Some(link) = breaker.shared_link() else {
-        return Ok(());
-    };
     let mut connection = connection.clone();
-    if let Some(invocation) = link.take_pending(breaker) {
-        return invocation.invoke_async(&mut connection).await;
+    let mut asked = Vec::new();
+    let mut pttl = redis::pipe();
+    for breaker in breakers {
+        let Some(link) = breaker.shared_link() else {
+            continue;
+        };
+        match link.pending(breaker) {
+            Some((invocation, pending)) => {
+                timeout(
+                    CHECK,
+                    invocation.invoke_async::<redis::Value>(&mut connection),
+                )
+                .await
+                .map_err(|_| timed_out())??;
+                link.published(pending);
+            }
+            None => {
+                pttl.cmd("PTTL").arg(link.open_key());
+                asked.push((breaker, link));
+            }
+        }
     }
-    let open_for: i64 = timeout(
-        CHECK,
-        redis::cmd("PTTL")
-            .arg(link.open_key())
-            .query_async(&mut connection),
-    )
-    .await
-    .map_err(|_| timed_out())??;
-    if open_for > 0 {
-        link.apply_open(breaker, Duration::from_millis(open_for.unsigned_abs()));
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let open_for: Vec<i64> = timeout(CHECK, pttl.query_async(&mut connection))
+        .await
+        .map_err(|_| timed_out())??;
+    for ((breaker, link), open_for) in asked.into_iter().zip(open_for) {
+        if open_for > 0 {
+            link.apply_open(breaker, Duration::from_millis(open_for.unsigned_abs()));
+        }
     }
     Ok(())
 }
@@ -327,6 +367,14 @@ async fn connect(
         .await
         .map_err(|_| timed_out())??;
     Ok((connection, pubsub))
+}
+
+/// Whether an error says Redis cannot be reached (rather than that it refused a command).
+fn unreachable(error: &redis::RedisError) -> bool {
+    error.is_io_error()
+        || error.is_timeout()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
 }
 
 fn timed_out() -> redis::RedisError {
