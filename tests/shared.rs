@@ -622,3 +622,33 @@ async fn a_redis_that_refuses_scripts_is_said_once_and_calls_go_on() {
     assert_eq!(calls.count(), 12);
     assert_eq!(*events.seen.lock().unwrap(), ["unavailable", "restored"]);
 }
+
+#[tokio::test]
+async fn a_slot_given_up_goes_back_to_every_instance() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    // 2 a second, no burst: slots 500 ms apart across both instances.
+    let gated = |p: resil::PolicyBuilder| p.rate(2, Duration::from_secs(1), 1);
+    let (a, b) = (
+        instance(&server, gated).await,
+        instance(&server, gated).await,
+    );
+    let calls = Calls::default();
+    assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+    // A's second call waits for the slot at +500 ms, and its caller gives up before.
+    let given_up =
+        tokio::time::timeout(Duration::from_millis(100), call(&a.policy, &calls, Ok(()))).await;
+    assert!(given_up.is_err(), "still waiting for its slot");
+    // B may have that slot back: with a 700 ms deadline it passes (the next one is at +1 s).
+    let b_policy = Policy::builder()
+        .name("two::instances")
+        .rate(2, Duration::from_secs(1), 1)
+        .deadline(Duration::from_millis(700))
+        .shared_in(&b.store)
+        .build()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(call(&b_policy, &calls, Ok(())).await, Ok(()));
+    assert_eq!(calls.count(), 2);
+}

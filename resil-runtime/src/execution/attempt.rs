@@ -346,8 +346,10 @@ fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
         return Ok(Begin::Queue(wait));
     }
     #[cfg(feature = "redis")]
-    if let Some(wait) = progress.shared_slots()? {
-        return Ok(Begin::Shared(wait));
+    if progress.settings.gated {
+        if let Some(wait) = progress.shared_slots()? {
+            return Ok(Begin::Shared(wait));
+        }
     }
     let wait = progress.reserve_slots()?;
     if wait.is_zero() {

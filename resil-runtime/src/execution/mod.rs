@@ -57,6 +57,9 @@ pub struct Execution<'p, E> {
     last_error: Option<E>,
 }
 
+/// Marks slots that Redis holds too (see [`Progress::gate_epochs`]).
+const IN_REDIS: u64 = 1 << 62;
+
 /// Everything about an operation in progress that does not depend on its types: the
 /// decisions are compiled once, not once per annotated function.
 struct Progress<'p> {
@@ -72,11 +75,9 @@ struct Progress<'p> {
     /// What the next attempt costs the token gate.
     cost: u64,
     /// Slots reserved in the rate gates for the current attempt (the gates' throttle count
-    /// then), given back if it is refused before calling. The cost is `cost`.
+    /// then, and [`IN_REDIS`] if Redis holds them too), given back if it is refused before
+    /// calling. The cost is `cost`.
     reserved: Option<NonZeroU64>,
-    /// Whether those slots were reserved in Redis too (a shared policy whose store answered).
-    #[cfg(feature = "redis")]
-    reserved_shared: bool,
     deadline: Option<Instant>,
     attempt: u32,
     /// The last wait in nanoseconds (saturating), 0 before the first: decorrelated jitter,
@@ -406,8 +407,6 @@ impl<'p> Progress<'p> {
             entry,
             cost: 1,
             reserved: None,
-            #[cfg(feature = "redis")]
-            reserved_shared: false,
             deadline: frame.deadline(),
             attempt: 0,
             last_wait: 0,
@@ -454,14 +453,14 @@ impl<'p> Progress<'p> {
 
     /// The rate gates' throttle counts, summed: it grows with every throttle, so a slot
     /// reserved under another sum was revoked. The top bit is always set, which makes it never
-    /// zero (eight bytes where an `Option<u64>` takes sixteen; a sum would have to pass 2⁶³
-    /// throttles to be mistaken).
+    /// zero, and the next one is left for [`IN_REDIS`] (eight bytes where an `Option<u64>` and
+    /// a flag take twenty-four; a sum would have to pass 2⁶² throttles to be mistaken).
     fn gate_epochs(&self) -> NonZeroU64 {
         let sum = [self.rate(), self.token_rate()]
             .into_iter()
             .flatten()
             .fold(0, |sum: u64, gate| sum.wrapping_add(gate.epoch()));
-        NonZeroU64::new(sum | 1 << 63).unwrap_or(NonZeroU64::MAX)
+        NonZeroU64::new(sum & !IN_REDIS | 1 << 63).unwrap_or(NonZeroU64::MAX)
     }
 
     /// The wait for a place in the bulkhead's queue, if this operation has yet to wait in it.
@@ -523,10 +522,12 @@ impl<'p> Progress<'p> {
 
     /// For a shared policy whose store answers, the request for this attempt's slots in the
     /// shared gates; `None` when the local gates decide alone (no shared gate, or Redis is
-    /// known to be down and the policy fails open).
+    /// known to be down and the policy fails open). Out of line: only gated policies get
+    /// here, and the attempt's own code stays small.
     #[cfg(feature = "redis")]
+    #[inline(never)]
     fn shared_slots(&mut self) -> Result<Option<attempt::SharedWait>, Rejected> {
-        if !self.settings.gated || !self.tuning.enabled {
+        if !self.tuning.enabled {
             return Ok(None);
         }
         let (rate, tokens) = (self.rate(), self.token_rate());
@@ -573,8 +574,7 @@ impl<'p> Progress<'p> {
                 if let Some(gate) = self.token_rate() {
                     let _ = gate.reserve(self.cost, None);
                 }
-                self.reserved = Some(epochs);
-                self.reserved_shared = true;
+                self.reserved = NonZeroU64::new(epochs.get() | IN_REDIS);
                 Ok(wait)
             }
             SharedSlots::Refused(rejected) => Err(rejected),
@@ -597,7 +597,7 @@ impl<'p> Progress<'p> {
     fn slots_revoked(&mut self) -> bool {
         let revoked = self
             .reserved
-            .is_some_and(|epochs| self.gate_epochs() != epochs);
+            .is_some_and(|epochs| self.gate_epochs().get() != epochs.get() & !IN_REDIS);
         if revoked {
             self.slots_used();
         }
@@ -607,20 +607,18 @@ impl<'p> Progress<'p> {
     /// The slots reserved are spent (by the call) or gone (revoked by a throttle).
     fn slots_used(&mut self) {
         self.reserved = None;
-        #[cfg(feature = "redis")]
-        {
-            self.reserved_shared = false;
-        }
     }
 
     /// The attempt was refused after its slots were reserved: it made no call, so they go
     /// back.
     fn refund_slots(&mut self) {
-        if self.reserved.take().is_none() {
+        let Some(reserved) = self.reserved.take() else {
             return;
-        }
+        };
+        #[cfg(not(feature = "redis"))]
+        let _ = reserved;
         #[cfg(feature = "redis")]
-        if std::mem::take(&mut self.reserved_shared) {
+        if reserved.get() & IN_REDIS != 0 {
             if let Some(link) = self.rate().and_then(RateGate::shared) {
                 link.refund(1);
             }
