@@ -506,7 +506,7 @@ async fn the_attribute_shares_through_the_installed_store() {
 
 #[tokio::test]
 async fn a_bad_url_is_refused_and_an_unreachable_server_is_not() {
-    for url in ["http://127.0.0.1/", "not a url", ""] {
+    for url in ["http://127.0.0.1/", "not a url", "", "rediss://127.0.0.1/"] {
         let error = Redis::open(url).await.unwrap_err().to_string();
         assert!(error.contains("redis://host:port/"), "{url}: {error}");
     }

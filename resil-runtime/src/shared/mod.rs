@@ -90,8 +90,8 @@ impl fmt::Debug for Redis {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SharedError {
-    /// The URL is not a Redis URL.
-    #[error("`{url}` is not a Redis URL ({reason}): write it as redis://host:port/ or redis://:password@host:port/db")]
+    /// The URL is not a Redis URL resil can use.
+    #[error("`{url}` cannot be used as a Redis URL ({reason}): write it as redis://host:port/ or redis://:password@host:port/db (rediss://, TLS, is not supported yet)")]
     Url {
         /// The URL, its password hidden.
         url: String,
