@@ -71,6 +71,17 @@ pub const DEFAULT_TIMEOUT: Duration = resil_spec::defaults::SHARED_TIMEOUT;
 ///
 /// Clone it freely: clones are the same store. The store's task runs on the tokio runtime
 /// that connected it and stops when the last clone (and every policy using it) is dropped.
+///
+/// ```no_run
+/// use resil_runtime::shared::Redis;
+///
+/// # async fn run() -> Result<(), resil_runtime::shared::SharedError> {
+/// let store = Redis::connect("redis://127.0.0.1:6379/").await?;
+/// if !store.is_available() {
+///     eprintln!("Redis is not answering: shared policies decide locally until it does");
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Redis {
     store: Arc<Store>,
@@ -87,6 +98,15 @@ impl fmt::Debug for Redis {
 }
 
 /// Why a store could not be made.
+///
+/// ```
+/// use resil_runtime::shared::{Redis, SharedError};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let refused = Redis::open("http://127.0.0.1/").await;
+/// assert!(matches!(refused, Err(SharedError::Url { .. })));
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SharedError {
