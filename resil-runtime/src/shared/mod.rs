@@ -70,7 +70,8 @@ pub const DEFAULT_TIMEOUT: Duration = resil_spec::defaults::SHARED_TIMEOUT;
 /// and the task that keeps both up.
 ///
 /// Clone it freely: clones are the same store. The store's task runs on the tokio runtime
-/// that connected it and stops when the last clone (and every policy using it) is dropped.
+/// that connected it; a store made by [`Redis::open`] stops it when the last clone (and every
+/// policy using it) is dropped, the process's store lives as long as the process.
 ///
 /// ```no_run
 /// use resil_runtime::shared::Redis;
