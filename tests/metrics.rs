@@ -198,3 +198,32 @@ fn an_unreachable_shared_store_reads_as_unavailable() {
         "{snapshot:?}"
     );
 }
+
+/// A shared limit that fails closed counts its refusals as their own outcome.
+#[cfg(feature = "redis")]
+#[test]
+fn a_refusal_failing_closed_is_its_own_outcome() {
+    let snapshot = recorded(async {
+        let store = resil::shared::Redis::open("redis://127.0.0.1:1/")
+            .await
+            .unwrap();
+        let policy = resil::Policy::builder()
+            .name("shared::closed")
+            .rate(10, std::time::Duration::from_secs(1), 10)
+            .shared_in(&store)
+            .shared_fail_closed(true)
+            .build()
+            .unwrap();
+        let refused = policy.run(|| async { Ok::<(), resil::Rejected>(()) }).await;
+        assert_eq!(refused, Err(resil::Rejected::SharedUnavailable));
+    });
+    let counted = value(
+        &snapshot,
+        "resil_calls_total",
+        &[("fn", "shared::closed"), ("outcome", "shared_unavailable")],
+    );
+    assert!(
+        matches!(counted, Some(DebugValue::Counter(1))),
+        "{snapshot:?}"
+    );
+}

@@ -2,7 +2,8 @@
 //! and labels are fixed (dashboards and alerts are written against them):
 //!
 //! - `resil_calls_total{fn, outcome}`: one per operation; `outcome` is `ok`, `error`,
-//!   `timeout`, `deadline_exceeded`, `breaker_open`, `bulkhead_full`, `rate_limited` or
+//!   `timeout`, `deadline_exceeded`, `breaker_open`, `bulkhead_full`, `rate_limited`,
+//!   `shared_unavailable` (a shared policy failing closed while Redis does not answer) or
 //!   `fallback` (served by the fallback); a cancelled operation counts nothing;
 //! - `resil_attempts_total{fn}`, `resil_retries_total{fn}`;
 //! - `resil_operation_seconds{fn}` (for a stream: to its first item) and
@@ -12,7 +13,9 @@
 //!   that failed get one; the recorder keeps it after the key is forgotten, so with keys from
 //!   request input give the exporter an idle timeout;
 //! - `resil_bulkhead_in_use{fn}`, for a bulkhead all calls share (none per key: a series per
-//!   key would grow with the key set).
+//!   key would grow with the key set);
+//! - with feature `redis`, `resil_shared_available{store}`: 1 while the Redis store answers,
+//!   0 during an outage (set by `events::shared_store`).
 //!
 //! `fn` is the policy's name: for `#[resilient]`, the function's path.
 //!
@@ -29,7 +32,7 @@ use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::policy::Settings;
 
 /// The outcomes of `resil_calls_total`.
-const OUTCOMES: [&str; 8] = [
+const OUTCOMES: [&str; 9] = [
     "ok",
     "error",
     "timeout",
@@ -37,6 +40,7 @@ const OUTCOMES: [&str; 8] = [
     "breaker_open",
     "bulkhead_full",
     "rate_limited",
+    "shared_unavailable",
     "fallback",
 ];
 
