@@ -463,6 +463,25 @@ mod tests {
     }
 
     #[test]
+    fn shared_state_is_declared_and_documented() {
+        let out = expanded(
+            quote! { rate = "10/s", shared = true, shared_timeout = "20ms", shared_fail = "closed" },
+            quote! { async fn f() -> Result<(), E> { Ok(()) } },
+        );
+        assert!(out.contains(":: resil :: __resil_shared ! ()"), "{out}");
+        assert!(out.contains(". __shared ("), "{out}");
+        assert!(
+            out.contains("shared through Redis (waits 20ms for it, then refuses)"),
+            "{out}"
+        );
+        let out = expanded(
+            quote! { breaker = "openai", shared = false },
+            quote! { async fn f() -> Result<(), E> { Ok(()) } },
+        );
+        assert!(!out.contains("__shared"), "{out}");
+    }
+
+    #[test]
     fn docs_state_the_policy_and_its_worst_case() {
         let out = expanded(
             quote! { timeout = "20s", retry = 2, breaker = "per_model", bulkhead = 8 },

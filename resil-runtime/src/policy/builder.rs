@@ -545,13 +545,12 @@ impl<K> PolicyBuilder<K> {
             None => None,
             Some(spec) => {
                 rules::shared_timeout(spec.timeout)?;
-                let keyed_gates = self.per_key.rate || self.per_key.token_rate;
+                // Gates per key are still here: they move to the keys below, links and all.
                 rules::shares(
                     breaker.is_some()
                         || per_key_breaker.is_some()
                         || rate.is_some()
-                        || token_rate.is_some()
-                        || (keyed_gates && self.key.is_some()),
+                        || token_rate.is_some(),
                 )?;
                 let sharing = crate::shared::Sharing {
                     store: spec.store.map_or_else(
