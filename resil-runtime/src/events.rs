@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::breaker::Transition;
 use crate::operation::OperationId;
+use crate::sync::{read_std, write_std};
 use crate::Rejected;
 
 /// Something a policy did.
@@ -249,14 +250,14 @@ type Listeners = Arc<[Arc<dyn Listener>]>;
 
 impl Listener for Hub {
     fn on_event(&self, event: &Event<'_>) {
-        let all = Arc::clone(&read(&self.all));
+        let all = Arc::clone(&read_std(&self.all));
         for listener in all.iter() {
             listener.on_event(event);
         }
         let Some(site) = event.site() else {
             return;
         };
-        let mine = read(&self.by_site).get(site).cloned();
+        let mine = read_std(&self.by_site).get(site).cloned();
         for listener in mine.iter().flat_map(|listeners| listeners.iter()) {
             listener.on_event(event);
         }
@@ -272,16 +273,6 @@ fn hub() -> &'static Hub {
     let hub = HUB.get_or_init(Arc::default);
     GLOBAL.get_or_init(|| Arc::clone(hub) as Arc<dyn Listener>);
     hub
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Adds a listener for every policy's events (every `#[resilient]` function's too), beside
@@ -306,7 +297,7 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 /// ```
 pub fn add_global_listener(listener: Arc<dyn Listener>) {
     let hub = hub();
-    let mut all = write(&hub.all);
+    let mut all = write_std(&hub.all);
     *all = all.iter().cloned().chain([listener]).collect();
 }
 
@@ -343,7 +334,7 @@ pub fn add_global_listener(listener: Arc<dyn Listener>) {
 /// ```
 pub fn add_listener_for(site: &str, listener: Arc<dyn Listener>) {
     let hub = hub();
-    let mut by_site = write(&hub.by_site);
+    let mut by_site = write_std(&hub.by_site);
     let mine = by_site
         .entry(site.to_owned())
         .or_insert_with(|| Arc::new([]));

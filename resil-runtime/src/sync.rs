@@ -30,3 +30,15 @@ pub(crate) fn lock_std<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// [`lock_std`] for a std read-write lock, shared.
+pub(crate) fn read_std<T>(lock: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// [`lock_std`] for a std read-write lock, exclusive.
+pub(crate) fn write_std<T>(lock: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -823,13 +823,13 @@ impl Breaker {
     }
 
     /// Opened elsewhere, with `retry_in` left of its cooldown (at most this breaker's own
-    /// cooldown): open here too. A call admitted before counts for nothing after (a new
-    /// generation); callers waiting for a probe here are refused.
-    pub(crate) fn remote_open(&self, retry_in: Duration) -> Option<Transition> {
+    /// cooldown): open here too, and tell the global listeners. A call admitted before counts
+    /// for nothing after (a new generation); callers waiting for a probe here are refused.
+    pub(crate) fn remote_open(&self, retry_in: Duration) {
         let transition = {
             let mut probing = lock(&self.probing);
             if self.forced.load(Ordering::Acquire) {
-                return None;
+                return;
             }
             self.opened_for(retry_in);
             let word = self.load();
@@ -843,16 +843,17 @@ impl Breaker {
             })
         };
         self.verdict.notify_waiters();
-        transition
+        self.heard(transition);
     }
 
-    /// Closed elsewhere by a successful probe: close here too, forgetting what was counted.
-    pub(crate) fn remote_closed(&self) -> Option<Transition> {
+    /// Closed elsewhere by a successful probe: close here too, forgetting what was counted,
+    /// and tell the global listeners.
+    pub(crate) fn remote_closed(&self) {
         let transition = {
             let mut probing = lock(&self.probing);
             let word = self.load();
             if self.forced.load(Ordering::Acquire) || word.state() == CLOSED {
-                return None;
+                return;
             }
             *probing = false;
             self.word.store(word.next(CLOSED).0, Ordering::Release);
@@ -863,7 +864,15 @@ impl Breaker {
             }
         };
         self.verdict.notify_waiters();
-        Some(transition)
+        self.heard(Some(transition));
+    }
+
+    /// A transition a peer caused: no call of this instance hears of it, so the global
+    /// listeners do here.
+    fn heard(&self, transition: Option<Transition>) {
+        if let Some(transition) = transition {
+            events::breaker_transition(events::resolve(None), self, transition);
+        }
     }
 
     /// This instance was to probe, but a peer's probe (or opening) is in force for

@@ -537,10 +537,7 @@ impl<'p> Progress<'p> {
             return Ok(None);
         };
         if !link.is_available() {
-            return match link.fail_closed() {
-                true => Err(Rejected::SharedUnavailable),
-                false => Ok(None),
-            };
+            return self.refuse_if_failing_closed().map(|()| None);
         }
         self.refuse_if_open()?;
         if let Some(gate) = tokens.filter(|gate| self.cost > gate.burst()) {
@@ -579,16 +576,23 @@ impl<'p> Progress<'p> {
             }
             SharedSlots::Refused(rejected) => Err(rejected),
             SharedSlots::Unavailable => {
-                let fail_closed = [self.rate(), self.token_rate()]
-                    .into_iter()
-                    .flatten()
-                    .filter_map(RateGate::shared)
-                    .any(|link| link.fail_closed());
-                match fail_closed {
-                    true => Err(Rejected::SharedUnavailable),
-                    false => self.reserve_slots(),
-                }
+                self.refuse_if_failing_closed()?;
+                self.reserve_slots()
             }
+        }
+    }
+
+    /// Redis does not answer: the local gates decide, unless the policy fails closed.
+    #[cfg(feature = "redis")]
+    fn refuse_if_failing_closed(&self) -> Result<(), Rejected> {
+        let fail_closed = [self.rate(), self.token_rate()]
+            .into_iter()
+            .flatten()
+            .filter_map(RateGate::shared)
+            .any(|link| link.fail_closed());
+        match fail_closed {
+            true => Err(Rejected::SharedUnavailable),
+            false => Ok(()),
         }
     }
 

@@ -10,7 +10,6 @@ use redis::ScriptInvocation;
 use super::scripts::{CLOSE, OPEN, PROBE, RELEASE};
 use super::{key_part, Sharing};
 use crate::breaker::{Breaker, BreakerState};
-use crate::events;
 
 /// What [`BreakerLink::pending`] holds.
 const NOTHING: u8 = 0;
@@ -160,13 +159,6 @@ impl BreakerLink {
             .store
             .spawn_eval(self.sharing.timeout, invocation, None);
     }
-
-    /// A peer opened the breaker (or Redis holds its opening): open here for `retry_in`.
-    pub(crate) fn apply_open(&self, breaker: &Breaker, retry_in: Duration) {
-        if let Some(transition) = breaker.remote_open(retry_in) {
-            events::breaker_transition(events::resolve(None), breaker, transition);
-        }
-    }
 }
 
 /// Milliseconds, at least 1 (Redis refuses an expiry of 0) and within what Redis accepts.
@@ -212,12 +204,9 @@ impl<'a> Message<'a> {
 
     /// Brings the local breaker to what the peer said.
     pub(crate) fn apply(&self, breaker: &Breaker) {
-        let transition = match self.open {
+        match self.open {
             true => breaker.remote_open(self.retry_in),
             false => breaker.remote_closed(),
-        };
-        if let Some(transition) = transition {
-            events::breaker_transition(events::resolve(None), breaker, transition);
         }
     }
 }

@@ -19,7 +19,7 @@ use super::scripts::CHANNEL;
 use super::SharedError;
 use crate::breaker::Breaker;
 use crate::events;
-use crate::sync::lock_std;
+use crate::sync::{lock_std, read_std, write_std};
 
 /// How long connecting (TCP, handshake, subscription) may take before it counts as failed.
 const CONNECT: Duration = Duration::from_secs(1);
@@ -90,7 +90,7 @@ impl Store {
     pub(crate) fn usable(&self) -> bool {
         let available = self.is_available();
         if !available && !self.in_outage.load(Ordering::Acquire) && !self.is_attached() {
-            self.lost(
+            self.outage_begins(
                 "no Redis store is connected: call resil::shared::Redis::connect(url) at startup",
             );
         }
@@ -134,7 +134,7 @@ impl Store {
         if let (true, Ok(runtime)) = (self.is_available(), tokio::runtime::Handle::try_current()) {
             let (store, breaker) = (Arc::clone(self), Arc::clone(breaker));
             runtime.spawn(async move {
-                let connection = lock_read(&store.connection).clone();
+                let connection = read_std(&store.connection).clone();
                 if let Some(connection) = connection {
                     let _ = sync(&connection, std::slice::from_ref(&breaker)).await;
                 }
@@ -152,10 +152,10 @@ impl Store {
         if !self.usable() {
             return None;
         }
-        let mut connection = lock_read(&self.connection).clone()?;
+        let mut connection = read_std(&self.connection).clone()?;
         match timeout(limit, invocation.invoke_async(&mut connection)).await {
             Ok(Ok(answer)) => {
-                self.answered();
+                self.outage_ends();
                 Some(answer)
             }
             Ok(Err(error)) if unreachable(&error) => {
@@ -163,7 +163,10 @@ impl Store {
                 None
             }
             Ok(Err(error)) => {
-                self.refused(&error.to_string());
+                // Redis answers but refuses the script (out of memory, a replica, still
+                // loading): no reconnection, but the policies decide locally until a script
+                // runs again.
+                self.outage_begins(&format!("Redis refused: {error}"));
                 None
             }
             Err(_) => {
@@ -203,24 +206,21 @@ impl Store {
         if self.available.swap(false, Ordering::AcqRel) {
             self.check.notify_one();
         }
+        self.outage_begins(reason);
+    }
+
+    /// An outage begins (Redis gone, or refusing scripts), said once: it lasts to the next
+    /// answer.
+    fn outage_begins(&self, reason: &str) {
         if !self.in_outage.swap(true, Ordering::AcqRel) {
             let url = self.url().unwrap_or_else(|| Arc::from(""));
             events::shared_store(&url, Some(reason));
         }
     }
 
-    /// Redis answers but refuses the script (out of memory, a replica, still loading): the
-    /// connection is fine, so no reconnection, but until a script runs again the policies
-    /// decide locally, and that is said once.
-    fn refused(&self, reason: &str) {
-        if !self.in_outage.swap(true, Ordering::AcqRel) {
-            let url = self.url().unwrap_or_else(|| Arc::from(""));
-            events::shared_store(&url, Some(&format!("Redis refused: {reason}")));
-        }
-    }
-
-    /// A script ran: if Redis had been refusing them, it is back.
-    fn answered(&self) {
+    /// Redis answered: the outage, if one was said, is over. A load first, since every script
+    /// that runs comes here.
+    fn outage_ends(&self) {
         if self.in_outage.load(Ordering::Acquire) && self.in_outage.swap(false, Ordering::AcqRel) {
             let url = self.url().unwrap_or_else(|| Arc::from(""));
             events::shared_store(&url, None);
@@ -230,7 +230,7 @@ impl Store {
     /// Redis answers (again): re-sync every shared breaker, then use it. A breaker that
     /// cannot be re-synced ends the session: the task reconnects.
     async fn up(&self, connection: MultiplexedConnection) -> Result<(), String> {
-        *lock_write(&self.connection) = Some(connection.clone());
+        *write_std(&self.connection) = Some(connection.clone());
         let breakers: Vec<Arc<Breaker>> = lock_std(&self.breakers)
             .values()
             .filter_map(Weak::upgrade)
@@ -239,10 +239,7 @@ impl Store {
             .await
             .map_err(|error| format!("re-sync failed: {error}"))?;
         self.available.store(true, Ordering::Release);
-        if self.in_outage.swap(false, Ordering::AcqRel) {
-            let url = self.url().unwrap_or_else(|| Arc::from(""));
-            events::shared_store(&url, None);
-        }
+        self.outage_ends();
         Ok(())
     }
 
@@ -289,7 +286,7 @@ async fn sync(
             }
             None => {
                 pttl.cmd("PTTL").arg(link.open_key());
-                asked.push((breaker, link));
+                asked.push(breaker);
             }
         }
     }
@@ -299,9 +296,9 @@ async fn sync(
     let open_for: Vec<i64> = timeout(CHECK, pttl.query_async(&mut connection))
         .await
         .map_err(|_| timed_out())??;
-    for ((breaker, link), open_for) in asked.into_iter().zip(open_for) {
+    for (breaker, open_for) in asked.into_iter().zip(open_for) {
         if open_for > 0 {
-            link.apply_open(breaker, Duration::from_millis(open_for.unsigned_abs()));
+            breaker.remote_open(Duration::from_millis(open_for.unsigned_abs()));
         }
     }
     Ok(())
@@ -430,16 +427,6 @@ pub(crate) fn redacted(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
-}
-
-fn lock_read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn lock_write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
