@@ -153,11 +153,7 @@ async fn measure(
 /// 10 sequential users, then two waves of 8 parallel users, for each breaker layout. Call
 /// it once per process: the breakers are per function, as in an application.
 pub async fn run() -> Vec<Row> {
-    run_recorded(None)
-        .await
-        .into_iter()
-        .map(|(row, _)| row)
-        .collect()
+    crate::timeline::rows(run_recorded(None).await)
 }
 
 /// [`run`], with each row's timeline when `timeline` is given (and installed as a listener).

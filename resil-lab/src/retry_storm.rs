@@ -112,11 +112,7 @@ where
 /// Runs every row. Call it once per process: the breaker and the bulkhead are per function,
 /// as in an application.
 pub async fn run() -> Vec<Row> {
-    run_recorded(None)
-        .await
-        .into_iter()
-        .map(|(row, _)| row)
-        .collect()
+    crate::timeline::rows(run_recorded(None).await)
 }
 
 /// [`run`], with each row's timeline when `timeline` is given (and installed as a listener).

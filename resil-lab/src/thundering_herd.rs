@@ -136,11 +136,7 @@ pub async fn run_one(clients: u32, variant: Variant, seed: u64) -> Row {
 
 /// 20 and 100 clients, each variant, seeds 1 to 3.
 pub async fn run() -> Vec<Row> {
-    run_recorded(None)
-        .await
-        .into_iter()
-        .map(|(row, _)| row)
-        .collect()
+    crate::timeline::rows(run_recorded(None).await)
 }
 
 /// [`run`], with each row's timeline when `timeline` is given (and installed as a listener).

@@ -266,6 +266,11 @@ pub fn requested() -> Option<(PathBuf, Arc<Timeline>)> {
     Some((path, timeline))
 }
 
+/// The rows of a run recorded without a timeline.
+pub fn rows<R>(recorded: Vec<(R, Option<Recording>)>) -> Vec<R> {
+    recorded.into_iter().map(|(row, _)| row).collect()
+}
+
 /// With a file (`--svg`), draws each recorded row beside it, its name and caption from
 /// `describe` (`storm.svg` and row `b` → `storm-b.svg`), and says so on stderr; then the rows.
 pub fn draw<R>(
