@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use resil::events::{self, Event, Listener};
 use resil::shared::Redis;
-use resil::{resilient, Breaker, BreakerConfig, BreakerState, Policy, Rejected};
+use resil::{resilient, Breaker, BreakerConfig, BreakerState, KeyTuple, Policy, Rejected};
 use resil_lab::redis_server::RedisServer;
 use support::{ApiError, Calls};
 
@@ -290,6 +290,61 @@ async fn keyed_state_is_shared_per_key() {
         keys.contains(&"resil:rate:llm::complete:model=claude".to_owned()),
         "{keys:?}"
     );
+}
+
+/// A tenant whose key prints like another's (`("openai, gpt-4o", "mini")` and
+/// `("openai", "gpt-4o, mini")`, or a megabyte that starts like another megabyte) opens its
+/// own breaker on every instance, never the other's.
+#[tokio::test]
+async fn keys_that_print_alike_never_share_redis_state() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let keyed = || async {
+        let store = Redis::open(&server.url()).await.unwrap();
+        let policy = Policy::builder()
+            .name("llm::hostile")
+            .breaker_per_key("(provider, model)", 1, Duration::from_secs(60))
+            .shared_in(&store)
+            .build()
+            .unwrap();
+        (store, policy)
+    };
+    let ((_a_store, a), (_b_store, b)) = (keyed().await, keyed().await);
+    let mega = "m".repeat(1 << 20);
+    let mega_too = format!("{mega}n");
+    let victims = [("openai", "gpt-4o, mini"), (mega_too.as_str(), "x")];
+    let attackers = [("openai, gpt-4o", "mini"), (mega.as_str(), "x")];
+    for (provider, model) in victims.iter().chain(&attackers) {
+        let key = KeyTuple((*provider, *model));
+        assert_eq!(
+            b.run_keyed(&key, || async { Ok::<(), ApiError>(()) }).await,
+            Ok(())
+        );
+    }
+    for (provider, model) in attackers {
+        let _ = a
+            .run_keyed(&KeyTuple((provider, model)), || async {
+                Err::<(), ApiError>(ApiError::Busy)
+            })
+            .await;
+    }
+    let state = |(provider, model): (&str, &str)| {
+        let scope = b.keys().unwrap().get(&KeyTuple((provider, model)));
+        scope.breaker().unwrap().state()
+    };
+    eventually("b hears of both attackers' openings", || {
+        attackers
+            .iter()
+            .all(|key| state(*key) == BreakerState::Open)
+    })
+    .await;
+    for victim in victims {
+        assert_eq!(state(victim), BreakerState::Closed, "{:.40}", victim.0);
+    }
+    let opened = server.keys("resil:breaker:llm::hostile");
+    assert_eq!(opened.len(), 2, "one opening per attacker: {opened:.200?}");
+    assert!(opened.iter().all(|key| key.len() < 400), "{opened:.200?}");
 }
 
 #[tokio::test]

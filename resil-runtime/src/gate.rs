@@ -114,11 +114,11 @@ impl RateGate {
         })
     }
 
-    /// A gate with the same limit and nothing reserved: the gate of a new key, shown as
-    /// `key` (its name in Redis, for a shared gate).
-    pub(crate) fn fresh(&self, key: &dyn fmt::Display) -> Self {
+    /// A gate with the same limit and nothing reserved: the gate of the key named `key` of a
+    /// keyed policy whose keys are `label` (`label=key` in Redis, for a shared gate).
+    pub(crate) fn fresh(&self, label: &str, key: &str) -> Self {
         #[cfg(not(feature = "redis"))]
-        let _ = key;
+        let _ = (label, key);
         RateGate {
             interval: self.interval,
             tolerance: self.tolerance,
@@ -133,7 +133,7 @@ impl RateGate {
             shared: self
                 .shared
                 .as_ref()
-                .map(|link| link.for_key(&key.to_string())),
+                .map(|link| link.for_key(&format!("{label}={key}"))),
         }
     }
 

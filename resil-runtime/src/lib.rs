@@ -98,6 +98,7 @@ mod gate;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
+mod key;
 mod latency;
 #[cfg(all(test, resil_loom))]
 mod loom;
@@ -130,10 +131,10 @@ pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use config::ConfigError;
 pub use execution::{Attempt, Execution, Next, Outcome};
 pub use gate::RateGate;
+pub use key::{Key, KeyTuple, MAX_KEY_BYTES};
 pub use latency::worst_case;
 pub use operation::{Operation, OperationId};
 pub use policy::{KeyScope, Keyed, Keys, Policy, PolicyBuilder, Tuning, Unkeyed};
-pub use registry::{Key, KeyTuple};
 pub use rejected::Rejected;
 pub use resil_spec::profiles;
 pub use transient::Transient;

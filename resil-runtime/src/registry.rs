@@ -1,115 +1,17 @@
 //! Where keyed state lives: one entry per value of a key (a breaker per model, a bulkhead and
 //! rate gates per user...), bounded, looked up without a lock.
 
-use std::any::Any;
 use std::cmp::Reverse;
-use std::fmt::{self, Display};
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::fmt;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::ops::Deref;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
+use crate::key::{Key, KeyName};
 use crate::sync::lock_std;
-
-/// A value that can key a breaker, a bulkhead or a rate gate: `str`, `String`, any
-/// `Clone + Hash + Eq + Display` type (an enum of models, a tenant id...), or a [`KeyTuple`] of
-/// those (per `(provider, model)`).
-///
-/// Lookups borrow the key; it is copied into the registry only the first time a value is
-/// seen, so a `&str` lookup of a known key allocates nothing.
-///
-/// ```
-/// use resil_runtime::{BreakerConfig, KeyTuple, KeyedBreakers};
-///
-/// let breakers = KeyedBreakers::new("(provider, model)", BreakerConfig::default());
-/// let breaker = breakers.get(&KeyTuple(("openai", "gpt-4o")));
-/// assert_eq!(breaker.key(), Some("(openai, gpt-4o)"));
-/// ```
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot key a breaker, bulkhead or rate gate",
-    note = "a key must be `str`, `String`, a tuple of keys, or a `Clone + Hash + Eq + Display + Send + Sync + 'static` type; a key expression is borrowed, so dereference a reference: `key = *req.model()`"
-)]
-pub trait Key: Hash {
-    /// What the registry stores.
-    type Owned: Send + Sync + 'static;
-    /// Copies the key into the registry.
-    fn to_owned_key(&self) -> Self::Owned;
-    /// Whether the stored key is this one.
-    fn is(&self, stored: &Self::Owned) -> bool;
-    /// Writes the key as names and labels show it.
-    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
-}
-
-impl Key for str {
-    type Owned = String;
-    fn to_owned_key(&self) -> String {
-        self.to_owned()
-    }
-    fn is(&self, stored: &String) -> bool {
-        self == stored
-    }
-    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self)
-    }
-}
-
-impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> Key for T {
-    type Owned = T;
-    fn to_owned_key(&self) -> T {
-        self.clone()
-    }
-    fn is(&self, stored: &T) -> bool {
-        self == stored
-    }
-    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        Display::fmt(self, f)
-    }
-}
-
-/// Several keys as one: `KeyTuple((provider, model))` keys per pair, written
-/// `(openai, gpt-4o)`. `#[resilient(key = (provider, model))]` builds it.
-#[derive(Debug, Clone, Copy, Hash)]
-pub struct KeyTuple<T>(pub T);
-
-macro_rules! key_tuple {
-    ($($name:ident $index:tt),+) => {
-        impl<$($name: Key + ?Sized),+> Key for KeyTuple<($(&$name,)+)> {
-            type Owned = ($($name::Owned,)+);
-            fn to_owned_key(&self) -> Self::Owned {
-                ($(self.0.$index.to_owned_key(),)+)
-            }
-            fn is(&self, stored: &Self::Owned) -> bool {
-                $(self.0.$index.is(&stored.$index))&&+
-            }
-            fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("(")?;
-                let mut first = true;
-                $(
-                    if !std::mem::take(&mut first) {
-                        f.write_str(", ")?;
-                    }
-                    self.0.$index.write(f)?;
-                )+
-                f.write_str(")")
-            }
-        }
-    };
-}
-
-key_tuple!(A 0, B 1);
-key_tuple!(A 0, B 1, C 2);
-key_tuple!(A 0, B 1, C 2, D 3);
-
-/// A key displayed as [`Key::write`] writes it.
-pub(crate) struct Shown<'k, K: ?Sized>(pub(crate) &'k K);
-
-impl<K: Key + ?Sized> Display for Shown<'_, K> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.write(f)
-    }
-}
 
 /// What a registry holds per key.
 pub(crate) trait Member: Send + Sync + 'static {
@@ -124,9 +26,9 @@ pub(crate) trait Member: Send + Sync + 'static {
 /// the least recently used first. An entry in use by a call is never forgotten, so the bound
 /// can be exceeded only by keys in flight at once.
 ///
-/// Keys of any [`Key`] type share one registry; two values never share an entry (equal hashes
-/// are told apart by comparing the stored key). A lookup takes no lock and, for a key seen
-/// before, allocates nothing.
+/// Entries are found by the key's [`KeyName`], which tells apart any two distinct values, of
+/// any [`Key`] type, and bounds what a key costs (equal hashes are told apart by comparing the
+/// stored name). A lookup takes no lock and, for a key seen before, allocates nothing.
 pub(crate) struct Registry<T> {
     max_keys: usize,
     hasher: foldhash::fast::RandomState,
@@ -146,14 +48,14 @@ type Bucket<T> = Box<[Entry<T>]>;
 type Candidate<T> = (u8, Reverse<u32>, u64, Arc<Cell<T>>);
 
 struct Entry<T> {
-    key: Arc<dyn Any + Send + Sync>,
+    name: Arc<str>,
     cell: Arc<Cell<T>>,
 }
 
 impl<T> Clone for Entry<T> {
     fn clone(&self) -> Self {
         Entry {
-            key: Arc::clone(&self.key),
+            name: Arc::clone(&self.name),
             cell: Arc::clone(&self.cell),
         }
     }
@@ -261,13 +163,15 @@ impl<T: Member> Registry<T> {
         *self.size()
     }
 
-    /// The entry for `key`, made by `make` on first use.
-    pub(crate) fn get<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&K) -> T) -> Held<T> {
-        let hash = self.hasher.hash_one(key);
-        if let Some(held) = self.find(hash, key) {
+    /// The entry for `key`, made by `make` from the key's name on first use.
+    pub(crate) fn get<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&str) -> T) -> Held<T> {
+        let name = KeyName::of(key);
+        let name = name.as_str();
+        let hash = self.hasher.hash_one(name);
+        if let Some(held) = self.find(hash, name) {
             return held;
         }
-        self.insert(hash, key, make)
+        self.insert(hash, name, make)
     }
 
     /// Every entry now (a snapshot: entries may come and go meanwhile).
@@ -280,14 +184,9 @@ impl<T: Member> Registry<T> {
         }
     }
 
-    fn find<K: Key + ?Sized>(&self, hash: u64, key: &K) -> Option<Held<T>> {
+    fn find(&self, hash: u64, name: &str) -> Option<Held<T>> {
         let guard = self.map.guard();
-        let entry = self.map.get(&hash, &guard)?.iter().find(|entry| {
-            entry
-                .key
-                .downcast_ref::<K::Owned>()
-                .is_some_and(|stored| key.is(stored))
-        })?;
+        let entry = (self.map.get(&hash, &guard)?.iter()).find(|entry| *entry.name == *name)?;
         let lease = &entry.cell.lease;
         if !lease.take() {
             return None;
@@ -297,9 +196,9 @@ impl<T: Member> Registry<T> {
     }
 
     #[cold]
-    fn insert<K: Key + ?Sized>(&self, hash: u64, key: &K, make: impl FnOnce(&K) -> T) -> Held<T> {
+    fn insert(&self, hash: u64, name: &str, make: impl FnOnce(&str) -> T) -> Held<T> {
         let mut len = self.size();
-        if let Some(held) = self.find(hash, key) {
+        if let Some(held) = self.find(hash, name) {
             return held;
         }
         if *len >= self.max_keys {
@@ -307,12 +206,12 @@ impl<T: Member> Registry<T> {
         }
         let cell = Arc::new(Cell {
             lease: Lease::default(),
-            value: make(key),
+            value: make(name),
         });
         cell.lease.take();
         cell.lease.seen(self.sweeps.load(Ordering::Relaxed));
         let entry = Entry {
-            key: Arc::new(key.to_owned_key()),
+            name: Arc::from(name),
             cell: Arc::clone(&cell),
         };
         let map = self.map.pin();

@@ -47,8 +47,8 @@ use std::task::{Context, Poll};
 
 use tower::{Layer, Service, ServiceExt};
 
+use crate::key::Key;
 use crate::policy::Keyed;
-use crate::registry::Key;
 use crate::{Policy, Rejected, Transient};
 
 /// A boxed, `Send` future: what a policy's service returns.

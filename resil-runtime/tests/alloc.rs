@@ -19,14 +19,18 @@ struct Counting;
 
 thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    /// Bytes allocated minus bytes freed on this thread.
+    static LIVE_BYTES: Cell<i64> = const { Cell::new(0) };
 }
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.with(|n| n.set(n.get() + 1));
+        LIVE_BYTES.with(|n| n.set(n.get() + layout.size() as i64));
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.with(|n| n.set(n.get() - layout.size() as i64));
         System.dealloc(ptr, layout)
     }
 }
@@ -78,4 +82,39 @@ fn keyed_breaker_lookup_of_a_known_key_allocates_nothing() {
         allocations_while_polling(policy.run_keyed(&owned, || async { Ok::<_, Rejected>(1) })),
         0
     );
+}
+
+/// The docs of `Keys` promise what a key costs whatever a request puts in it: keys of a
+/// megabyte each, through a policy with everything per key, keep at most that many bytes.
+/// (What another thread frees counts as kept here: the figure can only be overstated.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
+    let policy = Policy::builder()
+        .breaker_per_key("user", 5, Duration::from_secs(30))
+        .bulkhead(8)
+        .bulkhead_per_key()
+        .rate(60, Duration::from_secs(60), 1)
+        .rate_per_key()
+        .token_rate(90_000, Duration::from_secs(60), 1_000)
+        .token_rate_per_key()
+        .build()
+        .unwrap();
+    const KEYS: usize = 100;
+    let keys: Vec<String> = (0..KEYS)
+        .map(|i| format!("{i}:{}", "x".repeat(1 << 20)))
+        .collect();
+    let before = LIVE_BYTES.with(Cell::get);
+    for key in &keys {
+        policy
+            .run_keyed(key, || async { Ok::<_, Rejected>(()) })
+            .await
+            .unwrap();
+    }
+    let per_key = (LIVE_BYTES.with(Cell::get) - before) / KEYS as i64;
+    assert_eq!(policy.keys().unwrap().len(), KEYS);
+    assert!(
+        per_key <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
+        "a key costs {per_key} bytes"
+    );
+    println!("a key of 1 MiB costs {per_key} bytes");
 }

@@ -197,3 +197,96 @@ fn keying_nothing_or_a_missing_setting_is_refused_with_the_fix() {
     assert_eq!(missing, ConfigError::PerKeyWithout { key: "rate" });
     assert!(missing.to_string().contains("`.rate(…)`"), "{missing}");
 }
+
+/// Keys that print alike, or carry the encoding's own punctuation, a newline, a megabyte: each
+/// opens its own breaker and no other, under its own name, found by that name alone.
+#[tokio::test(start_paused = true)]
+async fn distinct_keys_never_share_state_or_a_name() {
+    let policy = Policy::builder()
+        .breaker_per_key("(provider, model)", 1, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mega = "m".repeat(1 << 20);
+    let mega_too = format!("{mega}n");
+    let pairs: Vec<(&str, &str)> = vec![
+        ("openai, gpt-4o", "mini"),
+        ("openai", "gpt-4o, mini"),
+        ("openai", "gpt-4o"),
+        ("a)", "(b"),
+        ("a", ")(b"),
+        ("}", "{"),
+        ("x:y", "z"),
+        ("x", "y:z"),
+        ("k=v", ""),
+        ("k", "=v"),
+        ("\"", ""),
+        ("", "\""),
+        ("line\nbreak", "x"),
+        ("line", "\nbreak x"),
+        ("42", "true"),
+        ("\\\"", "x"),
+        ("\\", "\"x"),
+        (&mega, "x"),
+        (&mega_too, "x"),
+        (&mega[1..], "x"),
+    ];
+    let keys = policy.keys().unwrap();
+    let mut names = std::collections::HashSet::new();
+    for (i, (provider, model)) in pairs.iter().enumerate() {
+        let failed: Result<(), TestError> = policy
+            .run_keyed(&KeyTuple((*provider, *model)), || async {
+                Err(TestError::Busy)
+            })
+            .await;
+        assert_eq!(failed, Err(TestError::Busy), "key {i} made its call");
+        let scope = keys.get(&KeyTuple((*provider, *model)));
+        let name = scope.breaker().unwrap().name().to_owned();
+        assert!(name.len() <= 300, "key {i}: a name of {} bytes", name.len());
+        assert!(names.insert(name.clone()), "key {i} shares the name {name}");
+        assert_eq!(
+            resil_runtime::breaker::find(&name).map(|b| b.state()),
+            Some(BreakerState::Open),
+            "key {i} is found by its name"
+        );
+        for (j, (p, m)) in pairs.iter().enumerate().skip(i + 1) {
+            let other = keys.get(&KeyTuple((*p, *m)));
+            assert_eq!(
+                other.breaker().unwrap().state(),
+                BreakerState::Closed,
+                "opening key {i} opened key {j}"
+            );
+        }
+    }
+    assert_eq!(keys.len(), pairs.len());
+    assert_eq!(
+        keys.get(&KeyTuple((&*String::from("openai"), "gpt-4o")))
+            .breaker()
+            .unwrap()
+            .state(),
+        BreakerState::Open,
+        "equal values are one key, whatever owns them"
+    );
+}
+
+/// An integer and the string that prints like it are two keys; integers of two types with one
+/// value are one.
+#[tokio::test(start_paused = true)]
+async fn integers_and_strings_that_print_alike_are_two_keys() {
+    let policy = Policy::builder()
+        .breaker_per_key("user", 1, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let failed: Result<(), TestError> = policy
+        .run_keyed(&42u32, || async { Err(TestError::Busy) })
+        .await;
+    assert_eq!(failed, Err(TestError::Busy));
+    let keys = policy.keys().unwrap();
+    assert_eq!(keys.get(&42u32).breaker().unwrap().name(), "user=42");
+    assert_eq!(
+        keys.get(&42i64).breaker().unwrap().state(),
+        BreakerState::Open
+    );
+    let text = keys.get("42");
+    assert_eq!(text.breaker().unwrap().name(), r#"user="42""#);
+    assert_eq!(text.breaker().unwrap().state(), BreakerState::Closed);
+}

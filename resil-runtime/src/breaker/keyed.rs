@@ -7,7 +7,8 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::{Breaker, BreakerConfig, BreakerState};
-use crate::registry::{Held, Key, Member, Registry};
+use crate::key::Key;
+use crate::registry::{Held, Member, Registry};
 
 /// What forgetting a breaker loses: nothing if it is idle; stale knowledge if it is open past
 /// its cooldown or closed with failures; protection if it is open and still cooling.

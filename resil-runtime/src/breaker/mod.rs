@@ -31,7 +31,6 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::events;
-use crate::registry::{Key, Shown};
 use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::{ConfigError, Rejected};
 use resil_spec::rules;
@@ -276,9 +275,9 @@ impl Breaker {
         }
     }
 
-    /// The breaker of `label` for `key`, named `label=key`.
-    pub(crate) fn keyed<K: Key + ?Sized>(label: &str, key: &K, config: BreakerConfig) -> Self {
-        let mut breaker = Breaker::new(format!("{label}={}", Shown(key)), config);
+    /// The breaker of `label` for the key named `key`, named `label=key`.
+    pub(crate) fn keyed(label: &str, key: &str, config: BreakerConfig) -> Self {
+        let mut breaker = Breaker::new(format!("{label}={key}"), config);
         breaker.key_at = Some(label.len() + 1);
         breaker
     }
@@ -295,7 +294,7 @@ impl Breaker {
     ///
     /// let keyed = KeyedBreakers::new("model", BreakerConfig::default());
     /// assert_eq!(keyed.get("gpt=4o").label(), "model");
-    /// assert_eq!(keyed.get("gpt=4o").key(), Some("gpt=4o"));
+    /// assert_eq!(keyed.get("gpt=4o").key(), Some(r#""gpt=4o""#));
     /// let named = Breaker::new("a=b", BreakerConfig::default());
     /// assert_eq!((named.label(), named.key()), ("a=b", None));
     /// ```
@@ -303,7 +302,7 @@ impl Breaker {
         self.key_at.map_or(&self.name, |at| &self.name[..at - 1])
     }
 
-    /// The key of a breaker of a keyed registry.
+    /// The key of a breaker of a keyed registry, as its unambiguous name (see [`Key`](crate::Key)).
     pub fn key(&self) -> Option<&str> {
         self.key_at.map(|at| &self.name[at..])
     }

@@ -9,7 +9,8 @@ use tokio::time::Instant;
 use crate::breaker::{Breaker, BreakerConfig};
 use crate::bulkhead::Bulkhead;
 use crate::gate::RateGate;
-use crate::registry::{Held, Key, Member, Registry, Shown};
+use crate::key::Key;
+use crate::registry::{Held, Member, Registry};
 
 /// The breakers, bulkheads and rate gates of a keyed policy, one set per value of its key:
 /// per model, per `(provider, model)`, per user. Each key gets what the policy declared per
@@ -146,6 +147,14 @@ impl fmt::Debug for Keys {
 }
 
 impl Keys {
+    /// The most bytes one key of a keyed policy keeps, with everything per key (a breaker, a
+    /// bulkhead, rate and token gates), whatever the key: a name is at most
+    /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) (a longer key keeps its SHA-256 and its start),
+    /// kept twice (the registry's entry and the breaker's name, which adds the label: a label
+    /// longer than 256 bytes adds its excess). The default `max_keys` of 10 000 therefore
+    /// bounds a keyed policy to about 20 MB. Checked by `tests/alloc.rs`.
+    pub const MAX_BYTES_PER_KEY: usize = 2048;
+
     pub(crate) fn new(
         label: Arc<str>,
         max_keys: usize,
@@ -210,10 +219,8 @@ impl Keys {
                 breaker
             }),
             bulkhead: self.bulkhead.as_ref().map(|b| Arc::new(b.fresh())),
-            rate: (self.rate.as_ref())
-                .map(|gate| gate.fresh(&format_args!("{}={}", self.label, Shown(key)))),
-            token_rate: (self.token_rate.as_ref())
-                .map(|gate| gate.fresh(&format_args!("{}={}", self.label, Shown(key)))),
+            rate: (self.rate.as_ref()).map(|gate| gate.fresh(&self.label, key)),
+            token_rate: (self.token_rate.as_ref()).map(|gate| gate.fresh(&self.label, key)),
         })
     }
 

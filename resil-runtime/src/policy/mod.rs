@@ -32,7 +32,7 @@ use crate::bulkhead::Bulkhead;
 use crate::events::{self, Listener};
 use crate::execution::{Execution, Next};
 use crate::gate::RateGate;
-use crate::registry::Key;
+use crate::key::Key;
 use crate::stream::ResilientStream;
 use crate::{Backoff, ConfigError, Jitter, Rejected, Transient};
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis::ScriptInvocation;
 
 use super::scripts::{CLOSE, OPEN, PROBE, RELEASE};
-use super::{key_part, Sharing};
+use super::Sharing;
 use crate::breaker::{Breaker, BreakerState};
 
 /// What [`BreakerLink::pending`] holds.
@@ -43,7 +43,7 @@ impl BreakerLink {
     /// Ties `breaker` (named `name` in Redis) to the store, unless it is tied already (a named
     /// breaker used by several shared policies keeps its first tie).
     pub(crate) fn bind(sharing: &Sharing, name: &str, breaker: &Arc<Breaker>) {
-        let id: Arc<str> = Arc::from(format!("resil:breaker:{}", key_part(name)));
+        let id: Arc<str> = Arc::from(format!("resil:breaker:{name}"));
         let link = BreakerLink {
             sharing: sharing.clone(),
             open_key: format!("{id}:open"),

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::scripts::{HOLD, REFUND, RESERVE};
-use super::{key_part, Sharing};
+use super::Sharing;
 use crate::Rejected;
 
 /// The largest number of µs handed to a script: far from where Lua's doubles lose units.
@@ -44,7 +44,7 @@ impl GateLink {
         let micros = |nanos: u64| nanos.div_ceil(1000).min(MAX_MICROS);
         Arc::new(GateLink {
             sharing: sharing.clone(),
-            key: format!("resil:{what}:{}", key_part(name)),
+            key: format!("resil:{what}:{name}"),
             interval: micros(interval).max(1),
             tolerance: micros(tolerance),
         })
@@ -54,7 +54,7 @@ impl GateLink {
     pub(crate) fn for_key(&self, key: &str) -> Arc<Self> {
         Arc::new(GateLink {
             sharing: self.sharing.clone(),
-            key: format!("{}:{}", self.key, key_part(key)),
+            key: format!("{}:{key}", self.key),
             interval: self.interval,
             tolerance: self.tolerance,
         })

@@ -201,37 +201,3 @@ impl fmt::Debug for Sharing {
             .finish_non_exhaustive()
     }
 }
-
-/// A Redis key's part made of a name or a key value: kept as written up to 200 bytes (a
-/// hostile key value cannot make huge Redis keys); a longer one keeps its start and a hash of
-/// the whole. FNV-1a, because it must be the same in every instance (std's hashers are seeded
-/// per process) and 64 bits tell a few thousand keys apart.
-pub(crate) fn key_part(text: &str) -> String {
-    const KEPT: usize = 200;
-    if text.len() <= KEPT {
-        return text.to_owned();
-    }
-    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let mut end = KEPT - 17;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}#{hash:016x}", &text[..end])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_key_parts_are_bounded_and_stable() {
-        assert_eq!(key_part("gpt-4o"), "gpt-4o");
-        let long = "é".repeat(500);
-        let part = key_part(&long);
-        assert!(part.len() <= 200, "{}", part.len());
-        assert_eq!(part, key_part(&long));
-        assert_ne!(part, key_part(&"é".repeat(501)));
-    }
-}

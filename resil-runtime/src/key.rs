@@ -1,0 +1,372 @@
+//! [`Key`]: a value that keys a breaker, a bulkhead or a rate gate, and the one bounded name it
+//! gets ([`KeyName`]), which is what keyed state is found by, shown as and shared under.
+//!
+//! Two keys share state only when they are equal as values, so the name must tell apart every
+//! two values that differ, whatever a request puts in them (`,`, `=`, `"`, newlines, a
+//! megabyte). The encoding, part by part:
+//! - a string (or a `char`) is written as it is when it is made of letters, digits and
+//!   `- _ . / @ + ~` and does not read as a number or a boolean; otherwise it is quoted and
+//!   escaped as Rust writes a string literal (`"gpt-4o, mini"`);
+//! - an integer or a boolean is written as it prints (`42`, `true`): integers of different
+//!   types are the same key when their values are equal;
+//! - any other type is written as its type's path and its `Display` output quoted
+//!   (`app::Model("gpt-4o")`), so two types that print alike stay apart;
+//! - a [`KeyTuple`] is `(part, part)`.
+//!
+//! No plain string contains `"`, `(`, `)`, `,` or `#`, and every quoted part ends at its first
+//! unescaped `"`, so the name can be read back into its parts: distinct keys, distinct names.
+//! A name longer than [`MAX_KEY_BYTES`] is kept as `#` + the SHA-256 of the whole name + `:` +
+//! its start: bounded, the same in every instance (a Redis key is made from it), and a hostile
+//! key cannot be made to collide with another's.
+
+use std::any::{type_name, TypeId};
+use std::borrow::Cow;
+use std::fmt::{self, Display, Write};
+use std::hash::Hash;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+/// The most bytes a key's name takes (see [`KeyName`]); a longer name is kept as a digest of
+/// the whole and its start.
+pub const MAX_KEY_BYTES: usize = 256;
+
+/// A value that can key a breaker, a bulkhead or a rate gate: `str`, `String`, integers, any
+/// `Clone + Hash + Eq + Display + Send + Sync + 'static` type (an enum of models, a tenant
+/// id...), or a [`KeyTuple`] of those (per `(provider, model)`).
+///
+/// A key is found by its name, an unambiguous encoding of its value (see the module docs):
+/// `gpt-4o` stays `gpt-4o`, `"gpt-4o, mini"` is quoted, `42u32` is `42`, and a value of
+/// another type is named with its type (`app::Model("large")`, so that two types that print
+/// alike never share state): key on its text (`key = model.as_str()`) for a shorter name. A
+/// lookup writes the name on the stack and allocates nothing for a key seen before.
+///
+/// ```
+/// use resil_runtime::{BreakerConfig, KeyTuple, KeyedBreakers};
+///
+/// let breakers = KeyedBreakers::new("(provider, model)", BreakerConfig::default());
+/// assert_eq!(breakers.get(&KeyTuple(("openai", "gpt-4o"))).key(), Some("(openai, gpt-4o)"));
+/// assert_eq!(
+///     breakers.get(&KeyTuple(("openai, gpt-4o", "mini"))).key(),
+///     Some(r#"("openai, gpt-4o", mini)"#),
+/// );
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot key a breaker, bulkhead or rate gate",
+    note = "a key must be `str`, `String`, a tuple of keys, or a `Clone + Hash + Eq + Display + Send + Sync + 'static` type; a key expression is borrowed, so dereference a reference: `key = *req.model()`"
+)]
+pub trait Key: sealed::Sealed {
+    /// Writes the key's unambiguous name (see the module docs).
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+mod sealed {
+    /// The encoding is what keeps keys apart: only resil's impls may write it.
+    pub trait Sealed {}
+    impl Sealed for str {}
+    impl<T: Clone + std::hash::Hash + Eq + std::fmt::Display + Send + Sync + 'static> Sealed for T {}
+}
+
+impl Key for str {
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_string(self, f)
+    }
+}
+
+impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> Key for T {
+    fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match kind::<T>() {
+            Kind::String => write_string(self, f),
+            Kind::Literal => Display::fmt(self, f),
+            Kind::Other => {
+                f.write_str(type_name::<T>())?;
+                f.write_str("(\"")?;
+                write!(Escaped(&mut *f), "{self}")?;
+                f.write_str("\")")
+            }
+        }
+    }
+}
+
+enum Kind {
+    /// Compared as text with `str` keys.
+    String,
+    /// Prints as nothing a plain string can print as: integers and booleans.
+    Literal,
+    Other,
+}
+
+fn kind<T: 'static>() -> Kind {
+    let id = TypeId::of::<T>();
+    let any = |ids: &[TypeId]| ids.contains(&id);
+    if any(&[
+        TypeId::of::<String>(),
+        TypeId::of::<&'static str>(),
+        TypeId::of::<Box<str>>(),
+        TypeId::of::<Arc<str>>(),
+        TypeId::of::<Cow<'static, str>>(),
+        TypeId::of::<char>(),
+    ]) {
+        Kind::String
+    } else if any(&[
+        TypeId::of::<u8>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u64>(),
+        TypeId::of::<u128>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<i8>(),
+        TypeId::of::<i16>(),
+        TypeId::of::<i32>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<i128>(),
+        TypeId::of::<isize>(),
+        TypeId::of::<bool>(),
+    ]) {
+        Kind::Literal
+    } else {
+        Kind::Other
+    }
+}
+
+/// A string as it is when that cannot be mistaken for anything else, else quoted. Takes the
+/// text as `Display` and reads it twice, so a `String` key is named without a copy.
+fn write_string(text: &(impl Display + ?Sized), f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let mut look = Look::default();
+    let _ = write!(look, "{text}");
+    if look.plain() {
+        return write!(f, "{text}");
+    }
+    f.write_char('"')?;
+    write!(Escaped(&mut *f), "{text}")?;
+    f.write_char('"')
+}
+
+/// What a string looks like, seen a piece at a time: whether it can stand unquoted.
+#[derive(Default)]
+struct Look {
+    len: usize,
+    /// Only letters, digits and `- _ . / @ + ~`.
+    plain_chars: bool,
+    /// Only ASCII digits after an optional leading `-`, so far.
+    digits: bool,
+    /// Its first five bytes, to tell `true` and `false`.
+    start: [u8; 5],
+}
+
+impl Look {
+    fn plain(&self) -> bool {
+        let start = &self.start[..self.len.min(5)];
+        let number = self.digits && start != b"-";
+        let boolean = (self.len == 4 && start == b"true") || (self.len == 5 && start == b"false");
+        self.len > 0 && self.plain_chars && !number && !boolean
+    }
+}
+
+impl Write for Look {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        for (i, c) in text.char_indices() {
+            let at = self.len + i;
+            if at == 0 {
+                self.plain_chars = true;
+                self.digits = true;
+            }
+            self.plain_chars &= c.is_alphanumeric() || "-_./@+~".contains(c);
+            self.digits &= c.is_ascii_digit() || (at == 0 && c == '-');
+        }
+        for (i, byte) in text.bytes().enumerate() {
+            if let Some(slot) = self.start.get_mut(self.len + i) {
+                *slot = byte;
+            }
+        }
+        self.len += text.len();
+        Ok(())
+    }
+}
+
+/// Writes text escaped for the inside of a quoted part: `"`, `\` and control characters as
+/// Rust escapes them, everything else as it is.
+struct Escaped<W>(W);
+
+impl<W: Write> Write for Escaped<W> {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        for c in text.chars() {
+            if c == '"' || c == '\\' || c.is_control() {
+                write!(self.0, "{}", c.escape_default())?;
+            } else {
+                self.0.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Several keys as one: `KeyTuple((provider, model))` keys per pair, named
+/// `(openai, gpt-4o)`. `#[resilient(key = (provider, model))]` builds it.
+#[derive(Debug, Clone, Copy, Hash)]
+pub struct KeyTuple<T>(pub T);
+
+macro_rules! key_tuple {
+    ($($name:ident $index:tt),+) => {
+        impl<$($name: Key + ?Sized),+> sealed::Sealed for KeyTuple<($(&$name,)+)> {}
+        impl<$($name: Key + ?Sized),+> Key for KeyTuple<($(&$name,)+)> {
+            fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("(")?;
+                let mut first = true;
+                $(
+                    if !std::mem::take(&mut first) {
+                        f.write_str(", ")?;
+                    }
+                    self.0.$index.write(f)?;
+                )+
+                f.write_str(")")
+            }
+        }
+    };
+}
+
+key_tuple!(A 0, B 1);
+key_tuple!(A 0, B 1, C 2);
+key_tuple!(A 0, B 1, C 2, D 3);
+
+/// A key displayed as [`Key::write`] writes it.
+struct Shown<'k, K: ?Sized>(&'k K);
+
+impl<K: Key + ?Sized> Display for Shown<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.write(f)
+    }
+}
+
+/// A key's name, written on the stack: the name itself up to [`MAX_KEY_BYTES`], else
+/// `#{sha256 of the whole name}:{its start}` in as many bytes. No short name starts with `#`,
+/// so the two forms cannot meet.
+///
+/// ```
+/// use resil_runtime::{BreakerConfig, KeyedBreakers, MAX_KEY_BYTES};
+///
+/// let breakers = KeyedBreakers::new("user", BreakerConfig::default());
+/// let long = "a".repeat(1 << 20);
+/// let key = breakers.get(long.as_str()).key().unwrap().to_owned();
+/// assert!(key.starts_with('#') && key.len() <= MAX_KEY_BYTES);
+/// assert_ne!(key, breakers.get(&long[1..]).key().unwrap());
+/// ```
+pub(crate) struct KeyName {
+    bytes: [u8; MAX_KEY_BYTES],
+    len: usize,
+    /// Once the name is longer than the buffer: the digest of all of it so far.
+    overflow: Option<Sha256>,
+}
+
+/// `#`, 64 hex digits, `:`.
+const DIGEST_PREFIX: usize = 66;
+
+impl KeyName {
+    pub(crate) fn of<K: Key + ?Sized>(key: &K) -> Self {
+        let mut name = KeyName {
+            bytes: [0; MAX_KEY_BYTES],
+            len: 0,
+            overflow: None,
+        };
+        // Writing into the buffer cannot fail.
+        let _ = write!(name, "{}", Shown(key));
+        name.finish();
+        name
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        let bytes = &self.bytes[..self.len];
+        // A cut inside a character keeps what precedes it.
+        match std::str::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(error) => std::str::from_utf8(&bytes[..error.valid_up_to()]).unwrap_or_default(),
+        }
+    }
+
+    /// Puts the digest in front of the name's start, for a name too long to keep whole.
+    fn finish(&mut self) {
+        let Some(digest) = self.overflow.take() else {
+            return;
+        };
+        let start = MAX_KEY_BYTES - DIGEST_PREFIX;
+        self.bytes.copy_within(..start, DIGEST_PREFIX);
+        self.bytes[0] = b'#';
+        for (i, byte) in digest.finalize().iter().enumerate() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            self.bytes[1 + 2 * i] = HEX[usize::from(byte >> 4)];
+            self.bytes[2 + 2 * i] = HEX[usize::from(byte & 0xf)];
+        }
+        self.bytes[DIGEST_PREFIX - 1] = b':';
+        self.len = MAX_KEY_BYTES;
+    }
+}
+
+impl Write for KeyName {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        if let Some(digest) = &mut self.overflow {
+            digest.update(text);
+            return Ok(());
+        }
+        let room = MAX_KEY_BYTES - self.len;
+        if text.len() <= room {
+            self.bytes[self.len..self.len + text.len()].copy_from_slice(text.as_bytes());
+            self.len += text.len();
+            return Ok(());
+        }
+        let mut digest = Sha256::new();
+        digest.update(&self.bytes[..self.len]);
+        digest.update(text);
+        self.bytes[self.len..].copy_from_slice(&text.as_bytes()[..room]);
+        self.len = MAX_KEY_BYTES;
+        self.overflow = Some(digest);
+        Ok(())
+    }
+}
+
+impl fmt::Debug for KeyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name<K: Key + ?Sized>(key: &K) -> String {
+        KeyName::of(key).as_str().to_owned()
+    }
+
+    #[test]
+    fn plain_keys_keep_their_look() {
+        assert_eq!(name("gpt-4o"), "gpt-4o");
+        assert_eq!(name(&String::from("claude-3.5")), "claude-3.5");
+        assert_eq!(name(&42u32), "42");
+        assert_eq!(name(&KeyTuple(("openai", "gpt-4o"))), "(openai, gpt-4o)");
+    }
+
+    #[test]
+    fn keys_that_print_alike_get_distinct_names() {
+        assert_ne!(
+            name(&KeyTuple(("openai, gpt-4o", "mini"))),
+            name(&KeyTuple(("openai", "gpt-4o, mini")))
+        );
+        assert_ne!(name(&42u32), name("42"));
+        assert_ne!(name(&true), name("true"));
+        assert_ne!(name(""), name("\"\""));
+        assert_eq!(name(&42u32), name(&42i64), "integers are compared by value");
+        assert_eq!(name("gpt"), name(&String::from("gpt")));
+        assert_eq!(name("x"), name(&'x'));
+    }
+
+    #[test]
+    fn a_cut_name_is_bounded_and_keeps_its_start() {
+        let long = "é".repeat(1000);
+        let cut = name(long.as_str());
+        assert!(cut.len() <= MAX_KEY_BYTES, "{}", cut.len());
+        assert!(cut.starts_with('#'));
+        assert!(cut[DIGEST_PREFIX..].starts_with("éé"), "{cut}");
+        assert_ne!(cut, name(&"é".repeat(1001)));
+        assert_eq!(cut, name(long.as_str()));
+    }
+}
