@@ -72,3 +72,83 @@ async fn a_body_that_cannot_be_cloned_is_sent_once() {
     assert_eq!(provider.stats().requests, 1);
     provider.stop().await;
 }
+
+/// A loopback server answering every request with a 429 whose chunked body is `body` followed,
+/// if `endless`, by chunks sent until the client hangs up (a gigabyte at most), else by
+/// silence with the connection held open. Returns its address.
+async fn hostile_429(body: &'static [u8], endless: bool) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let head = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 0\r\ntransfer-encoding: chunked\r\n\r\n";
+                let first = format!("{:x}\r\n", body.len());
+                let sent = async {
+                    socket.write_all(head.as_bytes()).await?;
+                    socket.write_all(first.as_bytes()).await?;
+                    socket.write_all(body).await?;
+                    socket.write_all(b"\r\n").await?;
+                    let chunk = vec![b'x'; 1 << 16];
+                    let mut total = 0usize;
+                    while endless && total < 1 << 30 {
+                        socket.write_all(b"10000\r\n").await?;
+                        socket.write_all(&chunk).await?;
+                        socket.write_all(b"\r\n").await?;
+                        total += chunk.len();
+                    }
+                    std::io::Result::Ok(())
+                };
+                if sent.await.is_ok() && !endless {
+                    // Holds the connection open, saying nothing more, until the client leaves.
+                    let _ = socket.read(&mut buffer).await;
+                }
+            });
+        }
+    });
+    address
+}
+
+/// A 429 with an endless body, or one that stalls, and a policy without a timeout: the
+/// middleware reads at most the first 4 KiB, for at most a second, and hands back the answer.
+#[tokio::test]
+async fn a_429_body_is_read_only_up_to_its_limit() {
+    let client = || {
+        let policy = Policy::builder().build().unwrap();
+        ClientBuilder::new(reqwest::Client::new())
+            .with(PolicyMiddleware::new(policy))
+            .build()
+    };
+    let endless = hostile_429(b"{\"error\": \"slow down\"}", true).await;
+    let response = client()
+        .get(format!("http://{endless}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    let body = response.bytes().await.unwrap();
+    assert_eq!(body.len(), resil::http::HttpError::BODY_LIMIT);
+    assert!(body.starts_with(b"{\"error\": \"slow down\"}"));
+
+    let stalled = hostile_429(b"{\"error\": \"insufficient_quota\"}", false).await;
+    let response = client()
+        .get(format!("http://{stalled}/"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 429);
+    assert_eq!(
+        response.text().await.unwrap(),
+        "{\"error\": \"insufficient_quota\"}",
+        "what arrived within the wait is kept"
+    );
+}

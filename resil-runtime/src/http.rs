@@ -1,9 +1,10 @@
 //! HTTP classification (feature `http`): which status codes are worth retrying, and how
 //! long the server asked us to wait.
 //!
-//! 429 (too many requests), 408 (request timeout) and every 5xx (including 529, "overloaded")
-//! are transient; every other 4xx, 402 among them, is permanent: asking again will not
-//! change the answer. A 429 is a throttle: retried after its wait, never counted toward
+//! 429 (too many requests), 408 (request timeout) and the 5xx (including 529, "overloaded")
+//! are transient, except those that say the server cannot serve the request at all (501,
+//! 505, 506, 508, 510, 511); every other 4xx, 402 among them, is permanent: asking again will
+//! not change the answer. A 429 is a throttle: retried after its wait, never counted toward
 //! opening a breaker. With feature `reqwest`, [`classify`] turns a response into `Ok` or an
 //! [`HttpError`] that keeps the status, the wait and the body; `reqwest::Error` is classified
 //! by its status, and connect errors and timeouts are transient.
@@ -19,11 +20,17 @@ pub use ::http::StatusCode;
 
 use crate::Transient;
 
+/// The 5xx that say the server cannot serve this request at all, however often it is asked:
+/// 501 Not Implemented, 505 HTTP Version Not Supported, 506 Variant Also Negotiates,
+/// 508 Loop Detected, 510 Not Extended, 511 Network Authentication Required.
+const PERMANENT_5XX: [u16; 6] = [501, 505, 506, 508, 510, 511];
+
 /// ```
 /// use http::StatusCode;
 /// use resil_runtime::Transient;
 ///
 /// assert!(StatusCode::TOO_MANY_REQUESTS.is_transient());
+/// assert!(!StatusCode::NOT_IMPLEMENTED.is_transient());
 /// assert!(StatusCode::from_u16(529).unwrap().is_transient());
 /// assert!(!StatusCode::UNAUTHORIZED.is_transient());
 /// assert!(!StatusCode::PAYMENT_REQUIRED.is_transient());
@@ -32,7 +39,7 @@ impl Transient for StatusCode {
     fn is_transient(&self) -> bool {
         *self == StatusCode::TOO_MANY_REQUESTS
             || *self == StatusCode::REQUEST_TIMEOUT
-            || self.is_server_error()
+            || (self.is_server_error() && !PERMANENT_5XX.contains(&self.as_u16()))
     }
 
     fn is_throttle(&self) -> bool {
@@ -145,6 +152,9 @@ impl HttpError {
     /// hostile body's gigabytes.
     pub const BODY_LIMIT: usize = 4096;
 
+    /// The longest an error's body is waited for; what arrived by then is kept.
+    pub const BODY_WAIT: Duration = Duration::from_secs(1);
+
     /// An answer with `status`, its `headers` and the start of its `body`, classified: the
     /// wait its headers ask for, and at most [`HttpError::BODY_LIMIT`] bytes of the body.
     #[cfg(feature = "reqwest")]
@@ -213,15 +223,27 @@ pub async fn classify(mut response: reqwest::Response) -> Result<reqwest::Respon
         return Ok(response);
     }
     let headers = response.headers().clone();
-    let mut body = Vec::new();
-    // A body cut short (or never sent) still leaves a classified error.
-    while body.len() < HttpError::BODY_LIMIT {
-        match response.chunk().await {
-            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) | Err(_) => break,
-        }
-    }
+    let body = body_start(&mut response).await;
     Err(HttpError::from_parts(status, &headers, &body))
+}
+
+/// The first [`HttpError::BODY_LIMIT`] bytes of an error's body, or what arrived of them
+/// within [`HttpError::BODY_WAIT`]: neither an endless body nor one that stalls holds the
+/// caller. A body cut short (or never sent) still leaves a classified error.
+#[cfg(feature = "reqwest")]
+pub(crate) async fn body_start(response: &mut reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    let read = async {
+        while body.len() < HttpError::BODY_LIMIT {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                Ok(None) | Err(_) => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(HttpError::BODY_WAIT, read).await;
+    body.truncate(HttpError::BODY_LIMIT);
+    body
 }
 
 #[cfg(test)]
@@ -237,10 +259,12 @@ mod tests {
 
     #[test]
     fn status_codes() {
-        for code in [408, 429, 500, 502, 503, 504, 529, 599] {
+        for code in [408, 429, 500, 502, 503, 504, 507, 529, 599] {
             assert!(StatusCode::from_u16(code).unwrap().is_transient(), "{code}");
         }
-        for code in [200, 204, 301, 400, 401, 402, 403, 404, 409, 422] {
+        for code in [
+            200, 204, 301, 400, 401, 402, 403, 404, 409, 422, 501, 505, 506, 508, 510, 511,
+        ] {
             assert!(
                 !StatusCode::from_u16(code).unwrap().is_transient(),
                 "{code}"

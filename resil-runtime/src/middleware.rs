@@ -3,7 +3,7 @@
 //!
 //! Each request runs as one operation of the policy. The middleware classifies answers itself,
 //! as [`crate::http::classify`] does: 429 (with its `Retry-After` or `retry-after-ms`), 408,
-//! 5xx and 529 are retried after their wait, a 429 whose body says the quota is exhausted is
+//! 529 and the 5xx that a retry can fix are retried after their wait, a 429 whose body says the quota is exhausted is
 //! not, other statuses are final. When no retry is left the caller gets the last response as
 //! the server sent it (a 503 is a response, not an error); transport failures and resil's own
 //! rejections are errors.
@@ -33,7 +33,7 @@ use http::{Extensions, HeaderName, HeaderValue, StatusCode};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::http::HttpError;
+use crate::http::{body_start, HttpError};
 use crate::{Next as Step, Operation, Policy, Rejected, Transient};
 
 /// Applies a [`Policy`] to every request (see the [module docs](self)).
@@ -107,9 +107,10 @@ impl Transient for Failure {
 }
 
 /// The response, or the failure its status stands for. Only a 429's body is read (to tell a
-/// throttle from an exhausted quota); the response is then rebuilt from its parts, so its
-/// `url()` is no longer the request's.
-async fn classified(response: Response) -> Result<Response, Failure> {
+/// throttle from an exhausted quota), at most its first [`HttpError::BODY_LIMIT`] bytes and
+/// for at most [`HttpError::BODY_WAIT`]; the response is then rebuilt from its parts with
+/// what was read, so its `url()` is no longer the request's.
+async fn classified(mut response: Response) -> Result<Response, Failure> {
     let status = response.status();
     if status.is_success() {
         return Ok(response);
@@ -118,12 +119,11 @@ async fn classified(response: Response) -> Result<Response, Failure> {
         let class = HttpError::from_parts(status, response.headers(), &[]);
         return Err(Failure::Status { response, class });
     }
-    let (version, headers) = (response.version(), response.headers().clone());
-    let body = response
-        .bytes()
-        .await
-        .map_err(|error| Failure::Transport(error.into()))?;
+    let (version, mut headers) = (response.version(), response.headers().clone());
+    let body = body_start(&mut response).await;
     let class = HttpError::from_parts(status, &headers, &body);
+    headers.remove(http::header::TRANSFER_ENCODING);
+    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     let mut rebuilt = http::Response::new(body);
     *rebuilt.status_mut() = status;
     *rebuilt.version_mut() = version;
