@@ -140,3 +140,32 @@ async fn the_short_form_keys_the_bulkhead_too() {
         Err(ApiError::Rejected(Rejected::BulkheadFull { limit: 1 }))
     );
 }
+
+/// A reference type that reaches the attribute through `macro_rules!` (`$t:ty`) arrives in an
+/// invisible group: it is still seen as a reference and borrowed as it is.
+macro_rules! keyed_by {
+    ($name:ident, $model:ty) => {
+        #[resilient(breaker = "per_model", breaker_threshold = 1)]
+        async fn $name(model: $model, calls: &Calls) -> Result<String, ApiError> {
+            calls.add();
+            if model == "dead" {
+                return Err(ApiError::Busy);
+            }
+            Ok(model.to_string())
+        }
+    };
+}
+
+keyed_by!(by_macro_type, &str);
+
+#[tokio::test(start_paused = true)]
+async fn a_reference_key_type_from_a_macro_compiles_and_keys() {
+    let calls = Calls::default();
+    assert_eq!(by_macro_type("dead", &calls).await, Err(ApiError::Busy));
+    assert!(matches!(
+        by_macro_type("dead", &calls).await,
+        Err(ApiError::Rejected(Rejected::BreakerOpen { .. }))
+    ));
+    assert_eq!(by_macro_type("live", &calls).await, Ok("live".into()));
+    assert_eq!(calls.count(), 2);
+}

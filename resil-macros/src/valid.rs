@@ -729,13 +729,24 @@ pub(crate) fn result_type(ty: &Type) -> Option<&Type> {
     }
 }
 
+/// Whether `ty` is a reference, seen through parentheses and the invisible groups a
+/// `macro_rules!` `$t:ty` leaves around it.
+pub(crate) fn is_reference(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(_) => true,
+        Type::Paren(inner) => is_reference(&inner.elem),
+        Type::Group(inner) => is_reference(&inner.elem),
+        _ => false,
+    }
+}
+
 /// The argument bound to `name`, if the function has one.
 fn key_argument(sig: &Signature, name: &str) -> Option<KeyArgument> {
     sig.inputs.iter().find_map(|input| match input {
         FnArg::Typed(arg) => match &*arg.pat {
             Pat::Ident(ident) if ident.ident == name => Some(KeyArgument {
                 ident: ident.ident.clone(),
-                by_ref: matches!(&*arg.ty, Type::Reference(_)),
+                by_ref: is_reference(&arg.ty),
             }),
             _ => None,
         },

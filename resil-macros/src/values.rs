@@ -84,7 +84,7 @@ fn per_key(text: &str) -> Option<(&str, bool)> {
 
 /// `rate = "60/min"`, `token_rate = "90000/min, burst 20000"`, either with ` per key`.
 pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
-    let text = string_value(name, value, "\"60/min\"")?;
+    let text = string_value(name, value, &["\"60/min\""])?;
     let Some((rate, per_key)) = per_key(&text) else {
         return Err(syn::Error::new(
             value.span(),
@@ -158,13 +158,13 @@ pub(crate) fn expression(_name: &'static str, value: &Expr) -> syn::Result<Expr>
 
 /// `backoff = "300ms..8s"`.
 pub(crate) fn range(name: &'static str, value: &Expr) -> syn::Result<(Duration, Duration)> {
-    let text = string_value(name, value, "\"300ms..8s\"")?;
+    let text = string_value(name, value, &["\"300ms..8s\""])?;
     duration::parse_range(&text).map_err(|message| syn::Error::new(value.span(), message))
 }
 
 /// `jitter = "full"`.
 pub(crate) fn jitter(name: &'static str, value: &Expr) -> syn::Result<Jitter> {
-    let text = string_value(name, value, "\"full\"")?;
+    let text = string_value(name, value, &["\"full\""])?;
     Jitter::from_name(&text).ok_or_else(|| {
         let names = Jitter::ALL.iter().map(|(known, _)| *known);
         let hint = did_you_mean(&text, names)
@@ -175,7 +175,7 @@ pub(crate) fn jitter(name: &'static str, value: &Expr) -> syn::Result<Jitter> {
 
 /// `breaker = "openai"` or `breaker = "per_model"`.
 pub(crate) fn breaker(name: &'static str, value: &Expr) -> syn::Result<BreakerArg> {
-    let text = string_value(name, value, "\"openai\" or \"per_model\"")?;
+    let text = string_value(name, value, &["\"openai\"", "\"per_model\""])?;
     match text.strip_prefix("per_") {
         Some(arg) if !arg.is_empty() => Ok(BreakerArg::PerArg(arg.to_owned())),
         _ if text.trim().is_empty() => Err(syn::Error::new(value.span(), "a breaker needs a name, such as `breaker = \"openai\"`, or `breaker = \"per_<argument>\"` for one breaker per value of an argument")),
@@ -190,7 +190,7 @@ pub(crate) fn fallback(_name: &'static str, value: &Expr) -> syn::Result<syn::Pa
 
 /// `profile = "llm"`.
 pub(crate) fn profile(name: &'static str, value: &Expr) -> syn::Result<&'static Profile> {
-    let text = string_value(name, value, "\"llm\"")?;
+    let text = string_value(name, value, &["\"llm\""])?;
     profiles::named(&text).ok_or_else(|| {
         let names = profiles::ALL.iter().map(|profile| profile.name);
         let hint = did_you_mean(&text, names.clone())
@@ -202,7 +202,7 @@ pub(crate) fn profile(name: &'static str, value: &Expr) -> syn::Result<&'static 
 
 /// `breaker_kind = "failure_rate"`.
 pub(crate) fn breaker_kind(name: &'static str, value: &Expr) -> syn::Result<KindName> {
-    let text = string_value(name, value, "\"failure_rate\"")?;
+    let text = string_value(name, value, &["\"failure_rate\""])?;
     let known = KindName::ALL.iter();
     known.clone().find(|(known, _)| *known == text).map(|(_, kind)| *kind).ok_or_else(|| {
         let hint = did_you_mean(&text, known.map(|(name, _)| *name))
@@ -213,7 +213,7 @@ pub(crate) fn breaker_kind(name: &'static str, value: &Expr) -> syn::Result<Kind
 
 /// `breaker_rate = "25%"`: a whole percentage.
 pub(crate) fn percent(name: &'static str, value: &Expr) -> syn::Result<u32> {
-    let text = string_value(name, value, "\"25%\"")?;
+    let text = string_value(name, value, &["\"25%\""])?;
     text.trim()
         .strip_suffix('%')
         .and_then(|percent| percent.trim().parse().ok())
@@ -239,7 +239,7 @@ fn path(value: &Expr, expected: &str) -> syn::Result<syn::Path> {
 
 /// `retry_budget = "20%"` or `"20%, min 10/s"`.
 pub(crate) fn budget(name: &'static str, value: &Expr) -> syn::Result<Budget> {
-    let text = string_value(name, value, "\"20%\"")?;
+    let text = string_value(name, value, &["\"20%\""])?;
     let budget = parse_budget(&text).ok_or_else(|| {
         syn::Error::new(value.span(), format!("`retry_budget = \"{text}\"` is not a budget: write the share of first attempts retries may add, such as \"20%\", optionally with a floor, such as \"20%, min 10/s\""))
     })?;
@@ -250,7 +250,7 @@ pub(crate) fn budget(name: &'static str, value: &Expr) -> syn::Result<Budget> {
 
 /// `nested = "independent"` (true) or `"shared"`.
 pub(crate) fn nesting(name: &'static str, value: &Expr) -> syn::Result<bool> {
-    let text = string_value(name, value, "\"independent\"")?;
+    let text = string_value(name, value, &["\"independent\""])?;
     match text.as_str() {
         "independent" => Ok(true),
         "shared" => Ok(false),
@@ -274,7 +274,7 @@ pub(crate) fn flag(name: &'static str, value: &Expr) -> syn::Result<bool> {
 
 /// `shared_fail = "open"` (false: the local state decides) or `"closed"` (true: refuse).
 pub(crate) fn shared_fail(name: &'static str, value: &Expr) -> syn::Result<bool> {
-    let text = string_value(name, value, "\"closed\"")?;
+    let text = string_value(name, value, &["\"closed\""])?;
     match text.as_str() {
         "closed" => Ok(true),
         "open" => Ok(false),
@@ -306,16 +306,23 @@ fn parse_budget(text: &str) -> Option<Budget> {
     })
 }
 
-fn string_value(name: &str, value: &Expr, example: &str) -> syn::Result<String> {
+/// The string `value` of the key `name`; anything else is refused with `examples` of what
+/// to write, each a whole `name = example`.
+fn string_value(name: &str, value: &Expr, examples: &[&str]) -> syn::Result<String> {
     match value {
         Expr::Lit(ExprLit {
             lit: Lit::Str(text),
             ..
         }) => Ok(text.value()),
-        _ => Err(syn::Error::new(
-            value.span(),
-            format!("`{name}` takes a string, such as `{name} = {example}`"),
-        )),
+        _ => {
+            let examples: Vec<String> = (examples.iter())
+                .map(|example| format!("`{name} = {example}`"))
+                .collect();
+            Err(syn::Error::new(
+                value.span(),
+                format!("`{name}` takes a string, such as {}", examples.join(" or ")),
+            ))
+        }
     }
 }
 
@@ -326,7 +333,7 @@ pub(crate) fn duration_value(name: &'static str, value: &Expr) -> syn::Result<Du
     {
         return Err(syn::Error::new(value.span(), format!("`{name}` needs a unit: write it as a string such as `{name} = \"20s\"` or `\"300ms\"`")));
     }
-    let text = string_value(name, value, "\"20s\"")?;
+    let text = string_value(name, value, &["\"20s\""])?;
     let duration =
         duration::parse(&text).map_err(|message| syn::Error::new(value.span(), message))?;
     rules::positive(name, duration).map_err(|rule| syn::Error::new(value.span(), rule))?;

@@ -113,32 +113,39 @@ impl<E> Chaos<E> {
     where
         F: Future<Output = Result<T, E>>,
     {
-        let (wait, stall, fail) = self.draw(|rng| {
-            let wait = self.latency.as_ref().map(|range| {
+        self.apply(self.faults(), Some(call)).await
+    }
+
+    /// Draws the faults of one call.
+    fn faults(&self) -> Faults {
+        self.draw(|rng| Faults {
+            wait: self.latency.as_ref().map(|range| {
                 if range.start >= range.end {
                     range.start
                 } else {
                     rng.random_range(range.clone())
                 }
-            });
-            (
-                wait,
-                rng.random_bool(self.stall),
-                self.failure
-                    .as_ref()
-                    .map(|(rate, _)| rng.random_bool(*rate)),
-            )
-        });
-        if let Some(wait) = wait {
+            }),
+            stall: rng.random_bool(self.stall),
+            fail: (self.failure.as_ref()).is_some_and(|(rate, _)| rng.random_bool(*rate)),
+        })
+    }
+
+    /// The call with its `faults`; `call` may be `None` only when they stall or fail it.
+    async fn apply<T, F>(&self, faults: Faults, call: Option<F>) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        if let Some(wait) = faults.wait {
             tokio::time::sleep(wait).await;
         }
-        if stall {
-            std::future::pending::<()>().await;
-        }
-        if let (Some(true), Some((_, error))) = (fail, &self.failure) {
+        if let (false, true, Some((_, error))) = (faults.stall, faults.fail, &self.failure) {
             return Err(error());
         }
-        call.await
+        match call {
+            Some(call) if !faults.stall => call.await,
+            _ => std::future::pending().await,
+        }
     }
 
     /// `stream` with the faults of [`Chaos::cut`]: a stream chosen to be cut ends after one of
@@ -146,6 +153,21 @@ impl<E> Chaos<E> {
     pub fn inject_stream<S: Stream>(&self, stream: S) -> Cut<S> {
         let left = self.draw(|rng| rng.random_bool(self.cut).then(|| rng.random_range(1..=5)));
         Cut { stream, left }
+    }
+}
+
+/// What one call gets: a latency, and a stall or a failure instead of the call.
+#[derive(Debug, Clone, Copy)]
+struct Faults {
+    wait: Option<Duration>,
+    stall: bool,
+    fail: bool,
+}
+
+impl Faults {
+    /// Whether the call is made at all.
+    fn calls(&self) -> bool {
+        !self.stall && !self.fail
     }
 }
 
@@ -265,9 +287,13 @@ mod layer {
             self.inner.poll_ready(cx)
         }
 
+        /// The inner service is called only when the faults let the call through, as
+        /// [`Chaos::fail`] and [`Chaos::stall`] promise.
         fn call(&mut self, request: Req) -> Self::Future {
-            let (chaos, call) = (Arc::clone(&self.chaos), self.inner.call(request));
-            Box::pin(async move { chaos.inject(call).await })
+            let chaos = Arc::clone(&self.chaos);
+            let faults = chaos.faults();
+            let call = faults.calls().then(|| self.inner.call(request));
+            Box::pin(async move { chaos.apply(faults, call).await })
         }
     }
 }

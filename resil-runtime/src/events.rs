@@ -70,6 +70,9 @@ pub enum Event<'a> {
         attempt: u32,
         /// Why no retry was made.
         reason: GiveUp,
+        /// The wait the last error asked for (its `retry_after()`), if it asked: with
+        /// [`GiveUp::RetryAfterTooLong`] or [`GiveUp::DeadlineTooClose`], the wait refused.
+        asked: Option<Duration>,
     },
     /// A breaker changed state.
     BreakerTransition {

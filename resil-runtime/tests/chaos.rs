@@ -111,3 +111,57 @@ async fn the_layer_replays_its_seed_and_a_policy_layer_above_retries_it() {
         assert_eq!(retried.clone().oneshot(n).await, Ok(n));
     }
 }
+
+/// `Chaos::fail` and `Chaos::stall` say the call is not made: through the layer, the inner
+/// service is not called for them (a `service_fn` counts its calls when called).
+#[tokio::test(start_paused = true)]
+async fn the_layer_does_not_call_the_service_it_fails_or_stalls() {
+    use resil_runtime::chaos::ChaosLayer;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    use tower::{service_fn, ServiceBuilder, ServiceExt};
+
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = || {
+        let calls = Arc::clone(&calls);
+        service_fn(move |n: u32| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, TestError>(n) }
+        })
+    };
+    let failing = ServiceBuilder::new()
+        .layer(ChaosLayer::new(
+            Chaos::seeded(1).fail(1.0, || TestError::Busy),
+        ))
+        .service(counted());
+    for n in 0..10 {
+        assert_eq!(failing.clone().oneshot(n).await, Err(TestError::Busy));
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "a failed call is not made");
+
+    let stalling = ServiceBuilder::new()
+        .layer(ChaosLayer::new(Chaos::<TestError>::seeded(1).stall(1.0)))
+        .service(counted());
+    let cut = tokio::time::timeout(Duration::from_secs(5), stalling.oneshot(1)).await;
+    assert!(cut.is_err(), "a stalled call never answers");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "a stalled call is not made"
+    );
+
+    let half = ServiceBuilder::new()
+        .layer(ChaosLayer::new(
+            Chaos::seeded(9).fail(0.5, || TestError::Busy),
+        ))
+        .service(counted());
+    let mut made = 0;
+    for n in 0..20 {
+        made += u32::from(half.clone().oneshot(n).await.is_ok());
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        made,
+        "only the calls let through"
+    );
+}

@@ -5,7 +5,9 @@ use proc_macro2::{Ident, TokenStream, TokenTree};
 use quote::quote_spanned;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
-use syn::{FnArg, Pat, Type};
+use syn::{FnArg, Pat};
+
+use crate::valid::is_reference;
 
 /// `let name = clone_for_retry(&name);` for each argument taken by value, spanned at its
 /// type so a missing `Clone` is reported there.
@@ -43,15 +45,6 @@ pub(super) fn allow_unused_mut(sig: &mut syn::Signature) {
                 arg.attrs.push(syn::parse_quote!(#[allow(unused_mut)]));
             }
         }
-    }
-}
-
-fn is_reference(ty: &Type) -> bool {
-    match ty {
-        Type::Reference(_) => true,
-        Type::Paren(inner) => is_reference(&inner.elem),
-        Type::Group(inner) => is_reference(&inner.elem),
-        _ => false,
     }
 }
 

@@ -331,18 +331,19 @@ impl<'p, E> Execution<'p, E> {
                     _ => GiveUp::BreakerOpen,
                 };
                 return Decision::Done(match self.last_error.take() {
-                    Some(error) => progress.give_up(error, reason, "error"),
+                    Some(error) => progress.give_up(error, reason, "error", None),
                     None => progress.reject(rejected),
                 });
             }
             Err(Failure::Rejected(rejected)) => return Decision::Done(progress.reject(rejected)),
         };
-        match progress.plan_retry(error.retry_after()) {
+        let asked = error.retry_after();
+        match progress.plan_retry(asked) {
             Ok(wait) => {
                 self.last_error = Some(error);
                 Decision::Wait(wait)
             }
-            Err(reason) => Decision::Done(progress.give_up(error, reason, kind)),
+            Err(reason) => Decision::Done(progress.give_up(error, reason, kind, asked)),
         }
     }
 }
@@ -800,16 +801,34 @@ impl<'p> Progress<'p> {
         Ok(wait)
     }
 
-    /// Ends the operation with the provider's `error` (`outcome`: `error` or `timeout`).
-    fn give_up<T, E>(&mut self, error: E, reason: GiveUp, outcome: &'static str) -> Next<T, E> {
+    /// Ends the operation with the provider's `error` (`outcome`: `error` or `timeout`), which
+    /// asked to wait `asked` if it did.
+    fn give_up<T, E>(
+        &mut self,
+        error: E,
+        reason: GiveUp,
+        outcome: &'static str,
+        asked: Option<Duration>,
+    ) -> Next<T, E> {
         self.outcome(outcome);
         let attempt = self.attempt;
+        // The error itself does not say why it was not retried: a wait refused is logged.
+        #[cfg(feature = "tracing")]
+        if let (GiveUp::RetryAfterTooLong | GiveUp::DeadlineTooClose, Some(asked)) = (reason, asked)
+        {
+            tracing::warn!(
+                asked_ms = u64::try_from(asked.as_millis()).unwrap_or(u64::MAX),
+                reason = reason.as_str(),
+                "not retried: the error asked to wait {asked:?}"
+            );
+        }
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::GaveUp {
                 site,
                 operation,
                 attempt,
                 reason,
+                asked,
             })
         });
         Next::Done(Outcome::Failed(error))
