@@ -185,6 +185,78 @@ backoff = \"8s..1s\"
         .any(|message| message.contains("cfg::serch")));
 }
 
+/// One precedence: configuration overrides a tuning set by hand key by key, and returns to
+/// it, not to the attribute's values; the distinct tunings a policy keeps are bounded.
+#[test]
+fn a_tuning_set_by_hand_is_what_configuration_overrides_and_returns_to() {
+    let _turn = TURN.blocking_lock();
+    let policy = Policy::builder()
+        .name("cfg::by_hand")
+        .timeout(10 * SECOND)
+        .retry(2)
+        .build()
+        .unwrap();
+    let mut tuning = policy.tuning();
+    tuning.retry = 0;
+    policy.set_tuning(tuning).unwrap();
+    config::apply(&Overrides::default()).unwrap();
+    assert_eq!(policy.retries(), 0, "a configuration without it keeps it");
+    let file = Overrides::parse("[\"cfg::by_hand\"]\ntimeout = \"1s\"\n", "resil.toml").unwrap();
+    config::apply(&file).unwrap();
+    assert_eq!(policy.tuning().timeout, Some(SECOND), "the file's key wins");
+    assert_eq!(policy.retries(), 0, "the hand-set key stays under it");
+    config::apply(&Overrides::default()).unwrap();
+    assert_eq!(policy.tuning().timeout, Some(10 * SECOND));
+    assert_eq!(policy.retries(), 0);
+
+    let with_timeout = |ms: u64| {
+        let mut tuning = policy.tuning();
+        tuning.timeout = Some(Duration::from_millis(ms));
+        tuning
+    };
+    let kept = (1..=1_000)
+        .take_while(|ms| policy.set_tuning(with_timeout(*ms)).is_ok())
+        .count();
+    assert_eq!(
+        kept,
+        256 - 2,
+        "256 kept, two of them before: by hand, from the file"
+    );
+    let refused = policy.set_tuning(with_timeout(5_000)).unwrap_err();
+    assert!(
+        refused.to_string().contains("apply one of those again"),
+        "{refused}"
+    );
+    policy
+        .set_tuning(with_timeout(1))
+        .expect("a tuning kept is found again");
+    config::apply(&Overrides::default()).unwrap();
+}
+
+#[test]
+fn only_variables_of_the_form_are_configuration() {
+    let overrides = Overrides::from_vars(vars(&[
+        ("RESIL_SOAK_OPERATIONS", "100000"),
+        ("RESIL_LOG", "debug"),
+        ("RESIL_CFG__SEARCH__TIMEOUT", "1s"),
+    ]))
+    .expect("another program's RESIL_ variables are not configuration");
+    assert_eq!(overrides.len(), 1);
+
+    let refused = Overrides::from_vars(vars(&[("RESIL_CFG_SEARCH_TIMEOUT", "1s")])).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("RESIL_BILLING__CHARGE__TIMEOUT"),
+        "a misspelt override is refused with the form: {refused}"
+    );
+    let refused = Overrides::from_vars(vars(&[("RESIL_CFG__SEARCH__TIMOUT", "1s")])).unwrap_err();
+    assert!(
+        refused.to_string().contains("did you mean `timeout`"),
+        "{refused}"
+    );
+}
+
 #[tokio::test]
 async fn a_policy_switched_off_calls_straight_through() {
     let _turn = TURN.lock().await;
@@ -267,6 +339,8 @@ async fn a_watched_file_applies_each_good_version_and_keeps_the_last_on_a_bad_on
         .timeout(10 * SECOND)
         .build()
         .unwrap();
+    let refusals = Arc::new(Refusals::default());
+    events::add_global_listener(refusals.clone());
     let dir = std::env::temp_dir().join(format!("resil-config-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("resil.toml");
@@ -290,12 +364,33 @@ async fn a_watched_file_applies_each_good_version_and_keeps_the_last_on_a_bad_on
         until(2 * SECOND).await,
         "a change, applied without a restart"
     );
+    // The watcher's refusal of each bad version is what the test waits for.
+    let refused = |what: &'static str| {
+        let refusals = &refusals;
+        async move {
+            for _ in 0..500 {
+                if refusals.0.lock().unwrap().iter().any(|m| m.contains(what)) {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            false
+        }
+    };
     std::fs::write(&path, "[\"cfg::watched\"]\ntimeout = \"two seconds\"\n").unwrap();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(refused("two seconds").await, "the bad version is refused");
     assert_eq!(
         policy.tuning().timeout,
         Some(2 * SECOND),
         "the last good one stays"
+    );
+    // `std::fs::write` truncates first: a watcher may catch the file empty.
+    std::fs::write(&path, "").unwrap();
+    assert!(refused("is empty").await, "an empty file is refused");
+    assert_eq!(
+        policy.tuning().timeout,
+        Some(2 * SECOND),
+        "an empty file resets nothing"
     );
     std::fs::write(&path, "[\"cfg::watched\"]\ntimeout = \"3s\"\n").unwrap();
     assert!(until(3 * SECOND).await, "and the watch goes on");

@@ -89,6 +89,12 @@ pub enum Violation {
         /// The timeout given.
         timeout: Duration,
     },
+    /// A policy has had as many distinct tunings as it keeps (an operation may still run under
+    /// any of them, so none is forgotten).
+    TooManyTunings {
+        /// The most a policy keeps.
+        limit: usize,
+    },
     /// A named breaker is already in use with other settings.
     BreakerConflict {
         /// The breaker's name.
@@ -174,6 +180,10 @@ impl fmt::Display for Violation {
                 "a shared_timeout of {} would hold every call that long while Redis is slow, before deciding locally: give tens of milliseconds, at most {}, such as \"50ms\"",
                 human(*timeout),
                 human(MAX_SHARED_TIMEOUT)
+            ),
+            Violation::TooManyTunings { limit } => write!(
+                f,
+                "this policy has had {limit} distinct tunings, the most it keeps: apply one of those again (a tuning applied before is found, not added), or change the tunings' values less often"
             ),
             Violation::BreakerConflict {
                 name,

@@ -33,6 +33,15 @@
 //! the configuration no longer mentions returns to its defaults. Operations in flight finish
 //! under the tuning they started with.
 //!
+//! A watched file is read whole at each change, so write it the atomic way: the new version
+//! beside it, then a rename over it (`mv`, `std::fs::rename`). `std::fs::write` and most
+//! editors truncate first: an empty file is refused as a version caught mid-write (to set
+//! nothing, leave a comment in it), and a half-written one is refused if it does not parse.
+//!
+//! Variables that start with `RESIL_` but are not of the form `RESIL_<NAME>__<KEY>` belong to
+//! other programs and are ignored, except one that ends with a key
+//! (`RESIL_BILLING_CHARGE_TIMEOUT`), which is a misspelt override and refused with the form.
+//!
 //! A policy is known once it exists: a `#[resilient]` function's at its first call. A name
 //! that matches no policy yet is a problem (so a typo is caught), unless it is listed as
 //! expected with [`Overrides::expect`].

@@ -223,23 +223,28 @@ impl Overrides {
         }
     }
 
-    /// Reads `path` and parses it (see [`Overrides::parse`]).
+    /// Reads `path` and parses it (see [`Overrides::parse`]). An empty file is refused: it is
+    /// what a reload catches between `std::fs::write`'s truncation and its write, and applying
+    /// it would return every policy to its defaults. Write a new version beside the file and
+    /// rename it over (an atomic replace); to set nothing, leave a comment in it.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, Refused> {
         let path = path.as_ref();
         let origin = path.display().to_string();
+        let refused = |message: String| Refused {
+            origin: origin.clone(),
+            problems: vec![Problem {
+                at: origin.clone(),
+                site: String::new(),
+                key: String::new(),
+                message,
+            }],
+        };
         match std::fs::read_to_string(path) {
+            Ok(text) if text.trim().is_empty() => Err(refused("is empty, as a file caught while being written is: write the new version beside it and rename it over this one; to set nothing, leave a comment in it".to_owned())),
             Ok(text) => Self::parse(&text, &origin),
-            Err(error) => Err(Refused {
-                origin: origin.clone(),
-                problems: vec![Problem {
-                    at: origin,
-                    site: String::new(),
-                    key: String::new(),
-                    message: format!(
-                        "cannot be read ({error}): check the path and its permissions"
-                    ),
-                }],
-            }),
+            Err(error) => Err(refused(format!(
+                "cannot be read ({error}): check the path and its permissions"
+            ))),
         }
     }
 
@@ -249,7 +254,9 @@ impl Overrides {
     }
 
     /// Variables `RESIL_<NAME>__<KEY>=value`: the name's `::` written `__`, upper or lower
-    /// case (`RESIL_BILLING__CHARGE__TIMEOUT=5s`); others are ignored.
+    /// case (`RESIL_BILLING__CHARGE__TIMEOUT=5s`). Other variables are ignored, those of other
+    /// programs that start with `RESIL_` too, except one that ends with a key
+    /// (`RESIL_BILLING_CHARGE_TIMEOUT`): that is a misspelt override, and refused with the fix.
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, Refused> {
         let mut overrides = Overrides {
             origin: "environment".to_owned(),
@@ -261,12 +268,17 @@ impl Overrides {
                 continue;
             };
             let Some((site, key)) = rest.rsplit_once("__") else {
-                problems.push(Problem {
-                    at: name.clone(),
-                    site: String::new(),
-                    key: String::new(),
-                    message: "is not RESIL_<NAME>__<KEY>: write the policy's name with `__` for `::`, then `__` and the key, such as RESIL_BILLING__CHARGE__TIMEOUT".to_owned(),
-                });
+                // Not of the form: another program's variable (RESIL_SOAK_OPERATIONS), unless
+                // it ends with one of the keys, as a misspelt override would.
+                let tail = rest.rsplit_once('_').map(|(_, tail)| tail.to_lowercase());
+                if tail.is_some_and(|tail| KEYS.contains(&tail.as_str())) {
+                    problems.push(Problem {
+                        at: name.clone(),
+                        site: String::new(),
+                        key: String::new(),
+                        message: "is not RESIL_<NAME>__<KEY>: write the policy's name with `__` for `::`, then `__` and the key, such as RESIL_BILLING__CHARGE__TIMEOUT".to_owned(),
+                    });
+                }
                 continue;
             };
             let site = site.to_lowercase().replace("__", "::");
@@ -549,7 +561,7 @@ fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
                 }
             }
         }
-        let tuning = tuned(policy.base(), settings, &overrides.profiles);
+        let tuning = tuned(policy.defaults(), settings, &overrides.profiles);
         if let Err(rule) = tuning.check() {
             let last = settings.last();
             problems.push(Problem {

@@ -292,9 +292,14 @@ impl<K> Policy<K> {
 
     /// Makes `tuning` the one new operations start with; operations in flight finish under
     /// the one they started with. Refused, with the fix, if it breaks a rule (the policy then
-    /// keeps its tuning).
+    /// keeps its tuning), or if the policy has had 256 distinct tunings already.
+    ///
+    /// A tuning set by hand takes the place of the attribute's (or the builder's) values as
+    /// the policy's defaults: configuration ([`crate::config`]) overrides it key by key, and a
+    /// configuration that does not mention the policy returns it to this tuning, not to the
+    /// attribute's.
     pub fn set_tuning(&self, tuning: Tuning) -> Result<(), ConfigError> {
-        self.settings.tunings.apply(tuning)
+        self.settings.tunings.set(tuning)
     }
 
     /// The breaker all calls share (named, or given to the builder), if any.

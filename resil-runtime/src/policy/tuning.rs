@@ -76,10 +76,13 @@ impl Tuning {
     }
 }
 
-/// Every tuning a policy has had, and which one is current. Tunings are never removed while
-/// the policy lives, so an operation may hold a reference to the one it started with; a
-/// tuning applied again is found, not added, so memory grows with the distinct tunings
-/// applied, not with the reloads.
+/// Every tuning a policy has had, which one is current, and which are its defaults. Tunings
+/// are never removed while the policy lives, so an operation may hold a reference to the one
+/// it started with; a tuning applied again is found, not added, so memory grows with the
+/// distinct tunings applied, not with the reloads, and at most [`Tunings::MAX`] are kept.
+///
+/// The defaults are what configuration overrides and returns to: the attribute's or the
+/// builder's values, or the last tuning set by hand ([`crate::Policy::set_tuning`]).
 #[derive(Debug)]
 pub(crate) struct Tunings {
     #[cfg(feature = "config")]
@@ -89,6 +92,8 @@ pub(crate) struct Tunings {
     applied: boxcar::Vec<Tuning>,
     /// 0: `base`; n: `applied[n - 1]`.
     current: AtomicUsize,
+    /// The defaults, as `current`.
+    defaults: AtomicUsize,
 }
 
 impl Tunings {
@@ -99,16 +104,25 @@ impl Tunings {
             base,
             applied: boxcar::Vec::new(),
             current: AtomicUsize::new(0),
+            defaults: AtomicUsize::new(0),
         });
         #[cfg(feature = "config")]
         registry::register(&tunings);
         tunings
     }
 
+    /// The most distinct tunings a policy keeps: enough for any reloaded configuration,
+    /// small enough that finding one again stays cheap.
+    pub(crate) const MAX: usize = 256;
+
     /// The tuning new operations start with.
     #[inline]
     pub(crate) fn current(&self) -> &Tuning {
-        match self.current.load(Ordering::Acquire) {
+        self.at(self.current.load(Ordering::Acquire))
+    }
+
+    fn at(&self, index: usize) -> &Tuning {
+        match index {
             0 => &self.base,
             n => self.applied.get(n - 1).unwrap_or(&self.base),
         }
@@ -120,26 +134,41 @@ impl Tunings {
         &self.name
     }
 
-    /// What the policy was built with.
+    /// What configuration overrides and returns to.
     #[cfg(feature = "config")]
-    pub(crate) fn base(&self) -> &Tuning {
-        &self.base
+    pub(crate) fn defaults(&self) -> &Tuning {
+        self.at(self.defaults.load(Ordering::Acquire))
     }
 
-    /// Makes `tuning` current for new operations, after checking it.
+    /// Makes `tuning` current for new operations, after checking it (configuration).
     pub(crate) fn apply(&self, tuning: Tuning) -> Result<(), ConfigError> {
-        tuning.check()?;
-        let tuning = if tuning.enabled { tuning } else { tuning.off() };
-        let index = if tuning == self.base {
-            0
-        } else {
-            match self.applied.iter().find(|(_, known)| **known == tuning) {
-                Some((at, _)) => at + 1,
-                None => self.applied.push(tuning) + 1,
-            }
-        };
+        let index = self.index(tuning)?;
         self.current.store(index, Ordering::Release);
         Ok(())
+    }
+
+    /// Makes `tuning` current and the defaults configuration returns to (by hand).
+    pub(crate) fn set(&self, tuning: Tuning) -> Result<(), ConfigError> {
+        let index = self.index(tuning)?;
+        self.defaults.store(index, Ordering::Release);
+        self.current.store(index, Ordering::Release);
+        Ok(())
+    }
+
+    /// Where `tuning` is kept, added if new.
+    fn index(&self, tuning: Tuning) -> Result<usize, ConfigError> {
+        tuning.check()?;
+        let tuning = if tuning.enabled { tuning } else { tuning.off() };
+        if tuning == self.base {
+            return Ok(0);
+        }
+        if let Some((at, _)) = self.applied.iter().find(|(_, known)| **known == tuning) {
+            return Ok(at + 1);
+        }
+        if self.applied.count() >= Self::MAX {
+            return Err(ConfigError::TooManyTunings { limit: Self::MAX });
+        }
+        Ok(self.applied.push(tuning) + 1)
     }
 }
 
