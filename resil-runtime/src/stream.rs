@@ -10,7 +10,10 @@
 //!
 //! - ends with one `Err(Rejected::Idle { after })` when no item arrives within the policy's
 //!   `idle_timeout` of the previous one, and with one `Err(Rejected::DeadlineExceeded)` when
-//!   the operation's deadline passes (the deadline bounds the whole stream, to its last item);
+//!   the operation's deadline passes (the deadline bounds the whole stream, to its last item,
+//!   however fast the body answers and however slowly the consumer reads);
+//! - ends at the item that [`ResilientStream::complete_when`] recognises as the final one:
+//!   what the body sends or does afterwards (more items, a connection held open) is not read;
 //! - ends with one `Err(Rejected::Incomplete)` when the body's stream ends before an item
 //!   that [`ResilientStream::complete_when`] recognises as the final one (unless it yielded
 //!   an error already);
@@ -189,6 +192,16 @@ where
         let Some(rest) = this.rest.as_mut() else {
             return Poll::Ready(None);
         };
+        // Checked before the body is asked, not only while it is pending: a body whose items
+        // are always ready, read by a slow consumer, is bounded by the deadline too.
+        if this
+            .holdings
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            this.end();
+            return Poll::Ready(Some(Err(E::from(Rejected::DeadlineExceeded))));
+        }
         match rest.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(next))) => Poll::Ready(Some(Ok(this.item(next)))),
             Poll::Ready(Some(Err(error))) => {
@@ -239,10 +252,14 @@ where
 impl<T, E, S> ResilientStream<'_, T, E, S> {
     /// An item for the consumer: notes whether it is the final one, and that the gap it
     /// closed no longer stands.
+    /// An item for the consumer. The final one ends the stream: no idle timeout or deadline
+    /// can turn a complete answer into a failure, whatever the server does with the
+    /// connection afterwards, and the permit goes back with it.
     fn item(&mut self, item: T) -> T {
         self.stale = true;
         if self.complete_when.is_some_and(|is_final| is_final(&item)) {
             self.finished = true;
+            self.end();
         }
         item
     }

@@ -430,3 +430,69 @@ fn streams_are_send_under_a_multi_thread_runtime() {
     assert_eq!(items, [Ok("a"), Ok("b")]);
     assert_eq!(POLICY.bulkhead().unwrap().in_flight(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_deadline_bounds_a_ready_body_read_by_a_slow_consumer() {
+    let policy = Policy::builder()
+        .deadline(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let provider = Provider::default();
+    let steps: Vec<_> = (0..10).map(|_| Item(0, "tick")).collect();
+    let mut stream = policy
+        .run_stream(|| provider.connect(0, steps.clone()))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut items = Vec::new();
+    while let Some(item) = stream.next().await {
+        items.push((started.elapsed().as_secs(), item));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        items,
+        [
+            (0, Ok("tick")),
+            (1, Ok("tick")),
+            (2, Ok("tick")),
+            (3, Err(TestError::Rejected(Rejected::DeadlineExceeded)))
+        ]
+    );
+    assert!(
+        !provider.alive(),
+        "the body's stream is dropped at the deadline"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_final_item_ends_the_stream_whatever_the_connection_does() {
+    let shared = breaker(1);
+    let policy = Policy::builder()
+        .breaker(shared.clone())
+        .idle_timeout(Duration::from_secs(30))
+        .bulkhead(1)
+        .build()
+        .unwrap();
+    let provider = Provider::default();
+    for _ in 0..3 {
+        // The server keeps the connection open after `[DONE]`.
+        let stream = policy
+            .run_stream(|| provider.connect(0, vec![Item(0, "Hel"), Item(10, "[DONE]"), Stall]))
+            .await
+            .unwrap()
+            .complete_when(is_done);
+        let items: Vec<_> = stream.collect().await;
+        assert_eq!(
+            items,
+            [Ok("Hel"), Ok("[DONE]")],
+            "no Idle after the final item"
+        );
+        assert!(
+            !provider.alive(),
+            "the body's stream goes with the final item"
+        );
+        assert_eq!(policy.bulkhead().unwrap().in_flight(), 0);
+    }
+    assert_eq!(shared.state(), BreakerState::Closed);
+    assert_eq!(shared.failures(), 0, "complete answers are no failures");
+}
