@@ -707,3 +707,112 @@ async fn a_slot_given_up_goes_back_to_every_instance() {
     assert_eq!(call(&b_policy, &calls, Ok(())).await, Ok(()));
     assert_eq!(calls.count(), 2);
 }
+
+#[tokio::test]
+async fn a_throttle_revokes_the_slots_other_instances_already_reserved() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    // 2 a second, no burst: slots 500 ms apart across both instances.
+    let gated = |p: resil::PolicyBuilder| p.rate(2, Duration::from_secs(1), 1);
+    let (a, b) = (
+        Arc::new(instance(&server, gated).await),
+        Arc::new(instance(&server, gated).await),
+    );
+    // A takes the first slot and holds its answer until B has promised the next three.
+    let answer = Arc::new(tokio::sync::Notify::new());
+    let throttled = tokio::spawn({
+        let (a, answer) = (Arc::clone(&a), Arc::clone(&answer));
+        async move {
+            a.policy
+                .run(|| async {
+                    answer.notified().await;
+                    Err::<(), _>(TooFast::Throttled(Duration::from_secs(3)))
+                })
+                .await
+        }
+    });
+    let tat = || {
+        let key = server.keys("resil:rate:").pop()?;
+        let tat: u64 = server.query(redis::cmd("HGET").arg(&key).arg("tat"))?;
+        let (seconds, micros): (u64, u64) = server.query(&redis::cmd("TIME"))?;
+        Some(Duration::from_micros(
+            tat.saturating_sub(seconds * 1_000_000 + micros),
+        ))
+    };
+    eventually("A's slot", || tat().is_some()).await;
+    let started = Instant::now();
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let (b, calls) = (Arc::clone(&b), Arc::clone(&calls));
+            tokio::spawn(async move {
+                b.policy
+                    .run(|| async {
+                        calls.lock().unwrap().push(started.elapsed());
+                        Ok::<(), TooFast>(())
+                    })
+                    .await
+            })
+        })
+        .collect();
+    // Four slots promised: Redis's schedule runs 1.5 s or more ahead.
+    eventually("B's three slots", || {
+        tat().is_some_and(|ahead| ahead > Duration::from_millis(1400))
+    })
+    .await;
+    answer.notify_one();
+    assert_eq!(
+        throttled.await.unwrap(),
+        Err(TooFast::Throttled(Duration::from_secs(3)))
+    );
+    let held_at = started.elapsed();
+    for waiter in waiters {
+        assert_eq!(waiter.await.unwrap(), Ok(()));
+    }
+    let calls = calls.lock().unwrap();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert!(
+        calls
+            .iter()
+            .all(|at| *at >= held_at + Duration::from_millis(2900)),
+        "B called during A's hold (from {held_at:?}): {calls:?}"
+    );
+}
+
+/// The openings made during an outage reach a restarted Redis (which has lost its scripts) in
+/// one pipeline, however many there are.
+#[tokio::test]
+async fn a_thousand_openings_made_during_an_outage_reach_redis_when_it_is_back() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let store = Redis::open(&server.url()).await.unwrap();
+    let policy = Policy::builder()
+        .name("llm::outage")
+        .keyed("model")
+        .breaker_per_key("model", 1, Duration::from_secs(60))
+        .shared_in(&store)
+        .build()
+        .unwrap();
+    server.kill();
+    for model in 0..1000 {
+        let failed = policy
+            .run_keyed(&format!("m{model}"), || async {
+                Err::<(), ApiError>(ApiError::Busy)
+            })
+            .await;
+        assert_eq!(failed, Err(ApiError::Busy));
+    }
+    server.restart();
+    eventually("every opening in Redis", || {
+        server.keys("resil:breaker:llm::outage:").len() >= 1000
+    })
+    .await;
+    let keys = server.keys("resil:breaker:llm::outage:");
+    assert!(
+        keys.contains(&"resil:breaker:llm::outage:model=m999:open".to_owned()),
+        "{:?}",
+        &keys[..5]
+    );
+}

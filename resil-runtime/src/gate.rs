@@ -1,13 +1,16 @@
 //! [`RateGate`]: a rate limit kept on this side, so the provider's is not hit.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use resil_spec::rules;
 use tokio::time::Instant;
 
 use crate::deadline::NEVER;
+use crate::sync::lock_std;
 use crate::{ConfigError, Rejected};
 
 /// Stays under a provider's rate limit instead of collecting its 429s: `count` units per
@@ -32,6 +35,10 @@ use crate::{ConfigError, Rejected};
 /// before that wait is over, then resumes at its steady rate, one slot at a time: the other
 /// callers wait in the gate instead of each provoking its own 429. Slots reserved before the
 /// throttle are revoked: their callers take new ones, in turn, after the wait.
+///
+/// A slot reserved and not used (its caller gave up waiting) goes back only while no slot was
+/// promised after it and no throttle revoked it: a gate never promises one instant twice, so
+/// a slot given up in the middle of the queue stays spent.
 ///
 /// ```
 /// use resil_runtime::{RateGate, Rejected};
@@ -64,6 +71,9 @@ pub struct RateGate {
     held_until: AtomicU64,
     /// Counts throttles: a slot reserved under an older one is revoked.
     epoch: AtomicU64,
+    /// Serialises a refund's check with a throttle's revocation (both rare; reservations
+    /// never take it).
+    revising: Mutex<()>,
     origin: Instant,
     /// Where the gate is kept for every instance, for a shared policy.
     #[cfg(feature = "redis")]
@@ -106,6 +116,7 @@ impl RateGate {
             tat: AtomicU64::new(0),
             held_until: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
+            revising: Mutex::new(()),
             // Offsets are unsigned: an origin a little in the past keeps `now` after it even
             // when the gate is made and used at once.
             origin: Instant::now(),
@@ -128,6 +139,7 @@ impl RateGate {
             tat: AtomicU64::new(0),
             held_until: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
+            revising: Mutex::new(()),
             origin: Instant::now(),
             #[cfg(feature = "redis")]
             shared: self
@@ -180,6 +192,16 @@ impl RateGate {
     /// [`Rejected::RateLimited`]; a cost above the burst can never pass and is refused with
     /// [`Rejected::OverBurst`].
     pub fn reserve(&self, cost: u64, deadline: Option<Instant>) -> Result<Duration, Rejected> {
+        self.reserve_slot(cost, deadline).map(|(wait, _)| wait)
+    }
+
+    /// [`RateGate::reserve`], with the slot it promised, for [`RateGate::refund`] and
+    /// [`RateGate::is_revoked`].
+    pub(crate) fn reserve_slot(
+        &self,
+        cost: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(Duration, Slot), Rejected> {
         if cost > self.burst {
             return Err(Rejected::OverBurst {
                 cost,
@@ -189,8 +211,11 @@ impl RateGate {
         let now = Instant::now();
         let at = self.offset(now);
         let limit = deadline.map(|deadline| self.offset(deadline));
-        let mut tat = self.tat.load(Ordering::Acquire);
         loop {
+            // The epoch before the schedule: a throttle sets the schedule, then counts itself,
+            // so a slot is never labelled newer than the schedule it was taken from.
+            let epoch = self.epoch();
+            let tat = self.tat.load(Ordering::Acquire);
             let next = tat
                 .max(at)
                 .saturating_add(self.interval.saturating_mul(cost));
@@ -201,38 +226,79 @@ impl RateGate {
                     retry_in: Duration::from_nanos(wait),
                 });
             }
-            match self
-                .tat
+            if (self.tat)
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
             {
-                Ok(_) => return Ok(Duration::from_nanos(wait)),
-                Err(actual) => tat = actual,
+                let slot = Slot::new(tat, next, epoch);
+                return Ok((Duration::from_nanos(wait), slot));
             }
         }
     }
 
-    /// Gives back `cost` units reserved but not used (their call was refused by a later
-    /// check), so that the next caller does not wait for them.
-    pub(crate) fn refund(&self, cost: u64) {
-        let units = self.interval.saturating_mul(cost);
-        let _ = self
-            .tat
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |tat| {
-                Some(tat.saturating_sub(units))
-            });
+    /// Counts, in this instance's schedule, a slot that the shared gate granted: `ahead` is
+    /// how far the shared schedule now runs past now. The local schedule then runs at least
+    /// as far, so that if Redis goes this instance carries on from where every instance
+    /// together stood, not from a fresh burst.
+    #[cfg(feature = "redis")]
+    pub(crate) fn mirror(&self, ahead: Duration) -> Slot {
+        let target = self
+            .offset(Instant::now())
+            .saturating_add(nanos(ahead.min(NEVER)));
+        loop {
+            let epoch = self.epoch();
+            let tat = self.tat.load(Ordering::Acquire);
+            let next = tat.max(target);
+            if (self.tat)
+                .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                return Slot::new(tat, next, epoch);
+            }
+        }
+    }
+
+    /// Gives `slot` back, reserved but not used (its call was refused by a later check, or its
+    /// caller gave up waiting), so that the next caller does not wait for it: only while it is
+    /// the latest slot promised and no throttle revoked it. Whether it went back. A slot is
+    /// given back at most once by its caller.
+    pub(crate) fn refund(&self, slot: Slot) -> bool {
+        let _revising = lock_std(&self.revising);
+        if self.is_revoked(slot) {
+            return false;
+        }
+        (self.tat)
+            .compare_exchange(
+                slot.end.get(),
+                slot.from,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Whether a throttle revoked `slot` since it was reserved.
+    pub(crate) fn is_revoked(&self, slot: Slot) -> bool {
+        self.epoch() != slot.epoch
     }
 
     /// The provider throttled a call and asked to wait `wait`: no slot before then, and the
     /// steady rate after it (no burst). Slots reserved before now are revoked (see
     /// [`RateGate::epoch`]); a wait that ends before an earlier throttle's changes nothing.
     pub fn hold(&self, wait: Duration) {
-        let until = self
-            .offset(Instant::now())
-            .saturating_add(nanos(wait.min(NEVER)));
         #[cfg(feature = "redis")]
         if let Some(link) = &self.shared {
             link.hold(wait);
         }
+        self.hold_here(wait);
+    }
+
+    /// [`RateGate::hold`] in this instance only: what another instance's throttle does here.
+    pub(crate) fn hold_here(&self, wait: Duration) {
+        let until = self
+            .offset(Instant::now())
+            .saturating_add(nanos(wait.min(NEVER)));
+        let _revising = lock_std(&self.revising);
         if self.held_until.fetch_max(until, Ordering::AcqRel) >= until {
             return;
         }
@@ -243,14 +309,38 @@ impl RateGate {
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Throttles so far. A caller that reserved a slot under an older count lost it to a
-    /// throttle and must reserve again.
+    /// Throttles so far (for a shared gate, those other instances saw too). A caller that
+    /// reserved a slot under an older count lost it to a throttle and must reserve again.
     pub fn epoch(&self) -> u64 {
-        self.epoch.load(Ordering::Acquire)
+        let here = self.epoch.load(Ordering::Acquire);
+        #[cfg(feature = "redis")]
+        if let Some(link) = &self.shared {
+            return here.wrapping_add(link.holds());
+        }
+        here
     }
 
     fn offset(&self, at: Instant) -> u64 {
         nanos(at.saturating_duration_since(self.origin))
+    }
+}
+
+/// A slot a gate promised: the gate's schedule before it and after it, and under which
+/// throttle it was promised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    from: u64,
+    end: NonZeroU64,
+    epoch: u64,
+}
+
+impl Slot {
+    fn new(from: u64, end: u64, epoch: u64) -> Self {
+        Slot {
+            from,
+            end: NonZeroU64::new(end).unwrap_or(NonZeroU64::MIN),
+            epoch,
+        }
     }
 }
 
@@ -290,8 +380,10 @@ mod tests {
     async fn weights_and_refunds() {
         let gate = RateGate::new(1000, Duration::from_secs(1), 1000).unwrap();
         assert_eq!(gate.reserve(800, None), Ok(Duration::ZERO));
-        assert_eq!(gate.reserve(400, None), Ok(Duration::from_millis(200)));
-        gate.refund(400);
+        let (wait, slot) = gate.reserve_slot(400, None).unwrap();
+        assert_eq!(wait, Duration::from_millis(200));
+        assert!(gate.refund(slot));
+        assert!(!gate.refund(slot), "given back once");
         assert_eq!(gate.reserve(200, None), Ok(Duration::ZERO));
         assert_eq!(
             gate.reserve(1001, None),

@@ -6,7 +6,6 @@ pub use attempt::Attempt;
 
 use std::fmt;
 use std::future::Future;
-use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
 use crate::events::{self, AttemptOutcome, Event, GiveUp, Listener};
-use crate::gate::RateGate;
+use crate::gate::{RateGate, Slot};
 use crate::operation::{self, Frame, OperationId};
 use crate::policy::{BreakerRef, Scope, Settings, Tuning};
 use crate::registry::Held;
@@ -57,8 +56,16 @@ pub struct Execution<'p, E> {
     last_error: Option<E>,
 }
 
-/// Marks slots that Redis holds too (see [`Progress::gate_epochs`]).
-const IN_REDIS: u64 = 1 << 62;
+/// The slots an attempt holds in the rate gates, each as its gate promised it: a throttle on
+/// one gate revokes its slot only, and each goes back to its own gate.
+#[derive(Debug, Default)]
+struct Reserved {
+    rate: Option<Slot>,
+    tokens: Option<Slot>,
+    /// The same slots in Redis, when the shared gates granted them.
+    #[cfg(feature = "redis")]
+    remote: Option<Box<crate::shared::RemoteSlots>>,
+}
 
 /// Everything about an operation in progress that does not depend on its types: the
 /// decisions are compiled once, not once per annotated function.
@@ -74,10 +81,9 @@ struct Progress<'p> {
     entry: Entry,
     /// What the next attempt costs the token gate.
     cost: u64,
-    /// Slots reserved in the rate gates for the current attempt (the gates' throttle count
-    /// then, and [`IN_REDIS`] if Redis holds them too), given back if it is refused before
-    /// calling. The cost is `cost`.
-    reserved: Option<NonZeroU64>,
+    /// Slots reserved in the rate gates for the current attempt, each as its gate promised
+    /// it: given back if the attempt is refused before calling.
+    reserved: Reserved,
     deadline: Option<Instant>,
     attempt: u32,
     /// The last wait in nanoseconds (saturating), 0 before the first: decorrelated jitter,
@@ -407,7 +413,7 @@ impl<'p> Progress<'p> {
             permit,
             entry,
             cost: 1,
-            reserved: None,
+            reserved: Reserved::default(),
             deadline: frame.deadline(),
             attempt: 0,
             last_wait: 0,
@@ -452,18 +458,6 @@ impl<'p> Progress<'p> {
         (self.settings.token_rate.as_ref()).or_else(|| self.scope.as_ref()?.token_rate.as_ref())
     }
 
-    /// The rate gates' throttle counts, summed: it grows with every throttle, so a slot
-    /// reserved under another sum was revoked. The top bit is always set, which makes it never
-    /// zero, and the next one is left for [`IN_REDIS`] (eight bytes where an `Option<u64>` and
-    /// a flag take twenty-four; a sum would have to pass 2⁶² throttles to be mistaken).
-    fn gate_epochs(&self) -> NonZeroU64 {
-        let sum = [self.rate(), self.token_rate()]
-            .into_iter()
-            .flatten()
-            .fold(0, |sum: u64, gate| sum.wrapping_add(gate.epoch()));
-        NonZeroU64::new(sum & !IN_REDIS | 1 << 63).unwrap_or(NonZeroU64::MAX)
-    }
-
     /// The wait for a place in the bulkhead's queue, if this operation has yet to wait in it.
     #[inline]
     fn queue(&mut self) -> Option<attempt::PermitWait<'p>> {
@@ -490,23 +484,23 @@ impl<'p> Progress<'p> {
             return Ok(Duration::ZERO);
         }
         self.refuse_if_open()?;
-        let epochs = self.gate_epochs();
+        let mut reserved = Reserved::default();
         let mut wait = Duration::ZERO;
         if let Some(gate) = self.rate() {
-            wait = gate.reserve(1, self.deadline)?;
+            let (rate, slot) = gate.reserve_slot(1, self.deadline)?;
+            (wait, reserved.rate) = (rate, Some(slot));
         }
         if let Some(gate) = self.token_rate() {
-            match gate.reserve(self.cost, self.deadline) {
-                Ok(tokens) => wait = wait.max(tokens),
+            match gate.reserve_slot(self.cost, self.deadline) {
+                Ok((tokens, slot)) => (wait, reserved.tokens) = (wait.max(tokens), Some(slot)),
                 Err(refused) => {
-                    if let Some(gate) = self.rate() {
-                        gate.refund(1);
-                    }
+                    self.reserved = reserved;
+                    self.refund_slots();
                     return Err(refused);
                 }
             }
         }
-        self.reserved = Some(epochs);
+        self.reserved = reserved;
         Ok(wait)
     }
 
@@ -562,18 +556,20 @@ impl<'p> Progress<'p> {
     /// refusal. No answer: the local gates decide, unless the policy fails closed.
     #[cfg(feature = "redis")]
     fn shared_answer(&mut self, answer: crate::shared::SharedSlots) -> Result<Duration, Rejected> {
-        use crate::shared::SharedSlots;
+        use crate::shared::{RemoteSlot, SharedSlots};
         match answer {
-            SharedSlots::Granted(wait) => {
-                let epochs = self.gate_epochs();
-                if let Some(gate) = self.rate() {
-                    let _ = gate.reserve(1, None);
-                }
-                if let Some(gate) = self.token_rate() {
-                    let _ = gate.reserve(self.cost, None);
-                }
-                self.reserved = NonZeroU64::new(epochs.get() | IN_REDIS);
-                Ok(wait)
+            SharedSlots::Granted(granted) => {
+                let [rate, tokens] = granted.slots;
+                let mirror = |gate: Option<&RateGate>, remote: Option<RemoteSlot>| {
+                    gate.zip(remote)
+                        .map(|(gate, remote)| gate.mirror(remote.ahead))
+                };
+                self.reserved = Reserved {
+                    rate: mirror(self.rate(), rate),
+                    tokens: mirror(self.token_rate(), tokens),
+                    remote: Some(Box::new([rate, tokens])),
+                };
+                Ok(granted.wait)
             }
             SharedSlots::Refused(rejected) => Err(rejected),
             SharedSlots::Unavailable => {
@@ -597,45 +593,48 @@ impl<'p> Progress<'p> {
         }
     }
 
-    /// Did a throttle revoke the slots this attempt waits for? Then they are gone (nothing to
-    /// give back) and the attempt must reserve again.
+    /// Did a throttle revoke a slot this attempt waits for? Then the attempt must reserve
+    /// again: what a throttle revoked is gone, and what it did not (the other gate's slot)
+    /// goes back.
     fn slots_revoked(&mut self) -> bool {
-        let revoked = self
-            .reserved
-            .is_some_and(|epochs| self.gate_epochs().get() != epochs.get() & !IN_REDIS);
+        let revoked = |gate: Option<&RateGate>, slot: Option<Slot>| {
+            gate.zip(slot)
+                .is_some_and(|(gate, slot)| gate.is_revoked(slot))
+        };
+        let reserved = &self.reserved;
+        let revoked =
+            revoked(self.rate(), reserved.rate) || revoked(self.token_rate(), reserved.tokens);
         if revoked {
-            self.slots_used();
+            self.refund_slots();
         }
         revoked
     }
 
-    /// The slots reserved are spent (by the call) or gone (revoked by a throttle).
+    /// The slots reserved are spent by the call.
     fn slots_used(&mut self) {
-        self.reserved = None;
+        self.reserved = Reserved::default();
     }
 
-    /// The attempt was refused after its slots were reserved: it made no call, so they go
-    /// back.
+    /// The attempt was refused, or gave up waiting, after its slots were reserved: it made no
+    /// call, so each goes back to its gate (each gate takes back only what it can: see
+    /// [`RateGate::refund`]).
     fn refund_slots(&mut self) {
-        let Some(reserved) = self.reserved.take() else {
-            return;
-        };
-        #[cfg(not(feature = "redis"))]
-        let _ = reserved;
+        let reserved = std::mem::take(&mut self.reserved);
         #[cfg(feature = "redis")]
-        if reserved.get() & IN_REDIS != 0 {
-            if let Some(link) = self.rate().and_then(RateGate::shared) {
-                link.refund(1);
-            }
-            if let Some(link) = self.token_rate().and_then(RateGate::shared) {
-                link.refund(self.cost);
+        if let Some(remote) = reserved.remote {
+            let links =
+                [self.rate(), self.token_rate()].map(|gate| gate.and_then(RateGate::shared));
+            for (link, slot) in links.into_iter().zip(*remote) {
+                if let (Some(link), Some(slot)) = (link, slot) {
+                    link.refund(slot);
+                }
             }
         }
-        if let Some(gate) = self.rate() {
-            gate.refund(1);
+        if let (Some(gate), Some(slot)) = (self.rate(), reserved.rate) {
+            gate.refund(slot);
         }
-        if let Some(gate) = self.token_rate() {
-            gate.refund(self.cost);
+        if let (Some(gate), Some(slot)) = (self.token_rate(), reserved.tokens) {
+            gate.refund(slot);
         }
     }
 

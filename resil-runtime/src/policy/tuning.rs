@@ -141,6 +141,7 @@ impl Tunings {
     }
 
     /// Makes `tuning` current for new operations, after checking it (configuration).
+    #[cfg(feature = "config")]
     pub(crate) fn apply(&self, tuning: Tuning) -> Result<(), ConfigError> {
         let index = self.index(tuning)?;
         self.current.store(index, Ordering::Release);

@@ -1,7 +1,7 @@
 //! [`BreakerLink`]: what ties a local breaker to its state in Redis, and the messages
 //! instances exchange about it.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,10 +11,47 @@ use super::scripts::{CLOSE, OPEN, PROBE, RELEASE};
 use super::Sharing;
 use crate::breaker::{Breaker, BreakerState};
 
-/// What [`BreakerLink::pending`] holds.
-const NOTHING: u8 = 0;
-const OPENED: u8 = 1;
-const CLOSED: u8 = 2;
+/// A transition made here that Redis has not heard of yet: `OPENED` or `CLOSED` in the low
+/// bits (0 when none), under a count of announcements above them. A reply clears only the announcement it
+/// answers: an opening's reply arriving after a closing (or a later opening) was announced
+/// leaves that one pending.
+#[derive(Debug, Default)]
+pub(crate) struct Pending(AtomicU64);
+
+const OPENED: u64 = 1;
+const CLOSED: u64 = 2;
+const STATE: u64 = 3;
+
+impl Pending {
+    /// Records a transition to publish; returns what to hand [`Pending::published`] once
+    /// Redis has heard of it.
+    pub(crate) fn announce(&self, state: u64) -> u64 {
+        let mut current = self.0.load(Ordering::Acquire);
+        loop {
+            let next = ((current & !STATE).wrapping_add(STATE + 1)) | state;
+            match (self.0).compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return next,
+                Err(now) => current = now,
+            }
+        }
+    }
+
+    /// The announcement pending now, if any.
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Redis heard of `announced`: nothing is pending, unless another was announced meanwhile.
+    pub(crate) fn published(&self, announced: u64) {
+        let _ = (self.0).compare_exchange(
+            announced,
+            announced & !STATE,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+    }
+}
 
 /// A breaker's place in Redis: `resil:breaker:{name}`, with `:open` (present while open,
 /// expiring with the cooldown) and `:probe` (the half-open probe's lock).
@@ -23,9 +60,9 @@ pub(crate) struct BreakerLink {
     id: Arc<str>,
     open_key: String,
     probe_key: String,
-    /// A transition made here that Redis has not heard of (it was down or slow): `OPENED` or
-    /// `CLOSED`, published at the next re-sync if the breaker is still in that state.
-    pending: Arc<AtomicU8>,
+    /// A transition made here that Redis has not heard of (it was down or slow), published at
+    /// the next re-sync if the breaker is still in that state.
+    pending: Arc<Pending>,
 }
 
 /// What Redis said about the half-open probe.
@@ -49,7 +86,7 @@ impl BreakerLink {
             open_key: format!("{id}:open"),
             probe_key: format!("{id}:probe"),
             id: Arc::clone(&id),
-            pending: Arc::new(AtomicU8::new(NOTHING)),
+            pending: Arc::default(),
         };
         if breaker.share(link) {
             sharing.store.register(&id, breaker);
@@ -66,9 +103,9 @@ impl BreakerLink {
 
     /// The script that publishes a transition Redis did not hear of, if the breaker is still
     /// in the state it reached, with what to hand [`BreakerLink::published`] once it ran.
-    pub(crate) fn pending(&self, breaker: &Breaker) -> Option<(ScriptInvocation<'static>, u8)> {
-        let pending = self.pending.load(Ordering::Acquire);
-        let invocation = match (pending, breaker.state()) {
+    pub(crate) fn pending(&self, breaker: &Breaker) -> Option<(ScriptInvocation<'static>, u64)> {
+        let pending = self.pending.now();
+        let invocation = match (pending & STATE, breaker.state()) {
             (OPENED, BreakerState::Open) => self.opening(breaker),
             (CLOSED, BreakerState::Closed) => Some(self.closing()),
             _ => None,
@@ -80,10 +117,8 @@ impl BreakerLink {
     }
 
     /// Redis heard of the transition `pending` (unless a newer one is pending meanwhile).
-    pub(crate) fn published(&self, pending: u8) {
-        let _ =
-            self.pending
-                .compare_exchange(pending, NOTHING, Ordering::AcqRel, Ordering::Acquire);
+    pub(crate) fn published(&self, pending: u64) {
+        self.pending.published(pending);
     }
 
     /// The local breaker changed state: tell Redis and the peers, in the background (no call
@@ -95,11 +130,11 @@ impl BreakerLink {
             BreakerState::HalfOpen => return,
         };
         let Some(invocation) = invocation else { return };
-        self.pending.store(pending, Ordering::Release);
+        let announced = self.pending.announce(pending);
         self.sharing.store.spawn_eval(
             self.sharing.timeout,
             invocation,
-            Some(Arc::clone(&self.pending)),
+            Some((Arc::clone(&self.pending), announced)),
         );
     }
 
@@ -168,45 +203,59 @@ fn millis(duration: Duration) -> u64 {
         .clamp(1, 1 << 46)
 }
 
-/// What one instance publishes: `open|{instance}|{ms left}|{breaker}` or
-/// `closed|{instance}|0|{breaker}`. The breaker's name comes last, as it may hold `|`.
+/// What one instance publishes: `open|{instance}|{ms left}|{breaker}`,
+/// `closed|{instance}|0|{breaker}`, or `hold|{instance}|{µs}|{gate}` for a throttle that holds
+/// a shared gate. The name comes last, as it may hold `|`.
 pub(crate) struct Message<'a> {
-    open: bool,
+    pub(crate) news: News,
     pub(crate) instance: &'a str,
-    retry_in: Duration,
     pub(crate) id: &'a str,
 }
 
+/// What a message says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum News {
+    /// A breaker opened, for this long still.
+    Open(Duration),
+    /// A breaker closed.
+    Closed,
+    /// A gate is held for this long: the slots promised meanwhile are revoked.
+    Held(Duration),
+}
+
 impl<'a> Message<'a> {
-    fn format(state: &str, instance: &str, millis: u64, id: &str) -> String {
-        format!("{state}|{instance}|{millis}|{id}")
+    fn format(state: &str, instance: &str, amount: u64, id: &str) -> String {
+        format!("{state}|{instance}|{amount}|{id}")
+    }
+
+    /// What a throttle holding the gate `id` for `micros` publishes.
+    pub(crate) fn held(instance: &str, micros: u64, id: &str) -> String {
+        Self::format("hold", instance, micros, id)
     }
 
     /// A message as published; anything else (a stranger on the channel) is ignored.
     pub(crate) fn parse(payload: &'a [u8]) -> Option<Self> {
         let text = std::str::from_utf8(payload).ok()?;
         let mut parts = text.splitn(4, '|');
-        let open = match parts.next()? {
-            "open" => true,
-            "closed" => false,
+        let state = parts.next()?;
+        let instance = parts.next()?;
+        let amount: u64 = parts.next()?.parse().ok()?;
+        let id = parts.next()?;
+        let news = match state {
+            "open" => News::Open(Duration::from_millis(amount)),
+            "closed" => News::Closed,
+            "hold" => News::Held(Duration::from_micros(amount)),
             _ => return None,
         };
-        let instance = parts.next()?;
-        let millis: u64 = parts.next()?.parse().ok()?;
-        let id = parts.next()?;
-        Some(Message {
-            open,
-            instance,
-            retry_in: Duration::from_millis(millis),
-            id,
-        })
+        Some(Message { news, instance, id })
     }
 
     /// Brings the local breaker to what the peer said.
     pub(crate) fn apply(&self, breaker: &Breaker) {
-        match self.open {
-            true => breaker.remote_open(self.retry_in),
-            false => breaker.remote_closed(),
+        match self.news {
+            News::Open(retry_in) => breaker.remote_open(retry_in),
+            News::Closed => breaker.remote_closed(),
+            News::Held(_) => {}
         }
     }
 }
@@ -221,6 +270,28 @@ mod tests {
 
     fn breaker() -> Breaker {
         Breaker::new("provider", BreakerConfig::new(2, COOLDOWN).unwrap())
+    }
+
+    #[test]
+    fn a_reply_clears_only_the_announcement_it_answers() {
+        let pending = Pending::default();
+        let opened = pending.announce(OPENED);
+        let closed = pending.announce(CLOSED);
+        pending.published(opened);
+        assert_eq!(
+            pending.now() & STATE,
+            CLOSED,
+            "the closing is still to publish"
+        );
+        let reopened = pending.announce(OPENED);
+        pending.published(closed);
+        assert_eq!(
+            pending.now(),
+            reopened,
+            "open, closed, open: the last opening stays"
+        );
+        pending.published(reopened);
+        assert_eq!(pending.now() & STATE, 0, "nothing pending");
     }
 
     fn apply(breaker: &Breaker, text: &str) {
@@ -286,10 +357,13 @@ mod tests {
     fn messages_round_trip_and_strangers_are_ignored() {
         let text = Message::format("open", "ab12", 30_000, "resil:breaker:a|b");
         let message = Message::parse(text.as_bytes()).unwrap();
-        assert!(message.open);
+        assert_eq!(message.news, News::Open(Duration::from_secs(30)));
         assert_eq!(message.instance, "ab12");
-        assert_eq!(message.retry_in, Duration::from_secs(30));
         assert_eq!(message.id, "resil:breaker:a|b");
+        let text = Message::held("ab12", 1_500_000, "resil:rate:a=\"x|y\"");
+        let message = Message::parse(text.as_bytes()).unwrap();
+        assert_eq!(message.news, News::Held(Duration::from_millis(1500)));
+        assert_eq!(message.id, "resil:rate:a=\"x|y\"");
         for hostile in [
             &b"open|x|-1|id"[..],
             b"half|x|0|id",

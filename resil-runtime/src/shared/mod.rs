@@ -56,7 +56,7 @@ mod scripts;
 mod store;
 
 pub(crate) use breaker::{BreakerLink, ProbeAnswer};
-pub(crate) use gate::{reserve, GateLink, SharedSlots};
+pub(crate) use gate::{reserve, GateLink, RemoteSlot, RemoteSlots, SharedSlots};
 pub(crate) use store::Store;
 
 use std::fmt;

@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
-/// The channel breakers' openings and closings are published on.
+/// The channel breakers' openings and closings, and gates' throttles, are published on.
 pub(super) const CHANNEL: &str = "resil:breakers";
 
 /// Asks for the half-open probe. KEYS: the opening, the probe lock. ARGV: this instance,
@@ -63,10 +63,12 @@ return 0
     )
 });
 
-/// GCRA over one or two gates at once (all reserve or none). KEYS: the gates. ARGV: the
-/// longest wait allowed in µs (-1: any), then per gate its interval and tolerance in µs and
-/// the cost. Returns `{1, wait}` (reserved; µs until the slot) or `{0, wait}` (refused; the
-/// wait it would have been).
+/// GCRA over one or two gates at once (all reserve or none). A gate is a hash: `tat` (its
+/// theoretical arrival time), `epoch` (throttles so far) and `held` (the latest throttle's
+/// end). KEYS: the gates. ARGV: the longest wait allowed in µs (-1: any), then per gate its
+/// interval and tolerance in µs and the cost. Returns `{0, wait}` (refused; the wait it would
+/// have been) or `{1, wait}` (reserved; µs until the slot) followed, per gate, by the slot:
+/// the schedule before it and after it, the epoch, and how far after now it ends.
 pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -74,54 +76,68 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
 local longest = 0
-local nexts = {}
+local slots = {}
 for i, key in ipairs(KEYS) do
   local at = (i - 1) * 3 + 1
   local interval, tolerance, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
-  local tat = tonumber(redis.call('GET', key)) or now
+  local state = redis.call('HMGET', key, 'tat', 'epoch')
+  local from = tonumber(state[1]) or now
+  local tat = from
   if tat < now then tat = now end
   local next = tat + interval * cost
   local wait = next - tolerance - now
   if wait < 0 then wait = 0 end
-  if limit >= 0 and wait > limit then return {0, string.format('%.0f', wait)} end
-  nexts[i] = next
+  if limit >= 0 and wait > limit then return {'0', string.format('%.0f', wait)} end
+  slots[i] = {from, next, tonumber(state[2]) or 0}
   if wait > longest then longest = wait end
 end
+local reply = {'1', string.format('%.0f', longest)}
 for i, key in ipairs(KEYS) do
-  redis.call('SET', key, string.format('%.0f', nexts[i]), 'PX', string.format('%.0f', math.max(1, math.ceil((nexts[i] - now) / 1000))))
+  local slot = slots[i]
+  redis.call('HSET', key, 'tat', string.format('%.0f', slot[2]))
+  redis.call('PEXPIRE', key, string.format('%.0f', math.max(1, math.ceil((slot[2] - now) / 1000))))
+  for _, value in ipairs({slot[1], slot[2], slot[3], slot[2] - now}) do
+    table.insert(reply, string.format('%.0f', value))
+  end
 end
-return {1, string.format('%.0f', longest)}
+return reply
 ",
     )
 });
 
-/// Gives back units reserved but not used. KEYS: the gate. ARGV: the units' length in µs.
+/// Gives a slot back, reserved but not used: only while it is the latest promised and no
+/// throttle revoked it (a slot in the middle of the queue stays spent). KEYS: the gate. ARGV:
+/// the schedule after the slot and before it, its epoch.
 pub(super) static REFUND: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local tat = tonumber(redis.call('GET', KEYS[1]))
-if not tat then return 0 end
+local state = redis.call('HMGET', KEYS[1], 'tat', 'epoch')
+if state[1] ~= ARGV[1] or (state[2] or '0') ~= ARGV[3] then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-tat = tat - tonumber(ARGV[1])
-if tat <= now then return redis.call('DEL', KEYS[1]) end
-redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', string.format('%.0f', math.max(1, math.ceil((tat - now) / 1000))))
+redis.call('HSET', KEYS[1], 'tat', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((tonumber(ARGV[2]) - now) / 1000))))
 return 1
 ",
     )
 });
 
 /// A provider throttled a call: no slot for anyone before its wait is over, then the steady
-/// rate. KEYS: the gate. ARGV: the wait, the tolerance and the interval, in µs.
+/// rate; slots already promised, by any instance, are revoked, and every instance hears it.
+/// A wait that ends before an earlier throttle's changes nothing. KEYS: the gate. ARGV: the
+/// wait, the tolerance and the interval, in µs, then the message to publish.
 pub(super) static HOLD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local held = now + tonumber(ARGV[1]) + tonumber(ARGV[2]) - tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', KEYS[1])) or now
-if held <= tat or held <= now then return 0 end
-redis.call('SET', KEYS[1], string.format('%.0f', held), 'PX', string.format('%.0f', math.max(1, math.ceil((held - now) / 1000))))
+local held = now + tonumber(ARGV[1])
+if (tonumber(redis.call('HGET', KEYS[1], 'held')) or 0) >= held then return 0 end
+local tat = held + tonumber(ARGV[2]) - tonumber(ARGV[3])
+redis.call('HSET', KEYS[1], 'tat', string.format('%.0f', tat), 'held', string.format('%.0f', held))
+redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((math.max(tat, held) - now) / 1000))))
+redis.call('PUBLISH', 'resil:breakers', ARGV[4])
 return 1
 ",
     )

@@ -2,7 +2,7 @@
 //! task that keeps both up, tells when Redis is gone and re-syncs when it is back.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -14,9 +14,9 @@ use tokio::sync::{oneshot, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::{sleep, timeout};
 
-use super::breaker::Message;
-use super::scripts::CHANNEL;
-use super::SharedError;
+use super::breaker::{Message, News, Pending};
+use super::scripts::{CHANNEL, CLOSE, OPEN};
+use super::{GateLink, SharedError};
 use crate::breaker::Breaker;
 use crate::events;
 use crate::sync::{lock_std, read_std, write_std};
@@ -41,6 +41,9 @@ pub(crate) struct Store {
     in_outage: AtomicBool,
     /// The shared breakers of this process, by their Redis name.
     breakers: Mutex<HashMap<Arc<str>, Weak<Breaker>>>,
+    /// The shared gates of this process, by their Redis key: other instances' throttles
+    /// reach them.
+    gates: Mutex<HashMap<Arc<str>, Weak<GateLink>>>,
     /// Wakes the task when an operation failed: it checks whether Redis still answers.
     check: Arc<Notify>,
 }
@@ -64,6 +67,7 @@ impl Store {
             available: AtomicBool::new(false),
             in_outage: AtomicBool::new(false),
             breakers: Mutex::new(HashMap::new()),
+            gates: Mutex::new(HashMap::new()),
             check: Arc::new(Notify::new()),
         }
     }
@@ -142,6 +146,15 @@ impl Store {
         }
     }
 
+    /// Lists a shared gate, so that other instances' throttles reach it.
+    pub(crate) fn register_gate(&self, key: &Arc<str>, link: &Arc<GateLink>) {
+        let mut gates = lock_std(&self.gates);
+        if gates.len() % 256 == 255 {
+            gates.retain(|_, link| link.strong_count() > 0);
+        }
+        gates.insert(Arc::clone(key), Arc::downgrade(link));
+    }
+
     /// Runs a script if Redis answers within `limit`. `None` when it does not (or is known to
     /// be down): the caller decides locally, and the first failure of an outage says so.
     pub(crate) async fn eval<T: FromRedisValue>(
@@ -177,13 +190,14 @@ impl Store {
     }
 
     /// Runs a script in the background, for what no caller waits on (publishing a
-    /// transition, giving a slot back). `pending` is cleared once Redis has run it; false
-    /// when it was not even sent (Redis is down, or no runtime).
+    /// transition, giving a slot back). `pending`'s announcement is published once Redis has
+    /// run it (see [`Pending::published`]); false when it was not even sent (Redis is down, or
+    /// no runtime).
     pub(crate) fn spawn_eval(
         self: &Arc<Self>,
         limit: Duration,
         invocation: ScriptInvocation<'static>,
-        pending: Option<Arc<AtomicU8>>,
+        pending: Option<(Arc<Pending>, u64)>,
     ) -> bool {
         if !self.is_available() {
             return false;
@@ -194,8 +208,8 @@ impl Store {
         let store = Arc::clone(self);
         runtime.spawn(async move {
             let ran: Option<redis::Value> = store.eval(limit, &invocation).await;
-            if let (Some(_), Some(pending)) = (ran, pending) {
-                pending.store(0, Ordering::Release);
+            if let (Some(_), Some((pending, announced))) = (ran, pending) {
+                pending.published(announced);
             }
         });
         true
@@ -251,6 +265,15 @@ impl Store {
         if message.instance == &*self.instance {
             return;
         }
+        if let News::Held(_) = message.news {
+            let gate = lock_std(&self.gates)
+                .get(message.id)
+                .and_then(Weak::upgrade);
+            if let Some(gate) = gate {
+                gate.peer_held();
+            }
+            return;
+        }
         let breaker = lock_std(&self.breakers)
             .get(message.id)
             .and_then(Weak::upgrade);
@@ -261,41 +284,49 @@ impl Store {
 }
 
 /// Brings shared breakers in line with Redis: a transition made here that Redis did not hear
-/// of is published (it is the newest news); the others learn of the openings Redis holds, in
-/// one pipelined round trip however many breakers there are.
+/// of is published (it is the newest news); the others learn of the openings Redis holds. One
+/// pipelined round trip however many breakers there are (and one more to load the scripts a
+/// restarted Redis no longer has).
 async fn sync(
     connection: &MultiplexedConnection,
     breakers: &[Arc<Breaker>],
 ) -> redis::RedisResult<()> {
     let mut connection = connection.clone();
     let mut asked = Vec::new();
-    let mut pttl = redis::pipe();
+    let mut published = Vec::new();
+    let mut pipe = redis::pipe();
     for breaker in breakers {
         let Some(link) = breaker.shared_link() else {
             continue;
         };
         match link.pending(breaker) {
             Some((invocation, pending)) => {
-                timeout(
-                    CHECK,
-                    invocation.invoke_async::<redis::Value>(&mut connection),
-                )
-                .await
-                .map_err(|_| timed_out())??;
-                link.published(pending);
+                pipe.invoke_script(&invocation).ignore();
+                published.push((link, pending));
             }
             None => {
-                pttl.cmd("PTTL").arg(link.open_key());
+                pipe.cmd("PTTL").arg(link.open_key());
                 asked.push(breaker);
             }
         }
     }
-    if asked.is_empty() {
+    if asked.is_empty() && published.is_empty() {
         return Ok(());
     }
-    let open_for: Vec<i64> = timeout(CHECK, pttl.query_async(&mut connection))
+    // A pipeline sends EVALSHA without falling back to EVAL: the scripts must be there.
+    if !published.is_empty() {
+        for script in [&*OPEN, &*CLOSE] {
+            timeout(CHECK, script.load_async(&mut connection))
+                .await
+                .map_err(|_| timed_out())??;
+        }
+    }
+    let open_for: Vec<i64> = timeout(CHECK, pipe.query_async(&mut connection))
         .await
         .map_err(|_| timed_out())??;
+    for (link, pending) in published {
+        link.published(pending);
+    }
     for (breaker, open_for) in asked.into_iter().zip(open_for) {
         if open_for > 0 {
             breaker.remote_open(Duration::from_millis(open_for.unsigned_abs()));
