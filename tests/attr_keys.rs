@@ -115,8 +115,8 @@ async fn a_rate_per_user() {
     }
     assert_eq!(
         times,
-        [0, 0, 500, 500, 500],
-        "user 2 has a full burst of its own"
+        [0, 500, 1000, 1000, 1500],
+        "user 2 has a gate of its own: its first call does not queue behind user 1's"
     );
 }
 

@@ -20,6 +20,13 @@ async fn gated(calls: &Calls) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Its own gate: tests run side by side, and each annotated function has one.
+#[resilient(rate = "5/s")]
+async fn gated_alone(calls: &Calls) -> Result<(), ApiError> {
+    calls.add();
+    Ok(())
+}
+
 #[resilient(rate = "5/s", deadline = "1s")]
 async fn gated_with_deadline(calls: &Calls) -> Result<(), ApiError> {
     calls.add();
@@ -49,7 +56,27 @@ async fn a_rate_gate_serves_everyone_in_turn() {
     }))
     .await;
     assert_eq!(calls.count(), 20);
-    assert_eq!(done.iter().max(), Some(&Duration::from_secs(3)));
+    assert_eq!(done.iter().max(), Some(&Duration::from_millis(3800)));
+}
+
+/// `rate = "5/s"` means what it says: a provider counting over a sliding second never sees a
+/// sixth call.
+#[tokio::test(start_paused = true)]
+async fn a_default_gate_never_starts_more_than_its_count_in_any_window() {
+    let calls = Calls::default();
+    let origin = Instant::now();
+    let mut started = join_all((0..20).map(|_| async {
+        gated_alone(&calls).await.unwrap();
+        origin.elapsed()
+    }))
+    .await;
+    started.sort();
+    for (first, sixth) in started.iter().zip(&started[5..]) {
+        assert!(
+            *sixth - *first >= Duration::from_secs(1),
+            "six calls within a second: {started:?}"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -60,7 +87,8 @@ async fn a_rate_gate_refuses_at_once_what_its_deadline_cannot_wait_for() {
         .iter()
         .filter(|r| matches!(r, Err(ApiError::Rejected(Rejected::RateLimited { .. }))))
         .count();
-    assert_eq!((calls.count(), refused), (10, 10));
+    // Slots 200 ms apart: the six from 0 to 1 s fit the deadline.
+    assert_eq!((calls.count(), refused), (6, 14));
 }
 
 #[tokio::test(start_paused = true)]

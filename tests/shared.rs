@@ -530,7 +530,7 @@ async fn the_attribute_shares_through_the_installed_store() {
             passed += 1;
         }
     }
-    assert_eq!(passed, 5);
+    assert_eq!(passed, 1, "5 a minute: the next slot is 12 s away");
     assert_eq!(
         server.keys("resil:rate:shared::shared_by"),
         ["resil:rate:shared::shared_by_the_attribute"]

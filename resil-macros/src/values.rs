@@ -91,7 +91,7 @@ pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
             format!("`per key` goes last: write `{name} = \"60/min, burst 10 per key\"`"),
         ));
     };
-    let rate = parse_rate(rate, per_key).ok_or_else(|| {
+    let rate = parse_rate(name, rate, per_key).ok_or_else(|| {
         syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a rate: write a count per `s`, `min` or `h`, such as \"60/min\", optionally with a burst, such as \"10/s, burst 20\", and ` per key` for a gate per key"))
     })?;
     rules::rate(name, rate.count, rate.period, rate.burst)
@@ -125,8 +125,18 @@ pub(crate) fn bulkhead(name: &'static str, value: &Expr) -> syn::Result<Bulkhead
     }
 }
 
-/// `"60/min"` or `"10/s, burst 20"`; the burst is the count unless given.
-fn parse_rate(text: &str, per_key: bool) -> Option<Rate> {
+/// The burst when none is written: 1 for `rate`, so that no window of the period sees more
+/// than the count (a gate lets `count + burst - 1` start in any window); the count for
+/// `token_rate`, whose calls cost many units at once and must fit in the burst.
+pub(crate) fn default_burst(name: &str, count: u64) -> u64 {
+    match name {
+        "token_rate" => count,
+        _ => 1,
+    }
+}
+
+/// `"60/min"` or `"10/s, burst 20"`; the [`default_burst`] unless given.
+fn parse_rate(name: &str, text: &str, per_key: bool) -> Option<Rate> {
     let (rate, burst) = match text.split_once(',') {
         Some((rate, burst)) => (rate, Some(burst)),
         None => (text, None),
@@ -140,7 +150,7 @@ fn parse_rate(text: &str, per_key: bool) -> Option<Rate> {
         _ => return None,
     };
     let burst = match burst {
-        None => count,
+        None => default_burst(name, count),
         Some(burst) => burst.trim().strip_prefix("burst")?.trim().parse().ok()?,
     };
     Some(Rate {

@@ -91,7 +91,11 @@ impl fmt::Debug for RateGate {
 }
 
 impl RateGate {
-    /// `count` units per `period`, up to `burst` of them at once.
+    /// `count` units per `period`, up to `burst` of them at once. In any window of `period`
+    /// the gate lets at most `count + burst - 1` units start: burst 1 keeps a provider that
+    /// counts over a sliding window from ever seeing more than `count` (the attribute's
+    /// `rate` defaults to it; `token_rate` defaults to the count, since one call may cost many
+    /// units at once).
     pub fn new(count: u64, period: Duration, burst: u64) -> Result<Self, ConfigError> {
         Self::for_key("rate", count, period, burst)
     }

@@ -6,7 +6,7 @@ use resil_spec::duration::human;
 use resil_spec::{defaults, Jitter};
 
 use crate::valid::Config;
-use crate::values::Rate;
+use crate::values::{default_burst, Rate};
 use resil_spec::BreakerKind;
 
 /// The "Resilience" section appended to the function's docs.
@@ -102,25 +102,29 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
             None => format!("bulkhead {limit}{scope}"),
         });
     }
-    let rate = |rate: &Rate| {
+    let rate = |name: &str, rate: &Rate| {
         let unit = match rate.period.as_secs() {
             1 => "s",
             60 => "min",
             _ => "h",
         };
-        if rate.burst == rate.count {
+        if rate.burst == default_burst(name, rate.count) {
             format!("{}/{unit}", rate.count)
         } else {
             format!("{}/{unit} (burst {})", rate.count, rate.burst)
         }
     };
     if let Some(limit) = &config.rate {
-        parts.push(format!("rate {}{}", rate(limit), per_key(limit.per_key)));
+        parts.push(format!(
+            "rate {}{}",
+            rate("rate", limit),
+            per_key(limit.per_key)
+        ));
     }
     if let Some((limit, cost)) = &config.token_rate {
         parts.push(format!(
             "token rate {}{}, each attempt costing `{}`",
-            rate(limit),
+            rate("token_rate", limit),
             per_key(limit.per_key),
             cost.to_token_stream().to_string().replace(' ', "")
         ));

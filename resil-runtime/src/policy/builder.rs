@@ -297,8 +297,9 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
-    /// At most `count` attempts per `period`, `burst` of them at once (see [`RateGate`]): an
-    /// attempt waits for its slot when the wait fits in the deadline, and is refused at once
+    /// `count` attempts per `period`, `burst` of them at once (see [`RateGate`]): in any
+    /// window of `period` at most `count + burst - 1` start, so burst 1 is "never more than
+    /// `count`", as the attribute's `rate = "60/min"` means by default. An attempt waits for its slot when the wait fits in the deadline, and is refused at once
     /// with [`crate::Rejected::RateLimited`] otherwise. Retries take slots too.
     pub fn rate(mut self, count: u64, period: Duration, burst: u64) -> Self {
         self.rate = Some((count, period, burst));
