@@ -643,6 +643,46 @@ async fn a_throttle_seen_by_one_instance_holds_the_others() {
     }
 }
 
+/// Found by the gate's model: a hold shorter than the interval lowered the shared schedule
+/// below the slot just used, so another instance called 1 ms after it (and the gate's key
+/// expired with the hold).
+#[tokio::test]
+async fn a_short_throttle_keeps_counting_the_call_that_started() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let gated = |p: resil::PolicyBuilder| {
+        p.rate(1, Duration::from_secs(10), 1)
+            .deadline(Duration::from_secs(5))
+    };
+    let (a, b) = (
+        instance(&server, gated).await,
+        instance(&server, gated).await,
+    );
+    let throttled = a
+        .policy
+        .run(|| async { Err::<(), _>(TooFast::Throttled(Duration::from_millis(1))) })
+        .await;
+    assert_eq!(throttled, Err(TooFast::Throttled(Duration::from_millis(1))));
+    // The hold is written in the background; it counts itself in `epoch` (or, before the
+    // fix, let the key expire at once).
+    let gate = "resil:rate:two::instances";
+    eventually("the hold lands in Redis", || {
+        let epoch = redis::cmd("HGET").arg(gate).arg("epoch").clone();
+        let exists = redis::cmd("EXISTS").arg(gate).clone();
+        server.query::<Option<u64>>(&epoch).flatten().is_some()
+            || server.query::<bool>(&exists) == Some(false)
+    })
+    .await;
+    let calls = Calls::default();
+    let refused = call(&b.policy, &calls, Ok(())).await;
+    assert!(
+        matches!(refused, Err(ApiError::Rejected(Rejected::RateLimited { retry_in })) if retry_in > Duration::from_secs(5)),
+        "a's call took the period's slot: {refused:?}"
+    );
+    assert_eq!(calls.count(), 0);
+}
+
 #[tokio::test]
 async fn a_redis_that_refuses_scripts_is_said_once_and_calls_go_on() {
     let Some(server) = RedisServer::start() else {

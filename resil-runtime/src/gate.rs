@@ -110,7 +110,9 @@ impl RateGate {
         rules::rate(key, count, period, burst)?;
         // A period beyond "never" is "never": the arithmetic below then stays far from
         // saturation, where a second slot would wrongly cost nothing.
-        let interval = (nanos(period.min(NEVER)) / count).max(1);
+        // Rounded up: rounded down, `count` intervals would fall short of the period and a
+        // window of it could see one unit more than promised.
+        let interval = nanos(period.min(NEVER)).div_ceil(count).max(1);
         Ok(RateGate {
             interval,
             tolerance: interval.saturating_mul(burst),
@@ -306,9 +308,17 @@ impl RateGate {
         if self.held_until.fetch_max(until, Ordering::AcqRel) >= until {
             return;
         }
+        // The slots already used stay counted: a short hold must not open a fresh burst
+        // right after calls that started. They end at most `tolerance` past now; the later
+        // ones are revoked.
+        let used = self
+            .tat
+            .load(Ordering::Acquire)
+            .min(self.offset(Instant::now()).saturating_add(self.tolerance));
         let tat = until
             .saturating_add(self.tolerance)
-            .saturating_sub(self.interval);
+            .saturating_sub(self.interval)
+            .max(used);
         self.tat.store(tat, Ordering::Release);
         self.epoch.fetch_add(1, Ordering::AcqRel);
     }
@@ -351,6 +361,9 @@ impl Slot {
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
+
+#[cfg(test)]
+mod model;
 
 #[cfg(test)]
 mod tests {
@@ -411,6 +424,16 @@ mod tests {
         assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(2100)));
         gate.hold(Duration::from_secs(1));
         assert_eq!(gate.epoch(), before + 1, "an earlier end changes nothing");
+    }
+
+    /// Found by the model: a hold shorter than the interval used to open a fresh slot right
+    /// after a call that had just started (1/s: calls at 0 and 1 ms).
+    #[tokio::test(start_paused = true)]
+    async fn a_short_hold_keeps_counting_the_calls_that_started() {
+        let gate = RateGate::new(1, Duration::from_secs(1), 1).unwrap();
+        assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+        gate.hold(Duration::from_millis(1));
+        assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(1)));
     }
 
     #[tokio::test(start_paused = true)]

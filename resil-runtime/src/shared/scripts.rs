@@ -124,7 +124,8 @@ return 1
 
 /// A provider throttled a call: no slot for anyone before its wait is over, then the steady
 /// rate; slots already promised, by any instance, are revoked, and every instance hears it.
-/// A wait that ends before an earlier throttle's changes nothing. KEYS: the gate. ARGV: the
+/// A wait that ends before an earlier throttle's changes nothing; a short one still counts
+/// the slots already used (the schedule, up to now plus the burst). KEYS: the gate. ARGV: the
 /// wait, the tolerance and the interval, in µs, then the message to publish.
 pub(super) static HOLD: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
@@ -134,6 +135,8 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local held = now + tonumber(ARGV[1])
 if (tonumber(redis.call('HGET', KEYS[1], 'held')) or 0) >= held then return 0 end
 local tat = held + tonumber(ARGV[2]) - tonumber(ARGV[3])
+local used = math.min(tonumber(redis.call('HGET', KEYS[1], 'tat')) or 0, now + tonumber(ARGV[2]))
+if used > tat then tat = used end
 redis.call('HSET', KEYS[1], 'tat', string.format('%.0f', tat), 'held', string.format('%.0f', held))
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((math.max(tat, held) - now) / 1000))))
