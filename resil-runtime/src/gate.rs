@@ -34,7 +34,8 @@ use crate::{ConfigError, Rejected};
 /// [`Transient::is_throttle`](crate::Transient::is_throttle)), the gate hands out no slot
 /// before that wait is over, then resumes at its steady rate, one slot at a time: the other
 /// callers wait in the gate instead of each provoking its own 429. Slots reserved before the
-/// throttle are revoked: their callers take new ones, in turn, after the wait.
+/// throttle are revoked: their callers take new ones, in turn, after the wait. Every throttle,
+/// with a wait or without, also slows the gate for a while ([`RateGate::slow_down`]).
 ///
 /// A slot reserved and not used (its caller gave up waiting) goes back only while no slot was
 /// promised after it and no throttle revoked it: a gate never promises one instant twice, so
@@ -60,8 +61,6 @@ use crate::{ConfigError, Rejected};
 pub struct RateGate {
     /// Nanoseconds per unit.
     interval: u64,
-    /// Nanoseconds of credit a full burst stands for.
-    tolerance: u64,
     burst: u64,
     count: u64,
     period: Duration,
@@ -71,6 +70,10 @@ pub struct RateGate {
     held_until: AtomicU64,
     /// Counts throttles: a slot reserved under an older one is revoked.
     epoch: AtomicU64,
+    /// Nanoseconds added to the interval by the latest slowdown, fading to none over
+    /// [`RECOVERY`] periods from `slowed_at` (see [`RateGate::slow_down`]).
+    slowdown: AtomicU64,
+    slowed_at: AtomicU64,
     /// Serialises a refund's check with a throttle's revocation (both rare; reservations
     /// never take it).
     revising: Mutex<()>,
@@ -115,13 +118,14 @@ impl RateGate {
         let interval = nanos(period.min(NEVER)).div_ceil(count).max(1);
         Ok(RateGate {
             interval,
-            tolerance: interval.saturating_mul(burst),
             burst,
             count,
             period,
             tat: AtomicU64::new(0),
             held_until: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
+            slowdown: AtomicU64::new(0),
+            slowed_at: AtomicU64::new(0),
             revising: Mutex::new(()),
             // Offsets are unsigned: an origin a little in the past keeps `now` after it even
             // when the gate is made and used at once.
@@ -138,13 +142,14 @@ impl RateGate {
         let _ = (label, key);
         RateGate {
             interval: self.interval,
-            tolerance: self.tolerance,
             burst: self.burst,
             count: self.count,
             period: self.period,
             tat: AtomicU64::new(0),
             held_until: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
+            slowdown: AtomicU64::new(0),
+            slowed_at: AtomicU64::new(0),
             revising: Mutex::new(()),
             origin: Instant::now(),
             #[cfg(feature = "redis")]
@@ -163,7 +168,7 @@ impl RateGate {
             what,
             name,
             self.interval,
-            self.tolerance,
+            self.burst,
         ));
     }
 
@@ -217,15 +222,19 @@ impl RateGate {
         let now = Instant::now();
         let at = self.offset(now);
         let limit = deadline.map(|deadline| self.offset(deadline));
+        let interval = self.interval_at(at);
         loop {
             // The epoch before the schedule: a throttle sets the schedule, then counts itself,
             // so a slot is never labelled newer than the schedule it was taken from.
             let epoch = self.epoch();
             let tat = self.tat.load(Ordering::Acquire);
-            let next = tat
-                .max(at)
-                .saturating_add(self.interval.saturating_mul(cost));
-            let allowed = next.saturating_sub(self.tolerance);
+            // A slowed unit starts when it would have, and takes the longer interval out
+            // of the schedule: the slowdown delays the units after it, never adds credit.
+            let from = tat.max(at);
+            let next = from.saturating_add(interval.saturating_mul(cost));
+            let allowed = from
+                .saturating_add(self.interval.saturating_mul(cost))
+                .saturating_sub(self.credit());
             let wait = allowed.saturating_sub(at);
             if limit.is_some_and(|limit| allowed > limit) {
                 return Err(Rejected::RateLimited {
@@ -301,26 +310,86 @@ impl RateGate {
 
     /// [`RateGate::hold`] in this instance only: what another instance's throttle does here.
     pub(crate) fn hold_here(&self, wait: Duration) {
-        let until = self
-            .offset(Instant::now())
-            .saturating_add(nanos(wait.min(NEVER)));
+        let now = self.offset(Instant::now());
+        let until = now.saturating_add(nanos(wait.min(NEVER)));
         let _revising = lock_std(&self.revising);
         if self.held_until.fetch_max(until, Ordering::AcqRel) >= until {
             return;
         }
         // The slots already used stay counted: a short hold must not open a fresh burst
-        // right after calls that started. They end at most `tolerance` past now; the later
-        // ones are revoked.
+        // right after calls that started. They end at most a burst's credit past now; the
+        // later ones are revoked.
         let used = self
             .tat
             .load(Ordering::Acquire)
-            .min(self.offset(Instant::now()).saturating_add(self.tolerance));
+            .min(now.saturating_add(self.credit()));
         let tat = until
-            .saturating_add(self.tolerance)
+            .saturating_add(self.credit())
             .saturating_sub(self.interval)
             .max(used);
         self.tat.store(tat, Ordering::Release);
         self.epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A call through the gate was throttled (a 429): the limit is lower than declared, or the
+    /// network bunched calls the gate spaced. The gate takes 20 % off the rate it ran at (at
+    /// most once a period, since calls already in flight collide too; never below a
+    /// sixteenth of the declared rate), and returns to the declared rate linearly over the
+    /// next ten periods without a throttle. A gate at a provider's exact limit thus collides
+    /// once, not again each time it resumes.
+    ///
+    /// ```
+    /// use resil_runtime::RateGate;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let gate = RateGate::new(5, Duration::from_secs(1), 1).unwrap();
+    /// gate.slow_down();
+    /// assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+    /// assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(250)), "4/s");
+    /// tokio::time::advance(Duration::from_secs(5)).await;
+    /// assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+    /// assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(225)), "halfway back");
+    /// # }
+    /// ```
+    pub fn slow_down(&self) {
+        let now = self.offset(Instant::now());
+        let _revising = lock_std(&self.revising);
+        let since = now.saturating_sub(self.slowed_at.load(Ordering::Acquire));
+        if self.slowdown.load(Ordering::Acquire) > 0 && since < nanos(self.period.min(NEVER)) {
+            return;
+        }
+        let interval = self.interval_at(now);
+        let slower = interval.saturating_add(interval / 4);
+        let slowdown = slower
+            .min(self.interval.saturating_mul(16))
+            .saturating_sub(self.interval);
+        self.slowed_at.store(now, Ordering::Release);
+        self.slowdown.store(slowdown, Ordering::Release);
+    }
+
+    /// Nanoseconds of credit a full burst stands for.
+    fn credit(&self) -> u64 {
+        self.interval.saturating_mul(self.burst)
+    }
+
+    /// The interval now, in nanoseconds (see [`RateGate::slow_down`]).
+    pub(crate) fn interval_now(&self) -> u64 {
+        self.interval_at(self.offset(Instant::now()))
+    }
+
+    /// The interval at `at`: the declared one, plus what is left of a slowdown.
+    fn interval_at(&self, at: u64) -> u64 {
+        let slowdown = self.slowdown.load(Ordering::Acquire);
+        if slowdown == 0 {
+            return self.interval;
+        }
+        let recovery = nanos(self.period.min(NEVER)).saturating_mul(RECOVERY);
+        let since = at.saturating_sub(self.slowed_at.load(Ordering::Acquire));
+        let left = u128::from(recovery.saturating_sub(since));
+        let fading = u128::from(slowdown) * left / u128::from(recovery.max(1));
+        self.interval
+            .saturating_add(u64::try_from(fading).unwrap_or(u64::MAX))
     }
 
     /// Throttles so far (for a shared gate, those other instances saw too). A caller that
@@ -357,6 +426,9 @@ impl Slot {
         }
     }
 }
+
+/// Periods over which a slowdown fades.
+const RECOVERY: u64 = 10;
 
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)

@@ -293,8 +293,8 @@ async fn a_throttle_holds_the_gate_and_never_opens_the_breaker() {
     assert!(results.iter().all(Result::is_ok));
     assert_eq!(
         calls.times(),
-        [2000, 2100, 2200].map(Duration::from_millis),
-        "no slot before the wait, then the steady rate"
+        [2000, 2125, 2250].map(Duration::from_millis),
+        "no slot before the wait, then the steady rate, 20 % slower than the one throttled"
     );
 }
 
@@ -390,8 +390,80 @@ async fn a_throttle_revokes_the_slots_already_handed_out() {
     assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 4);
     assert_eq!(
         *calls.lock().unwrap(),
-        [0, 1000, 1100, 1200, 1300].map(Duration::from_millis),
-        "the slots at 100..400 ms were revoked by the throttle at 0 and taken again after it"
+        [0, 1000, 1125, 1250, 1375].map(Duration::from_millis),
+        "the slots at 100..400 ms were revoked by the throttle at 0 and taken again after it, at 8/s"
+    );
+}
+
+/// A provider limiting like nginx's `limit_req` with no burst: a request that reaches it
+/// sooner than `spacing` after the last one it accepted is refused with a 429 asking to wait
+/// a second. Between the gate and it, a network that delays each request by 0 to 40 ms.
+struct Limiter {
+    spacing: Duration,
+    last: std::sync::Mutex<Option<Instant>>,
+    network: std::sync::Mutex<u64>,
+    requests: AtomicUsize,
+    refused: AtomicUsize,
+}
+
+impl Limiter {
+    fn new(spacing: Duration) -> Self {
+        Limiter {
+            spacing,
+            last: std::sync::Mutex::new(None),
+            network: std::sync::Mutex::new(0x2545_f491_4f6c_dd1d),
+            requests: AtomicUsize::new(0),
+            refused: AtomicUsize::new(0),
+        }
+    }
+
+    async fn call(&self) -> Result<(), TestError> {
+        let delay = {
+            // xorshift: the same delays on every run.
+            let mut state = self.network.lock().unwrap();
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            Duration::from_millis(*state % 41)
+        };
+        tokio::time::sleep(delay).await;
+        self.requests.fetch_add(1, Ordering::SeqCst);
+        let now = Instant::now();
+        let mut last = self.last.lock().unwrap();
+        if last.is_some_and(|last| now - last < self.spacing) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(TestError::Throttled(Duration::from_secs(1)));
+        }
+        *last = Some(now);
+        Ok(())
+    }
+}
+
+/// A gate set at the provider's exact limit collides with it as soon as the network adds
+/// jitter; after the first 429 it keeps a margin, so it does not collide again and again
+/// (before: 20 callers of a 5/s gate against a 5/s limiter made 29 requests, 9 of them 429,
+/// in 13.3 s; now 21 and 1, in 5.5 s).
+#[tokio::test(start_paused = true)]
+async fn a_gate_at_the_exact_limit_learns_a_margin_from_its_first_429() {
+    let policy = Policy::builder()
+        .rate(5, Duration::from_secs(1), 1)
+        .retry(5)
+        .deadline(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let provider = Limiter::new(Duration::from_millis(200));
+    let origin = Instant::now();
+    let results = join_all((0..20).map(|_| policy.run(|| provider.call()))).await;
+    let took = origin.elapsed();
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let (requests, refused) = (
+        provider.requests.load(Ordering::SeqCst),
+        provider.refused.load(Ordering::SeqCst),
+    );
+    assert_eq!(
+        (requests, refused),
+        (21, 1),
+        "one collision, then 20 % below the limit: {took:?}"
     );
 }
 

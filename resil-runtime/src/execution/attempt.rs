@@ -263,9 +263,7 @@ where
         if called {
             if let Err(Failure::Error(error)) = &result {
                 if error.is_throttle() {
-                    if let Some(wait) = error.retry_after() {
-                        this.execution.progress.throttled(wait);
-                    }
+                    this.execution.progress.throttled(error.retry_after());
                 }
             }
         } else {

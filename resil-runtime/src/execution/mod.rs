@@ -544,9 +544,10 @@ impl<'p> Progress<'p> {
         let limit = self
             .deadline
             .map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        let interval = |gate: Option<&RateGate>| gate.map_or(0, RateGate::interval_now);
         let gates = [
-            rate_link.map(|link| (link, 1)),
-            token_link.map(|link| (link, self.cost)),
+            rate_link.map(|link| (link, 1, interval(rate))),
+            token_link.map(|link| (link, self.cost, interval(tokens))),
         ];
         Ok(Some(Box::pin(crate::shared::reserve(gates, limit))))
     }
@@ -638,12 +639,15 @@ impl<'p> Progress<'p> {
         }
     }
 
-    /// The provider throttled this call and asked to wait: the gates hand out no slot until
-    /// then, so other callers wait in them instead of provoking their own 429.
-    fn throttled(&self, wait: Duration) {
-        let wait = wait.min(self.tuning.retry_after_max);
+    /// The provider throttled this call: the gates slow down, and if it asked to wait, they
+    /// hand out no slot until then, so other callers wait in them instead of provoking their
+    /// own 429.
+    fn throttled(&self, wait: Option<Duration>) {
         for gate in [self.rate(), self.token_rate()].into_iter().flatten() {
-            gate.hold(wait);
+            gate.slow_down();
+            if let Some(wait) = wait {
+                gate.hold(wait.min(self.tuning.retry_after_max));
+            }
         }
     }
 

@@ -21,8 +21,9 @@ enum Step {
     Advance(u64),
     /// A waiter (picked by index among those still waiting) gives up and gives its slot back.
     Cancel(usize),
-    /// A call was throttled: the provider asked to wait this many milliseconds.
-    Hold(u64),
+    /// A call was throttled: the gate slows down, and holds for this many milliseconds if
+    /// the provider said how long to wait.
+    Throttle(Option<u64>),
 }
 
 fn steps(burst: u64) -> impl Strategy<Value = Vec<Step>> {
@@ -31,7 +32,7 @@ fn steps(burst: u64) -> impl Strategy<Value = Vec<Step>> {
             .prop_map(|(cost, deadline)| Step::Reserve { cost, deadline }),
         3 => (0u64..700).prop_map(Step::Advance),
         2 => any::<usize>().prop_map(Step::Cancel),
-        1 => (0u64..3_000).prop_map(Step::Hold),
+        1 => proptest::option::of(0u64..3_000).prop_map(Step::Throttle),
     ];
     proptest::collection::vec(step, 1..80)
 }
@@ -41,6 +42,9 @@ fn steps(burst: u64) -> impl Strategy<Value = Vec<Step>> {
 struct Model {
     interval: u64,
     burst: u64,
+    period: u64,
+    /// The latest slowdown: extra nanoseconds per unit, fading over ten periods from when.
+    slowdown: (u64, u64),
     /// When the schedule ends: the next unit goes `interval` after it, less the burst's credit.
     tat: u64,
     held_until: u64,
@@ -50,12 +54,22 @@ struct Model {
 }
 
 impl Model {
+    fn interval(&self, now: u64) -> u64 {
+        let (extra, since) = self.slowdown;
+        let fade = 10 * self.period;
+        let left = fade.saturating_sub(now - since);
+        self.interval + (u128::from(extra) * u128::from(left) / u128::from(fade)) as u64
+    }
+
     fn reserve(&mut self, id: usize, now: u64, cost: u64, deadline: Option<u64>) -> Reply {
         if cost > self.burst {
             return Reply::OverBurst;
         }
-        let next = self.tat.max(now) + self.interval * cost;
-        let at = next.saturating_sub(self.interval * self.burst).max(now);
+        let from = self.tat.max(now);
+        let next = from + self.interval(now) * cost;
+        let at = (from + self.interval * cost)
+            .saturating_sub(self.interval * self.burst)
+            .max(now);
         if deadline.is_some_and(|deadline| at > deadline) {
             return Reply::Limited(at - now);
         }
@@ -71,6 +85,16 @@ impl Model {
         let (_, before) = self.refundable.pop().expect("checked above");
         self.tat = before;
         true
+    }
+
+    /// 20 % slower than now, at most once a period and down to a sixteenth of the rate.
+    fn slow_down(&mut self, now: u64) {
+        let (extra, since) = self.slowdown;
+        if extra > 0 && now - since < self.period {
+            return;
+        }
+        let slower = self.interval(now) * 5 / 4;
+        self.slowdown = (slower.min(16 * self.interval) - self.interval, now);
     }
 
     /// Whether the hold changed anything (a shorter one than in force does not).
@@ -195,11 +219,15 @@ impl Run {
         Ok(())
     }
 
-    fn hold(&mut self, wait: u64) {
+    fn throttle(&mut self, wait: Option<u64>) {
         let now = self.now();
-        self.gate.hold(Duration::from_nanos(wait));
-        if self.model.hold(now, wait) {
-            self.holds.push((now, now + wait));
+        self.gate.slow_down();
+        self.model.slow_down(now);
+        if let Some(wait) = wait {
+            self.gate.hold(Duration::from_nanos(wait));
+            if self.model.hold(now, wait) {
+                self.holds.push((now, now + wait));
+            }
         }
     }
 
@@ -269,6 +297,8 @@ proptest! {
                 model: Model {
                     interval,
                     burst,
+                    period: nanos(period),
+                    slowdown: (0, 0),
                     tat: 0,
                     held_until: 0,
                     epoch: 0,
@@ -288,7 +318,7 @@ proptest! {
                     }
                     Step::Advance(ms) => run.advance(run.now() + ms * 1_000_000).await?,
                     Step::Cancel(pick) => run.cancel(pick)?,
-                    Step::Hold(ms) => run.hold(ms * 1_000_000),
+                    Step::Throttle(ms) => run.throttle(ms.map(|ms| ms * 1_000_000)),
                 }
             }
             while let Some(last) = run.waiting.iter().map(|waiter| waiter.at).max() {

@@ -19,8 +19,9 @@ const MAX_MICROS: u64 = 1 << 50;
 pub(crate) struct GateLink {
     sharing: Sharing,
     key: Arc<str>,
+    /// The declared interval between units, in µs.
     interval: u64,
-    tolerance: u64,
+    burst: u64,
     /// Throttles that other instances saw (each revokes the slots this instance waits for).
     holds: AtomicU64,
 }
@@ -59,36 +60,40 @@ pub(crate) struct RemoteSlot {
 
 impl GateLink {
     /// The link of a gate whose Redis key is `resil:{what}:{name}` and whose slots are
-    /// `interval` apart, `tolerance` of them at once (nanoseconds, as the local gate's).
+    /// `interval` apart (nanoseconds, as the local gate's), `burst` of them at once.
     pub(crate) fn new(
         sharing: &Sharing,
         what: &str,
         name: &str,
         interval: u64,
-        tolerance: u64,
+        burst: u64,
     ) -> Arc<Self> {
-        let micros = |nanos: u64| nanos.div_ceil(1000).min(MAX_MICROS);
         Self::listed(
             sharing,
             format!("resil:{what}:{name}"),
-            micros(interval).max(1),
-            micros(tolerance),
+            micros(interval),
+            burst,
         )
+    }
+
+    /// The burst's credit, in µs.
+    fn credit(&self) -> u64 {
+        self.interval.saturating_mul(self.burst).min(MAX_MICROS)
     }
 
     /// The same gate for one key of a keyed policy: `…:{label=key}`.
     pub(crate) fn for_key(&self, key: &str) -> Arc<Self> {
         let key = format!("{}:{key}", self.key);
-        Self::listed(&self.sharing, key, self.interval, self.tolerance)
+        Self::listed(&self.sharing, key, self.interval, self.burst)
     }
 
     /// A link the store lists, so that other instances' throttles reach it.
-    fn listed(sharing: &Sharing, key: String, interval: u64, tolerance: u64) -> Arc<Self> {
+    fn listed(sharing: &Sharing, key: String, interval: u64, burst: u64) -> Arc<Self> {
         let link = Arc::new(GateLink {
             sharing: sharing.clone(),
             key: Arc::from(key),
             interval,
-            tolerance,
+            burst,
             holds: AtomicU64::new(0),
         });
         sharing.store.register_gate(&link.key, &link);
@@ -136,7 +141,7 @@ impl GateLink {
         let mut invocation = HOLD.key(&*self.key);
         invocation
             .arg(wait)
-            .arg(self.tolerance)
+            .arg(self.credit())
             .arg(self.interval)
             .arg(message);
         self.sharing
@@ -145,13 +150,19 @@ impl GateLink {
     }
 }
 
+/// Nanoseconds in whole µs, rounded up (a slot is never closer than the local gate's).
+fn micros(nanos: u64) -> u64 {
+    nanos.div_ceil(1000).clamp(1, MAX_MICROS)
+}
+
 /// Reserves an attempt's slots in the shared gates (the rate gate's and the token gate's, with
-/// their costs) at once: both or neither. `limit` is the longest wait the deadline allows.
+/// their costs and the intervals their local gates run at, slowed down or not) at once: both
+/// or neither. `limit` is the longest wait the deadline allows.
 pub(crate) async fn reserve(
-    gates: [Option<(Arc<GateLink>, u64)>; 2],
+    gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
     limit: Option<Duration>,
 ) -> SharedSlots {
-    let Some((first, _)) = gates.iter().flatten().next() else {
+    let Some((first, ..)) = gates.iter().flatten().next() else {
         return SharedSlots::Granted(Granted {
             wait: Duration::ZERO,
             slots: [None, None],
@@ -163,11 +174,16 @@ pub(crate) async fn reserve(
     });
     let mut invocation = RESERVE.prepare_invoke();
     invocation.arg(limit);
-    for (gate, cost) in gates.iter().flatten() {
+    for (gate, cost, interval) in gates.iter().flatten() {
+        // The script's slot is `tolerance` before the schedule's new end: a slowed unit takes
+        // the longer interval out of the schedule and starts when it would have (see
+        // `RateGate::slow_down`).
+        let interval = micros(*interval).max(gate.interval);
+        let slower = (interval - gate.interval).saturating_mul((*cost).min(MAX_MICROS));
         invocation
             .key(&*gate.key)
-            .arg(gate.interval)
-            .arg(gate.tolerance)
+            .arg(interval)
+            .arg(gate.credit().saturating_add(slower).min(MAX_MICROS))
             .arg((*cost).min(MAX_MICROS));
     }
     let Some(reply) = store.eval::<Vec<u64>>(timeout, &invocation).await else {
