@@ -108,19 +108,21 @@ pub fn site_policy<K>(builder: PolicyBuilder<K>) -> Policy<K> {
         .unwrap_or_else(|error| panic!("resil bug: #[resilient] accepted a setting its runtime refuses ({error}); please report it"))
 }
 
-/// One attempt of a streaming function: the body connects, then the first item is awaited.
-/// `T` and `E` come from the declared `Result<impl Stream<Item = Result<T, E>>, E>`, so `?`
-/// in the body infers its conversion.
-pub fn stream_attempt<'a, 'p, T, E, S, F>(
+/// One attempt of a streaming function: the body connects, then the items are awaited up to
+/// the first that `commits` accepts. `T` and `E` come from the declared
+/// `Result<impl Stream<Item = Result<T, E>>, E>`, so `?` in the body infers its conversion.
+pub fn stream_attempt<'a, 'p, T, E, S, F, C>(
     execution: &'a mut Execution<'p, E>,
     connect: F,
-) -> impl Future<Output = Next<Committed<T, S>, E>> + use<'a, 'p, T, E, S, F>
+    commits: C,
+) -> impl Future<Output = Next<Committed<T, S>, E>> + use<'a, 'p, T, E, S, F, C>
 where
     E: Transient + FromRejected,
     F: Future<Output = Result<S, E>>,
     S: Stream<Item = Result<T, E>>,
+    C: Fn(&T) -> bool,
 {
-    execution.attempt_stream(connect)
+    execution.attempt_stream_until(connect, commits)
 }
 
 /// The end of a streaming function's attempts: the committed stream takes over the permit
@@ -137,6 +139,11 @@ pub fn commit<'p, T, E, S>(
         })),
         other => other,
     }
+}
+
+/// `commit_when = path`: a function recognising the item that commits a stream.
+pub fn commit_when<T>(commits: fn(&T) -> bool) -> fn(&T) -> bool {
+    commits
 }
 
 /// `complete_when = path`: a function recognising a stream's final item.

@@ -18,6 +18,11 @@ impl Chunk {
     fn is_final(&self) -> bool {
         self.0 == "[DONE]"
     }
+
+    /// OpenAI's first chunk carries only the role: nothing to commit to yet.
+    fn has_content(&self) -> bool {
+        !self.0.is_empty() && !self.is_final()
+    }
 }
 
 /// The scripted provider's answer to one connect.
@@ -84,6 +89,38 @@ impl Client {
     async fn slow_start(&self) -> Result<impl Stream<Item = Result<Chunk, ApiError>>, ApiError> {
         self.calls.add();
         Ok(script(vec![(6_000, Ok(Chunk("late")))]))
+    }
+
+    /// The role chunk at once, then a stall before the first token on the first connect; the
+    /// second answers.
+    #[resilient(
+        first_item_timeout = "5s",
+        retry = 2,
+        commit_when = Chunk::has_content,
+        complete_when = Chunk::is_final
+    )]
+    async fn role_first(&self) -> Result<impl Stream<Item = Result<Chunk, ApiError>>, ApiError> {
+        let first_token = match self.calls.add() {
+            1 => 60_000,
+            _ => 100,
+        };
+        Ok(script(vec![
+            (0, Ok(Chunk(""))),
+            (first_token, Ok(Chunk("Hel"))),
+            (0, Ok(Chunk("[DONE]"))),
+        ]))
+    }
+
+    /// A role chunk and the final one, then a connection held open: an empty answer.
+    #[resilient(
+        first_item_timeout = "5s",
+        commit_when = Chunk::has_content,
+        complete_when = Chunk::is_final
+    )]
+    async fn empty_answer(&self) -> Result<impl Stream<Item = Result<Chunk, ApiError>>, ApiError> {
+        self.calls.add();
+        let held_open = stream::iter([Ok(Chunk("")), Ok(Chunk("[DONE]"))]).chain(stream::pending());
+        Ok(held_open)
     }
 
     async fn canned(&self) -> Result<impl Stream<Item = Result<Chunk, ApiError>>, ApiError> {
@@ -178,4 +215,43 @@ fn streaming_methods_and_their_streams_are_send() {
         .unwrap()
     });
     assert_eq!(chunks.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stall_before_the_first_content_is_retried_and_the_held_items_come_first() {
+    let client = Client {
+        calls: Calls::default(),
+    };
+    let started = Instant::now();
+    let stream = client.role_first().await.unwrap();
+    // The first connect's role chunk did not commit: its stall is the attempt's timeout (5 s),
+    // then a backoff, then the second connect's first token at 100 ms.
+    assert_eq!(client.calls.count(), 2);
+    assert!(
+        started.elapsed() > Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let chunks: Vec<_> = stream.collect().await;
+    assert_eq!(
+        chunks,
+        [Ok(Chunk("")), Ok(Chunk("Hel")), Ok(Chunk("[DONE]"))],
+        "the held role chunk, then the rest, once"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_final_item_commits_a_stream_that_had_no_content() {
+    let client = Client {
+        calls: Calls::default(),
+    };
+    let started = Instant::now();
+    let chunks: Vec<_> = client.empty_answer().await.unwrap().collect().await;
+    assert_eq!(chunks, [Ok(Chunk("")), Ok(Chunk("[DONE]"))]);
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "no wait for content that never comes"
+    );
+    assert_eq!(client.calls.count(), 1);
 }

@@ -68,6 +68,13 @@ impl Chunk {
     pub fn is_final(&self) -> bool {
         *self == Chunk::Done
     }
+
+    /// Does it carry text? OpenAI's first chunk holds only the role, an empty delta: the
+    /// stream commits at the first content (`commit_when = Chunk::has_content`), so a stall
+    /// before it is retried.
+    pub fn has_content(&self) -> bool {
+        matches!(self, Chunk::Token(text) if !text.is_empty())
+    }
 }
 
 /// A streamed answer.
@@ -108,8 +115,8 @@ impl ChatClient {
         self.stream(path).await
     }
 
-    /// Streaming: returns once the first event is in hand (within 300 ms of the request,
-    /// retried twice before that), then ends with an error if the provider goes silent for
+    /// Streaming: returns once the first text is in hand (within 300 ms of the request,
+    /// retried twice before that; a role-only chunk does not count), then ends with an error if the provider goes silent for
     /// 300 ms or the answer ends without `[DONE]`, and within 10 s in any case.
     #[resilient(
         first_item_timeout = "300ms",
@@ -117,6 +124,7 @@ impl ChatClient {
         deadline = "10s",
         retry = 2,
         backoff = "50ms..100ms",
+        commit_when = Chunk::has_content,
         complete_when = Chunk::is_final
     )]
     pub async fn stream_chat(
@@ -337,5 +345,22 @@ mod tests {
         );
         let chunks = decoded(&[stream.as_bytes()]).await;
         assert_eq!(chunks, [Chunk::Token("hi".into()), Chunk::Done]);
+    }
+
+    /// Keep-alive comments are not items (they would reset the idle timeout of a stalled
+    /// stream); a role-only chunk is an item without content.
+    #[tokio::test]
+    async fn keep_alive_comments_are_not_items_and_a_role_chunk_has_no_content() {
+        let role = r#"data: {"choices":[{"delta":{"role":"assistant"}}]}"#;
+        let stream = format!(": ping\n\n{role}\n\n: ping\n\n:\n\n{}\n\n", delta("hi"));
+        let chunks = decoded(&[stream.as_bytes()]).await;
+        assert_eq!(
+            chunks,
+            [Chunk::Token(String::new()), Chunk::Token("hi".into())]
+        );
+        assert_eq!(
+            chunks.iter().map(Chunk::has_content).collect::<Vec<_>>(),
+            [false, true]
+        );
     }
 }

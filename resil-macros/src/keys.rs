@@ -60,6 +60,7 @@ keys! {
     first_item_timeout: Duration = values::duration_value, "a stream's limit to its first item, connect included";
     idle_timeout: Duration = values::duration_value, "a stream's longest gap between items";
     complete_when: syn::Path = values::final_item, "a stream's test for its final item";
+    commit_when: syn::Path = values::committing_item, "a stream's test for the item that commits it, such as its first content";
     retry: u32 = values::count_value, "extra attempts after the first, for transient errors only";
     retry_after_max: Duration = values::duration_value, "the longest Retry-After honoured";
     backoff: (Duration, Duration) = values::range, "the exponential envelope of the waits";

@@ -54,6 +54,7 @@ pub(crate) struct StreamShape {
     pub(crate) error: Type,
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) complete_when: Option<syn::Path>,
+    pub(crate) commit_when: Option<syn::Path>,
 }
 
 /// `shared = true`: where it was written, and its tuning.
@@ -217,6 +218,7 @@ pub(crate) fn check(
             error,
             idle_timeout: args.idle_timeout.map(|s| s.value),
             complete_when: args.complete_when.map(|s| s.value),
+            commit_when: args.commit_when.map(|s| s.value),
         }),
     })
 }
@@ -588,9 +590,10 @@ fn check_stream_keys(args: &ResilientArgs, streaming: bool, errors: &mut Errors)
         ),
         ("idle_timeout", args.idle_timeout.as_ref().map(|s| s.key)),
         ("complete_when", args.complete_when.as_ref().map(|s| s.key)),
+        ("commit_when", args.commit_when.as_ref().map(|s| s.key)),
     ] {
         if let Some(key) = key {
-            let instead = if name == "complete_when" {
+            let instead = if name.ends_with("_when") {
                 format!("remove `{name}`")
             } else {
                 "use `timeout` for one call".to_owned()

@@ -235,6 +235,11 @@ pub(crate) fn listener(_name: &'static str, value: &Expr) -> syn::Result<syn::Pa
     path(value, "`listener` names a `static` whose type implements `resil::events::Listener`, such as `listener = AUDIT` with `static AUDIT: Audit = Audit::new();`")
 }
 
+/// `commit_when = Chunk::has_content`.
+pub(crate) fn committing_item(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
+    path(value, "`commit_when` names a function `fn(&T) -> bool` that recognises the first item worth committing to, such as `commit_when = Chunk::has_content`")
+}
+
 /// `complete_when = Chunk::is_final`.
 pub(crate) fn final_item(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
     path(value, "`complete_when` names a function `fn(&T) -> bool` that recognises the stream's final item, such as `complete_when = Chunk::is_final`")

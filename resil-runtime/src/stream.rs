@@ -6,7 +6,16 @@
 //! timeout (the time to the first item) or a stream that ends before its first item
 //! ([`Rejected::Incomplete`]) is retried under the policy's usual rules. The operation returns
 //! `Ok(stream)` only once the first item is in hand; after that nothing is retried, and later
-//! errors are items the consumer sees. The returned [`ResilientStream`] then:
+//! errors are items the consumer sees.
+//!
+//! When the first items carry no content (OpenAI's first chunk holds only the role), a commit
+//! test moves the commit point to the first item it accepts
+//! ([`Policy::run_stream_until`](crate::Policy::run_stream_until),
+//! [`Execution::attempt_stream_until`](crate::Execution::attempt_stream_until), or
+//! `commit_when = Chunk::has_content` on the attribute): the items before it are held, then
+//! handed over in order at the commit, and a stall, an error or an end before it is retried
+//! like a stall before the first item. Keep-alive comments (`: ping`) are not items: an SSE
+//! decoder drops them. The returned [`ResilientStream`] then:
 //!
 //! - ends with one `Err(Rejected::Idle { after })` when no item arrives within the policy's
 //!   `idle_timeout` of the previous one, and with one `Err(Rejected::DeadlineExceeded)` when
@@ -67,9 +76,11 @@ use crate::{Rejected, Transient};
 /// `Result<impl Stream<Item = Result<T, E>>, E>`.
 pub use futures_core::Stream;
 
-/// A stream whose first item is in hand: what one successful attempt of a streaming call
-/// yields. Boxed once per stream, since a stream that has been polled cannot move.
+/// A stream whose committing item is in hand: what one successful attempt of a streaming
+/// call yields. Boxed once per stream, since a stream that has been polled cannot move.
 pub struct Committed<T, S> {
+    /// Items before the committing one (none unless a commit test held some back).
+    held: Vec<T>,
     first: T,
     rest: Pin<Box<S>>,
 }
@@ -80,18 +91,34 @@ impl<T, S> fmt::Debug for Committed<T, S> {
     }
 }
 
-/// One attempt of a streaming call: the connect, then the first item.
-pub(crate) async fn first_item<T, E, S, Fut>(connect: Fut) -> Result<Committed<T, S>, E>
+/// One attempt of a streaming call: the connect, then the items up to the first that
+/// `commits` (the first item, unless told otherwise). Items before it are held, and handed
+/// over in order at the commit; an error or an end before it fails the attempt, which the
+/// policy may retry.
+pub(crate) async fn committing_item<T, E, S, Fut>(
+    connect: Fut,
+    commits: impl Fn(&T) -> bool,
+) -> Result<Committed<T, S>, E>
 where
     Fut: Future<Output = Result<S, E>>,
     S: Stream<Item = Result<T, E>>,
     E: From<Rejected>,
 {
     let mut rest = Box::pin(connect.await?);
-    match poll_fn(|cx| rest.as_mut().poll_next(cx)).await {
-        Some(Ok(first)) => Ok(Committed { first, rest }),
-        Some(Err(error)) => Err(error),
-        None => Err(E::from(Rejected::Incomplete)),
+    let mut held = Vec::new();
+    loop {
+        match poll_fn(|cx| rest.as_mut().poll_next(cx)).await {
+            Some(Ok(item)) if commits(&item) => {
+                return Ok(Committed {
+                    held,
+                    first: item,
+                    rest,
+                })
+            }
+            Some(Ok(item)) => held.push(item),
+            Some(Err(error)) => return Err(error),
+            None => return Err(E::from(Rejected::Incomplete)),
+        }
     }
 }
 
@@ -112,6 +139,8 @@ pub(crate) struct Holdings<'p> {
 /// `stream.next().await` works without pinning.
 #[must_use = "a stream does nothing unless polled, and holds its bulkhead permit until dropped"]
 pub struct ResilientStream<'p, T, E, S> {
+    /// The items held before the commit, then the committing one.
+    held: std::vec::IntoIter<T>,
     first: Option<T>,
     /// `None` once the stream has ended: the body's stream, permit and breaker are gone.
     rest: Option<Pin<Box<S>>>,
@@ -148,6 +177,7 @@ impl<T, E, S> fmt::Debug for ResilientStream<'_, T, E, S> {
 impl<'p, T, E, S> ResilientStream<'p, T, E, S> {
     pub(crate) fn new(committed: Committed<T, S>, holdings: Holdings<'p>) -> Self {
         ResilientStream {
+            held: committed.held.into_iter(),
             first: Some(committed.first),
             rest: Some(committed.rest),
             holdings,
@@ -186,6 +216,9 @@ where
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = self.get_mut();
+        if let Some(held) = this.held.next() {
+            return Poll::Ready(Some(Ok(this.item(held))));
+        }
         if let Some(first) = this.first.take() {
             return Poll::Ready(Some(Ok(this.item(first))));
         }
@@ -301,6 +334,8 @@ impl<T, E, S> ResilientStream<'_, T, E, S> {
     /// The stream is over: the body's stream (its connection), the bulkhead permit and the
     /// breaker's lease go at once, not when the consumer drops this wrapper.
     fn end(&mut self) {
+        self.held = Vec::new().into_iter();
+        self.first = None;
         self.rest = None;
         self.timer = None;
         self.holdings.permit = None;

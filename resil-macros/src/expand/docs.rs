@@ -28,15 +28,17 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
     if let Some(deadline) = config.deadline {
         parts.push(format!("deadline {}", human(deadline)));
     }
-    if let Some(path) = config
-        .stream
-        .as_ref()
-        .and_then(|s| s.complete_when.as_ref())
-    {
-        parts.push(format!(
-            "complete when `{}`",
-            path.to_token_stream().to_string().replace(' ', "")
-        ));
+    if let Some(stream) = &config.stream {
+        let tests = [
+            ("committed when", &stream.commit_when),
+            ("complete when", &stream.complete_when),
+        ];
+        for (what, path) in tests {
+            if let Some(path) = path {
+                let path = path.to_token_stream().to_string().replace(' ', "");
+                parts.push(format!("{what} `{path}`"));
+            }
+        }
     }
     let (base, cap) = config
         .backoff

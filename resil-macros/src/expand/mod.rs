@@ -107,9 +107,32 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
         None => quote_spanned! {blame=>
             ::resil::__private::attempt::<#output, _>(&mut __resil_execution, async #block).await
         },
-        Some(StreamShape { item, error, .. }) => quote_spanned! {blame=>
-            ::resil::__private::stream_attempt::<#item, #error, _, _>(&mut __resil_execution, async #block).await
-        },
+        Some(StreamShape {
+            item,
+            error,
+            commit_when,
+            complete_when,
+            ..
+        }) => {
+            // The final item commits too: a server that holds the connection open after it
+            // must not stall the attempt.
+            let commits = match (commit_when, complete_when) {
+                (None, _) => quote! { |_: &#item| true },
+                (Some(commits), None) => quote_spanned! {commits.span()=>
+                    ::resil::__private::commit_when::<#item>(#commits)
+                },
+                (Some(commits), Some(is_final)) => quote_spanned! {commits.span()=>
+                    {
+                        let __resil_commits = ::resil::__private::commit_when::<#item>(#commits);
+                        let __resil_final = ::resil::__private::complete_when::<#item>(#is_final);
+                        move |__resil_item: &#item| __resil_commits(__resil_item) || __resil_final(__resil_item)
+                    }
+                },
+            };
+            quote_spanned! {blame=>
+                ::resil::__private::stream_attempt::<#item, #error, _, _, _>(&mut __resil_execution, async #block, #commits).await
+            }
+        }
     };
     // The cost is evaluated once per attempt, over that attempt's arguments.
     let clones = match &config.token_rate {

@@ -20,7 +20,7 @@ use crate::gate::{RateGate, Slot};
 use crate::operation::{self, Frame, OperationId};
 use crate::policy::{BreakerRef, Scope, Settings, Tuning};
 use crate::registry::Held;
-use crate::stream::{first_item, Committed, Holdings, ResilientStream};
+use crate::stream::{committing_item, Committed, Holdings, ResilientStream};
 use crate::{Rejected, Transient};
 
 /// One logical operation in progress: holds the bulkhead permit and the deadline, counts
@@ -270,7 +270,29 @@ impl<'p, E> Execution<'p, E> {
         S: Stream<Item = Result<T, E>>,
         E: From<Rejected>,
     {
-        self.attempt(first_item(connect))
+        self.attempt(committing_item(connect, |_| true))
+    }
+
+    /// [`Execution::attempt_stream`] whose commit point is the first item that `commits`
+    /// accepts: the items before it are held and handed over at the commit (see
+    /// [`crate::stream`]).
+    pub fn attempt_stream_until<T, S, Fut, C>(
+        &mut self,
+        connect: Fut,
+        commits: C,
+    ) -> Attempt<
+        '_,
+        'p,
+        impl Future<Output = Result<Committed<T, S>, E>> + use<'p, T, E, S, Fut, C>,
+        E,
+    >
+    where
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: From<Rejected>,
+        C: Fn(&T) -> bool,
+    {
+        self.attempt(committing_item(connect, commits))
     }
 
     /// Ends a streaming operation: a committed stream takes over the bulkhead permit, the

@@ -178,7 +178,41 @@ impl Policy {
         S: Stream<Item = Result<T, E>>,
         E: Transient + From<Rejected>,
     {
-        drive_stream(self.execute(), make_attempt).await
+        drive_stream(self.execute(), make_attempt, |_| true).await
+    }
+
+    /// [`Policy::run_stream`], committing at the first item that `commits` accepts (the items
+    /// before it are held, then handed over): a stall before the content is retried.
+    ///
+    /// ```
+    /// use futures::StreamExt;
+    /// use resil_runtime::{Policy, Rejected};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = Policy::builder().retry(1).build().unwrap();
+    /// let stream = policy
+    ///     .run_stream_until(
+    ///         |chunk: &&str| !chunk.is_empty(),
+    ///         || async { Ok::<_, Rejected>(futures::stream::iter(["", "Hello"].map(Ok))) },
+    ///     )
+    ///     .await
+    ///     .unwrap();
+    /// let chunks: Vec<_> = stream.collect().await;
+    /// assert_eq!(chunks, [Ok(""), Ok("Hello")]);
+    /// # }
+    /// ```
+    pub async fn run_stream_until<T, E, S, F, Fut>(
+        &self,
+        commits: fn(&T) -> bool,
+        make_attempt: F,
+    ) -> Result<ResilientStream<'_, T, E, S>, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        drive_stream(self.execute(), make_attempt, commits).await
     }
 
     /// Starts one operation by hand: takes the bulkhead permit and starts the deadline.
@@ -216,7 +250,7 @@ impl Policy<Keyed> {
         S: Stream<Item = Result<T, E>>,
         E: Transient + From<Rejected>,
     {
-        drive_stream(self.execute_keyed(key), make_attempt).await
+        drive_stream(self.execute_keyed(key), make_attempt, |_| true).await
     }
 
     /// [`Policy::execute`] through the state of `key`.
@@ -253,6 +287,7 @@ where
 async fn drive_stream<'p, T, E, S, F, Fut>(
     mut execution: Execution<'p, E>,
     mut make_attempt: F,
+    commits: fn(&T) -> bool,
 ) -> Result<ResilientStream<'p, T, E, S>, E>
 where
     F: FnMut() -> Fut,
@@ -261,7 +296,10 @@ where
     E: Transient + From<Rejected>,
 {
     loop {
-        if let Next::Done(outcome) = execution.attempt_stream(make_attempt()).await {
+        if let Next::Done(outcome) = execution
+            .attempt_stream_until(make_attempt(), commits)
+            .await
+        {
             return execution.commit(outcome).into_result();
         }
     }
