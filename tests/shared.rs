@@ -856,3 +856,61 @@ async fn a_thousand_openings_made_during_an_outage_reach_redis_when_it_is_back()
         &keys[..5]
     );
 }
+
+/// Fail-open continues from where every instance together stood: the local gates mirror the
+/// slots Redis granted, so a kill does not open a fresh local burst on top of the slots
+/// already promised (before: about 2.2 × the local limits in the second after the kill).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_never_exceeds_the_local_limits() {
+    let Some(mut server) = RedisServer::start() else {
+        return;
+    };
+    let gated = |p: resil::PolicyBuilder| {
+        p.rate(10, Duration::from_secs(1), 1)
+            .deadline(Duration::from_secs(10))
+    };
+    let instances = [
+        instance(&server, gated).await,
+        instance(&server, gated).await,
+    ];
+    let started = Arc::new(Mutex::new(Vec::<(usize, Instant)>::new()));
+    let origin = Instant::now();
+    let end = origin + Duration::from_secs(3);
+    let loopers = instances.iter().enumerate().flat_map(|(which, instance)| {
+        let started = &started;
+        (0..10).map(move |_| async move {
+            while Instant::now() < end {
+                let _ = instance
+                    .policy
+                    .run(|| async {
+                        started.lock().unwrap().push((which, Instant::now()));
+                        Ok::<(), ApiError>(())
+                    })
+                    .await;
+            }
+        })
+    });
+    let killer = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        server.kill();
+        Instant::now()
+    };
+    let (killed, _) = tokio::join!(killer, futures::future::join_all(loopers));
+    let started = started.lock().unwrap();
+    for which in 0..2 {
+        let after: Vec<_> = started
+            .iter()
+            .filter(|(by, at)| *by == which && *at >= killed)
+            .map(|(_, at)| *at - killed)
+            .collect();
+        let first_second = after
+            .iter()
+            .filter(|at| **at < Duration::from_secs(1))
+            .count();
+        assert!(
+            first_second <= 10,
+            "instance {which} started {first_second} calls in the second after the kill, over its local 10/s: {after:?}"
+        );
+        assert!(!after.is_empty(), "instance {which} went on after the kill");
+    }
+}
