@@ -914,3 +914,154 @@ async fn fail_open_never_exceeds_the_local_limits() {
         assert!(!after.is_empty(), "instance {which} went on after the kill");
     }
 }
+
+/// The gate's model, through the real Redis: two instances run seeded random calls, calls
+/// given up while they wait, and throttles. While Redis answers, the two together never start
+/// more than `count + burst - 1` calls in a period, and nothing starts while a throttle holds;
+/// once it is killed, each keeps its own limit. (Real time: a window is checked 50 ms short
+/// of the period, for the wake-ups a loaded machine delays.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_keep_the_gate_model_through_redis_and_without_it() {
+    const COUNT: usize = 5;
+    const BURST: usize = 2;
+    for seed in [0x9e37_79b9_7f4a_7c15_u64, 0x2545_f491_4f6c_dd1d] {
+        let Some(mut server) = RedisServer::start() else {
+            return;
+        };
+        let gated = |p: resil::PolicyBuilder| {
+            p.rate(COUNT as u64, Duration::from_secs(1), BURST as u64)
+                .deadline(Duration::from_secs(2))
+        };
+        let instances = [
+            instance(&server, gated).await,
+            instance(&server, gated).await,
+        ];
+        let origin = Instant::now();
+        let killed_at = Duration::from_millis(2_500);
+        let log = Log::default();
+        let mut random = seed;
+        let mut next = move |below: u64| {
+            random ^= random << 13;
+            random ^= random >> 7;
+            random ^= random << 17;
+            random % below
+        };
+        let mut operations = Vec::new();
+        for (which, instance) in instances.iter().enumerate() {
+            for _ in 0..40 {
+                let at = Duration::from_millis(next(4_000));
+                let kind = match next(30) {
+                    0..=21 => Op::Call,
+                    22..=28 => Op::GiveUp(Duration::from_millis(next(800))),
+                    // No throttle once Redis is gone: its hold would be this instance's alone.
+                    _ if at < killed_at => Op::Throttle(Duration::from_millis(next(400))),
+                    _ => Op::Call,
+                };
+                operations.push(run_op(instance, which, origin, at, kind, &log));
+            }
+        }
+        let killer = async {
+            tokio::time::sleep_until((origin + killed_at).into()).await;
+            server.kill();
+        };
+        tokio::join!(killer, futures::future::join_all(operations));
+
+        let started = log.started.lock().unwrap().clone();
+        let holds = log.holds.lock().unwrap().clone();
+        let window = Duration::from_millis(950);
+        let most_in_a_window = |starts: &[Duration]| {
+            let mut starts = starts.to_vec();
+            starts.sort();
+            (0..starts.len())
+                .map(|i| {
+                    starts[i..]
+                        .iter()
+                        .take_while(|at| **at - starts[i] < window)
+                        .count()
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        let while_up: Vec<_> = started
+            .iter()
+            .filter(|(_, at)| *at + window < killed_at)
+            .map(|(_, at)| *at)
+            .collect();
+        assert!(
+            most_in_a_window(&while_up) < COUNT + BURST,
+            "seed {seed:#x}: together over the limit while Redis answers: {started:?}"
+        );
+        for (made, until) in &holds {
+            let during = started.iter().find(|(_, at)| {
+                *at > *made + Duration::from_millis(100) && *at + Duration::from_millis(20) < *until
+            });
+            assert!(
+                during.is_none(),
+                "seed {seed:#x}: {during:?} started during the hold from {made:?} to {until:?}"
+            );
+        }
+        for which in 0..2 {
+            let after: Vec<_> = started
+                .iter()
+                .filter(|(by, at)| *by == which && *at >= killed_at)
+                .map(|(_, at)| *at)
+                .collect();
+            assert!(
+                most_in_a_window(&after) < COUNT + BURST,
+                "seed {seed:#x}: instance {which} over its own limit without Redis: {after:?}"
+            );
+        }
+        assert!(
+            while_up.len() >= 3,
+            "seed {seed:#x}: the gate let calls through: {started:?}"
+        );
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Call,
+    /// Waits at most this long for its slot, then gives up (its slot goes back).
+    GiveUp(Duration),
+    /// The provider answers 429, asking to wait this long.
+    Throttle(Duration),
+}
+
+/// What the model test saw: calls started `(instance, since the origin)`, holds `(from, to)`.
+#[derive(Debug, Default)]
+struct Log {
+    started: Mutex<Vec<(usize, Duration)>>,
+    holds: Mutex<Vec<(Duration, Duration)>>,
+}
+
+async fn run_op(
+    instance: &Instance,
+    which: usize,
+    origin: Instant,
+    at: Duration,
+    op: Op,
+    log: &Log,
+) {
+    tokio::time::sleep_until((origin + at).into()).await;
+    let call = instance.policy.run(|| async {
+        log.started.lock().unwrap().push((which, origin.elapsed()));
+        match op {
+            Op::Throttle(wait) => Err(TooFast::Throttled(wait)),
+            _ => Ok(()),
+        }
+    });
+    match op {
+        Op::GiveUp(patience) => {
+            let _ = tokio::time::timeout(patience, call).await;
+        }
+        Op::Throttle(wait) => {
+            if call.await == Err(TooFast::Throttled(wait)) {
+                let made = origin.elapsed();
+                log.holds.lock().unwrap().push((made, made + wait));
+            }
+        }
+        Op::Call => {
+            let _ = call.await;
+        }
+    }
+}
