@@ -1,8 +1,10 @@
 //! Feature `reqwest-middleware`, over loopback against the mock provider (real time, about
 //! 3 s): Retry-After honoured, an exhausted quota and a streaming body not retried, the last
-//! response handed back as the server sent it.
+//! response handed back as the server sent it, one idempotency key per request, a 429's body
+//! read only so far.
 #![cfg(feature = "reqwest-middleware")]
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
@@ -151,4 +153,65 @@ async fn a_429_body_is_read_only_up_to_its_limit() {
         "{\"error\": \"insufficient_quota\"}",
         "what arrived within the wait is kept"
     );
+}
+
+/// A loopback server that answers 503 to the first `failures` requests of each key, then 200,
+/// and records each request's `Idempotency-Key`.
+async fn key_recorder(failures: usize) -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let keys = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&keys);
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut request = Vec::new();
+            let mut buffer = [0; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match socket.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buffer[..n]),
+                }
+            }
+            let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
+            let key = head
+                .lines()
+                .find_map(|line| line.strip_prefix("idempotency-key:"))
+                .map(|key| key.trim().to_owned())
+                .unwrap_or_default();
+            let earlier = {
+                let mut keys = seen.lock().unwrap();
+                keys.push(key.clone());
+                keys.iter().filter(|seen| **seen == key).count() - 1
+            };
+            let answer: &[u8] = if earlier < failures {
+                b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            } else {
+                b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok"
+            };
+            let _ = socket.write_all(answer).await;
+        }
+    });
+    (address, keys)
+}
+
+/// Every attempt of one request carries the same key, and each request its own.
+#[tokio::test]
+async fn the_retries_of_a_request_carry_its_idempotency_key() {
+    let (address, keys) = key_recorder(2).await;
+    let client = client(2);
+    for _ in 0..2 {
+        let response = client
+            .post(format!("http://{address}/v1/charges"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+    }
+    let keys = keys.lock().unwrap().clone();
+    assert_eq!(keys.len(), 6, "two 503s, then the answer, twice: {keys:?}");
+    assert!(!keys[0].is_empty(), "the header is sent: {keys:?}");
+    assert!(keys[..3].iter().all(|key| *key == keys[0]), "{keys:?}");
+    assert!(keys[3..].iter().all(|key| *key == keys[3]), "{keys:?}");
+    assert_ne!(keys[0], keys[3], "a new request, a new key");
 }

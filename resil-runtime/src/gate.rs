@@ -373,7 +373,8 @@ impl RateGate {
         self.interval.saturating_mul(self.burst)
     }
 
-    /// The interval now, in nanoseconds (see [`RateGate::slow_down`]).
+    /// The interval now, in nanoseconds (see [`RateGate::slow_down`]), for the shared gate.
+    #[cfg(feature = "redis")]
     pub(crate) fn interval_now(&self) -> u64 {
         self.interval_at(self.offset(Instant::now()))
     }

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use resil_runtime::{worst_case, Backoff, Jitter, Policy};
+use resil_runtime::{worst_case, Backoff, Jitter, Policy, Rejected};
 
 fn duration() -> impl Strategy<Value = Duration> {
     prop_oneof![
@@ -180,19 +180,30 @@ proptest! {
             let provider = Provider::default();
             let limit = Duration::from_secs(3600);
             let ready = tokio::time::timeout(limit, policy.run(|| provider.answer(Ok(1)))).await;
-            let gated = settings.rate.is_some() || settings.token_rate.is_some();
-            prop_assert!(
-                matches!(ready, Ok(Ok(_))) || settings.breaker.is_some() || gated,
-                "{ready:?}"
-            );
+            // A fresh policy lets its first ready call through, whatever its breaker and gates
+            // (their first slot is now); only a deadline already over refuses it.
+            let over = settings.deadline == Some(Duration::ZERO);
+            match ready {
+                Ok(Ok(1)) => prop_assert!(!over, "a call past its deadline went out"),
+                Ok(Err(TestError::Rejected(Rejected::DeadlineExceeded))) => prop_assert!(over),
+                other => prop_assert!(false, "a ready call gave {other:?}"),
+            }
+            prop_assert_eq!(provider.calls(), u32::from(!over));
             let mut execution = policy.execute::<TestError>();
             execution.set_cost(settings.cost);
             let _ = tokio::time::timeout(limit, execution.attempt(provider.answer(Ok(1)))).await;
-            let _ = tokio::time::timeout(
+            let throttled = tokio::time::timeout(
                 limit,
                 policy.run(|| provider.answer(Err(TestError::Throttled(settings.answer_wait)))),
             )
             .await;
+            match throttled {
+                Ok(Err(TestError::Throttled(wait))) => prop_assert_eq!(wait, settings.answer_wait),
+                // Refused without calling (a gate held past the deadline, a breaker), or still
+                // waiting out a wait the policy honours when the hour is up.
+                Ok(Err(TestError::Rejected(_))) | Err(_) => {}
+                other => prop_assert!(false, "a throttled call gave {other:?}"),
+            }
             let stream = tokio::time::timeout(
                 limit,
                 policy.run_stream(|| async {
@@ -208,7 +219,14 @@ proptest! {
                 policy.run(|| provider.answer(Err(TestError::RetryAfter(settings.answer_wait)))),
             )
             .await;
-            let _ = tokio::time::timeout(limit, policy.run(|| provider.hang())).await;
+            let hung = tokio::time::timeout(limit, policy.run(|| provider.hang())).await;
+            match hung {
+                Ok(Err(TestError::Rejected(_))) => {}
+                // Only a deadline bounds the whole call (timeouts are retried): without one
+                // within the hour, it may still be waiting when the hour is up.
+                Err(_) => prop_assert!(settings.deadline.is_none_or(|deadline| deadline >= limit)),
+                other => prop_assert!(false, "a call that never answers gave {other:?}"),
+            }
             let _ = policy.worst_case();
             Ok(())
         })?;

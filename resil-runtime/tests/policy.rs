@@ -79,32 +79,42 @@ async fn a_retry_that_meets_an_open_breaker_ends_with_the_providers_error() {
 async fn outcomes_tell_where_a_fallback_applies() {
     let policy = Policy::builder().retry(1).bulkhead(1).build().unwrap();
     let provider = Provider::default();
-    async fn outcome(policy: &Policy, result: Result<u32, TestError>) -> Outcome<u32, TestError> {
+    async fn outcome(
+        policy: &Policy,
+        provider: &Provider,
+        result: Result<u32, TestError>,
+    ) -> Outcome<u32, TestError> {
         let mut execution = policy.execute();
         loop {
-            if let Next::Done(outcome) = execution.attempt(async { result.clone() }).await {
+            if let Next::Done(outcome) = execution.attempt(provider.answer(result.clone())).await {
                 return outcome;
             }
         }
     }
-    assert_eq!(outcome(&policy, Ok(1)).await, Outcome::Completed(Ok(1)));
     assert_eq!(
-        outcome(&policy, Err(TestError::BadRequest)).await,
+        outcome(&policy, &provider, Ok(1)).await,
+        Outcome::Completed(Ok(1))
+    );
+    assert_eq!(provider.calls(), 1);
+    assert_eq!(
+        outcome(&policy, &provider, Err(TestError::BadRequest)).await,
         Outcome::Completed(Err(TestError::BadRequest)),
         "permanent: no fallback"
     );
+    assert_eq!(provider.calls(), 2, "permanent: not retried");
     assert_eq!(
-        outcome(&policy, Err(TestError::Busy)).await,
+        outcome(&policy, &provider, Err(TestError::Busy)).await,
         Outcome::Failed(TestError::Busy)
     );
+    assert_eq!(provider.calls(), 4, "transient: retried once, then failed");
 
     let _held = policy.execute::<TestError>();
     assert_eq!(
-        outcome(&policy, Ok(1)).await,
+        outcome(&policy, &provider, Ok(1)).await,
         Outcome::Failed(TestError::Rejected(Rejected::BulkheadFull { limit: 1 })),
         "a rejection: fallback"
     );
-    assert_eq!(provider.calls(), 0);
+    assert_eq!(provider.calls(), 4, "a rejection calls nothing");
 }
 
 #[tokio::test(start_paused = true)]
