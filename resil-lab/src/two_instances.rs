@@ -100,7 +100,8 @@ impl Listener for StoreEvents {
     }
 }
 
-/// Runs the scenario against a `redis-server` it starts; `None` when none is installed.
+/// Runs the scenario against a `redis-server` it starts; `None` when none is installed and
+/// `RESIL_SKIP_REDIS` says to skip (see [`RedisServer::start`]).
 /// Real time: about 15 seconds.
 pub async fn run() -> std::io::Result<Option<Report>> {
     let Some(mut redis) = RedisServer::start() else {
