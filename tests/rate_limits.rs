@@ -1,4 +1,4 @@
-//! Pacing against the mock provider's limits, over loopback and real time (about 8 s): the
+//! Pacing against the mock provider's limits, over loopback and real time (about 10 s): the
 //! HTTP classification of its answers, and the rows of `cargo run --example rate_limits`.
 
 use std::time::Duration;
@@ -53,9 +53,12 @@ async fn the_providers_answers_classified() {
     provider.stop().await;
 }
 
+/// The README's figures: 100 callers against a provider that takes 50 a second collect 50 ×
+/// 429 without a gate, and at most 2 with one (1 on a quiet machine: a collision at a window's
+/// edge), the gate set twice too fast included.
 #[tokio::test]
 async fn gates_and_queues_keep_the_429s_away() {
-    let rows = run(60).await.unwrap();
+    let rows = run(100).await.unwrap();
     let row = |name: &str| rows.iter().find(|r| r.name.starts_with(name)).unwrap();
     for row in &rows {
         assert_eq!(
@@ -65,15 +68,14 @@ async fn gates_and_queues_keep_the_429s_away() {
         );
     }
     let ungated = row("no gate");
-    assert!(
-        ungated.provider.rate_limited >= 5,
-        "without a gate the callers collect their 429s: {}",
-        ungated.provider.rate_limited
+    assert_eq!(
+        ungated.provider.rate_limited, 50,
+        "without a gate half the callers collect a 429"
     );
     for gated in ["rate = \"50/s\"", "rate = \"100/s\"", "token_rate"] {
         let gated = row(gated);
         assert!(
-            gated.provider.rate_limited <= 5,
+            gated.provider.rate_limited <= 2,
             "{}: {} × 429",
             gated.name,
             gated.provider.rate_limited
