@@ -286,7 +286,9 @@ async fn a_policy_switched_off_calls_straight_through() {
     config::apply(&Overrides::default()).unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Each round reloads the tuning, then starts calls whose first attempt waits for the next
+/// reload: every call overlaps a reload, and must run under the tuning it started with.
+#[tokio::test]
 async fn reloads_under_load_lose_no_call_and_mix_no_tunings() {
     let _turn = TURN.lock().await;
     let policy = Arc::new(
@@ -297,37 +299,49 @@ async fn reloads_under_load_lose_no_call_and_mix_no_tunings() {
             .build()
             .unwrap(),
     );
-    let calls: Vec<_> = (0..400)
-        .map(|_| {
-            let policy = Arc::clone(&policy);
-            tokio::spawn(async move {
-                let attempts = AtomicU32::new(0);
-                let _: Result<(), TestError> = policy
-                    .run(|| async {
-                        attempts.fetch_add(1, Ordering::Relaxed);
-                        tokio::task::yield_now().await;
-                        Err(TestError::Busy)
-                    })
-                    .await;
-                attempts.load(Ordering::Relaxed)
-            })
-        })
-        .collect();
-    for round in 0..50 {
-        let retry = if round % 2 == 0 { 3 } else { 1 };
-        let text = format!("[\"cfg::load\"]\nretry = {retry}\n");
+    let (round, rounds) = tokio::sync::watch::channel(0u32);
+    let waiting = Arc::new(AtomicU32::new(0));
+    let retries = |round: u32| if round % 2 == 0 { 3 } else { 1 };
+    let mut calls = Vec::new();
+    for now in 0..50 {
+        let text = format!("[\"cfg::load\"]\nretry = {}\n", retries(now));
         config::apply(&Overrides::parse(&text, "test").unwrap()).unwrap();
-        tokio::task::yield_now().await;
+        round.send_replace(now);
+        for _ in 0..8 {
+            let (policy, rounds, waiting) =
+                (Arc::clone(&policy), rounds.clone(), Arc::clone(&waiting));
+            calls.push((
+                now,
+                tokio::spawn(async move {
+                    let attempts = AtomicU32::new(0);
+                    let _: Result<(), TestError> = policy
+                        .run(|| async {
+                            if attempts.fetch_add(1, Ordering::Relaxed) == 0 {
+                                waiting.fetch_add(1, Ordering::Relaxed);
+                                // The next reload happens while this call is under way.
+                                let mut rounds = rounds.clone();
+                                rounds.wait_for(|round| *round > now).await.unwrap();
+                            }
+                            Err(TestError::Busy)
+                        })
+                        .await;
+                    attempts.load(Ordering::Relaxed)
+                }),
+            ));
+        }
+        while waiting.load(Ordering::Relaxed) < 8 * (now + 1) {
+            tokio::task::yield_now().await;
+        }
     }
-    let mut seen = Vec::new();
-    for call in calls {
-        seen.push(call.await.unwrap());
+    round.send_replace(50);
+    for (started, call) in calls {
+        assert_eq!(
+            call.await.unwrap(),
+            retries(started) + 1,
+            "a call started under `retry = {}` ran under it, whatever was reloaded meanwhile",
+            retries(started)
+        );
     }
-    assert_eq!(seen.len(), 400, "every call ended");
-    assert!(
-        seen.iter().all(|attempts| *attempts == 2 || *attempts == 4),
-        "each call ran under one tuning, 1 or 3 retries: {seen:?}"
-    );
     config::apply(&Overrides::default()).unwrap();
 }
 

@@ -221,7 +221,14 @@ fn soak() {
         listener.panicked.load(Ordering::Relaxed)
     );
     // Every kind of fault fired, so what follows checks that each one's effects were undone.
-    for kind in ["ok", "busy", "bad_request", "timeout", "cancelled", "panicked"] {
+    for kind in [
+        "ok",
+        "busy",
+        "bad_request",
+        "timeout",
+        "cancelled",
+        "panicked",
+    ] {
         assert!(
             outcomes.get(kind).is_some_and(|count| *count > 0),
             "no operation ended `{kind}`: the soak did not exercise it ({outcomes:?})"
