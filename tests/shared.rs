@@ -629,6 +629,15 @@ enum TooFast {
     Rejected(#[from] Rejected),
 }
 
+/// One call through `instance` that the provider throttles, asking to wait `wait`.
+async fn throttle(instance: &Instance, wait: Duration) {
+    let throttled = instance
+        .policy
+        .run(|| async { Err::<(), _>(TooFast::Throttled(wait)) })
+        .await;
+    assert_eq!(throttled, Err(TooFast::Throttled(wait)));
+}
+
 #[tokio::test]
 async fn a_throttle_seen_by_one_instance_holds_the_others() {
     let Some(server) = RedisServer::start() else {
@@ -642,11 +651,7 @@ async fn a_throttle_seen_by_one_instance_holds_the_others() {
         instance(&server, gated).await,
         instance(&server, gated).await,
     );
-    let throttled = a
-        .policy
-        .run(|| async { Err::<(), _>(TooFast::Throttled(Duration::from_secs(5))) })
-        .await;
-    assert_eq!(throttled, Err(TooFast::Throttled(Duration::from_secs(5))));
+    throttle(&a, Duration::from_secs(5)).await;
     // The hold is written in the background: b's gate says "no slot for 5 s" once it lands.
     let calls = Calls::default();
     let started = Instant::now();
@@ -678,11 +683,7 @@ async fn a_short_throttle_keeps_counting_the_call_that_started() {
         instance(&server, gated).await,
         instance(&server, gated).await,
     );
-    let throttled = a
-        .policy
-        .run(|| async { Err::<(), _>(TooFast::Throttled(Duration::from_millis(1))) })
-        .await;
-    assert_eq!(throttled, Err(TooFast::Throttled(Duration::from_millis(1))));
+    throttle(&a, Duration::from_millis(1)).await;
     // The hold is written in the background; it counts itself in `epoch` (or, before the
     // fix, let the key expire at once).
     let gate = "resil:rate:two::instances";

@@ -178,7 +178,7 @@ impl Policy {
         S: Stream<Item = Result<T, E>>,
         E: Transient + From<Rejected>,
     {
-        drive_stream(self.execute(), make_attempt, |_| true).await
+        self.run_stream_until(|_| true, make_attempt).await
     }
 
     /// [`Policy::run_stream`], committing at the first item that `commits` accepts (the items
