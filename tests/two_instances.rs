@@ -7,6 +7,11 @@ async fn the_two_instances_example_shows_what_it_claims() {
     let Some(report) = resil_lab::two_instances::run().await.unwrap() else {
         return;
     };
+    assert!(
+        report.unsettled.is_empty(),
+        "never happened within 15 s: {:?}",
+        report.unsettled
+    );
     assert_eq!(report.outage_requests_a, 3, "{report:?}");
     assert!(report.b_opened_by_a, "{report:?}");
     assert_eq!(
