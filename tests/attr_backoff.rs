@@ -42,7 +42,7 @@ async fn full_jitter_stays_under_the_default_envelope() {
 #[resilient(retry = 1, backoff = "10ms..20ms")]
 async fn rate_limited(calls: &Calls) -> Result<(), ApiError> {
     calls.add();
-    Err(ApiError::RateLimited {
+    Err(ApiError::RetryAfter {
         wait: Some(Duration::from_secs(3)),
     })
 }

@@ -84,7 +84,7 @@ async fn permanent_errors_never_fall_back() {
 async fn quote(symbol: &str, calls: &Calls) -> Result<String, ApiError> {
     calls.add();
     let _ = symbol;
-    Err(ApiError::RateLimited {
+    Err(ApiError::RetryAfter {
         wait: Some(Duration::from_secs(1)),
     })
 }

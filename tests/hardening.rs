@@ -67,7 +67,7 @@ async fn a_fallback_may_call_the_same_function() {
 #[resilient(retry = 2, retry_after_max = "5s")]
 async fn told_to_wait(calls: &Calls, wait: Duration) -> Result<(), ApiError> {
     calls.add();
-    Err(ApiError::RateLimited { wait: Some(wait) })
+    Err(ApiError::RetryAfter { wait: Some(wait) })
 }
 
 #[tokio::test(start_paused = true)]
@@ -79,7 +79,7 @@ async fn retry_after_max_from_the_attribute() {
         .unwrap_err();
     assert_eq!(
         error,
-        ApiError::RateLimited {
+        ApiError::RetryAfter {
             wait: Some(Duration::from_secs(3600))
         },
         "the caller gets the wait the server asked for, to decide itself"

@@ -619,23 +619,13 @@ fn a_runtime_without_io_is_refused_with_the_fix() {
     assert!(error.to_string().contains("enable_all()"), "{error}");
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, resil::Transient)]
-enum TooFast {
-    #[error("429, retry after {0:?}")]
-    #[transient(throttle, retry_after = 0)]
-    Throttled(Duration),
-    #[error(transparent)]
-    #[transient(transparent)]
-    Rejected(#[from] Rejected),
-}
-
 /// One call through `instance` that the provider throttles, asking to wait `wait`.
 async fn throttle(instance: &Instance, wait: Duration) {
     let throttled = instance
         .policy
-        .run(|| async { Err::<(), _>(TooFast::Throttled(wait)) })
+        .run(|| async { Err::<(), _>(ApiError::Throttled(wait)) })
         .await;
-    assert_eq!(throttled, Err(TooFast::Throttled(wait)));
+    assert_eq!(throttled, Err(ApiError::Throttled(wait)));
 }
 
 #[tokio::test]
@@ -796,7 +786,7 @@ async fn a_throttle_revokes_the_slots_other_instances_already_reserved() {
             a.policy
                 .run(|| async {
                     answer.notified().await;
-                    Err::<(), _>(TooFast::Throttled(Duration::from_secs(3)))
+                    Err::<(), _>(ApiError::Throttled(Duration::from_secs(3)))
                 })
                 .await
         }
@@ -819,7 +809,7 @@ async fn a_throttle_revokes_the_slots_other_instances_already_reserved() {
                 b.policy
                     .run(|| async {
                         calls.lock().unwrap().push(started.elapsed());
-                        Ok::<(), TooFast>(())
+                        Ok::<(), ApiError>(())
                     })
                     .await
             })
@@ -833,7 +823,7 @@ async fn a_throttle_revokes_the_slots_other_instances_already_reserved() {
     answer.notify_one();
     assert_eq!(
         throttled.await.unwrap(),
-        Err(TooFast::Throttled(Duration::from_secs(3)))
+        Err(ApiError::Throttled(Duration::from_secs(3)))
     );
     let held_at = started.elapsed();
     for waiter in waiters {
@@ -1075,7 +1065,7 @@ async fn run_op(
     let call = instance.policy.run(|| async {
         log.started.lock().unwrap().push((which, origin.elapsed()));
         match op {
-            Op::Throttle(wait) => Err(TooFast::Throttled(wait)),
+            Op::Throttle(wait) => Err(ApiError::Throttled(wait)),
             _ => Ok(()),
         }
     });
@@ -1084,7 +1074,7 @@ async fn run_op(
             let _ = tokio::time::timeout(patience, call).await;
         }
         Op::Throttle(wait) => {
-            if call.await == Err(TooFast::Throttled(wait)) {
+            if call.await == Err(ApiError::Throttled(wait)) {
                 let made = origin.elapsed();
                 log.holds.lock().unwrap().push((made, made + wait));
             }

@@ -12,9 +12,16 @@ pub enum ApiError {
     #[error("provider busy")]
     #[transient]
     Busy,
-    #[error("rate limited")]
+    /// Failed, asking to be retried after `wait` (a 503 with `Retry-After`): not a throttle,
+    /// so it counts toward opening a breaker.
+    #[error("unavailable, retry after {wait:?}")]
     #[transient(retry_after = wait)]
-    RateLimited { wait: Option<Duration> },
+    RetryAfter { wait: Option<Duration> },
+    /// Too fast (a 429 with `Retry-After`): retried after the wait, never counted toward
+    /// opening a breaker, and it holds a rate gate.
+    #[error("rate limited, retry after {0:?}")]
+    #[transient(throttle, retry_after = 0)]
+    Throttled(Duration),
     #[error("bad request: {0}")]
     BadRequest(String),
     #[error(transparent)]
@@ -26,7 +33,8 @@ impl ApiError {
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::Busy => "busy",
-            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::RetryAfter { .. } => "retry_after",
+            ApiError::Throttled(_) => "throttled",
             ApiError::BadRequest(_) => "bad_request",
             ApiError::Rejected(rejected) => rejected.kind(),
         }
