@@ -185,7 +185,14 @@ pub async fn call_tower<S, O>(service: &S, op: O) -> Result<u64, tower::BoxError
 where
     S: Service<O, Response = u64, Error = tower::BoxError> + Clone,
 {
-    let mut service = service.clone();
+    call_owned_tower(service.clone(), op).await
+}
+
+/// Calls the clone of a tower service that the caller made: ready, call.
+pub async fn call_owned_tower<S, O>(mut service: S, op: O) -> Result<u64, tower::BoxError>
+where
+    S: Service<O, Response = u64, Error = tower::BoxError>,
+{
     service.ready().await?.call(op).await
 }
 
