@@ -1,0 +1,80 @@
+//! The gate's unit tests: bursts, deadlines, weights, refunds, throttles, hostile values.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_then_the_steady_rate() {
+    let gate = RateGate::new(5, Duration::from_secs(1), 5).unwrap();
+    let waits: Vec<_> = (0..20)
+        .map(|_| gate.reserve(1, None).unwrap().as_millis())
+        .collect();
+    assert_eq!(&waits[..6], [0, 0, 0, 0, 0, 200]);
+    assert_eq!(waits[19], 3000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_past_the_deadline_reserves_nothing() {
+    let gate = RateGate::new(1, Duration::from_secs(1), 1).unwrap();
+    assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+    let soon = Instant::now() + Duration::from_millis(500);
+    assert_eq!(
+        gate.reserve(1, Some(soon)),
+        Err(Rejected::RateLimited {
+            retry_in: Duration::from_secs(1)
+        })
+    );
+    assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn weights_and_refunds() {
+    let gate = RateGate::new(1000, Duration::from_secs(1), 1000).unwrap();
+    assert_eq!(gate.reserve(800, None), Ok(Duration::ZERO));
+    let (wait, slot) = gate.reserve_slot(400, None).unwrap();
+    assert_eq!(wait, Duration::from_millis(200));
+    assert!(gate.refund(slot));
+    assert!(!gate.refund(slot), "given back once");
+    assert_eq!(gate.reserve(200, None), Ok(Duration::ZERO));
+    assert_eq!(
+        gate.reserve(1001, None),
+        Err(Rejected::OverBurst {
+            cost: 1001,
+            burst: 1000
+        })
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttle_holds_every_slot_for_its_wait() {
+    let gate = RateGate::new(10, Duration::from_secs(1), 10).unwrap();
+    for _ in 0..15 {
+        gate.reserve(1, None).unwrap();
+    }
+    let before = gate.epoch();
+    gate.hold(Duration::from_secs(2));
+    assert_eq!(gate.epoch(), before + 1, "the 15 reservations are revoked");
+    assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(2)));
+    assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(2100)));
+    gate.hold(Duration::from_secs(1));
+    assert_eq!(gate.epoch(), before + 1, "an earlier end changes nothing");
+}
+
+/// Found by the model: a hold shorter than the interval used to open a fresh slot right
+/// after a call that had just started (1/s: calls at 0 and 1 ms).
+#[tokio::test(start_paused = true)]
+async fn a_short_hold_keeps_counting_the_calls_that_started() {
+    let gate = RateGate::new(1, Duration::from_secs(1), 1).unwrap();
+    assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+    gate.hold(Duration::from_millis(1));
+    assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(1)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn hostile_values_saturate() {
+    let gate = RateGate::new(u64::MAX, Duration::MAX, u64::MAX).unwrap();
+    assert!(gate.reserve(u64::MAX, None).is_ok());
+    gate.hold(Duration::MAX);
+    let slow = RateGate::new(1, Duration::MAX, 1).unwrap();
+    assert_eq!(slow.reserve(1, None), Ok(Duration::ZERO));
+    assert!(slow.reserve(1, Some(Instant::now())).is_err());
+}
