@@ -12,15 +12,16 @@ use futures::future::join_all;
 use resil_runtime::{Breaker, BreakerConfig, BreakerState, Jitter, Policy, Rejected};
 use tokio::time::Instant;
 
-/// Records when each call was made, and the most in flight at once.
+/// Records when each call started, and the most in flight at once (not the call counter of the
+/// facade's tests).
 #[derive(Debug, Default)]
-struct Calls {
+struct Starts {
     at: std::sync::Mutex<Vec<Duration>>,
     in_flight: AtomicUsize,
     most: AtomicUsize,
 }
 
-impl Calls {
+impl Starts {
     async fn call(&self, origin: Instant, lasts: Duration) -> Result<(), TestError> {
         self.at.lock().unwrap().push(origin.elapsed());
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -43,7 +44,7 @@ async fn twenty_calls_through_five_per_second_all_pass_in_turn() {
         .rate(5, Duration::from_secs(1), 5)
         .build()
         .unwrap();
-    let calls = Calls::default();
+    let calls = Starts::default();
     let origin = Instant::now();
     let results =
         join_all((0..20).map(|_| policy.run(|| calls.call(origin, Duration::ZERO)))).await;
@@ -65,7 +66,7 @@ async fn a_slot_past_the_deadline_is_refused_at_once_without_calling() {
         .deadline(Duration::from_secs(1))
         .build()
         .unwrap();
-    let calls = Calls::default();
+    let calls = Starts::default();
     let origin = Instant::now();
     let results = join_all((0..20).map(|_| async {
         let result = policy.run(|| calls.call(origin, Duration::ZERO)).await;
@@ -93,7 +94,7 @@ async fn a_token_gate_weighs_each_call() {
         .token_rate(1000, Duration::from_secs(1), 1000)
         .build()
         .unwrap();
-    let calls = Calls::default();
+    let calls = Starts::default();
     let origin = Instant::now();
     for cost in [600, 600] {
         let mut execution = policy.execute::<TestError>();
@@ -162,7 +163,7 @@ async fn a_queue_of_three_behind_a_bulkhead_of_two() {
         .bulkhead_queue(3)
         .build()
         .unwrap();
-    let calls = Calls::default();
+    let calls = Starts::default();
     let origin = Instant::now();
     let results = join_all((0..6).map(|_| async {
         let result = policy
@@ -206,7 +207,7 @@ async fn a_queued_caller_waits_no_longer_than_its_deadline() {
         .deadline(Duration::from_millis(500))
         .build()
         .unwrap();
-    let calls = Calls::default();
+    let calls = Starts::default();
     let origin = Instant::now();
     let (first, second) = tokio::join!(
         policy.run(|| calls.call(origin, Duration::from_secs(1))),
@@ -234,7 +235,7 @@ async fn a_dropped_waiter_leaves_the_queue_and_costs_nobody_a_turn() {
             .build()
             .unwrap(),
     );
-    let calls = Arc::new(Calls::default());
+    let calls = Arc::new(Starts::default());
     let origin = Instant::now();
     let holder = {
         let (policy, calls) = (policy.clone(), calls.clone());
@@ -288,7 +289,7 @@ async fn a_throttle_holds_the_gate_and_never_opens_the_breaker() {
     assert_eq!(breaker.failures(), 0);
     // The other callers wait in the gate for the wait the provider asked for.
     let origin = Instant::now();
-    let calls = Calls::default();
+    let calls = Starts::default();
     let results = join_all((0..3).map(|_| policy.run(|| calls.call(origin, Duration::ZERO)))).await;
     assert!(results.iter().all(Result::is_ok));
     assert_eq!(
