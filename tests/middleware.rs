@@ -75,6 +75,20 @@ async fn a_body_that_cannot_be_cloned_is_sent_once() {
     provider.stop().await;
 }
 
+/// Reads a request up to the end of its head; `None` if the client left first.
+async fn request_head(socket: &mut tokio::net::TcpStream) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut request = Vec::new();
+    let mut buffer = [0; 1024];
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+        match socket.read(&mut buffer).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => request.extend_from_slice(&buffer[..n]),
+        }
+    }
+    Some(request)
+}
+
 /// A loopback server answering every request with a 429 whose chunked body is `body` followed,
 /// if `endless`, by chunks sent until the client hangs up (a gigabyte at most), else by
 /// silence with the connection held open. Returns its address.
@@ -85,14 +99,10 @@ async fn hostile_429(body: &'static [u8], endless: bool) -> std::net::SocketAddr
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
             tokio::spawn(async move {
-                let mut request = Vec::new();
-                let mut buffer = [0; 1024];
-                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match socket.read(&mut buffer).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => request.extend_from_slice(&buffer[..n]),
-                    }
+                if request_head(&mut socket).await.is_none() {
+                    return;
                 }
+                let mut buffer = [0; 1024];
                 let head = "HTTP/1.1 429 Too Many Requests\r\nretry-after: 0\r\ntransfer-encoding: chunked\r\n\r\n";
                 let first = format!("{:x}\r\n", body.len());
                 let sent = async {
@@ -158,21 +168,16 @@ async fn a_429_body_is_read_only_up_to_its_limit() {
 /// A loopback server that answers 503 to the first `failures` requests of each key, then 200,
 /// and records each request's `Idempotency-Key`.
 async fn key_recorder(failures: usize) -> (std::net::SocketAddr, Arc<Mutex<Vec<String>>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let keys = Arc::new(Mutex::new(Vec::new()));
     let seen = Arc::clone(&keys);
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
-            let mut request = Vec::new();
-            let mut buffer = [0; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                match socket.read(&mut buffer).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => request.extend_from_slice(&buffer[..n]),
-                }
-            }
+            let Some(request) = request_head(&mut socket).await else {
+                continue;
+            };
             let head = String::from_utf8_lossy(&request).to_ascii_lowercase();
             let key = head
                 .lines()
