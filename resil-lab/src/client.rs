@@ -260,7 +260,7 @@ pub async fn tour() -> std::io::Result<Vec<Step>> {
 
     let started = std::time::Instant::now();
     let busy =
-        join_all((0..5).map(|_| client.complete_patiently("/v1/chat/completions?delay=100"))).await;
+        join_all((0..5).map(|_| client.complete_patiently("/v1/chat/completions?delay=20"))).await;
     step(
         "5 at once against a capacity of 3: 429, Retry-After",
         busy,
@@ -269,7 +269,7 @@ pub async fn tour() -> std::io::Result<Vec<Step>> {
     );
 
     let started = std::time::Instant::now();
-    let slow = client.complete("/v1/chat/completions?delay=80").await;
+    let slow = client.complete("/v1/chat/completions?hold=2").await;
     step(
         "timeout, retry with the same Idempotency-Key",
         vec![slow],

@@ -5,7 +5,8 @@
 //!   `?delay=ms` (default 0), then `data: [DONE]`. `?cut=N` abandons the stream after N
 //!   chunks: by connection reset, or with `&how=close` by an orderly end without `[DONE]`.
 //!   `?stall=N` stops sending after N chunks (0: before the first) and holds the connection
-//!   open until the client leaves. `?fail_first=K` answers the first K such requests 429 with
+//!   open until the client leaves. `?hold=N` goes silent after N chunks until the client
+//!   leaves, then finishes the answer (billed, and kept for a replay). `?fail_first=K` answers the first K such requests 429 with
 //!   `Retry-After`. `?style=hostile` sends what real servers send and naive parsers break on:
 //!   `\r\n` line ends, an `event:` and an `id:` line in each event, multibyte text, and each
 //!   event in two frames split inside a multibyte character.
@@ -246,6 +247,7 @@ fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> 
     let delay = Duration::from_millis(number("delay", 0) as u64);
     let cut: Option<usize> = query(&request, "cut").and_then(|v| v.parse().ok());
     let stall: Option<usize> = query(&request, "stall").and_then(|v| v.parse().ok());
+    let hold: Option<usize> = query(&request, "hold").and_then(|v| v.parse().ok());
     let orderly = query(&request, "how").as_deref() == Some("close");
     let hostile = query(&request, "style").as_deref() == Some("hostile");
     let fail_first: u32 = number("fail_first", 0) as u32;
@@ -312,6 +314,7 @@ fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> 
                 delay,
                 cut,
                 stall,
+                hold,
                 orderly,
                 hostile,
                 key,
@@ -369,6 +372,7 @@ struct Generation {
     delay: Duration,
     cut: Option<usize>,
     stall: Option<usize>,
+    hold: Option<usize>,
     orderly: bool,
     hostile: bool,
     key: Option<String>,
@@ -385,6 +389,10 @@ async fn generate(
     let mut chunks = Vec::with_capacity(generation.tokens);
     for n in 0..generation.tokens {
         tokio::time::sleep(generation.delay).await;
+        if generation.hold == Some(n) {
+            // Until the client gives up: the rest is generated for nobody but a replay.
+            tx.closed().await;
+        }
         let token = token(n, generation.hostile);
         if generation.cut == Some(n) || generation.stall == Some(n) {
             if generation.stall == Some(n) {
