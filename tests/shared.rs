@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use resil::events::{self, Event, Listener};
 use resil::shared::Redis;
 use resil::{resilient, Breaker, BreakerConfig, BreakerState, KeyTuple, Policy, Rejected};
-use resil_lab::redis_server::RedisServer;
+use resil_lab::redis_server::{settled, RedisServer, SETTLE_WITHIN};
 use support::{ApiError, Calls};
 
 const COOLDOWN: Duration = Duration::from_millis(600);
@@ -67,14 +67,9 @@ async fn call(
         .await
 }
 
-/// Waits until `done` holds, polling every 10 ms; after 15 s (a loaded machine's worst) it
-/// fails, naming what never happened.
+/// Waits until `done` holds; fails, naming what never happened, after [`SETTLE_WITHIN`].
 async fn eventually(what: &str, done: impl Fn() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        assert!(started.elapsed() < Duration::from_secs(15), "never: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    assert!(settled(done).await, "never within {SETTLE_WITHIN:?}: {what}");
 }
 
 /// Waits until the opening has expired in Redis: it was written after the local breaker

@@ -130,3 +130,21 @@ impl Drop for RedisServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// How long [`settled`] waits: what several instances and a Redis server reach within
+/// milliseconds, given a loaded 2-core machine's worst.
+pub const SETTLE_WITHIN: Duration = Duration::from_secs(15);
+
+/// Waits, polling every 10 ms, until `done` holds (`true`) or [`SETTLE_WITHIN`] has passed
+/// (`false`): the one wait of the Redis tests and the `two_instances` example, which each
+/// say loudly what never happened.
+pub async fn settled(done: impl Fn() -> bool) -> bool {
+    let started = Instant::now();
+    while !done() {
+        if started.elapsed() > SETTLE_WITHIN {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}

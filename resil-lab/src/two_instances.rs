@@ -14,7 +14,7 @@ use resil::shared::Redis;
 use resil::{Breaker, BreakerConfig, BreakerState, Policy, Rejected};
 
 use crate::mock::MockProvider;
-use crate::redis_server::RedisServer;
+use crate::redis_server::{settled, RedisServer};
 use crate::ApiError;
 
 /// Longer than a reconnection takes (2 s at most), so an opening made while Redis is down is
@@ -230,15 +230,10 @@ async fn keep_calling(instance: &Instance, url: &str, until: Instant) {
     }
 }
 
-/// Gives the instances up to 15 s to reach a state, and reports `what` when they did not.
+/// Waits for the instances to reach a state, and reports `what` when they did not.
 async fn settle(report: &mut Report, what: &'static str, done: impl Fn() -> bool) {
-    let started = Instant::now();
-    while !done() {
-        if started.elapsed() > Duration::from_secs(15) {
-            report.unsettled.push(what);
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    if !settled(done).await {
+        report.unsettled.push(what);
     }
 }
 
