@@ -447,7 +447,15 @@ async fn a_slow_redis_fails_open_within_shared_timeout() {
         redis::cmd("PING").query::<String>(&mut connection).is_err()
     })
     .await;
+    assert!(a.store.is_available(), "nothing has waited on Redis yet");
+    let started = Instant::now();
     assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+    // A lower bound holds however loaded the machine is; the upper one is Redis's sleep.
+    assert!(
+        started.elapsed() >= Duration::from_millis(50),
+        "waited shared_timeout for Redis: {:?}",
+        started.elapsed()
+    );
     assert!(
         !sleeper.is_finished(),
         "decided locally after shared_timeout, while Redis still sleeps"
