@@ -69,7 +69,10 @@ async fn call(
 
 /// Waits until `done` holds; fails, naming what never happened, after [`SETTLE_WITHIN`].
 async fn eventually(what: &str, done: impl Fn() -> bool) {
-    assert!(settled(done).await, "never within {SETTLE_WITHIN:?}: {what}");
+    assert!(
+        settled(done).await,
+        "never within {SETTLE_WITHIN:?}: {what}"
+    );
 }
 
 /// Waits until the opening has expired in Redis: it was written after the local breaker

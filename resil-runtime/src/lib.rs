@@ -69,13 +69,21 @@
 //! [`Rejected`]. A streaming call ([`stream`]) is retried up to its first item, then hands
 //! its permit and breaker to the stream it returns.
 //!
-//! Where things live: `policy/` (the policy, its builder, what it keeps per key, its tunings),
-//! `execution/` (one operation and its attempts: the decisions, compiled once for all error
-//! types), `breaker/` (the breaker, its window, keyed breakers, the directory of every
-//! breaker), `registry.rs` (bounded per-key state), `bulkhead.rs`, `gate.rs` (rate and token
-//! gates), `backoff.rs`, `budget.rs`, `deadline.rs`, `operation.rs` (frames of nested calls),
-//! `stream.rs`, `events.rs`, and behind features `http.rs`, `config/`, `tower.rs`,
-//! `middleware.rs`, `chaos.rs`, `shared/` (Redis).
+//! # Layers
+//!
+//! Each module belongs to one layer and imports only from the layers its row allows; the
+//! architecture test (`tests/architecture.rs`) reads this table and fails, naming the file
+//! and the import, when one does not.
+//!
+//! | layer | modules | may import | what it holds |
+//! |---|---|---|---|
+//! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error` | — | the words every layer speaks: errors, keys, the atomics (std or loom) |
+//! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency` | foundation | state machines that return what happened (a transition, an admission, a wait) |
+//! | observers | `events`, `meter` | foundation | what listeners, tracing and metrics hear: plain data |
+//! | policy | `policy` | foundation, primitives, observers | a policy's settings, builder, keys and tunings |
+//! | execution | `operation`, `execution`, `stream` | foundation, primitives, observers, policy | one operation run through a policy's stages; streams and nested calls |
+//! | integrations | `config`, `shared`, `tower`, `middleware`, `chaos`, `http` | every layer | run-time configuration, Redis, tower, reqwest, chaos |
+//! | checks | `loom` | every layer | model checks, under `--cfg resil_loom` |
 //!
 //! The hot path (breaker closed, bulkhead free, answer ready on the first poll) allocates
 //! nothing, takes no lock and creates no timer.
@@ -91,6 +99,7 @@ mod bulkhead;
 #[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
 pub mod chaos;
 pub mod config;
+mod config_error;
 mod deadline;
 pub mod events;
 mod execution;
@@ -128,7 +137,7 @@ pub use breaker::{
 };
 pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
-pub use config::ConfigError;
+pub use config_error::ConfigError;
 pub use execution::{Attempt, Execution, Next, Outcome};
 pub use gate::RateGate;
 pub use key::{Key, KeyTuple, MAX_KEY_BYTES};
