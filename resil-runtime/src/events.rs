@@ -8,8 +8,8 @@ use std::fmt;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
-use crate::breaker::Transition;
-use crate::operation::OperationId;
+use crate::breaker_state::Transition;
+use crate::operation_id::OperationId;
 use crate::sync::{read_std, write_std};
 use crate::Rejected;
 
@@ -387,25 +387,41 @@ pub(crate) fn resolve(own: Option<&Arc<dyn Listener>>) -> Option<&Arc<dyn Listen
 /// breaker changed state.
 pub(crate) fn breaker_transition(
     listener: Option<&std::sync::Arc<dyn Listener>>,
-    breaker: &crate::Breaker,
-    transition: crate::breaker::Transition,
+    breaker: BreakerName<'_>,
+    transition: Transition,
 ) {
     #[cfg(feature = "tracing")]
     tracing::warn!(
-        breaker = breaker.label(),
-        key = breaker.key().unwrap_or_default(),
+        breaker = breaker.label,
+        key = breaker.key.unwrap_or_default(),
         from = %transition.from,
         to = %transition.to,
         "circuit breaker changed state"
     );
     #[cfg(feature = "metrics")]
-    crate::meter::breaker_state(breaker, transition);
+    crate::meter::breaker_state(breaker.label, breaker.key, transition);
     if let Some(listener) = listener {
         listener.on_event(&Event::BreakerTransition {
-            breaker: breaker.name(),
+            breaker: breaker.name,
             transition,
         });
     }
+}
+
+/// How a breaker is named where it is reported: its full name (`label=key` for a keyed one),
+/// its label and its key.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(
+    not(any(feature = "tracing", feature = "metrics")),
+    allow(
+        dead_code,
+        reason = "label and key label only tracing's events and metrics' series"
+    )
+)]
+pub(crate) struct BreakerName<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) label: &'a str,
+    pub(crate) key: Option<&'a str>,
 }
 
 /// Tells the global listeners, with feature `tracing` the subscriber (WARN when lost, INFO

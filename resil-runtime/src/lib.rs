@@ -77,7 +77,7 @@
 //!
 //! | layer | modules | may import | what it holds |
 //! |---|---|---|---|
-//! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error` | — | the words every layer speaks: errors, keys, the atomics (std or loom) |
+//! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state` | — | the words every layer speaks: errors, keys, the atomics (std or loom) |
 //! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency` | foundation | state machines that return what happened (a transition, an admission, a wait) |
 //! | observers | `events`, `meter` | foundation | what listeners, tracing and metrics hear: plain data |
 //! | policy | `policy` | foundation, primitives, observers | a policy's settings, builder, keys and tunings |
@@ -93,6 +93,7 @@
 
 mod backoff;
 pub mod breaker;
+mod breaker_state;
 mod budget;
 mod bulkhead;
 #[cfg(feature = "chaos")]
@@ -117,6 +118,7 @@ mod meter;
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
 pub mod middleware;
 pub mod operation;
+mod operation_id;
 mod policy;
 mod registry;
 mod rejected;

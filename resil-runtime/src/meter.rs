@@ -28,8 +28,7 @@ use std::sync::{Arc, OnceLock};
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 use tokio::time::Instant;
 
-use crate::breaker::{Breaker, BreakerState, Transition};
-use crate::policy::Settings;
+use crate::breaker_state::{BreakerState, Transition};
 
 /// The outcomes of `resil_calls_total`.
 const OUTCOMES: [&str; 9] = [
@@ -58,8 +57,8 @@ pub(crate) struct Handles {
 }
 
 impl Handles {
-    fn new(settings: &Settings) -> Self {
-        let name = || metrics::SharedString::from(Arc::clone(&settings.name));
+    fn new(name: &Arc<str>, bulkhead: bool) -> Self {
+        let name = || metrics::SharedString::from(Arc::clone(name));
         Handles {
             calls: OUTCOMES
                 .map(|outcome| counter!("resil_calls_total", "fn" => name(), "outcome" => outcome)),
@@ -67,8 +66,7 @@ impl Handles {
             retries: counter!("resil_retries_total", "fn" => name()),
             seconds: histogram!("resil_operation_seconds", "fn" => name()),
             first_item: OnceLock::new(),
-            in_use: (settings.bulkhead.as_ref())
-                .map(|_| gauge!("resil_bulkhead_in_use", "fn" => name())),
+            in_use: bulkhead.then(|| gauge!("resil_bulkhead_in_use", "fn" => name())),
         }
     }
 
@@ -79,17 +77,52 @@ impl Handles {
     }
 }
 
-/// The policy's handles, registered on first use.
-fn handles(settings: &Settings) -> &Handles {
-    settings.meters.get_or_init(|| Handles::new(settings))
+/// Where a policy keeps its handles, registered on first use: its name, and whether it has a
+/// bulkhead all calls share.
+pub(crate) struct Slot {
+    name: Arc<str>,
+    bulkhead: bool,
+    handles: OnceLock<Handles>,
 }
 
-/// Where a policy keeps its handles.
-pub(crate) type Slot = OnceLock<Handles>;
+impl Slot {
+    pub(crate) fn new(name: Arc<str>, bulkhead: bool) -> Self {
+        Slot {
+            name,
+            bulkhead,
+            handles: OnceLock::new(),
+        }
+    }
+
+    fn handles(&self) -> &Handles {
+        (self.handles).get_or_init(|| Handles::new(&self.name, self.bulkhead))
+    }
+
+    /// Sets the bulkhead gauge to what `in_flight` counts now.
+    fn in_use(&self, in_flight: Option<&dyn InFlight>) {
+        if let (Some(in_flight), Some(gauge)) = (in_flight, &self.handles().in_use) {
+            gauge.set(in_flight.in_flight() as f64);
+        }
+    }
+
+    pub(crate) fn attempt(&self) {
+        self.handles().attempts.increment(1);
+    }
+
+    pub(crate) fn retry(&self) {
+        self.handles().retries.increment(1);
+    }
+}
+
+/// What the bulkhead gauge reads: the calls in flight, counted by whoever holds them.
+pub(crate) trait InFlight: Sync {
+    fn in_flight(&self) -> usize;
+}
 
 /// One operation's report, sent when the operation is over.
 pub(crate) struct Meter<'p> {
-    settings: &'p Settings,
+    slot: &'p Slot,
+    bulkhead: Option<&'p dyn InFlight>,
     started: Instant,
     outcome: Option<&'static str>,
     fallback: bool,
@@ -97,10 +130,11 @@ pub(crate) struct Meter<'p> {
 }
 
 impl<'p> Meter<'p> {
-    pub(crate) fn start(settings: &'p Settings) -> Self {
-        in_use(settings);
+    pub(crate) fn start(slot: &'p Slot, bulkhead: Option<&'p dyn InFlight>) -> Self {
+        slot.in_use(bulkhead);
         Meter {
-            settings,
+            slot,
+            bulkhead,
             started: Instant::now(),
             outcome: None,
             fallback: false,
@@ -124,45 +158,31 @@ impl<'p> Meter<'p> {
 /// Sent when the execution ends, after its bulkhead permit went back.
 impl Drop for Meter<'_> {
     fn drop(&mut self) {
-        in_use(self.settings);
+        self.slot.in_use(self.bulkhead);
         let Some(outcome) = self.outcome else {
             return;
         };
         let outcome = if self.fallback { "fallback" } else { outcome };
-        let handles = handles(self.settings);
+        let handles = self.slot.handles();
         if let Some(at) = OUTCOMES.iter().position(|known| *known == outcome) {
             handles.calls[at].increment(1);
         }
         let seconds = self.started.elapsed().as_secs_f64();
         handles.seconds.record(seconds);
         if self.streamed {
-            handles.first_item(&self.settings.name).record(seconds);
+            handles.first_item(&self.slot.name).record(seconds);
         }
     }
 }
 
-fn in_use(settings: &Settings) {
-    if let (Some(bulkhead), Some(gauge)) = (&settings.bulkhead, &handles(settings).in_use) {
-        gauge.set(bulkhead.in_flight() as f64);
-    }
-}
-
-pub(crate) fn attempt(settings: &Settings) {
-    handles(settings).attempts.increment(1);
-}
-
-pub(crate) fn retry(settings: &Settings) {
-    handles(settings).retries.increment(1);
-}
-
 /// Transitions are rare: the gauge is looked up each time.
-pub(crate) fn breaker_state(breaker: &Breaker, transition: Transition) {
+pub(crate) fn breaker_state(label: &str, key: Option<&str>, transition: Transition) {
     let state = match transition.to {
         BreakerState::Closed => 0.0,
         BreakerState::HalfOpen => 1.0,
         BreakerState::Open => 2.0,
     };
-    let key = breaker.key().unwrap_or_default();
-    gauge!("resil_breaker_state", "breaker" => breaker.label().to_owned(), "key" => key.to_owned())
+    let key = key.unwrap_or_default();
+    gauge!("resil_breaker_state", "breaker" => label.to_owned(), "key" => key.to_owned())
         .set(state);
 }

@@ -327,7 +327,7 @@ impl<T, E, S> ResilientStream<'_, T, E, S> {
         };
         let breaker = breaker.get();
         if let Some(transition) = breaker.record_failure() {
-            events::breaker_transition(self.holdings.listener, breaker, transition);
+            events::breaker_transition(self.holdings.listener, breaker.into(), transition);
         }
     }
 

@@ -19,19 +19,11 @@ const DEBT: &[(&str, &str)] = &[
     ("breaker/mod.rs", "shared"),
     // The directory of breakers reads the policy's key table to list keyed breakers.
     ("breaker/directory.rs", "policy"),
-    // Events carry the breaker's transition type and the operation's id.
-    ("events.rs", "breaker"),
-    ("events.rs", "operation"),
     // The gate holds its Redis link.
     ("gate.rs", "shared"),
-    // Metrics read a breaker's state and a policy's settings.
-    ("meter.rs", "breaker"),
-    ("meter.rs", "policy"),
-    // The policy builds its Redis links, and runs operations itself (run, run_stream).
+    // The policy builds its Redis links.
     ("policy/builder.rs", "shared"),
     ("policy/keys.rs", "shared"),
-    ("policy/mod.rs", "execution"),
-    ("policy/mod.rs", "stream"),
     // The execution reserves and refunds shared gate slots through the Redis link.
     ("execution/attempt.rs", "shared"),
     ("execution/mod.rs", "shared"),

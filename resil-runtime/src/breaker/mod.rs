@@ -19,6 +19,7 @@ mod directory;
 mod keyed;
 mod window;
 
+pub use crate::breaker_state::{BreakerState, Transition};
 pub use directory::{breakers, find, BreakerStatus};
 pub(crate) use directory::{named, watch_breaker, watch_keys};
 pub use keyed::{KeyedBreaker, KeyedBreakers};
@@ -72,17 +73,6 @@ impl Word {
     }
 }
 
-/// The state a breaker is in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BreakerState {
-    /// Calls go through; transient failures are counted.
-    Closed,
-    /// Calls fail at once with [`Rejected::BreakerOpen`].
-    Open,
-    /// The cooldown passed: one probe decides whether the breaker closes or opens again.
-    HalfOpen,
-}
-
 impl BreakerState {
     fn from_bits(state: u64) -> Self {
         match state {
@@ -90,16 +80,6 @@ impl BreakerState {
             OPEN => BreakerState::Open,
             _ => BreakerState::HalfOpen,
         }
-    }
-}
-
-impl fmt::Display for BreakerState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open => "open",
-            BreakerState::HalfOpen => "half-open",
-        })
     }
 }
 
@@ -168,15 +148,6 @@ impl BreakerConfig {
     pub const fn kind(&self) -> BreakerKind {
         self.kind
     }
-}
-
-/// A state change, reported to the caller that caused it so it can emit an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transition {
-    /// State before.
-    pub from: BreakerState,
-    /// State after.
-    pub to: BreakerState,
 }
 
 /// How an admitted call ended, as far as the breaker is concerned.
@@ -494,7 +465,7 @@ impl Breaker {
             });
         }
         if let Some(transition) = transition {
-            events::breaker_transition(listener, self, transition);
+            events::breaker_transition(listener, self.into(), transition);
         }
     }
 
@@ -870,7 +841,7 @@ impl Breaker {
     /// listeners do here.
     fn heard(&self, transition: Option<Transition>) {
         if let Some(transition) = transition {
-            events::breaker_transition(events::resolve(None), self, transition);
+            events::breaker_transition(events::resolve(None), self.into(), transition);
         }
     }
 

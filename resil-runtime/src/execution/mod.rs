@@ -1,6 +1,7 @@
 //! [`Execution`]: one logical operation in progress, and the decision after each attempt.
 
 mod attempt;
+mod run;
 
 pub use attempt::Attempt;
 
@@ -446,7 +447,10 @@ impl<'p> Progress<'p> {
             #[cfg(feature = "tracing")]
             spans,
             #[cfg(feature = "metrics")]
-            meter: crate::meter::Meter::start(settings),
+            meter: crate::meter::Meter::start(
+                &settings.meters,
+                (settings.bulkhead.as_ref()).map(|b| b as &dyn crate::meter::InFlight),
+            ),
         }
     }
 
@@ -700,7 +704,7 @@ impl<'p> Progress<'p> {
         }
         let attempt = self.attempt;
         #[cfg(feature = "metrics")]
-        crate::meter::attempt(settings);
+        settings.meters.attempt();
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::AttemptStarted {
                 site,
@@ -747,7 +751,7 @@ impl<'p> Progress<'p> {
 
     /// Tells the listener, if any, that the breaker changed state.
     fn transition(&self, breaker: &Breaker, transition: Transition) {
-        events::breaker_transition(self.listener(), breaker, transition);
+        events::breaker_transition(self.listener(), breaker.into(), transition);
     }
 
     /// How the operation ended, for the metrics (`resil_calls_total{outcome}`).
@@ -803,7 +807,7 @@ impl<'p> Progress<'p> {
         operation::draw();
         let attempt = self.attempt;
         #[cfg(feature = "metrics")]
-        crate::meter::retry(settings);
+        settings.meters.retry();
         #[cfg(feature = "tracing")]
         tracing::debug!(
             wait_ms = wait.as_millis() as u64,

@@ -616,6 +616,8 @@ impl<K> PolicyBuilder<K> {
         let gated = rate.is_some()
             || token_rate.is_some()
             || keys.as_ref().is_some_and(|keys| keys.gated());
+        #[cfg(feature = "metrics")]
+        let meters = crate::meter::Slot::new(Arc::clone(&name), bulkhead.is_some());
         let settings = Settings {
             tunings: Tunings::new(Arc::clone(&name), tuning),
             name,
@@ -632,7 +634,7 @@ impl<K> PolicyBuilder<K> {
             independent: self.independent,
             listener: self.listener,
             #[cfg(feature = "metrics")]
-            meters: crate::meter::Slot::new(),
+            meters,
         };
         Ok((Policy::new(settings), conflict))
     }

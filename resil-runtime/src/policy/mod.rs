@@ -18,23 +18,18 @@ pub use tuning::Tuning;
 pub(crate) use tuning::Tunings;
 
 use std::fmt;
-use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_core::Stream;
 use rand::rngs::SmallRng;
 
 use crate::breaker::Breaker;
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::events::{self, Listener};
-use crate::execution::{Execution, Next};
 use crate::gate::RateGate;
-use crate::key::Key;
-use crate::stream::ResilientStream;
-use crate::{Backoff, ConfigError, Jitter, Rejected, Transient};
+use crate::{Backoff, ConfigError, Jitter};
 
 /// Marks a policy without per-key breakers: run it with [`Policy::run`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -85,7 +80,7 @@ pub struct Keyed;
 /// # Ok(()) }
 /// ```
 pub struct Policy<K = Unkeyed> {
-    settings: Settings,
+    pub(crate) settings: Settings,
     keyed: PhantomData<fn() -> K>,
 }
 
@@ -150,158 +145,12 @@ impl Policy {
     pub fn builder() -> PolicyBuilder {
         PolicyBuilder::default()
     }
-
-    /// Runs one operation: `make_attempt` is called once per attempt and returns that
-    /// attempt's future. The result is the first success, the first permanent error, or the
-    /// last transient error or rejection once no retry is allowed.
-    ///
-    /// The futures run inside the operation ([`crate::Operation::current()`] is `Some` in
-    /// them); the factory itself runs just outside it.
-    pub async fn run<T, E, F, Fut>(&self, make_attempt: F) -> Result<T, E>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: Transient + From<Rejected>,
-    {
-        drive(self.execute(), make_attempt).await
-    }
-
-    /// Runs a streaming call under the policy (see [`crate::stream`]): each attempt connects
-    /// and waits for the first item; the stream is returned once that item is in hand.
-    pub async fn run_stream<T, E, S, F, Fut>(
-        &self,
-        make_attempt: F,
-    ) -> Result<ResilientStream<'_, T, E, S>, E>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<S, E>>,
-        S: Stream<Item = Result<T, E>>,
-        E: Transient + From<Rejected>,
-    {
-        self.run_stream_until(|_| true, make_attempt).await
-    }
-
-    /// [`Policy::run_stream`], committing at the first item that `commits` accepts (the items
-    /// before it are held, then handed over): a stall before the content is retried.
-    ///
-    /// ```
-    /// use futures::StreamExt;
-    /// use resil_runtime::{Policy, Rejected};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let policy = Policy::builder().retry(1).build().unwrap();
-    /// let stream = policy
-    ///     .run_stream_until(
-    ///         |chunk: &&str| !chunk.is_empty(),
-    ///         || async { Ok::<_, Rejected>(futures::stream::iter(["", "Hello"].map(Ok))) },
-    ///     )
-    ///     .await
-    ///     .unwrap();
-    /// let chunks: Vec<_> = stream.collect().await;
-    /// assert_eq!(chunks, [Ok(""), Ok("Hello")]);
-    /// # }
-    /// ```
-    pub async fn run_stream_until<T, E, S, F, Fut>(
-        &self,
-        commits: fn(&T) -> bool,
-        make_attempt: F,
-    ) -> Result<ResilientStream<'_, T, E, S>, E>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<S, E>>,
-        S: Stream<Item = Result<T, E>>,
-        E: Transient + From<Rejected>,
-    {
-        drive_stream(self.execute(), make_attempt, commits).await
-    }
-
-    /// Starts one operation by hand: takes the bulkhead permit and starts the deadline.
-    /// Then hand it one attempt future at a time with [`Execution::attempt`].
-    #[inline]
-    pub fn execute<E>(&self) -> Execution<'_, E> {
-        let breaker = self.settings.breaker.as_deref().map(BreakerRef::Shared);
-        Execution::start(&self.settings, breaker, None)
-    }
 }
 
 impl Policy<Keyed> {
-    /// [`Policy::run`] through the breaker, bulkhead and gates of `key` (those per key; the
-    /// others are shared).
-    pub async fn run_keyed<Q, T, E, F, Fut>(&self, key: &Q, make_attempt: F) -> Result<T, E>
-    where
-        Q: Key + ?Sized,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: Transient + From<Rejected>,
-    {
-        drive(self.execute_keyed(key), make_attempt).await
-    }
-
-    /// [`Policy::run_stream`] through the state of `key`.
-    pub async fn run_stream_keyed<Q, T, E, S, F, Fut>(
-        &self,
-        key: &Q,
-        make_attempt: F,
-    ) -> Result<ResilientStream<'_, T, E, S>, E>
-    where
-        Q: Key + ?Sized,
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<S, E>>,
-        S: Stream<Item = Result<T, E>>,
-        E: Transient + From<Rejected>,
-    {
-        drive_stream(self.execute_keyed(key), make_attempt, |_| true).await
-    }
-
-    /// [`Policy::execute`] through the state of `key`.
-    #[inline]
-    pub fn execute_keyed<Q: Key + ?Sized, E>(&self, key: &Q) -> Execution<'_, E> {
-        let settings = &self.settings;
-        let scope = settings.keys.as_ref().map(|keys| keys.held(key));
-        let breaker = match scope.as_ref().and_then(|scope| scope.breaker.as_ref()) {
-            Some(breaker) => Some(BreakerRef::Keyed(Arc::clone(breaker))),
-            None => settings.breaker.as_deref().map(BreakerRef::Shared),
-        };
-        Execution::start(settings, breaker, scope)
-    }
-
     /// What is kept per key.
     pub fn keys(&self) -> Option<&Keys> {
         self.settings.keys.as_deref()
-    }
-}
-
-async fn drive<T, E, F, Fut>(mut execution: Execution<'_, E>, mut make_attempt: F) -> Result<T, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
-    E: Transient + From<Rejected>,
-{
-    loop {
-        if let Next::Done(outcome) = execution.attempt(make_attempt()).await {
-            return outcome.into_result();
-        }
-    }
-}
-
-async fn drive_stream<'p, T, E, S, F, Fut>(
-    mut execution: Execution<'p, E>,
-    mut make_attempt: F,
-    commits: fn(&T) -> bool,
-) -> Result<ResilientStream<'p, T, E, S>, E>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<S, E>>,
-    S: Stream<Item = Result<T, E>>,
-    E: Transient + From<Rejected>,
-{
-    loop {
-        if let Next::Done(outcome) = execution
-            .attempt_stream_until(make_attempt(), commits)
-            .await
-        {
-            return execution.commit(outcome).into_result();
-        }
     }
 }
 
@@ -385,6 +234,25 @@ impl<K> Policy<K> {
     /// The token gate (cost per period) all calls share, if any.
     pub fn token_gate(&self) -> Option<&RateGate> {
         self.settings.token_rate.as_ref()
+    }
+}
+
+/// A breaker is reported by its name, label and key.
+impl<'a> From<&'a Breaker> for events::BreakerName<'a> {
+    fn from(breaker: &'a Breaker) -> Self {
+        events::BreakerName {
+            name: breaker.name(),
+            label: breaker.label(),
+            key: breaker.key(),
+        }
+    }
+}
+
+/// The bulkhead gauge counts what the bulkhead holds.
+#[cfg(feature = "metrics")]
+impl crate::meter::InFlight for Bulkhead {
+    fn in_flight(&self) -> usize {
+        Bulkhead::in_flight(self)
     }
 }
 
