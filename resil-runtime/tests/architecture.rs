@@ -17,8 +17,6 @@ const DEBT: &[(&str, &str)] = &[
     // The breaker reports its own overrides and remote transitions, and holds its Redis link.
     ("breaker/mod.rs", "events"),
     ("breaker/mod.rs", "shared"),
-    // The directory of breakers reads the policy's key table to list keyed breakers.
-    ("breaker/directory.rs", "policy"),
     // The gate holds its Redis link.
     ("gate.rs", "shared"),
     // The policy builds its Redis links.

@@ -8,7 +8,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Breaker, BreakerConfig, BreakerState};
-use crate::policy::Keys;
 use crate::sync::lock_std;
 use crate::ConfigError;
 
@@ -18,7 +17,13 @@ static WATCHED: Mutex<Vec<Watched>> = Mutex::new(Vec::new());
 /// Breakers a policy holds: gone from the snapshot when the policy is dropped.
 enum Watched {
     Given(Weak<Breaker>),
-    Keys(Weak<Keys>),
+    Keys(Weak<dyn KeptBreakers>),
+}
+
+/// Breakers kept by someone else, listed while they live: a keyed policy's, one per key.
+pub(crate) trait KeptBreakers: Send + Sync {
+    /// Visits each breaker kept now.
+    fn each_breaker(&self, visit: &mut dyn FnMut(&Arc<Breaker>));
 }
 
 /// The process-wide breaker called `name`, created with `config` on first use.
@@ -64,10 +69,11 @@ pub(crate) fn watch_breaker(breaker: &Arc<Breaker>) {
 }
 
 /// Lists a keyed policy's breakers.
-pub(crate) fn watch_keys(keys: &Arc<Keys>) {
+pub(crate) fn watch_keys(keys: &Arc<impl KeptBreakers + 'static>) {
     let mut watched = lock_std(&WATCHED);
     forget_dropped(&mut watched);
-    watched.push(Watched::Keys(Arc::downgrade(keys)));
+    let keys: Arc<dyn KeptBreakers> = keys.clone();
+    watched.push(Watched::Keys(Arc::downgrade(&keys)));
 }
 
 fn forget_dropped(watched: &mut Vec<Watched>) {
@@ -149,7 +155,7 @@ pub fn breakers() -> Vec<BreakerStatus> {
     for (given, keys) in watched {
         all.extend(given);
         if let Some(keys) = keys {
-            keys.each_breaker(|breaker| all.push(Arc::clone(breaker)));
+            keys.each_breaker(&mut |breaker| all.push(Arc::clone(breaker)));
         }
     }
     let mut statuses: Vec<_> = all

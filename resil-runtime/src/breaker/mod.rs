@@ -21,7 +21,7 @@ mod window;
 
 pub use crate::breaker_state::{BreakerState, Transition};
 pub use directory::{breakers, find, BreakerStatus};
-pub(crate) use directory::{named, watch_breaker, watch_keys};
+pub(crate) use directory::{named, watch_breaker, watch_keys, KeptBreakers};
 pub use keyed::{KeyedBreaker, KeyedBreakers};
 
 use std::fmt;

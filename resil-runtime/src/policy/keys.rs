@@ -234,17 +234,19 @@ impl Keys {
         self.rate.is_some() || self.token_rate.is_some()
     }
 
-    /// Every key's breaker now.
-    pub(crate) fn each_breaker(&self, mut visit: impl FnMut(&Arc<Breaker>)) {
+    /// The bulkhead every key gets a copy of, if the bulkhead is per key.
+    pub(crate) fn bulkhead(&self) -> Option<&Bulkhead> {
+        self.bulkhead.as_ref()
+    }
+}
+
+/// The breakers list shows every key's breaker while the policy lives.
+impl crate::breaker::KeptBreakers for Keys {
+    fn each_breaker(&self, visit: &mut dyn FnMut(&Arc<Breaker>)) {
         self.registry.each(|scope| {
             if let Some(breaker) = &scope.breaker {
                 visit(breaker);
             }
         });
-    }
-
-    /// The bulkhead every key gets a copy of, if the bulkhead is per key.
-    pub(crate) fn bulkhead(&self) -> Option<&Bulkhead> {
-        self.bulkhead.as_ref()
     }
 }
