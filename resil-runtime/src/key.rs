@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-/// The most bytes a key's name takes (see [`KeyName`]); a longer name is kept as a digest of
-/// the whole and its start.
+/// The most bytes a key's name takes (the name breakers, metrics and Redis see); a longer
+/// name is kept as a digest of the whole and its start.
 pub const MAX_KEY_BYTES: usize = 256;
 
 /// A value that can key a breaker, a bulkhead or a rate gate: `str`, `String`, integers, any

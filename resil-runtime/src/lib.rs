@@ -80,7 +80,7 @@
 //! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state` | — | the words every layer speaks: errors, keys, the atomics (std or loom) |
 //! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency` | foundation | state machines that return what happened (a transition, an admission, a wait) |
 //! | observers | `events`, `meter` | foundation | what listeners, tracing and metrics hear: plain data |
-//! | policy | `policy` | foundation, primitives, observers | a policy's settings, builder, keys and tunings |
+//! | policy | `policy`, `operator` | foundation, primitives, observers | a policy's settings, builder, keys and tunings; an operator's handles on breakers |
 //! | execution | `operation`, `execution`, `stream` | foundation, primitives, observers, policy | one operation run through a policy's stages; streams and nested calls |
 //! | integrations | `config`, `shared`, `tower`, `middleware`, `chaos`, `http` | every layer | run-time configuration, Redis, tower, reqwest, chaos |
 //! | checks | `loom` | every layer | model checks, under `--cfg resil_loom` |
@@ -119,6 +119,7 @@ mod meter;
 pub mod middleware;
 pub mod operation;
 mod operation_id;
+mod operator;
 mod policy;
 mod registry;
 mod rejected;

@@ -31,7 +31,6 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::events;
 use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, Ordering};
 use crate::{ConfigError, Rejected};
 use resil_spec::rules;
@@ -391,27 +390,8 @@ impl Breaker {
         }
     }
 
-    /// Opens the breaker and keeps it open, whatever its cooldown, until [`Breaker::reset`]:
-    /// for a maintenance window, or a provider an operator knows is down. Calls fail at once
-    /// with [`Rejected::BreakerOpen`] (`retry_in` is `Duration::MAX`: nobody knows when).
-    /// A probe in flight counts for nothing; callers waiting for its verdict are refused. The
-    /// global listener hears [`Event::BreakerOverridden`](crate::events::Event) and, if the
-    /// state changed, the transition.
-    ///
-    /// ```
-    /// use resil_runtime::{Breaker, BreakerConfig, BreakerState};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let breaker = Breaker::new("payments", BreakerConfig::default());
-    /// breaker.force_open();
-    /// tokio::time::advance(std::time::Duration::from_secs(3600)).await;
-    /// assert!(breaker.admit().await.is_err(), "no probe while forced open");
-    /// breaker.reset();
-    /// assert_eq!(breaker.state(), BreakerState::Closed);
-    /// assert!(breaker.admit().await.is_ok());
-    /// # }
-    /// ```
-    pub fn force_open(&self) {
+    /// [`Breaker::force_open`] without telling anyone: the caller reports what it returns.
+    pub(crate) fn open_by_hand(&self) -> Option<Transition> {
         let transition = {
             let mut probing = lock(&self.probing);
             self.forced.store(true, Ordering::Release);
@@ -426,13 +406,11 @@ impl Breaker {
             })
         };
         self.verdict.notify_waiters();
-        self.overridden(events::Override::ForcedOpen, transition);
+        transition
     }
 
-    /// Closes the breaker with no failure counted, whatever its state (and lifts
-    /// [`Breaker::force_open`]): for an operator who knows the provider is back. A probe in
-    /// flight counts for nothing; callers waiting for its verdict go through.
-    pub fn reset(&self) {
+    /// [`Breaker::reset`] without telling anyone: the caller reports what it returns.
+    pub(crate) fn close_by_hand(&self) -> Option<Transition> {
         let transition = {
             let mut probing = lock(&self.probing);
             self.forced.store(false, Ordering::Release);
@@ -446,27 +424,12 @@ impl Breaker {
             })
         };
         self.verdict.notify_waiters();
-        self.overridden(events::Override::Reset, transition);
+        transition
     }
 
     /// Whether an operator forced the breaker open.
     pub fn is_forced_open(&self) -> bool {
         self.forced.load(Ordering::Acquire)
-    }
-
-    fn overridden(&self, action: events::Override, transition: Option<Transition>) {
-        let listener = events::resolve(None);
-        #[cfg(feature = "tracing")]
-        tracing::warn!(breaker = self.label(), key = self.key().unwrap_or_default(), action = %action, "circuit breaker overridden by an operator");
-        if let Some(listener) = listener {
-            listener.on_event(&events::Event::BreakerOverridden {
-                breaker: self.name(),
-                action,
-            });
-        }
-        if let Some(transition) = transition {
-            events::breaker_transition(listener, self.into(), transition);
-        }
     }
 
     /// Time left in the cooldown since the breaker last opened. An opening that lies in the
@@ -793,13 +756,14 @@ impl Breaker {
     }
 
     /// Opened elsewhere, with `retry_in` left of its cooldown (at most this breaker's own
-    /// cooldown): open here too, and tell the global listeners. A call admitted before counts
-    /// for nothing after (a new generation); callers waiting for a probe here are refused.
-    pub(crate) fn remote_open(&self, retry_in: Duration) {
+    /// cooldown): open here too. A call admitted before counts for nothing after (a new
+    /// generation); callers waiting for a probe here are refused. No call of this instance
+    /// hears of the transition: the caller reports it.
+    pub(crate) fn remote_open(&self, retry_in: Duration) -> Option<Transition> {
         let transition = {
             let mut probing = lock(&self.probing);
             if self.forced.load(Ordering::Acquire) {
-                return;
+                return None;
             }
             self.opened_for(retry_in);
             let word = self.load();
@@ -813,17 +777,17 @@ impl Breaker {
             })
         };
         self.verdict.notify_waiters();
-        self.heard(transition);
+        transition
     }
 
-    /// Closed elsewhere by a successful probe: close here too, forgetting what was counted,
-    /// and tell the global listeners.
-    pub(crate) fn remote_closed(&self) {
+    /// Closed elsewhere by a successful probe: close here too, forgetting what was counted.
+    /// The caller reports the transition.
+    pub(crate) fn remote_closed(&self) -> Option<Transition> {
         let transition = {
             let mut probing = lock(&self.probing);
             let word = self.load();
             if self.forced.load(Ordering::Acquire) || word.state() == CLOSED {
-                return;
+                return None;
             }
             *probing = false;
             self.word.store(word.next(CLOSED).0, Ordering::Release);
@@ -834,15 +798,7 @@ impl Breaker {
             }
         };
         self.verdict.notify_waiters();
-        self.heard(Some(transition));
-    }
-
-    /// A transition a peer caused: no call of this instance hears of it, so the global
-    /// listeners do here.
-    fn heard(&self, transition: Option<Transition>) {
-        if let Some(transition) = transition {
-            events::breaker_transition(events::resolve(None), self.into(), transition);
-        }
+        Some(transition)
     }
 
     /// This instance was to probe, but a peer's probe (or opening) is in force for

@@ -9,7 +9,8 @@ use redis::ScriptInvocation;
 
 use super::scripts::{CLOSE, OPEN, PROBE, RELEASE};
 use super::Sharing;
-use crate::breaker::{Breaker, BreakerState};
+use crate::breaker::{Breaker, BreakerState, Transition};
+use crate::events;
 
 /// A transition made here that Redis has not heard of yet: `OPENED` or `CLOSED` in the low
 /// bits (0 when none), under a count of announcements above them. A reply clears only the announcement it
@@ -252,11 +253,12 @@ impl<'a> Message<'a> {
 
     /// Brings the local breaker to what the peer said.
     pub(crate) fn apply(&self, breaker: &Breaker) {
-        match self.news {
+        let transition = match self.news {
             News::Open(retry_in) => breaker.remote_open(retry_in),
             News::Closed => breaker.remote_closed(),
-            News::Held(_) => {}
-        }
+            News::Held(_) => None,
+        };
+        heard(breaker, transition);
     }
 }
 
@@ -374,5 +376,13 @@ mod tests {
             assert!(Message::parse(hostile).is_none());
         }
         assert!(Message::parse(b"open|x|99999999999999999999999|id").is_none());
+    }
+}
+
+/// A transition a peer caused: no call of this instance hears of it, so the global listeners
+/// do here.
+pub(crate) fn heard(breaker: &Breaker, transition: Option<Transition>) {
+    if let Some(transition) = transition {
+        events::breaker_transition(events::resolve(None), breaker.into(), transition);
     }
 }

@@ -329,7 +329,8 @@ async fn sync(
     }
     for (breaker, open_for) in asked.into_iter().zip(open_for) {
         if open_for > 0 {
-            breaker.remote_open(Duration::from_millis(open_for.unsigned_abs()));
+            let transition = breaker.remote_open(Duration::from_millis(open_for.unsigned_abs()));
+            super::breaker::heard(&breaker, transition);
         }
     }
     Ok(())
