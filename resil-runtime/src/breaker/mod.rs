@@ -15,11 +15,20 @@
 //! that admitted it: a call admitted while closed that fails after the breaker opened, and
 //! after a probe closed it again, counts for nothing instead of re-opening it.
 
+mod admission;
+mod config;
 mod directory;
 mod keyed;
+#[cfg(feature = "redis")]
+mod remote;
+mod verdicts;
 mod window;
+mod word;
 
 pub use crate::breaker_state::{BreakerState, Transition};
+pub use admission::Admission;
+pub(crate) use admission::{Admit, Ticket};
+pub use config::{BreakerConfig, BreakerKind};
 pub use directory::{breakers, find, BreakerStatus};
 pub(crate) use directory::{named, watch_breaker, watch_keys, KeptBreakers};
 pub use keyed::{KeyedBreaker, KeyedBreakers};
@@ -32,122 +41,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::sync::{lock, AtomicBool, AtomicU64, Mutex, Ordering};
-use crate::{ConfigError, Rejected};
-use resil_spec::rules;
+use crate::Rejected;
 use window::Window;
-
-const CLOSED: u64 = 0;
-const OPEN: u64 = 1;
-const HALF_OPEN: u64 = 2;
-
-/// State, consecutive failures and generation in one atomic word, so that "count this failure
-/// if the breaker is still in the generation that admitted the call" is one compare-and-swap:
-/// bits 0-1 the state, 2-33 the failures, 34-63 the generation (wrapping).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Word(u64);
-
-impl Word {
-    const GENERATION_SHIFT: u32 = 34;
-
-    fn state(self) -> u64 {
-        self.0 & 0b11
-    }
-
-    fn failures(self) -> u32 {
-        (self.0 >> 2) as u32
-    }
-
-    fn generation(self) -> u32 {
-        (self.0 >> Self::GENERATION_SHIFT) as u32
-    }
-
-    fn with_failures(self, failures: u32) -> Word {
-        Word(self.0 & !(u64::from(u32::MAX) << 2) | u64::from(failures) << 2)
-    }
-
-    /// The next generation, in `state`, with no failure counted.
-    fn next(self, state: u64) -> Word {
-        let generation = u64::from(self.generation().wrapping_add(1)) & ((1 << 30) - 1);
-        Word(generation << Self::GENERATION_SHIFT | state)
-    }
-}
-
-impl BreakerState {
-    fn from_bits(state: u64) -> Self {
-        match state {
-            CLOSED => BreakerState::Closed,
-            OPEN => BreakerState::Open,
-            _ => BreakerState::HalfOpen,
-        }
-    }
-}
-
-/// A breaker's tuning: consecutive transient failures that open it, and how long it stays
-/// open before a probe.
-///
-/// ```
-/// use resil_runtime::BreakerConfig;
-/// use std::time::Duration;
-///
-/// let config = BreakerConfig::new(5, Duration::from_secs(30))?;
-/// assert_eq!(config, BreakerConfig::default());
-/// # Ok::<(), resil_runtime::ConfigError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BreakerConfig {
-    threshold: u32,
-    cooldown: Duration,
-    kind: BreakerKind,
-}
-
-pub use resil_spec::BreakerKind;
-
-impl Default for BreakerConfig {
-    /// 5 consecutive transient failures, 30 s cooldown.
-    fn default() -> Self {
-        BreakerConfig {
-            threshold: resil_spec::defaults::BREAKER_THRESHOLD,
-            cooldown: resil_spec::defaults::BREAKER_COOLDOWN,
-            kind: BreakerKind::Consecutive,
-        }
-    }
-}
-
-impl BreakerConfig {
-    /// Opens after `threshold` consecutive transient failures, probes after `cooldown`.
-    pub fn new(threshold: u32, cooldown: Duration) -> Result<Self, ConfigError> {
-        rules::breaker_threshold(threshold)?;
-        rules::positive("breaker_cooldown", cooldown)?;
-        Ok(BreakerConfig {
-            threshold,
-            cooldown,
-            kind: BreakerKind::Consecutive,
-        })
-    }
-
-    /// Judges by `kind` instead of consecutive failures (the threshold then counts for
-    /// nothing).
-    pub fn with_kind(mut self, kind: BreakerKind) -> Result<Self, ConfigError> {
-        rules::breaker_kind(kind)?;
-        self.kind = kind;
-        Ok(self)
-    }
-
-    /// Consecutive transient failures that open the breaker.
-    pub const fn threshold(&self) -> u32 {
-        self.threshold
-    }
-
-    /// Time from opening to the first probe.
-    pub const fn cooldown(&self) -> Duration {
-        self.cooldown
-    }
-
-    /// How it judges the provider.
-    pub const fn kind(&self) -> BreakerKind {
-        self.kind
-    }
-}
+use word::{Word, CLOSED, HALF_OPEN, OPEN};
 
 /// How an admitted call ended, as far as the breaker is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,14 +109,6 @@ impl fmt::Debug for Breaker {
     }
 }
 
-/// The outcome of the synchronous admission check.
-#[derive(Debug)]
-pub(crate) enum Admit<'b> {
-    Pass(Admission<'b>),
-    Wait,
-    Reject(Rejected),
-}
-
 impl Breaker {
     /// A closed breaker. Its name appears in [`Rejected::BreakerOpen`] and in events.
     pub fn new(name: impl Into<Arc<str>>, config: BreakerConfig) -> Self {
@@ -234,7 +122,7 @@ impl Breaker {
             probing: Mutex::new(false),
             verdict: Notify::new(),
             forced: AtomicBool::new(false),
-            window: match config.kind {
+            window: match config.kind() {
                 BreakerKind::Consecutive => None,
                 BreakerKind::FailureRate { window, .. } | BreakerKind::SlowCall { window, .. } => {
                     Some(Mutex::new(Window::new(window)))
@@ -316,7 +204,7 @@ impl Breaker {
 
     /// Whether verdicts need the call's duration (a slow-call breaker).
     pub(crate) fn times_calls(&self) -> bool {
-        matches!(self.config.kind, BreakerKind::SlowCall { .. })
+        matches!(self.config.kind(), BreakerKind::SlowCall { .. })
     }
 
     /// Asks to make a call. Closed: admitted at once. Open: rejected, unless the cooldown has
@@ -449,10 +337,10 @@ impl Breaker {
                 Ordering::AcqRel,
                 Ordering::Acquire,
             );
-            return self.config.cooldown;
+            return self.config.cooldown();
         }
         let elapsed = Duration::from_nanos(now.abs_diff(opened_at));
-        self.config.cooldown.saturating_sub(elapsed)
+        self.config.cooldown().saturating_sub(elapsed)
     }
 
     /// Signed nanoseconds from `created` to `at`, saturating.
@@ -485,345 +373,5 @@ impl Breaker {
             breaker: Arc::clone(&self.name),
             retry_in,
         }
-    }
-
-    /// Records how an admitted call ended. A verdict from another generation than the one that
-    /// admitted the call counts for nothing.
-    pub(crate) fn record(&self, ticket: Ticket, verdict: Verdict) -> Option<Transition> {
-        self.record_timed(ticket, verdict, None)
-    }
-
-    /// [`Breaker::record`], with how long the call took when it was timed (a slow-call
-    /// breaker judges by it; a call not timed counts as fast).
-    pub(crate) fn record_timed(
-        &self,
-        ticket: Ticket,
-        verdict: Verdict,
-        took: Option<Duration>,
-    ) -> Option<Transition> {
-        let verdict = match self.config.kind {
-            // Slowness is the failure a slow-call breaker counts; a probe that answers too
-            // slowly has not shown the provider is back.
-            BreakerKind::SlowCall { slower_than, .. } if verdict != Verdict::Neutral => {
-                if took.is_some_and(|took| took >= slower_than) {
-                    Verdict::Failure
-                } else {
-                    Verdict::Success
-                }
-            }
-            _ => verdict,
-        };
-        if ticket.probe {
-            return self.record_probe(ticket, verdict);
-        }
-        if verdict == Verdict::Neutral {
-            return None;
-        }
-        if let Some(window) = &self.window {
-            return self.judge(window, ticket, verdict);
-        }
-        let mut word = self.load();
-        loop {
-            // Under load most successes find the count at zero: a load, no write.
-            if verdict == Verdict::Success && word.failures() == 0 {
-                return None;
-            }
-            if word.generation() != ticket.generation || word.state() != CLOSED {
-                return None;
-            }
-            let counted = match verdict {
-                Verdict::Neutral => return None,
-                Verdict::Success => word.with_failures(0),
-                Verdict::Failure => {
-                    let failures = word.failures().saturating_add(1);
-                    if failures >= self.config.threshold {
-                        let _transition = lock(&self.probing);
-                        if self.load() != word {
-                            word = self.load();
-                            continue;
-                        }
-                        self.open(word);
-                        self.announce(BreakerState::Open);
-                        return Some(Transition {
-                            from: BreakerState::Closed,
-                            to: BreakerState::Open,
-                        });
-                    }
-                    word.with_failures(failures)
-                }
-            };
-            match self.word.compare_exchange_weak(
-                word.0,
-                counted.0,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return None,
-                Err(actual) => word = Word(actual),
-            }
-        }
-    }
-
-    /// Counts a verdict in the window of a failure-rate or slow-call breaker, and opens it if
-    /// the share of bad calls reached its limit.
-    fn judge(
-        &self,
-        window: &Mutex<Window>,
-        ticket: Ticket,
-        verdict: Verdict,
-    ) -> Option<Transition> {
-        let (percent, min_calls) = match self.config.kind {
-            BreakerKind::FailureRate {
-                percent, min_calls, ..
-            }
-            | BreakerKind::SlowCall {
-                percent, min_calls, ..
-            } => (percent, min_calls),
-            BreakerKind::Consecutive => return None,
-        };
-        let _transition = lock(&self.probing);
-        let word = self.load();
-        if word.generation() != ticket.generation || word.state() != CLOSED {
-            return None;
-        }
-        let mut window = lock(window);
-        window.push(verdict == Verdict::Failure);
-        if !window.trips(percent, min_calls) {
-            return None;
-        }
-        window.clear();
-        self.open(word);
-        self.announce(BreakerState::Open);
-        Some(Transition {
-            from: BreakerState::Closed,
-            to: BreakerState::Open,
-        })
-    }
-
-    /// A closed breaker judges afresh: the calls of before it opened are forgotten. Called
-    /// with the transition lock held.
-    fn forget_calls(&self) {
-        if let Some(window) = &self.window {
-            lock(window).clear();
-        }
-    }
-
-    /// A failure of a call admitted earlier that has since committed (a stream failing after
-    /// its first item): counted against the breaker as it is now, if it is closed.
-    pub(crate) fn record_failure(&self) -> Option<Transition> {
-        self.record(Ticket::new(false, self.load()), Verdict::Failure)
-    }
-
-    /// Tells the other instances of a state this breaker reached by its own calls.
-    fn announce(&self, to: BreakerState) {
-        #[cfg(feature = "redis")]
-        if let Some(link) = self.shared.get() {
-            link.announce(self, to);
-        }
-        #[cfg(not(feature = "redis"))]
-        let _ = to;
-    }
-
-    fn record_probe(&self, ticket: Ticket, verdict: Verdict) -> Option<Transition> {
-        let transition = {
-            let mut probing = lock(&self.probing);
-            let word = self.load();
-            if word.generation() != ticket.generation || word.state() != HALF_OPEN {
-                return None;
-            }
-            *probing = false;
-            match verdict {
-                Verdict::Success => {
-                    self.word.store(word.next(CLOSED).0, Ordering::Release);
-                    self.forget_calls();
-                    Some(BreakerState::Closed)
-                }
-                Verdict::Failure => {
-                    self.open(word);
-                    Some(BreakerState::Open)
-                }
-                Verdict::Neutral => {
-                    #[cfg(feature = "redis")]
-                    if let Some(link) = self.shared.get() {
-                        link.release_probe();
-                    }
-                    None
-                }
-            }
-        };
-        if let Some(to) = transition {
-            self.announce(to);
-        }
-        self.verdict.notify_waiters();
-        transition.map(|to| Transition {
-            from: BreakerState::HalfOpen,
-            to,
-        })
-    }
-}
-
-/// What a caller holds between its admission and its verdict: whether it is the probe, and the
-/// generation that admitted it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ticket {
-    pub(crate) probe: bool,
-    generation: u32,
-}
-
-impl Ticket {
-    fn new(probe: bool, word: Word) -> Self {
-        Ticket {
-            probe,
-            generation: word.generation(),
-        }
-    }
-}
-
-/// Permission to make one call through a [`Breaker`]. Report how the call ended with
-/// [`Admission::record`]; dropping it unrecorded (the call was cancelled) counts for nothing
-/// and, for a probe, lets the next caller probe.
-#[must_use = "record the call's verdict, or drop the admission if the call was cancelled"]
-#[derive(Debug)]
-pub struct Admission<'b> {
-    breaker: &'b Breaker,
-    ticket: Ticket,
-    transition: Option<Transition>,
-}
-
-impl<'b> Admission<'b> {
-    fn new(breaker: &'b Breaker, ticket: Ticket) -> Self {
-        Admission {
-            breaker,
-            ticket,
-            transition: None,
-        }
-    }
-
-    fn with_transition(mut self, transition: Transition) -> Self {
-        self.transition = Some(transition);
-        self
-    }
-
-    /// The breaker that admitted the call.
-    pub fn breaker(&self) -> &'b Breaker {
-        self.breaker
-    }
-
-    /// Is this call the half-open probe?
-    pub fn is_probe(&self) -> bool {
-        self.ticket.probe
-    }
-
-    /// The transition that admitting this call caused (open → half-open), if any.
-    pub fn transition(&self) -> Option<Transition> {
-        self.transition
-    }
-
-    /// Reports how the call ended; returns the state change it caused, if any.
-    pub fn record(self, verdict: Verdict) -> Option<Transition> {
-        let this = std::mem::ManuallyDrop::new(self);
-        this.breaker.record(this.ticket, verdict)
-    }
-
-    /// Hands the duty of recording (or, for a cancelled probe, of releasing the slot with
-    /// `record(ticket, Verdict::Neutral)`) to the caller, with the transition admitting it
-    /// caused.
-    pub(crate) fn detach(self) -> (Ticket, Option<Transition>) {
-        let this = std::mem::ManuallyDrop::new(self);
-        (this.ticket, this.transition)
-    }
-}
-
-impl Drop for Admission<'_> {
-    fn drop(&mut self) {
-        if self.ticket.probe {
-            self.breaker.record_probe(self.ticket, Verdict::Neutral);
-        }
-    }
-}
-
-/// What other instances make of a shared breaker (see [`crate::shared`]).
-#[cfg(feature = "redis")]
-impl Breaker {
-    /// Ties the breaker to Redis; false if it was tied already.
-    pub(crate) fn share(&self, link: crate::shared::BreakerLink) -> bool {
-        self.shared.set(link).is_ok()
-    }
-
-    /// Its place in Redis, for a shared breaker.
-    pub(crate) fn shared_link(&self) -> Option<&crate::shared::BreakerLink> {
-        self.shared.get()
-    }
-
-    /// Opened elsewhere, with `retry_in` left of its cooldown (at most this breaker's own
-    /// cooldown): open here too. A call admitted before counts for nothing after (a new
-    /// generation); callers waiting for a probe here are refused. No call of this instance
-    /// hears of the transition: the caller reports it.
-    pub(crate) fn remote_open(&self, retry_in: Duration) -> Option<Transition> {
-        let transition = {
-            let mut probing = lock(&self.probing);
-            if self.forced.load(Ordering::Acquire) {
-                return None;
-            }
-            self.opened_for(retry_in);
-            let word = self.load();
-            (word.state() != OPEN).then(|| {
-                *probing = false;
-                self.word.store(word.next(OPEN).0, Ordering::Release);
-                Transition {
-                    from: BreakerState::from_bits(word.state()),
-                    to: BreakerState::Open,
-                }
-            })
-        };
-        self.verdict.notify_waiters();
-        transition
-    }
-
-    /// Closed elsewhere by a successful probe: close here too, forgetting what was counted.
-    /// The caller reports the transition.
-    pub(crate) fn remote_closed(&self) -> Option<Transition> {
-        let transition = {
-            let mut probing = lock(&self.probing);
-            let word = self.load();
-            if self.forced.load(Ordering::Acquire) || word.state() == CLOSED {
-                return None;
-            }
-            *probing = false;
-            self.word.store(word.next(CLOSED).0, Ordering::Release);
-            self.forget_calls();
-            Transition {
-                from: BreakerState::from_bits(word.state()),
-                to: BreakerState::Closed,
-            }
-        };
-        self.verdict.notify_waiters();
-        Some(transition)
-    }
-
-    /// This instance was to probe, but a peer's probe (or opening) is in force for
-    /// `retry_in`: back to open for that long, with no transition to tell (the half-open
-    /// state was never shown).
-    pub(crate) fn yield_probe(&self, ticket: Ticket, retry_in: Duration) {
-        {
-            let mut probing = lock(&self.probing);
-            let word = self.load();
-            if word.generation() != ticket.generation || word.state() != HALF_OPEN {
-                return;
-            }
-            *probing = false;
-            self.opened_for(retry_in);
-            self.word.store(word.next(OPEN).0, Ordering::Release);
-        }
-        self.verdict.notify_waiters();
-    }
-
-    /// Dates the opening so that `retry_in` (at most a cooldown) is left of it.
-    fn opened_for(&self, retry_in: Duration) {
-        let passed = self.config.cooldown.saturating_sub(retry_in);
-        let now = self.since_created(Instant::now());
-        let passed = i64::try_from(passed.as_nanos()).unwrap_or(i64::MAX);
-        self.opened_at
-            .store(now.saturating_sub(passed) as u64, Ordering::Release);
     }
 }
