@@ -1,27 +1,30 @@
 //! [`Execution`]: one logical operation in progress, and the decision after each attempt.
 
 mod attempt;
+mod report;
+#[cfg(feature = "tracing")]
+use report::Spans;
+mod retry;
 mod run;
+mod slots;
+mod streams;
 
 pub use attempt::Attempt;
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_core::Stream;
 use tokio::time::Instant;
 
-use crate::breaker::{Breaker, BreakerState, Transition};
+use crate::breaker::Breaker;
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
-use crate::events::{self, AttemptOutcome, Event, GiveUp, Listener};
+use crate::events::{Event, GiveUp};
 use crate::gate::{RateGate, Slot};
-use crate::operation::{self, Frame, OperationId};
+use crate::operation::Frame;
 use crate::policy::{BreakerRef, Scope, Settings, Tuning};
 use crate::registry::Held;
-use crate::stream::{committing_item, Committed, Holdings, ResilientStream};
 use crate::{Rejected, Transient};
 
 /// One logical operation in progress: holds the bulkhead permit and the deadline, counts
@@ -105,44 +108,6 @@ struct Progress<'p> {
     /// Records the operation's outcome and duration when it ends.
     #[cfg(feature = "metrics")]
     meter: crate::meter::Meter<'p>,
-}
-
-/// The operation's span and its current attempt's.
-#[cfg(feature = "tracing")]
-#[derive(Debug)]
-struct Spans {
-    operation: tracing::Span,
-    attempt: tracing::Span,
-}
-
-#[cfg(feature = "tracing")]
-impl Spans {
-    fn start(name: &str, frame: &mut Frame) -> Self {
-        let operation = tracing::info_span!(
-            "resil.operation",
-            "resil.fn" = name,
-            "resil.id" = tracing::field::Empty
-        );
-        if !operation.is_disabled() {
-            operation.record("resil.id", tracing::field::display(frame.id()));
-        }
-        Spans {
-            operation,
-            attempt: tracing::Span::none(),
-        }
-    }
-
-    fn attempt(&mut self, attempt: u32) {
-        self.attempt = tracing::info_span!(
-            parent: &self.operation,
-            "resil.attempt",
-            attempt,
-            "http.request.resend_count" = tracing::field::Empty
-        );
-        if attempt > 0 {
-            self.attempt.record("http.request.resend_count", attempt);
-        }
-    }
 }
 
 impl<E> fmt::Debug for Execution<'_, E> {
@@ -258,69 +223,6 @@ impl<'p, E> Execution<'p, E> {
             spans.attempt(self.progress.attempt);
         }
         Attempt::new(self, future)
-    }
-
-    /// One attempt of a streaming call: `connect`, then the stream's first item, under the
-    /// attempt's timeout (see [`crate::stream`]).
-    pub fn attempt_stream<T, S, Fut>(
-        &mut self,
-        connect: Fut,
-    ) -> Attempt<'_, 'p, impl Future<Output = Result<Committed<T, S>, E>> + use<'p, T, E, S, Fut>, E>
-    where
-        Fut: Future<Output = Result<S, E>>,
-        S: Stream<Item = Result<T, E>>,
-        E: From<Rejected>,
-    {
-        self.attempt(committing_item(connect, |_| true))
-    }
-
-    /// [`Execution::attempt_stream`] whose commit point is the first item that `commits`
-    /// accepts: the items before it are held and handed over at the commit (see
-    /// [`crate::stream`]).
-    pub fn attempt_stream_until<T, S, Fut, C>(
-        &mut self,
-        connect: Fut,
-        commits: C,
-    ) -> Attempt<
-        '_,
-        'p,
-        impl Future<Output = Result<Committed<T, S>, E>> + use<'p, T, E, S, Fut, C>,
-        E,
-    >
-    where
-        Fut: Future<Output = Result<S, E>>,
-        S: Stream<Item = Result<T, E>>,
-        E: From<Rejected>,
-        C: Fn(&T) -> bool,
-    {
-        self.attempt(committing_item(connect, commits))
-    }
-
-    /// Ends a streaming operation: a committed stream takes over the bulkhead permit, the
-    /// breaker and the deadline; a failure gives them back here, before any fallback runs.
-    pub fn commit<T, S>(
-        self,
-        outcome: Outcome<Committed<T, S>, E>,
-    ) -> Outcome<ResilientStream<'p, T, E, S>, E> {
-        match outcome {
-            Outcome::Completed(Ok(committed)) => {
-                #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
-                let mut progress = self.progress;
-                #[cfg(feature = "metrics")]
-                progress.meter.committed();
-                let holdings = Holdings {
-                    listener: progress.listener(),
-                    breaker: progress.breaker,
-                    scope: progress.scope,
-                    permit: progress.permit,
-                    deadline: progress.deadline,
-                    idle: progress.tuning.idle,
-                };
-                Outcome::Completed(Ok(ResilientStream::new(committed, holdings)))
-            }
-            Outcome::Completed(Err(error)) => Outcome::Completed(Err(error)),
-            Outcome::Failed(error) => Outcome::Failed(error),
-        }
     }
 
     /// The call is about to be made.
@@ -502,181 +404,6 @@ impl<'p> Progress<'p> {
         }))
     }
 
-    /// Reserves this attempt's slots in the rate gates: the wait until the later of them, or
-    /// the refusal of a gate whose slot would come after the deadline (nothing is then held).
-    #[inline]
-    fn reserve_slots(&mut self) -> Result<Duration, Rejected> {
-        if !self.settings.gated || !self.tuning.enabled {
-            return Ok(Duration::ZERO);
-        }
-        self.refuse_if_open()?;
-        let mut reserved = Reserved::default();
-        let mut wait = Duration::ZERO;
-        if let Some(gate) = self.rate() {
-            let (rate, slot) = gate.reserve_slot(1, self.deadline)?;
-            (wait, reserved.rate) = (rate, Some(slot));
-        }
-        if let Some(gate) = self.token_rate() {
-            match gate.reserve_slot(self.cost, self.deadline) {
-                Ok((tokens, slot)) => (wait, reserved.tokens) = (wait.max(tokens), Some(slot)),
-                Err(refused) => {
-                    self.reserved = reserved;
-                    self.refund_slots();
-                    return Err(refused);
-                }
-            }
-        }
-        self.reserved = reserved;
-        Ok(wait)
-    }
-
-    /// A call the breaker will refuse does not wait for a slot first.
-    fn refuse_if_open(&self) -> Result<(), Rejected> {
-        if let Some(breaker) = self.breaker() {
-            let retry_in = breaker.retry_in(Instant::now());
-            if !retry_in.is_zero() {
-                return Err(breaker.rejection(retry_in));
-            }
-        }
-        Ok(())
-    }
-
-    /// For a shared policy whose store answers, the request for this attempt's slots in the
-    /// shared gates; `None` when the local gates decide alone (no shared gate, or Redis is
-    /// known to be down and the policy fails open). Out of line: only gated policies get
-    /// here, and the attempt's own code stays small.
-    #[cfg(feature = "redis")]
-    #[inline(never)]
-    fn shared_slots(&mut self) -> Result<Option<attempt::SharedWait>, Rejected> {
-        if !self.tuning.enabled {
-            return Ok(None);
-        }
-        let (rate, tokens) = (self.rate(), self.token_rate());
-        let shared = |gate: Option<&RateGate>| gate.and_then(|gate| gate.shared()).cloned();
-        let (rate_link, token_link) = (shared(rate), shared(tokens));
-        let Some(link) = rate_link.as_ref().or(token_link.as_ref()) else {
-            return Ok(None);
-        };
-        if !link.is_available() {
-            return self.refuse_if_failing_closed().map(|()| None);
-        }
-        self.refuse_if_open()?;
-        if let Some(gate) = tokens.filter(|gate| self.cost > gate.burst()) {
-            return Err(Rejected::OverBurst {
-                cost: self.cost,
-                burst: gate.burst(),
-            });
-        }
-        let limit = self
-            .deadline
-            .map(|deadline| deadline.saturating_duration_since(Instant::now()));
-        let interval = |gate: Option<&RateGate>| gate.map_or(0, RateGate::interval_now);
-        let gates = [
-            rate_link.map(|link| (link, 1, interval(rate))),
-            token_link.map(|link| (link, self.cost, interval(tokens))),
-        ];
-        Ok(Some(Box::pin(crate::shared::reserve(gates, limit))))
-    }
-
-    /// What the shared gates answered: the wait for the slot (the local gates then count the
-    /// call too, so that they decide from what this instance did if Redis goes), or the
-    /// refusal. No answer: the local gates decide, unless the policy fails closed.
-    #[cfg(feature = "redis")]
-    fn shared_answer(&mut self, answer: crate::shared::SharedSlots) -> Result<Duration, Rejected> {
-        use crate::shared::{RemoteSlot, SharedSlots};
-        match answer {
-            SharedSlots::Granted(granted) => {
-                let [rate, tokens] = granted.slots;
-                let mirror = |gate: Option<&RateGate>, remote: Option<RemoteSlot>| {
-                    gate.zip(remote)
-                        .map(|(gate, remote)| gate.mirror(remote.ahead))
-                };
-                self.reserved = Reserved {
-                    rate: mirror(self.rate(), rate),
-                    tokens: mirror(self.token_rate(), tokens),
-                    remote: Some(Box::new([rate, tokens])),
-                };
-                Ok(granted.wait)
-            }
-            SharedSlots::Refused(rejected) => Err(rejected),
-            SharedSlots::Unavailable => {
-                self.refuse_if_failing_closed()?;
-                self.reserve_slots()
-            }
-        }
-    }
-
-    /// Redis does not answer: the local gates decide, unless the policy fails closed.
-    #[cfg(feature = "redis")]
-    fn refuse_if_failing_closed(&self) -> Result<(), Rejected> {
-        let fail_closed = [self.rate(), self.token_rate()]
-            .into_iter()
-            .flatten()
-            .filter_map(RateGate::shared)
-            .any(|link| link.fail_closed());
-        match fail_closed {
-            true => Err(Rejected::SharedUnavailable),
-            false => Ok(()),
-        }
-    }
-
-    /// Did a throttle revoke a slot this attempt waits for? Then the attempt must reserve
-    /// again: what a throttle revoked is gone, and what it did not (the other gate's slot)
-    /// goes back.
-    fn slots_revoked(&mut self) -> bool {
-        let revoked = |gate: Option<&RateGate>, slot: Option<Slot>| {
-            gate.zip(slot)
-                .is_some_and(|(gate, slot)| gate.is_revoked(slot))
-        };
-        let reserved = &self.reserved;
-        let revoked =
-            revoked(self.rate(), reserved.rate) || revoked(self.token_rate(), reserved.tokens);
-        if revoked {
-            self.refund_slots();
-        }
-        revoked
-    }
-
-    /// The slots reserved are spent by the call.
-    fn slots_used(&mut self) {
-        self.reserved = Reserved::default();
-    }
-
-    /// The attempt was refused, or gave up waiting, after its slots were reserved: it made no
-    /// call, so each goes back to its gate (each gate takes back only what it can: see
-    /// [`RateGate::refund`]).
-    fn refund_slots(&mut self) {
-        let reserved = std::mem::take(&mut self.reserved);
-        #[cfg(feature = "redis")]
-        if let Some(remote) = reserved.remote {
-            let links =
-                [self.rate(), self.token_rate()].map(|gate| gate.and_then(RateGate::shared));
-            for (link, slot) in links.into_iter().zip(*remote) {
-                if let (Some(link), Some(slot)) = (link, slot) {
-                    link.refund(slot);
-                }
-            }
-        }
-        if let (Some(gate), Some(slot)) = (self.rate(), reserved.rate) {
-            gate.refund(slot);
-        }
-        if let (Some(gate), Some(slot)) = (self.token_rate(), reserved.tokens) {
-            gate.refund(slot);
-        }
-    }
-
-    /// The provider throttled this call: the gates slow down, and if it asked to wait, they
-    /// hand out no slot until then, so other callers wait in them instead of provoking their
-    /// own 429.
-    fn throttled(&self, wait: Option<Duration>) {
-        for gate in [self.rate(), self.token_rate()].into_iter().flatten() {
-            gate.slow_down();
-            if let Some(wait) = wait {
-                gate.hold(wait.min(self.tuning.retry_after_max));
-            }
-        }
-    }
-
     /// A full bulkhead or a passed deadline stop the attempt before anything else.
     #[inline]
     fn before_call(&mut self) -> Result<(), Rejected> {
@@ -714,170 +441,8 @@ impl<'p> Progress<'p> {
         });
     }
 
-    /// Who hears this operation's events: looked up at each event, when someone listened at
-    /// the start, rather than kept (which keeps the execution small enough to move cheaply).
-    #[inline]
-    fn listener(&self) -> Option<&'p Arc<dyn Listener>> {
-        if !self.listening {
-            return None;
-        }
-        self.settings.listener()
-    }
-
-    /// Calls `send` with the listener, this call's site and its id, when someone listens.
-    #[inline]
-    fn notify(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
-        if let Some(listener) = self.listener() {
-            let operation = operation::current_id();
-            send(&**listener, &self.settings.name, operation.as_ref());
-        }
-    }
-
-    /// The call that `started` announced, in an attempt that started at `started`, ended with
-    /// `outcome`.
-    #[inline]
-    fn ended(&self, outcome: AttemptOutcome<'_>, started: Option<Instant>) {
-        let attempt = self.attempt;
-        self.notify(|listener, site, operation| {
-            listener.on_event(&Event::AttemptEnded {
-                site,
-                operation,
-                attempt,
-                outcome,
-                elapsed: started.map_or(Duration::ZERO, |at| at.elapsed()),
-            })
-        });
-    }
-
-    /// Tells the listener, if any, that the breaker changed state.
-    fn transition(&self, breaker: &Breaker, transition: Transition) {
-        events::breaker_transition(self.listener(), breaker.into(), transition);
-    }
-
-    /// How the operation ended, for the metrics (`resil_calls_total{outcome}`).
-    #[inline(always)]
-    fn outcome(&mut self, _outcome: &'static str) {
-        #[cfg(feature = "metrics")]
-        self.meter.ended(_outcome);
-    }
-
     /// The backoff wait is over: the next attempt begins.
     fn advance(&mut self) {
         self.attempt += 1;
-    }
-
-    /// A transient failure (whose error asked to wait `asked`, if it did): the wait before
-    /// the next attempt, with the retry drawn, or why there is none.
-    fn plan_retry(&mut self, asked: Option<Duration>) -> Result<Duration, GiveUp> {
-        let (settings, tuning) = (self.settings, self.tuning);
-        if tuning.retry == 0 {
-            return Err(GiveUp::NoRetries);
-        }
-        if self.attempt >= tuning.retry {
-            return Err(GiveUp::RetriesExhausted);
-        }
-        if let Some(breaker) = self.breaker() {
-            // Opened meanwhile (by this failure or another caller's) and not yet cooled down.
-            if breaker.state() == BreakerState::Open && !breaker.retry_in(Instant::now()).is_zero()
-            {
-                return Err(GiveUp::BreakerOpen);
-            }
-        }
-        if asked.is_some_and(|asked| asked > tuning.retry_after_max) {
-            return Err(GiveUp::RetryAfterTooLong);
-        }
-        let previous = (self.last_wait > 0).then(|| Duration::from_nanos(self.last_wait));
-        let wait = settings.wait(&tuning.backoff, self.attempt, previous, asked);
-        if let Some(deadline) = self.deadline {
-            // No wait is started that cannot end, with time for the call, before the deadline.
-            if later(Instant::now(), wait) >= deadline {
-                return Err(GiveUp::DeadlineTooClose);
-            }
-        }
-        if operation::allowance() == Some(0) {
-            return Err(GiveUp::AllowanceSpent);
-        }
-        if let Some(budget) = &settings.budget {
-            // An operation that has not called yet (its first attempt waited for a probe and
-            // timed out) withdraws nothing: its next call is its first.
-            if self.called && !budget.try_withdraw() {
-                return Err(GiveUp::BudgetExhausted);
-            }
-        }
-        operation::draw();
-        let attempt = self.attempt;
-        #[cfg(feature = "metrics")]
-        settings.meters.retry();
-        #[cfg(feature = "tracing")]
-        tracing::debug!(
-            wait_ms = wait.as_millis() as u64,
-            reason = if asked.is_some() {
-                "retry_after"
-            } else {
-                "backoff"
-            },
-            "waiting before the next attempt"
-        );
-        self.notify(|listener, site, operation| {
-            listener.on_event(&Event::Waiting {
-                site,
-                operation,
-                attempt,
-                wait,
-            })
-        });
-        self.last_wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-        Ok(wait)
-    }
-
-    /// Ends the operation with the provider's `error` (`outcome`: `error` or `timeout`), which
-    /// asked to wait `asked` if it did.
-    fn give_up<T, E>(
-        &mut self,
-        error: E,
-        reason: GiveUp,
-        outcome: &'static str,
-        asked: Option<Duration>,
-    ) -> Next<T, E> {
-        self.outcome(outcome);
-        let attempt = self.attempt;
-        // The error itself does not say why it was not retried: a wait refused is logged.
-        #[cfg(feature = "tracing")]
-        if let (GiveUp::RetryAfterTooLong | GiveUp::DeadlineTooClose, Some(asked)) = (reason, asked)
-        {
-            tracing::warn!(
-                asked_ms = u64::try_from(asked.as_millis()).unwrap_or(u64::MAX),
-                reason = reason.as_str(),
-                "not retried: the error asked to wait {asked:?}"
-            );
-        }
-        self.notify(|listener, site, operation| {
-            listener.on_event(&Event::GaveUp {
-                site,
-                operation,
-                attempt,
-                reason,
-                asked,
-            })
-        });
-        Next::Done(Outcome::Failed(error))
-    }
-
-    fn reject<T, E: From<Rejected>>(&mut self, rejected: Rejected) -> Next<T, E> {
-        self.outcome(match &rejected {
-            Rejected::OverBurst { .. } => "rate_limited",
-            Rejected::Idle { .. } | Rejected::Incomplete => "error",
-            other => other.kind(),
-        });
-        #[cfg(feature = "tracing")]
-        tracing::info!(kind = rejected.kind(), "{rejected}");
-        self.notify(|listener, site, operation| {
-            listener.on_event(&Event::Rejected {
-                site,
-                operation,
-                rejected: &rejected,
-            })
-        });
-        Next::Done(Outcome::Failed(E::from(rejected)))
     }
 }

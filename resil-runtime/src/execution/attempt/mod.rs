@@ -16,14 +16,18 @@ use std::task::{Context as TaskContext, Poll};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-use super::{address, Decision, Execution, Failure, Next, Progress};
-use crate::breaker::{Admit, Breaker, Ticket, Transition, Verdict};
+use super::{Decision, Execution, Failure, Next, Progress};
+use crate::breaker::{Breaker, Ticket, Transition, Verdict};
 use crate::bulkhead::BulkheadPermit;
 use crate::deadline::{later, Cut, Limits};
 use crate::events::AttemptOutcome;
 use crate::operation;
 use crate::policy::BreakerRef;
 use crate::{Rejected, Transient};
+
+mod probe;
+
+use probe::through_breaker;
 
 type Admitted = (Ticket, Option<Transition>);
 type ProbeWait<'p> = Pin<Box<dyn Future<Output = Result<Admitted, Rejected>> + Send + 'p>>;
@@ -356,111 +360,10 @@ fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
     Ok(Begin::Slot(later(Instant::now(), wait)))
 }
 
-/// The breaker's say, right before the call: the call is admitted (or waits for a probe's
-/// verdict), or refused.
-fn through_breaker<F, E>(this: &mut AttemptProjection<'_, '_, '_, F, E>) -> Result<(), Rejected> {
-    let progress = &this.execution.progress;
-    let Some(breaker) = &progress.breaker else {
-        admit(this, None, None);
-        return Ok(());
-    };
-    // An enclosing call of this operation holds the breaker: this call is part of it, and must
-    // not wait for a verdict that depends on itself.
-    if progress.nested && operation::held_by_ancestor(address(breaker.get())) {
-        admit(this, None, None);
-        return Ok(());
-    }
-    let admitted = match breaker.get().try_admit(Instant::now) {
-        #[cfg(feature = "redis")]
-        Admit::Pass(admission) if admission.is_probe() && breaker.get().shared_link().is_some() => {
-            // A shared breaker's probe first asks Redis whether a peer probes already.
-            let admitted = admission.detach();
-            let breaker = breaker.clone_ref();
-            let now = Instant::now();
-            let left = |deadline: Instant| deadline.saturating_duration_since(now);
-            let limit = [this.limits.timeout, this.limits.deadline.map(left)]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or(breaker.get().config().cooldown());
-            this.limits.started = Some(now);
-            let wait: ProbeWait<'_> = Box::pin(shared_probe(breaker, admitted, limit));
-            *this.stage = Stage::AwaitingProbe(wait);
-            return Ok(());
-        }
-        Admit::Pass(admission) => Some(admission.detach()),
-        Admit::Reject(rejected) => return Err(rejected),
-        Admit::Wait => None,
-    };
-    match admitted {
-        Some((ticket, transition)) => admit(this, Some(ticket), transition),
-        None => {
-            // Waiting for the probe's verdict counts toward this attempt's own limits. Rare,
-            // so the wait is boxed to keep every attempt small.
-            this.limits.started = Some(Instant::now());
-            if let Some(breaker) = &this.execution.progress.breaker {
-                let breaker = breaker.clone_ref();
-                let wait: ProbeWait<'_> =
-                    Box::pin(async move { probe_verdict(breaker.get()).await });
-                *this.stage = Stage::AwaitingProbe(wait);
-            }
-        }
-    }
-    Ok(())
-}
-
 fn set_timer(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
     match timer.as_mut().as_pin_mut() {
         Some(sleep) => sleep.reset(at),
         None => timer.set(Some(tokio::time::sleep_until(at))),
-    }
-}
-
-async fn probe_verdict(breaker: &Breaker) -> Result<Admitted, Rejected> {
-    breaker.admit().await.map(|admission| admission.detach())
-}
-
-/// This instance's probe of a shared breaker, if Redis agrees (or does not answer and the
-/// policy fails open); if a peer probes, this instance stays open until its verdict comes.
-/// Dropped before the answer, the probe slot is freed.
-#[cfg(feature = "redis")]
-async fn shared_probe(
-    breaker: BreakerRef<'_>,
-    (ticket, transition): Admitted,
-    limit: std::time::Duration,
-) -> Result<Admitted, Rejected> {
-    use crate::shared::ProbeAnswer;
-
-    /// Frees the probe slot unless taken back.
-    struct Slot<'b>(&'b Breaker, Option<Ticket>);
-    impl Drop for Slot<'_> {
-        fn drop(&mut self) {
-            if let Some(ticket) = self.1.take() {
-                self.0.record(ticket, Verdict::Neutral);
-            }
-        }
-    }
-
-    let breaker = breaker.get();
-    let mut slot = Slot(breaker, Some(ticket));
-    let Some(link) = breaker.shared_link() else {
-        return Err(Rejected::SharedUnavailable);
-    };
-    let answer = link.acquire_probe(limit).await;
-    match answer {
-        ProbeAnswer::Granted => {}
-        ProbeAnswer::Unavailable if !link.fail_closed() => {}
-        ProbeAnswer::Unavailable => return Err(Rejected::SharedUnavailable),
-        ProbeAnswer::Peer(retry_in) => {
-            if let Some(ticket) = slot.1.take() {
-                breaker.yield_probe(ticket, retry_in);
-            }
-            return Err(breaker.rejection(retry_in));
-        }
-    }
-    match slot.1.take() {
-        Some(ticket) => Ok((ticket, transition)),
-        None => Err(Rejected::SharedUnavailable),
     }
 }
 

@@ -1,0 +1,98 @@
+//! What an execution tells its observers: the listener's events, metrics' outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Progress;
+use crate::breaker::{Breaker, Transition};
+use crate::events::{self, AttemptOutcome, Event, Listener};
+use crate::operation::{self, OperationId};
+
+impl<'p> Progress<'p> {
+    /// Who hears this operation's events: looked up at each event, when someone listened at
+    /// the start, rather than kept (which keeps the execution small enough to move cheaply).
+    #[inline]
+    pub(super) fn listener(&self) -> Option<&'p Arc<dyn Listener>> {
+        if !self.listening {
+            return None;
+        }
+        self.settings.listener()
+    }
+
+    /// Calls `send` with the listener, this call's site and its id, when someone listens.
+    #[inline]
+    pub(super) fn notify(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
+        if let Some(listener) = self.listener() {
+            let operation = operation::current_id();
+            send(&**listener, &self.settings.name, operation.as_ref());
+        }
+    }
+
+    /// The call that `started` announced, in an attempt that started at `started`, ended with
+    /// `outcome`.
+    #[inline]
+    pub(super) fn ended(&self, outcome: AttemptOutcome<'_>, started: Option<Instant>) {
+        let attempt = self.attempt;
+        self.notify(|listener, site, operation| {
+            listener.on_event(&Event::AttemptEnded {
+                site,
+                operation,
+                attempt,
+                outcome,
+                elapsed: started.map_or(Duration::ZERO, |at| at.elapsed()),
+            })
+        });
+    }
+
+    /// Tells the listener, if any, that the breaker changed state.
+    pub(super) fn transition(&self, breaker: &Breaker, transition: Transition) {
+        events::breaker_transition(self.listener(), breaker.into(), transition);
+    }
+
+    /// How the operation ended, for the metrics (`resil_calls_total{outcome}`).
+    #[inline(always)]
+    pub(super) fn outcome(&mut self, _outcome: &'static str) {
+        #[cfg(feature = "metrics")]
+        self.meter.ended(_outcome);
+    }
+}
+
+/// The operation's span and its current attempt's.
+#[cfg(feature = "tracing")]
+#[derive(Debug)]
+pub(super) struct Spans {
+    operation: tracing::Span,
+    pub(super) attempt: tracing::Span,
+}
+
+#[cfg(feature = "tracing")]
+impl Spans {
+    pub(super) fn start(name: &str, frame: &mut crate::operation::Frame) -> Self {
+        let operation = tracing::info_span!(
+            "resil.operation",
+            "resil.fn" = name,
+            "resil.id" = tracing::field::Empty
+        );
+        if !operation.is_disabled() {
+            operation.record("resil.id", tracing::field::display(frame.id()));
+        }
+        Spans {
+            operation,
+            attempt: tracing::Span::none(),
+        }
+    }
+
+    pub(super) fn attempt(&mut self, attempt: u32) {
+        self.attempt = tracing::info_span!(
+            parent: &self.operation,
+            "resil.attempt",
+            attempt,
+            "http.request.resend_count" = tracing::field::Empty
+        );
+        if attempt > 0 {
+            self.attempt.record("http.request.resend_count", attempt);
+        }
+    }
+}

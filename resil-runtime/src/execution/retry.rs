@@ -1,0 +1,129 @@
+//! After a transient failure: the wait before the next attempt, or why there is none.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Next, Outcome, Progress};
+use crate::breaker::BreakerState;
+use crate::deadline::later;
+use crate::events::{Event, GiveUp};
+use crate::operation;
+use crate::Rejected;
+
+impl<'p> Progress<'p> {
+    /// A transient failure (whose error asked to wait `asked`, if it did): the wait before
+    /// the next attempt, with the retry drawn, or why there is none.
+    pub(super) fn plan_retry(&mut self, asked: Option<Duration>) -> Result<Duration, GiveUp> {
+        let (settings, tuning) = (self.settings, self.tuning);
+        if tuning.retry == 0 {
+            return Err(GiveUp::NoRetries);
+        }
+        if self.attempt >= tuning.retry {
+            return Err(GiveUp::RetriesExhausted);
+        }
+        if let Some(breaker) = self.breaker() {
+            // Opened meanwhile (by this failure or another caller's) and not yet cooled down.
+            if breaker.state() == BreakerState::Open && !breaker.retry_in(Instant::now()).is_zero()
+            {
+                return Err(GiveUp::BreakerOpen);
+            }
+        }
+        if asked.is_some_and(|asked| asked > tuning.retry_after_max) {
+            return Err(GiveUp::RetryAfterTooLong);
+        }
+        let previous = (self.last_wait > 0).then(|| Duration::from_nanos(self.last_wait));
+        let wait = settings.wait(&tuning.backoff, self.attempt, previous, asked);
+        if let Some(deadline) = self.deadline {
+            // No wait is started that cannot end, with time for the call, before the deadline.
+            if later(Instant::now(), wait) >= deadline {
+                return Err(GiveUp::DeadlineTooClose);
+            }
+        }
+        if operation::allowance() == Some(0) {
+            return Err(GiveUp::AllowanceSpent);
+        }
+        if let Some(budget) = &settings.budget {
+            // An operation that has not called yet (its first attempt waited for a probe and
+            // timed out) withdraws nothing: its next call is its first.
+            if self.called && !budget.try_withdraw() {
+                return Err(GiveUp::BudgetExhausted);
+            }
+        }
+        operation::draw();
+        let attempt = self.attempt;
+        #[cfg(feature = "metrics")]
+        settings.meters.retry();
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            wait_ms = wait.as_millis() as u64,
+            reason = if asked.is_some() {
+                "retry_after"
+            } else {
+                "backoff"
+            },
+            "waiting before the next attempt"
+        );
+        self.notify(|listener, site, operation| {
+            listener.on_event(&Event::Waiting {
+                site,
+                operation,
+                attempt,
+                wait,
+            })
+        });
+        self.last_wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+        Ok(wait)
+    }
+
+    /// Ends the operation with the provider's `error` (`outcome`: `error` or `timeout`), which
+    /// asked to wait `asked` if it did.
+    pub(super) fn give_up<T, E>(
+        &mut self,
+        error: E,
+        reason: GiveUp,
+        outcome: &'static str,
+        asked: Option<Duration>,
+    ) -> Next<T, E> {
+        self.outcome(outcome);
+        let attempt = self.attempt;
+        // The error itself does not say why it was not retried: a wait refused is logged.
+        #[cfg(feature = "tracing")]
+        if let (GiveUp::RetryAfterTooLong | GiveUp::DeadlineTooClose, Some(asked)) = (reason, asked)
+        {
+            tracing::warn!(
+                asked_ms = u64::try_from(asked.as_millis()).unwrap_or(u64::MAX),
+                reason = reason.as_str(),
+                "not retried: the error asked to wait {asked:?}"
+            );
+        }
+        self.notify(|listener, site, operation| {
+            listener.on_event(&Event::GaveUp {
+                site,
+                operation,
+                attempt,
+                reason,
+                asked,
+            })
+        });
+        Next::Done(Outcome::Failed(error))
+    }
+
+    pub(super) fn reject<T, E: From<Rejected>>(&mut self, rejected: Rejected) -> Next<T, E> {
+        self.outcome(match &rejected {
+            Rejected::OverBurst { .. } => "rate_limited",
+            Rejected::Idle { .. } | Rejected::Incomplete => "error",
+            other => other.kind(),
+        });
+        #[cfg(feature = "tracing")]
+        tracing::info!(kind = rejected.kind(), "{rejected}");
+        self.notify(|listener, site, operation| {
+            listener.on_event(&Event::Rejected {
+                site,
+                operation,
+                rejected: &rejected,
+            })
+        });
+        Next::Done(Outcome::Failed(E::from(rejected)))
+    }
+}

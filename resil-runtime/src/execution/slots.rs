@@ -1,0 +1,190 @@
+//! An attempt's slots in the rate gates, local and shared: reserved before it calls, used
+//! when it calls, revoked by a throttle, refunded when it never called.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Progress, Reserved};
+use crate::gate::{RateGate, Slot};
+use crate::Rejected;
+
+impl<'p> Progress<'p> {
+    /// Reserves this attempt's slots in the rate gates: the wait until the later of them, or
+    /// the refusal of a gate whose slot would come after the deadline (nothing is then held).
+    #[inline]
+    pub(super) fn reserve_slots(&mut self) -> Result<Duration, Rejected> {
+        if !self.settings.gated || !self.tuning.enabled {
+            return Ok(Duration::ZERO);
+        }
+        self.refuse_if_open()?;
+        let mut reserved = Reserved::default();
+        let mut wait = Duration::ZERO;
+        if let Some(gate) = self.rate() {
+            let (rate, slot) = gate.reserve_slot(1, self.deadline)?;
+            (wait, reserved.rate) = (rate, Some(slot));
+        }
+        if let Some(gate) = self.token_rate() {
+            match gate.reserve_slot(self.cost, self.deadline) {
+                Ok((tokens, slot)) => (wait, reserved.tokens) = (wait.max(tokens), Some(slot)),
+                Err(refused) => {
+                    self.reserved = reserved;
+                    self.refund_slots();
+                    return Err(refused);
+                }
+            }
+        }
+        self.reserved = reserved;
+        Ok(wait)
+    }
+
+    /// A call the breaker will refuse does not wait for a slot first.
+    pub(super) fn refuse_if_open(&self) -> Result<(), Rejected> {
+        if let Some(breaker) = self.breaker() {
+            let retry_in = breaker.retry_in(Instant::now());
+            if !retry_in.is_zero() {
+                return Err(breaker.rejection(retry_in));
+            }
+        }
+        Ok(())
+    }
+
+    /// For a shared policy whose store answers, the request for this attempt's slots in the
+    /// shared gates; `None` when the local gates decide alone (no shared gate, or Redis is
+    /// known to be down and the policy fails open). Out of line: only gated policies get
+    /// here, and the attempt's own code stays small.
+    #[cfg(feature = "redis")]
+    #[inline(never)]
+    pub(super) fn shared_slots(&mut self) -> Result<Option<super::attempt::SharedWait>, Rejected> {
+        if !self.tuning.enabled {
+            return Ok(None);
+        }
+        let (rate, tokens) = (self.rate(), self.token_rate());
+        let shared = |gate: Option<&RateGate>| gate.and_then(|gate| gate.shared()).cloned();
+        let (rate_link, token_link) = (shared(rate), shared(tokens));
+        let Some(link) = rate_link.as_ref().or(token_link.as_ref()) else {
+            return Ok(None);
+        };
+        if !link.is_available() {
+            return self.refuse_if_failing_closed().map(|()| None);
+        }
+        self.refuse_if_open()?;
+        if let Some(gate) = tokens.filter(|gate| self.cost > gate.burst()) {
+            return Err(Rejected::OverBurst {
+                cost: self.cost,
+                burst: gate.burst(),
+            });
+        }
+        let limit = self
+            .deadline
+            .map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        let interval = |gate: Option<&RateGate>| gate.map_or(0, RateGate::interval_now);
+        let gates = [
+            rate_link.map(|link| (link, 1, interval(rate))),
+            token_link.map(|link| (link, self.cost, interval(tokens))),
+        ];
+        Ok(Some(Box::pin(crate::shared::reserve(gates, limit))))
+    }
+
+    /// What the shared gates answered: the wait for the slot (the local gates then count the
+    /// call too, so that they decide from what this instance did if Redis goes), or the
+    /// refusal. No answer: the local gates decide, unless the policy fails closed.
+    #[cfg(feature = "redis")]
+    pub(super) fn shared_answer(
+        &mut self,
+        answer: crate::shared::SharedSlots,
+    ) -> Result<Duration, Rejected> {
+        use crate::shared::{RemoteSlot, SharedSlots};
+        match answer {
+            SharedSlots::Granted(granted) => {
+                let [rate, tokens] = granted.slots;
+                let mirror = |gate: Option<&RateGate>, remote: Option<RemoteSlot>| {
+                    gate.zip(remote)
+                        .map(|(gate, remote)| gate.mirror(remote.ahead))
+                };
+                self.reserved = Reserved {
+                    rate: mirror(self.rate(), rate),
+                    tokens: mirror(self.token_rate(), tokens),
+                    remote: Some(Box::new([rate, tokens])),
+                };
+                Ok(granted.wait)
+            }
+            SharedSlots::Refused(rejected) => Err(rejected),
+            SharedSlots::Unavailable => {
+                self.refuse_if_failing_closed()?;
+                self.reserve_slots()
+            }
+        }
+    }
+
+    /// Redis does not answer: the local gates decide, unless the policy fails closed.
+    #[cfg(feature = "redis")]
+    pub(super) fn refuse_if_failing_closed(&self) -> Result<(), Rejected> {
+        let fail_closed = [self.rate(), self.token_rate()]
+            .into_iter()
+            .flatten()
+            .filter_map(RateGate::shared)
+            .any(|link| link.fail_closed());
+        match fail_closed {
+            true => Err(Rejected::SharedUnavailable),
+            false => Ok(()),
+        }
+    }
+
+    /// Did a throttle revoke a slot this attempt waits for? Then the attempt must reserve
+    /// again: what a throttle revoked is gone, and what it did not (the other gate's slot)
+    /// goes back.
+    pub(super) fn slots_revoked(&mut self) -> bool {
+        let revoked = |gate: Option<&RateGate>, slot: Option<Slot>| {
+            gate.zip(slot)
+                .is_some_and(|(gate, slot)| gate.is_revoked(slot))
+        };
+        let reserved = &self.reserved;
+        let revoked =
+            revoked(self.rate(), reserved.rate) || revoked(self.token_rate(), reserved.tokens);
+        if revoked {
+            self.refund_slots();
+        }
+        revoked
+    }
+
+    /// The slots reserved are spent by the call.
+    pub(super) fn slots_used(&mut self) {
+        self.reserved = Reserved::default();
+    }
+
+    /// The attempt was refused, or gave up waiting, after its slots were reserved: it made no
+    /// call, so each goes back to its gate (each gate takes back only what it can: see
+    /// [`RateGate::refund`]).
+    pub(super) fn refund_slots(&mut self) {
+        let reserved = std::mem::take(&mut self.reserved);
+        #[cfg(feature = "redis")]
+        if let Some(remote) = reserved.remote {
+            let links =
+                [self.rate(), self.token_rate()].map(|gate| gate.and_then(RateGate::shared));
+            for (link, slot) in links.into_iter().zip(*remote) {
+                if let (Some(link), Some(slot)) = (link, slot) {
+                    link.refund(slot);
+                }
+            }
+        }
+        if let (Some(gate), Some(slot)) = (self.rate(), reserved.rate) {
+            gate.refund(slot);
+        }
+        if let (Some(gate), Some(slot)) = (self.token_rate(), reserved.tokens) {
+            gate.refund(slot);
+        }
+    }
+
+    /// The provider throttled this call: the gates slow down, and if it asked to wait, they
+    /// hand out no slot until then, so other callers wait in them instead of provoking their
+    /// own 429.
+    pub(super) fn throttled(&self, wait: Option<Duration>) {
+        for gate in [self.rate(), self.token_rate()].into_iter().flatten() {
+            gate.slow_down();
+            if let Some(wait) = wait {
+                gate.hold(wait.min(self.tuning.retry_after_max));
+            }
+        }
+    }
+}

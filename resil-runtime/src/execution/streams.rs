@@ -1,0 +1,75 @@
+//! A streaming call's attempts: each connects and waits for the item that commits it, and
+//! the committed stream takes over what the operation held.
+
+use std::future::Future;
+
+use futures_core::Stream;
+
+use super::{Attempt, Execution, Outcome};
+use crate::stream::{committing_item, Committed, Holdings, ResilientStream};
+use crate::Rejected;
+
+impl<'p, E> Execution<'p, E> {
+    /// One attempt of a streaming call: `connect`, then the stream's first item, under the
+    /// attempt's timeout (see [`crate::stream`]).
+    pub fn attempt_stream<T, S, Fut>(
+        &mut self,
+        connect: Fut,
+    ) -> Attempt<'_, 'p, impl Future<Output = Result<Committed<T, S>, E>> + use<'p, T, E, S, Fut>, E>
+    where
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: From<Rejected>,
+    {
+        self.attempt(committing_item(connect, |_| true))
+    }
+
+    /// [`Execution::attempt_stream`] whose commit point is the first item that `commits`
+    /// accepts: the items before it are held and handed over at the commit (see
+    /// [`crate::stream`]).
+    pub fn attempt_stream_until<T, S, Fut, C>(
+        &mut self,
+        connect: Fut,
+        commits: C,
+    ) -> Attempt<
+        '_,
+        'p,
+        impl Future<Output = Result<Committed<T, S>, E>> + use<'p, T, E, S, Fut, C>,
+        E,
+    >
+    where
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: From<Rejected>,
+        C: Fn(&T) -> bool,
+    {
+        self.attempt(committing_item(connect, commits))
+    }
+
+    /// Ends a streaming operation: a committed stream takes over the bulkhead permit, the
+    /// breaker and the deadline; a failure gives them back here, before any fallback runs.
+    pub fn commit<T, S>(
+        self,
+        outcome: Outcome<Committed<T, S>, E>,
+    ) -> Outcome<ResilientStream<'p, T, E, S>, E> {
+        match outcome {
+            Outcome::Completed(Ok(committed)) => {
+                #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+                let mut progress = self.progress;
+                #[cfg(feature = "metrics")]
+                progress.meter.committed();
+                let holdings = Holdings {
+                    listener: progress.listener(),
+                    breaker: progress.breaker,
+                    scope: progress.scope,
+                    permit: progress.permit,
+                    deadline: progress.deadline,
+                    idle: progress.tuning.idle,
+                };
+                Outcome::Completed(Ok(ResilientStream::new(committed, holdings)))
+            }
+            Outcome::Completed(Err(error)) => Outcome::Completed(Err(error)),
+            Outcome::Failed(error) => Outcome::Failed(error),
+        }
+    }
+}
