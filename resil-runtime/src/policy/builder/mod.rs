@@ -1,29 +1,23 @@
-//! [`PolicyBuilder`]: settings in, a checked [`Policy`] out.
+//! [`PolicyBuilder`]: settings in, a checked [`Policy`](crate::Policy) out.
 
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 use resil_spec::profiles::Profile;
-use resil_spec::rules;
 
-use super::{Keyed, Keys, Policy, Settings, Tuning, Tunings, Unkeyed};
-use crate::breaker::{
-    named, watch_breaker, watch_keys, Breaker, BreakerConfig, BreakerKind, KeyedBreakers,
-};
-use crate::budget::RetryBudget;
-use crate::bulkhead::Bulkhead;
-use crate::events::{Both, Event, Listener};
-use crate::gate::RateGate;
-use crate::{Backoff, ConfigError, Jitter};
+use super::{Keyed, Unkeyed};
+use crate::breaker::{Breaker, BreakerKind, KeyedBreakers};
+use crate::events::{Both, Listener};
+use crate::Jitter;
 
-/// Builds a [`Policy`]; [`PolicyBuilder::build`] checks that the settings can work.
+mod build;
+
+/// Builds a [`Policy`](crate::Policy); [`PolicyBuilder::build`] checks that the settings can work.
 ///
 /// Every value is accepted without a panic: durations as long as `Duration::MAX` mean
 /// "practically never" (instants saturate), and settings that cannot work are refused by
-/// `build` with a [`ConfigError`] that says the fix.
+/// `build` with a [`ConfigError`](crate::ConfigError) that says the fix.
 ///
 /// ```
 /// use resil_runtime::{ConfigError, Jitter, Policy};
@@ -236,9 +230,9 @@ impl<K> PolicyBuilder<K> {
     }
 
     /// Keys the policy by `label` (`model`, `(provider, model)`, `user`): the policy is then a
-    /// `Policy<Keyed>`, run with [`Policy::run_keyed`], and keeps a breaker, a bulkhead or
+    /// `Policy<Keyed>`, run with [`Policy::run_keyed`](crate::Policy::run_keyed), and keeps a breaker, a bulkhead or
     /// rate gates per value of the key, as `breaker_per_key`, `bulkhead_per_key`,
-    /// `rate_per_key` and `token_rate_per_key` say (see [`Keys`]).
+    /// `rate_per_key` and `token_rate_per_key` say (see [`Keys`](crate::Keys)).
     pub fn keyed(self, label: impl Into<Arc<str>>) -> PolicyBuilder<Keyed> {
         let mut builder = self.retype();
         builder.key = Some(label.into());
@@ -291,13 +285,13 @@ impl<K> PolicyBuilder<K> {
     }
 
     /// Lets up to `queue` callers wait, in order and within their deadline, for a place in
-    /// the bulkhead instead of being rejected at once (see [`Bulkhead::with_queue`]).
+    /// the bulkhead instead of being rejected at once (see [`Bulkhead::with_queue`](crate::Bulkhead::with_queue)).
     pub fn bulkhead_queue(mut self, queue: usize) -> Self {
         self.bulkhead_queue = queue;
         self
     }
 
-    /// `count` attempts per `period`, `burst` of them at once (see [`RateGate`]): in any
+    /// `count` attempts per `period`, `burst` of them at once (see [`RateGate`](crate::RateGate)): in any
     /// window of `period` at most `count + burst - 1` start, so burst 1 is "never more than
     /// `count`", as the attribute's `rate = "60/min"` means by default. An attempt waits for its slot when the wait fits in the deadline, and is refused at once
     /// with [`crate::Rejected::RateLimited`] otherwise. Retries take slots too.
@@ -314,7 +308,7 @@ impl<K> PolicyBuilder<K> {
     }
 
     /// Retries may add at most `ratio` (0.2 for 20 %) to first attempts over a sliding
-    /// 10-second window, plus `min_per_sec` retries per second (see [`RetryBudget`]).
+    /// 10-second window, plus `min_per_sec` retries per second (see [`RetryBudget`](crate::RetryBudget)).
     pub fn retry_budget(mut self, ratio: f64, min_per_sec: f64) -> Self {
         self.budget = Some((ratio, min_per_sec));
         self
@@ -447,201 +441,10 @@ impl<K> PolicyBuilder<K> {
             keyed: PhantomData,
         }
     }
-
-    /// Checks the settings and builds the policy.
-    pub fn build(self) -> Result<Policy<K>, ConfigError> {
-        let (policy, conflict) = self.build_reporting_conflict()?;
-        match conflict {
-            Some(conflict) => Err(conflict),
-            None => Ok(policy),
-        }
-    }
-
-    /// Like [`PolicyBuilder::build`], but a named breaker already in use with other settings
-    /// is used as it is: the conflict goes to the listeners as [`Event::ConfigConflict`] (and
-    /// fails a debug assertion) instead of refusing the policy. For sites that must come up
-    /// whatever another site did, such as the ones `#[resilient]` generates.
-    ///
-    /// ```
-    /// use resil_runtime::Policy;
-    /// use std::time::Duration;
-    ///
-    /// let policy = Policy::builder()
-    ///     .breaker_named("payments-doc", 5, Duration::from_secs(30))
-    ///     .build_reporting_conflicts()
-    ///     .unwrap();
-    /// assert!(policy.breaker().is_some());
-    /// ```
-    pub fn build_reporting_conflicts(self) -> Result<Policy<K>, ConfigError> {
-        let (policy, conflict) = self.build_reporting_conflict()?;
-        if let Some(conflict) = conflict {
-            let message = conflict.to_string();
-            policy.settings.emit(|listener| {
-                listener.on_event(&Event::ConfigConflict {
-                    site: &policy.settings.name,
-                    message: &message,
-                })
-            });
-            debug_assert!(false, "{}: {message}", policy.settings.name);
-        }
-        Ok(policy)
-    }
-
-    fn build_reporting_conflict(self) -> Result<(Policy<K>, Option<ConfigError>), ConfigError> {
-        let backoff = match self.backoff {
-            Some((base, cap)) => Backoff::new(base, cap)?,
-            None => Backoff::default(),
-        }
-        .with_jitter(self.jitter);
-        let tuning = Tuning {
-            enabled: true,
-            timeout: self.timeout,
-            deadline: self.deadline,
-            idle: self.idle,
-            retry: self.retry,
-            retry_after_max: self.retry_after_max,
-            backoff,
-        };
-        tuning.check()?;
-        let mut bulkhead = self
-            .bulkhead
-            .map(|limit| Bulkhead::with_queue(limit, self.bulkhead_queue))
-            .transpose()?;
-        let gate = |key, rate: Option<(u64, Duration, u64)>| {
-            rate.map(|(count, period, burst)| RateGate::for_key(key, count, period, burst))
-                .transpose()
-        };
-        let mut rate = gate("rate", self.rate)?;
-        let mut token_rate = gate("token_rate", self.token_rate)?;
-        let name = self.name.unwrap_or_else(|| Arc::from("policy"));
-        let budget = self
-            .budget
-            .map(|(ratio, min_per_sec)| RetryBudget::new(ratio, min_per_sec))
-            .transpose()?;
-        rules::max_keys(self.max_keys)?;
-        let mut conflict = None;
-        let mut per_key_breaker = None;
-        let breaker = match self.breaker {
-            BreakerSpec::None => None,
-            BreakerSpec::Given(breaker) => {
-                watch_breaker(&breaker);
-                Some(breaker)
-            }
-            BreakerSpec::Named(name, threshold, cooldown) => {
-                let config =
-                    BreakerConfig::new(threshold, cooldown)?.with_kind(self.breaker_kind)?;
-                let (breaker, clash) = named(&name, config);
-                conflict = clash;
-                Some(breaker)
-            }
-            BreakerSpec::PerKey(threshold, cooldown) => {
-                let config =
-                    BreakerConfig::new(threshold, cooldown)?.with_kind(self.breaker_kind)?;
-                per_key_breaker = Some(config);
-                None
-            }
-        };
-        #[cfg(feature = "redis")]
-        let sharing = match self.shared {
-            None => None,
-            Some(spec) => {
-                rules::shared_timeout(spec.timeout)?;
-                // Gates per key are still here: they move to the keys below, links and all.
-                rules::shares(
-                    breaker.is_some()
-                        || per_key_breaker.is_some()
-                        || rate.is_some()
-                        || token_rate.is_some(),
-                )?;
-                let sharing = crate::shared::Sharing {
-                    store: spec.store.map_or_else(
-                        || Arc::clone(crate::shared::global()),
-                        |store| Arc::clone(store.store()),
-                    ),
-                    timeout: spec.timeout,
-                    fail_closed: spec.fail_closed,
-                };
-                if let Some(breaker) = &breaker {
-                    crate::shared::BreakerLink::bind(&sharing, breaker.name(), breaker);
-                }
-                if let Some(gate) = &mut rate {
-                    gate.share(&sharing, "rate", &name);
-                }
-                if let Some(gate) = &mut token_rate {
-                    gate.share(&sharing, "tokens", &name);
-                }
-                Some(sharing)
-            }
-        };
-        let keys = match self.key {
-            None => None,
-            Some(label) => {
-                let per_key = self.per_key;
-                rules::per_key("bulkhead", !per_key.bulkhead || bulkhead.is_some())?;
-                rules::per_key("rate", !per_key.rate || rate.is_some())?;
-                rules::per_key("token_rate", !per_key.token_rate || token_rate.is_some())?;
-                // What is per key moves from the shared settings to the keys' prototypes.
-                let key_bulkhead = bulkhead.take_if(|_| per_key.bulkhead);
-                let key_rate = rate.take_if(|_| per_key.rate);
-                let key_tokens = token_rate.take_if(|_| per_key.token_rate);
-                if per_key_breaker.is_none()
-                    && key_bulkhead.is_none()
-                    && key_rate.is_none()
-                    && key_tokens.is_none()
-                {
-                    return Err(ConfigError::KeyScopesNothing {
-                        label: label.to_string(),
-                    });
-                }
-                #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
-                let mut keys = Keys::new(
-                    label,
-                    self.max_keys,
-                    per_key_breaker,
-                    key_bulkhead,
-                    key_rate,
-                    key_tokens,
-                );
-                #[cfg(feature = "redis")]
-                if let Some(sharing) = &sharing {
-                    keys.share(sharing, &name);
-                }
-                let keys = Arc::new(keys);
-                if keys.has_breakers() {
-                    watch_keys(&keys);
-                }
-                Some(keys)
-            }
-        };
-        let gated = rate.is_some()
-            || token_rate.is_some()
-            || keys.as_ref().is_some_and(|keys| keys.gated());
-        #[cfg(feature = "metrics")]
-        let meters = crate::meter::Slot::new(Arc::clone(&name), bulkhead.is_some());
-        let settings = Settings {
-            tunings: Tunings::new(Arc::clone(&name), tuning),
-            name,
-            rng: self
-                .seed
-                .map(|seed| Mutex::new(SmallRng::seed_from_u64(seed))),
-            breaker,
-            keys,
-            bulkhead,
-            rate,
-            token_rate,
-            gated,
-            budget,
-            independent: self.independent,
-            listener: self.listener,
-            #[cfg(feature = "metrics")]
-            meters,
-        };
-        Ok((Policy::new(settings), conflict))
-    }
 }
 
 impl PolicyBuilder<Keyed> {
-    /// Keeps at most `max_keys` keys (default 10 000; see [`Keys`]).
+    /// Keeps at most `max_keys` keys (default 10 000; see [`Keys`](crate::Keys)).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
         self

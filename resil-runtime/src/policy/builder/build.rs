@@ -1,0 +1,213 @@
+//! Building a policy: the settings checked as a whole, then the breaker, bulkhead, gates and
+//! keys made, and, for a shared policy, tied to Redis.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use resil_spec::rules;
+
+use super::{BreakerSpec, PolicyBuilder};
+use crate::breaker::{named, watch_breaker, watch_keys, BreakerConfig};
+use crate::budget::RetryBudget;
+use crate::bulkhead::Bulkhead;
+use crate::events::Event;
+use crate::gate::RateGate;
+use crate::policy::{Keys, Policy, Settings, Tuning, Tunings};
+use crate::{Backoff, ConfigError};
+
+impl<K> PolicyBuilder<K> {
+    /// Checks the settings and builds the policy.
+    pub fn build(self) -> Result<Policy<K>, ConfigError> {
+        let (policy, conflict) = self.build_reporting_conflict()?;
+        match conflict {
+            Some(conflict) => Err(conflict),
+            None => Ok(policy),
+        }
+    }
+
+    /// Like [`PolicyBuilder::build`], but a named breaker already in use with other settings
+    /// is used as it is: the conflict goes to the listeners as [`Event::ConfigConflict`] (and
+    /// fails a debug assertion) instead of refusing the policy. For sites that must come up
+    /// whatever another site did, such as the ones `#[resilient]` generates.
+    ///
+    /// ```
+    /// use resil_runtime::Policy;
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::builder()
+    ///     .breaker_named("payments-doc", 5, Duration::from_secs(30))
+    ///     .build_reporting_conflicts()
+    ///     .unwrap();
+    /// assert!(policy.breaker().is_some());
+    /// ```
+    pub fn build_reporting_conflicts(self) -> Result<Policy<K>, ConfigError> {
+        let (policy, conflict) = self.build_reporting_conflict()?;
+        if let Some(conflict) = conflict {
+            let message = conflict.to_string();
+            policy.settings.emit(|listener| {
+                listener.on_event(&Event::ConfigConflict {
+                    site: &policy.settings.name,
+                    message: &message,
+                })
+            });
+            debug_assert!(false, "{}: {message}", policy.settings.name);
+        }
+        Ok(policy)
+    }
+
+    pub(super) fn build_reporting_conflict(
+        self,
+    ) -> Result<(Policy<K>, Option<ConfigError>), ConfigError> {
+        let backoff = match self.backoff {
+            Some((base, cap)) => Backoff::new(base, cap)?,
+            None => Backoff::default(),
+        }
+        .with_jitter(self.jitter);
+        let tuning = Tuning {
+            enabled: true,
+            timeout: self.timeout,
+            deadline: self.deadline,
+            idle: self.idle,
+            retry: self.retry,
+            retry_after_max: self.retry_after_max,
+            backoff,
+        };
+        tuning.check()?;
+        let mut bulkhead = self
+            .bulkhead
+            .map(|limit| Bulkhead::with_queue(limit, self.bulkhead_queue))
+            .transpose()?;
+        let gate = |key, rate: Option<(u64, Duration, u64)>| {
+            rate.map(|(count, period, burst)| RateGate::for_key(key, count, period, burst))
+                .transpose()
+        };
+        let mut rate = gate("rate", self.rate)?;
+        let mut token_rate = gate("token_rate", self.token_rate)?;
+        let name = self.name.unwrap_or_else(|| Arc::from("policy"));
+        let budget = self
+            .budget
+            .map(|(ratio, min_per_sec)| RetryBudget::new(ratio, min_per_sec))
+            .transpose()?;
+        rules::max_keys(self.max_keys)?;
+        let mut conflict = None;
+        let mut per_key_breaker = None;
+        let breaker = match self.breaker {
+            BreakerSpec::None => None,
+            BreakerSpec::Given(breaker) => {
+                watch_breaker(&breaker);
+                Some(breaker)
+            }
+            BreakerSpec::Named(name, threshold, cooldown) => {
+                let config =
+                    BreakerConfig::new(threshold, cooldown)?.with_kind(self.breaker_kind)?;
+                let (breaker, clash) = named(&name, config);
+                conflict = clash;
+                Some(breaker)
+            }
+            BreakerSpec::PerKey(threshold, cooldown) => {
+                let config =
+                    BreakerConfig::new(threshold, cooldown)?.with_kind(self.breaker_kind)?;
+                per_key_breaker = Some(config);
+                None
+            }
+        };
+        #[cfg(feature = "redis")]
+        let sharing = match self.shared {
+            None => None,
+            Some(spec) => {
+                rules::shared_timeout(spec.timeout)?;
+                // Gates per key are still here: they move to the keys below, links and all.
+                rules::shares(
+                    breaker.is_some()
+                        || per_key_breaker.is_some()
+                        || rate.is_some()
+                        || token_rate.is_some(),
+                )?;
+                let sharing = crate::shared::Sharing {
+                    store: spec.store.map_or_else(
+                        || Arc::clone(crate::shared::global()),
+                        |store| Arc::clone(store.store()),
+                    ),
+                    timeout: spec.timeout,
+                    fail_closed: spec.fail_closed,
+                };
+                if let Some(breaker) = &breaker {
+                    crate::shared::BreakerLink::bind(&sharing, breaker.name(), breaker);
+                }
+                if let Some(gate) = &mut rate {
+                    gate.share(&sharing, "rate", &name);
+                }
+                if let Some(gate) = &mut token_rate {
+                    gate.share(&sharing, "tokens", &name);
+                }
+                Some(sharing)
+            }
+        };
+        let keys = match self.key {
+            None => None,
+            Some(label) => {
+                let per_key = self.per_key;
+                rules::per_key("bulkhead", !per_key.bulkhead || bulkhead.is_some())?;
+                rules::per_key("rate", !per_key.rate || rate.is_some())?;
+                rules::per_key("token_rate", !per_key.token_rate || token_rate.is_some())?;
+                // What is per key moves from the shared settings to the keys' prototypes.
+                let key_bulkhead = bulkhead.take_if(|_| per_key.bulkhead);
+                let key_rate = rate.take_if(|_| per_key.rate);
+                let key_tokens = token_rate.take_if(|_| per_key.token_rate);
+                if per_key_breaker.is_none()
+                    && key_bulkhead.is_none()
+                    && key_rate.is_none()
+                    && key_tokens.is_none()
+                {
+                    return Err(ConfigError::KeyScopesNothing {
+                        label: label.to_string(),
+                    });
+                }
+                #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+                let mut keys = Keys::new(
+                    label,
+                    self.max_keys,
+                    per_key_breaker,
+                    key_bulkhead,
+                    key_rate,
+                    key_tokens,
+                );
+                #[cfg(feature = "redis")]
+                if let Some(sharing) = &sharing {
+                    keys.share(sharing, &name);
+                }
+                let keys = Arc::new(keys);
+                if keys.has_breakers() {
+                    watch_keys(&keys);
+                }
+                Some(keys)
+            }
+        };
+        let gated = rate.is_some()
+            || token_rate.is_some()
+            || keys.as_ref().is_some_and(|keys| keys.gated());
+        #[cfg(feature = "metrics")]
+        let meters = crate::meter::Slot::new(Arc::clone(&name), bulkhead.is_some());
+        let settings = Settings {
+            tunings: Tunings::new(Arc::clone(&name), tuning),
+            name,
+            rng: self
+                .seed
+                .map(|seed| Mutex::new(SmallRng::seed_from_u64(seed))),
+            breaker,
+            keys,
+            bulkhead,
+            rate,
+            token_rate,
+            gated,
+            budget,
+            independent: self.independent,
+            listener: self.listener,
+            #[cfg(feature = "metrics")]
+            meters,
+        };
+        Ok((Policy::new(settings), conflict))
+    }
+}
