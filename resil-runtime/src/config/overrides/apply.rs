@@ -1,0 +1,205 @@
+//! Applying overrides: every policy's tuning computed from its defaults, the profiles and the
+//! overrides, all checked before any applies; then loaded from a file, or watched.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use resil_spec::names::did_you_mean;
+use resil_spec::profiles;
+
+use super::{Overrides, Problem, Refused, Setting, Value};
+use crate::events::{self, Event};
+use crate::policy::{registered_tunings, Tuning, Tunings};
+use crate::Backoff;
+
+/// The values of the profile called `name`: the configuration's own (a later definition of a
+/// key wins), else a built-in one.
+fn profile_values(name: &str, defined: &[Setting]) -> Option<Vec<Value>> {
+    let own: Vec<Value> = defined
+        .iter()
+        .filter(|setting| setting.site == name)
+        .map(|setting| setting.value.clone())
+        .collect();
+    if !own.is_empty() {
+        return Some(own);
+    }
+    let preset = profiles::named(name)?;
+    let mut values = Vec::new();
+    values.extend(preset.timeout.map(Value::Timeout));
+    values.extend(preset.retry.map(Value::Retry));
+    values.extend(preset.backoff.map(|(base, cap)| Value::Backoff(base, cap)));
+    values.extend(preset.jitter.map(Value::Jitter));
+    values.extend(preset.retry_after_max.map(Value::RetryAfterMax));
+    Some(values)
+}
+
+/// `base` with `settings` written over it, in order, after the profile they name (whose
+/// values the keys beside it override).
+fn tuned(base: &Tuning, settings: &[&Setting], defined: &[Setting]) -> Tuning {
+    let profile = settings
+        .iter()
+        .rev()
+        .find_map(|setting| match &setting.value {
+            Value::Profile(name) => profile_values(name, defined),
+            _ => None,
+        });
+    let values = profile
+        .into_iter()
+        .flatten()
+        .chain(settings.iter().map(|setting| setting.value.clone()));
+    let mut tuning = base.clone();
+    let mut backoff = None;
+    let mut jitter = None;
+    for value in values {
+        match value {
+            Value::Profile(_) => {}
+            Value::Enabled(on) => tuning.enabled = on,
+            Value::Timeout(timeout) => tuning.timeout = Some(timeout),
+            Value::Deadline(deadline) => tuning.deadline = Some(deadline),
+            Value::Idle(idle) => tuning.idle = Some(idle),
+            Value::Retry(retry) => tuning.retry = retry,
+            Value::RetryAfterMax(longest) => tuning.retry_after_max = longest,
+            Value::Backoff(base, cap) => backoff = Some((base, cap)),
+            Value::Jitter(drawn) => jitter = Some(drawn),
+        }
+    }
+    if backoff.is_some() || jitter.is_some() {
+        let (base, cap) = backoff.unwrap_or((tuning.backoff.base(), tuning.backoff.cap()));
+        let jitter = jitter.unwrap_or(tuning.backoff.jitter());
+        // The range was checked when parsed.
+        if let Ok(drawn) = Backoff::new(base, cap) {
+            tuning.backoff = drawn.with_jitter(jitter);
+        }
+    }
+    tuning
+}
+
+/// Checks `overrides` against the policies that exist and against each other, then, if
+/// everything holds, makes them the policies' tunings for new operations: every policy the
+/// overrides do not mention returns to its defaults. Returns how many policies changed. If
+/// anything is wrong nothing is applied, and the listeners hear why.
+pub fn apply(overrides: &Overrides) -> Result<usize, Refused> {
+    check_and_apply(overrides).map_err(announce)
+}
+
+/// Tells the listeners that a configuration was refused, and why.
+fn announce(refused: Refused) -> Refused {
+    if let Some(listener) = events::resolve(None) {
+        listener.on_event(&Event::ConfigRefused {
+            origin: &refused.origin,
+            message: &refused.to_string(),
+        });
+    }
+    refused
+}
+
+fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
+    let policies = registered_tunings();
+    let mut problems = Vec::new();
+    let mut by_site: BTreeMap<&str, Vec<&Setting>> = BTreeMap::new();
+    for setting in &overrides.settings {
+        by_site.entry(&setting.site).or_default().push(setting);
+    }
+    for (site, settings) in &by_site {
+        let known = policies.iter().any(|policy| policy.name() == *site);
+        if !known && !overrides.expected.iter().any(|expected| expected == site) {
+            let names: Vec<&str> = policies.iter().map(|policy| policy.name()).collect();
+            let hint = did_you_mean(site, names.iter().copied())
+                .map_or_else(String::new, |name| format!(" (did you mean `{name}`?)"));
+            problems.push(Problem {
+                at: settings[0].at.clone(),
+                site: (*site).to_owned(),
+                key: String::new(),
+                message: format!("no policy has this name{hint}: a policy is named by `.name(…)`, a #[resilient] function by its path, and known from its first call; list a function not called yet with Overrides::expect"),
+            });
+        }
+    }
+    let mut targets: Vec<(&Tunings, Tuning)> = Vec::new();
+    for policy in &policies {
+        let settings = by_site.get(policy.name()).map_or(&[][..], Vec::as_slice);
+        for setting in settings {
+            if let Value::Profile(name) = &setting.value {
+                if profile_values(name, &overrides.profiles).is_none() {
+                    let defined = overrides.profiles.iter().map(|s| s.site.as_str());
+                    let known: Vec<&str> = profiles::ALL
+                        .iter()
+                        .map(|p| p.name)
+                        .chain(defined)
+                        .collect();
+                    let hint = did_you_mean(name, known.iter().copied())
+                        .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
+                    problems.push(Problem {
+                        at: setting.at.clone(),
+                        site: policy.name().to_owned(),
+                        key: "profile".to_owned(),
+                        message: format!("unknown profile \"{name}\"{hint}: use a built-in one ({}) or define it under [profiles.{name}]", profiles::ALL.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")),
+                    });
+                }
+            }
+        }
+        let tuning = tuned(policy.defaults(), settings, &overrides.profiles);
+        if let Err(rule) = tuning.check() {
+            let last = settings.last();
+            problems.push(Problem {
+                at: last.map_or_else(String::new, |s| s.at.clone()),
+                site: policy.name().to_owned(),
+                key: last.map_or_else(String::new, |s| s.key.to_owned()),
+                message: rule.to_string(),
+            });
+            continue;
+        }
+        targets.push((policy, tuning));
+    }
+    if !problems.is_empty() {
+        return Err(Refused {
+            origin: overrides.origin.clone(),
+            problems,
+        });
+    }
+    let mut changed = 0;
+    for (policy, tuning) in targets {
+        if *policy.current() == tuning {
+            continue;
+        }
+        // Checked above: it cannot be refused now.
+        if policy.apply(tuning).is_ok() {
+            changed += 1;
+            if let Some(listener) = events::resolve(None) {
+                listener.on_event(&Event::Reconfigured {
+                    site: policy.name(),
+                });
+            }
+        }
+    }
+    Ok(changed)
+}
+
+/// Reads `path`, then the environment, and applies both (see [`apply`]); a refusal, whether
+/// of the file, a variable or the whole, reaches the listeners.
+pub fn load(path: impl AsRef<Path>) -> Result<usize, Refused> {
+    let overrides = Overrides::from_file(path)
+        .and_then(|file| Ok(file.then(Overrides::from_env()?)))
+        .map_err(announce)?;
+    apply(&overrides)
+}
+
+/// Loads `path` now and again whenever its contents change, looking every `every`, for as
+/// long as the returned task runs (abort it to stop). A refused version changes nothing and
+/// is announced to the listeners; the task keeps watching for the next one.
+pub fn watch(path: impl Into<PathBuf>, every: Duration) -> tokio::task::JoinHandle<()> {
+    let path = path.into();
+    let every = every.max(Duration::from_millis(10));
+    tokio::spawn(async move {
+        let mut seen: Option<Result<String, std::io::ErrorKind>> = None;
+        loop {
+            let now = std::fs::read_to_string(&path).map_err(|error| error.kind());
+            if seen.as_ref() != Some(&now) {
+                // A refusal reaches the listeners from `load`; the last good tuning stays.
+                let _ = load(&path);
+                seen = Some(now);
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+}
