@@ -1,24 +1,24 @@
 //! The expansion of `#[resilient]`: the signature stays as written, the body becomes a short
 //! call of the runtime (a `static` policy, then one fresh `async` block per attempt).
 
-use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
-use quote::{format_ident, quote, quote_spanned, ToTokens};
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
 mod arguments;
 mod docs;
+mod policy;
 
 use arguments::{allow_unused_mut, clones, takes_self_by_value, ReplaceSelf};
 use docs::docs;
+use policy::policy;
 
 use crate::attr;
 use crate::errors::Errors;
-use crate::values::Rate;
 
 use crate::valid::{self, Config, KeyArgument, KeyPart, KeyValue, StreamShape};
-use resil_spec::BreakerKind;
 
 /// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
 /// errors, so one mistake does not cascade into "cannot find function" errors.
@@ -276,158 +276,6 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
         .collect()
 }
 
-fn duration(duration: std::time::Duration) -> TokenStream {
-    let nanos = duration.as_nanos() as u64;
-    if nanos % 1_000_000 == 0 {
-        let millis = Literal::u64_unsuffixed(nanos / 1_000_000);
-        quote! { ::resil::__private::Duration::from_millis(#millis) }
-    } else {
-        let nanos = Literal::u64_unsuffixed(nanos);
-        quote! { ::resil::__private::Duration::from_nanos(#nanos) }
-    }
-}
-
-fn policy(config: &Config, name: &Ident) -> TokenStream {
-    let name = name.to_string();
-    let mut calls = vec![quote! {
-        .name(::core::concat!(::core::module_path!(), "::", #name))
-    }];
-    if let Some(timeout) = config.timeout {
-        let timeout = duration(timeout);
-        calls.push(quote! { .timeout(#timeout) });
-    }
-    if let Some(deadline) = config.deadline {
-        let deadline = duration(deadline);
-        calls.push(quote! { .deadline(#deadline) });
-    }
-    if let Some(idle) = config
-        .stream
-        .as_ref()
-        .and_then(|stream| stream.idle_timeout)
-    {
-        let idle = duration(idle);
-        calls.push(quote! { .idle_timeout(#idle) });
-    }
-    if config.retry > 0 {
-        let retry = Literal::u32_unsuffixed(config.retry);
-        calls.push(quote! { .retry(#retry) });
-    }
-    if let Some(longest) = config.retry_after_max {
-        let longest = duration(longest);
-        calls.push(quote! { .retry_after_max(#longest) });
-    }
-    if let Some((base, cap)) = config.backoff {
-        let (base, cap) = (duration(base), duration(cap));
-        calls.push(quote! { .backoff(#base, #cap) });
-    }
-    if let Some(jitter) = config.jitter {
-        let variant = format_ident!("{}", jitter.variant());
-        calls.push(quote! { .jitter(::resil::__private::Jitter::#variant) });
-    }
-    if let Some(key) = &config.key {
-        let label = &key.label;
-        calls.push(quote! { .keyed(#label) });
-    }
-    if let Some(breaker) = &config.breaker {
-        let (threshold, cooldown) = (
-            Literal::u32_unsuffixed(breaker.threshold),
-            duration(breaker.cooldown),
-        );
-        calls.push(match &breaker.named {
-            Some(name) => quote! { .breaker_named(#name, #threshold, #cooldown) },
-            // valid::check gives every breaker per key its key.
-            None => {
-                let label = config.key.as_ref().map_or("", |key| key.label.as_str());
-                quote! { .breaker_per_key(#label, #threshold, #cooldown) }
-            }
-        });
-    }
-    if let Some(breaker) = &config.breaker {
-        let kind = match breaker.kind {
-            BreakerKind::Consecutive => None,
-            BreakerKind::FailureRate {
-                percent,
-                window,
-                min_calls,
-            } => Some(
-                quote! { FailureRate { percent: #percent, window: #window, min_calls: #min_calls } },
-            ),
-            BreakerKind::SlowCall {
-                percent,
-                slower_than,
-                window,
-                min_calls,
-            } => {
-                let slower_than = duration(slower_than);
-                Some(
-                    quote! { SlowCall { percent: #percent, slower_than: #slower_than, window: #window, min_calls: #min_calls } },
-                )
-            }
-        };
-        if let Some(kind) = kind {
-            calls.push(quote! { .breaker_kind(::resil::__private::BreakerKind::#kind) });
-        }
-    }
-    if let Some(max_keys) = config.max_keys {
-        let max_keys = Literal::u32_unsuffixed(max_keys);
-        calls.push(quote! { .max_keys(#max_keys) });
-    }
-    if let Some(bulkhead) = config.bulkhead {
-        let limit = Literal::u32_unsuffixed(bulkhead.limit);
-        calls.push(quote! { .bulkhead(#limit) });
-        if bulkhead.per_key {
-            calls.push(quote! { .bulkhead_per_key() });
-        }
-    }
-    if let Some(queue) = config.bulkhead_queue {
-        let queue = Literal::u32_unsuffixed(queue);
-        calls.push(quote! { .bulkhead_queue(#queue) });
-    }
-    let gate = |rate: &Rate| {
-        let count = Literal::u64_unsuffixed(rate.count);
-        let burst = Literal::u64_unsuffixed(rate.burst);
-        let period = duration(rate.period);
-        quote! { (#count, #period, #burst) }
-    };
-    if let Some(rate) = &config.rate {
-        let arguments = gate(rate);
-        calls.push(quote! { .rate #arguments });
-        if rate.per_key {
-            calls.push(quote! { .rate_per_key() });
-        }
-    }
-    if let Some((rate, _)) = &config.token_rate {
-        let arguments = gate(rate);
-        calls.push(quote! { .token_rate #arguments });
-        if rate.per_key {
-            calls.push(quote! { .token_rate_per_key() });
-        }
-    }
-    if let Some(budget) = config.retry_budget {
-        let (ratio, min_per_sec) = (budget.percent / 100.0, budget.min_per_sec);
-        calls.push(quote! { .retry_budget(#ratio, #min_per_sec) });
-    }
-    if config.independent {
-        calls.push(quote! { .independent(true) });
-    }
-    if let Some(shared) = &config.shared {
-        let timeout = match shared.timeout {
-            Some(timeout) => {
-                let timeout = duration(timeout);
-                quote! { ::core::option::Option::Some(#timeout) }
-            }
-            None => quote! { ::core::option::Option::None },
-        };
-        let fail_closed = shared.fail_closed;
-        calls.push(quote! { .__shared(#timeout, #fail_closed) });
-    }
-    if let Some(listener) = &config.listener {
-        calls
-            .push(quote_spanned! {listener.span()=> .listener(::std::sync::Arc::new(&#listener)) });
-    }
-    quote! { ::resil::__private::site_policy(::resil::__private::Policy::builder() #(#calls)*) }
-}
-
 fn execution(config: &Config) -> TokenStream {
     let Some(key) = &config.key else {
         return quote! { __RESIL_POLICY.execute() };
@@ -455,166 +303,4 @@ fn execution(config: &Config) -> TokenStream {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn expanded(attr: TokenStream, item: TokenStream) -> String {
-        resilient(attr, item).to_string()
-    }
-
-    #[test]
-    fn docs_of_a_stream_speak_of_the_first_item_and_the_deadline() {
-        let out = expanded(
-            quote! { first_item_timeout = "20s", idle_timeout = "30s", deadline = "5m", retry = 1 },
-            quote! {
-                async fn f() -> Result<impl Stream<Item = Result<Chunk, E>>, E> { todo!() }
-            },
-        );
-        assert!(out.contains(
-            "first item within 20s, idle timeout 30s, deadline 5m, retry 1, backoff 300ms..8s: to the first item, worst case 40.3 s, or 100.3 s when the server asks to wait (Retry-After, up to 1m a retry); the stream then ends by the deadline, 5m."
-        ), "{out}");
-        let out = expanded(
-            quote! { first_item_timeout = "20s", idle_timeout = "30s" },
-            quote! {
-                async fn f() -> Result<impl Stream<Item = Result<Chunk, E>>, E> { todo!() }
-            },
-        );
-        assert!(
-            out.contains("to the first item, worst case 20 s; the stream then has no end but its own, each gap at most 30s."),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn shared_state_is_declared_and_documented() {
-        let out = expanded(
-            quote! { rate = "10/s", shared = true, shared_timeout = "20ms", shared_fail = "closed" },
-            quote! { async fn f() -> Result<(), E> { Ok(()) } },
-        );
-        assert!(out.contains(":: resil :: __resil_shared ! ()"), "{out}");
-        assert!(out.contains(". __shared ("), "{out}");
-        assert!(
-            out.contains("shared through Redis (waits 20ms for it, then refuses)"),
-            "{out}"
-        );
-        let out = expanded(
-            quote! { breaker = "openai", shared = false },
-            quote! { async fn f() -> Result<(), E> { Ok(()) } },
-        );
-        assert!(!out.contains("__shared"), "{out}");
-    }
-
-    #[test]
-    fn docs_state_the_policy_and_its_worst_case() {
-        let out = expanded(
-            quote! { timeout = "20s", retry = 2, breaker = "per_model", bulkhead = 8 },
-            quote! { async fn complete(&self, model: &str) -> Result<String, E> { todo!() } },
-        );
-        assert!(out.contains(
-            "timeout 20s, retry 2, backoff 300ms..8s, a breaker per `model` (opens after 5 failures, probes after 30s), bulkhead 8: worst case 60.9 s, or 180.9 s when the server asks to wait (Retry-After, up to 1m a retry)."
-        ), "{out}");
-        let out = expanded(
-            quote! { timeout = "8s", retry = 1 },
-            quote! { async fn f() -> Result<(), E> { Ok(()) } },
-        );
-        assert!(
-            out.contains("timeout 8s, retry 1, backoff 300ms..8s: worst case 16.3 s, or 76.3 s when the server asks to wait"),
-            "{out}"
-        );
-        let out = expanded(
-            quote! { timeout = "8s", retry = 1, retry_after_max = "5s" },
-            quote! { async fn f() -> Result<(), E> { Ok(()) } },
-        );
-        assert!(
-            out.contains("timeout 8s, retry 1, backoff 300ms..8s, Retry-After up to 5s: worst case 16.3 s, or 21.3 s when the server asks to wait (Retry-After, up to 5s a retry)."),
-            "{out}"
-        );
-        let out = expanded(
-            quote! { timeout = "20s", deadline = "45s", retry = 2 },
-            quote! { async fn f() -> Result<(), E> { Ok(()) } },
-        );
-        assert!(out.contains("worst case 45 s."), "{out}");
-        let out = expanded(
-            quote! { retry = 2 },
-            quote! { async fn f() -> Result<(), E> { Ok(()) } },
-        );
-        assert!(out.contains("worst case unbounded"), "{out}");
-    }
-
-    #[test]
-    fn hardening_keys_reach_the_builder() {
-        let out = expanded(
-            quote! { retry = 1, retry_after_max = "5s", breaker = "per_user", max_keys = 500 },
-            quote! { async fn f(user: u64) -> Result<(), E> { Ok(()) } },
-        );
-        assert!(
-            out.contains(
-                ". retry_after_max (:: resil :: __private :: Duration :: from_millis (5000))"
-            ),
-            "{out}"
-        );
-        assert!(out.contains(". max_keys (500)"), "{out}");
-        assert!(
-            out.contains("Policy < :: resil :: __private :: Keyed >"),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn the_signature_is_kept_and_errors_keep_the_function() {
-        let out = expanded(
-            quote! { retries = 2 },
-            quote! { pub(crate) async fn f<'a, T: Clone>(x: &'a T) -> Result<T, E> where T: Send { Ok(x.clone()) } },
-        );
-        assert!(out.contains("pub (crate) async fn f < 'a , T : Clone > (x : & 'a T) -> Result < T , E > where T : Send"), "{out}");
-        assert!(out.contains("compile_error"), "{out}");
-    }
-
-    #[test]
-    fn a_profile_fills_what_the_attribute_leaves_unsaid() {
-        let item = quote! { async fn call(&self) -> Result<String, E> { todo!() } };
-        let out = expanded(quote! { profile = "llm", breaker = "openai" }, item.clone());
-        for call in [
-            ". timeout (:: resil :: __private :: Duration :: from_millis (60000))",
-            ". retry (2)",
-            ". retry_after_max (:: resil :: __private :: Duration :: from_millis (60000))",
-            ". backoff (:: resil :: __private :: Duration :: from_millis (2000) , :: resil :: __private :: Duration :: from_millis (30000))",
-            ". breaker_named (\"openai\" , 3 , :: resil :: __private :: Duration :: from_millis (60000))",
-        ] {
-            assert!(out.contains(call), "{call} missing from {out}");
-        }
-        assert!(out.contains("profile `llm`"), "{out}");
-
-        let out = expanded(
-            quote! { profile = "payment", timeout = "2s", retry = 0 },
-            item.clone(),
-        );
-        assert!(
-            out.contains(". timeout (:: resil :: __private :: Duration :: from_millis (2000))"),
-            "{out}"
-        );
-        assert!(
-            !out.contains(". retry ("),
-            "a key beside the profile wins: {out}"
-        );
-        assert!(!out.contains(". jitter ("), "no retry, no jitter: {out}");
-
-        for profile in resil_spec::profiles::ALL {
-            let name = profile.name;
-            let out = expanded(quote! { profile = #name }, item.clone());
-            let retry = profile.retry.unwrap_or(0);
-            assert_eq!(
-                out.contains(&format!(". retry ({retry})")),
-                retry > 0,
-                "{name}: {out}"
-            );
-            if let Some(timeout) = profile.timeout {
-                let millis = timeout.as_millis();
-                assert!(
-                    out.contains(&format!("from_millis ({millis}))")),
-                    "{name}: {out}"
-                );
-            }
-        }
-    }
-}
+mod tests;

@@ -1,0 +1,162 @@
+//! The policy a function declares, built once in a `static`: each key of the attribute
+//! becomes one builder call.
+
+use proc_macro2::{Ident, Literal, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use crate::valid::Config;
+use crate::values::Rate;
+use resil_spec::BreakerKind;
+
+pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
+    let name = name.to_string();
+    let mut calls = vec![quote! {
+        .name(::core::concat!(::core::module_path!(), "::", #name))
+    }];
+    if let Some(timeout) = config.timeout {
+        let timeout = duration(timeout);
+        calls.push(quote! { .timeout(#timeout) });
+    }
+    if let Some(deadline) = config.deadline {
+        let deadline = duration(deadline);
+        calls.push(quote! { .deadline(#deadline) });
+    }
+    if let Some(idle) = config
+        .stream
+        .as_ref()
+        .and_then(|stream| stream.idle_timeout)
+    {
+        let idle = duration(idle);
+        calls.push(quote! { .idle_timeout(#idle) });
+    }
+    if config.retry > 0 {
+        let retry = Literal::u32_unsuffixed(config.retry);
+        calls.push(quote! { .retry(#retry) });
+    }
+    if let Some(longest) = config.retry_after_max {
+        let longest = duration(longest);
+        calls.push(quote! { .retry_after_max(#longest) });
+    }
+    if let Some((base, cap)) = config.backoff {
+        let (base, cap) = (duration(base), duration(cap));
+        calls.push(quote! { .backoff(#base, #cap) });
+    }
+    if let Some(jitter) = config.jitter {
+        let variant = format_ident!("{}", jitter.variant());
+        calls.push(quote! { .jitter(::resil::__private::Jitter::#variant) });
+    }
+    if let Some(key) = &config.key {
+        let label = &key.label;
+        calls.push(quote! { .keyed(#label) });
+    }
+    if let Some(breaker) = &config.breaker {
+        let (threshold, cooldown) = (
+            Literal::u32_unsuffixed(breaker.threshold),
+            duration(breaker.cooldown),
+        );
+        calls.push(match &breaker.named {
+            Some(name) => quote! { .breaker_named(#name, #threshold, #cooldown) },
+            // valid::check gives every breaker per key its key.
+            None => {
+                let label = config.key.as_ref().map_or("", |key| key.label.as_str());
+                quote! { .breaker_per_key(#label, #threshold, #cooldown) }
+            }
+        });
+    }
+    if let Some(breaker) = &config.breaker {
+        let kind = match breaker.kind {
+            BreakerKind::Consecutive => None,
+            BreakerKind::FailureRate {
+                percent,
+                window,
+                min_calls,
+            } => Some(
+                quote! { FailureRate { percent: #percent, window: #window, min_calls: #min_calls } },
+            ),
+            BreakerKind::SlowCall {
+                percent,
+                slower_than,
+                window,
+                min_calls,
+            } => {
+                let slower_than = duration(slower_than);
+                Some(
+                    quote! { SlowCall { percent: #percent, slower_than: #slower_than, window: #window, min_calls: #min_calls } },
+                )
+            }
+        };
+        if let Some(kind) = kind {
+            calls.push(quote! { .breaker_kind(::resil::__private::BreakerKind::#kind) });
+        }
+    }
+    if let Some(max_keys) = config.max_keys {
+        let max_keys = Literal::u32_unsuffixed(max_keys);
+        calls.push(quote! { .max_keys(#max_keys) });
+    }
+    if let Some(bulkhead) = config.bulkhead {
+        let limit = Literal::u32_unsuffixed(bulkhead.limit);
+        calls.push(quote! { .bulkhead(#limit) });
+        if bulkhead.per_key {
+            calls.push(quote! { .bulkhead_per_key() });
+        }
+    }
+    if let Some(queue) = config.bulkhead_queue {
+        let queue = Literal::u32_unsuffixed(queue);
+        calls.push(quote! { .bulkhead_queue(#queue) });
+    }
+    let gate = |rate: &Rate| {
+        let count = Literal::u64_unsuffixed(rate.count);
+        let burst = Literal::u64_unsuffixed(rate.burst);
+        let period = duration(rate.period);
+        quote! { (#count, #period, #burst) }
+    };
+    if let Some(rate) = &config.rate {
+        let arguments = gate(rate);
+        calls.push(quote! { .rate #arguments });
+        if rate.per_key {
+            calls.push(quote! { .rate_per_key() });
+        }
+    }
+    if let Some((rate, _)) = &config.token_rate {
+        let arguments = gate(rate);
+        calls.push(quote! { .token_rate #arguments });
+        if rate.per_key {
+            calls.push(quote! { .token_rate_per_key() });
+        }
+    }
+    if let Some(budget) = config.retry_budget {
+        let (ratio, min_per_sec) = (budget.percent / 100.0, budget.min_per_sec);
+        calls.push(quote! { .retry_budget(#ratio, #min_per_sec) });
+    }
+    if config.independent {
+        calls.push(quote! { .independent(true) });
+    }
+    if let Some(shared) = &config.shared {
+        let timeout = match shared.timeout {
+            Some(timeout) => {
+                let timeout = duration(timeout);
+                quote! { ::core::option::Option::Some(#timeout) }
+            }
+            None => quote! { ::core::option::Option::None },
+        };
+        let fail_closed = shared.fail_closed;
+        calls.push(quote! { .__shared(#timeout, #fail_closed) });
+    }
+    if let Some(listener) = &config.listener {
+        calls
+            .push(quote_spanned! {listener.span()=> .listener(::std::sync::Arc::new(&#listener)) });
+    }
+    quote! { ::resil::__private::site_policy(::resil::__private::Policy::builder() #(#calls)*) }
+}
+
+pub(super) fn duration(duration: std::time::Duration) -> TokenStream {
+    let nanos = duration.as_nanos() as u64;
+    if nanos % 1_000_000 == 0 {
+        let millis = Literal::u64_unsuffixed(nanos / 1_000_000);
+        quote! { ::resil::__private::Duration::from_millis(#millis) }
+    } else {
+        let nanos = Literal::u64_unsuffixed(nanos);
+        quote! { ::resil::__private::Duration::from_nanos(#nanos) }
+    }
+}
