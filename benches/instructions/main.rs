@@ -15,10 +15,14 @@
 use std::future::Future;
 use std::hint::black_box;
 use std::process::{Command, ExitCode};
-use std::task::{Context, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
-use resil::{resilient, Policy, Rejected, Transient};
+use resil::{resilient, Policy, Rejected};
+
+#[path = "../common.rs"]
+mod common;
+use common::{poll_once, Failure};
 
 /// How far over its budget a count may go before the gate fails.
 const TOLERANCE: f64 = 0.05;
@@ -60,16 +64,6 @@ const SCENARIOS: &[(&str, &str, Option<u64>)] = &[
         Some(850),
     ),
 ];
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Transient)]
-pub enum Failure {
-    #[error("busy")]
-    #[transient]
-    Busy,
-    #[error(transparent)]
-    #[transient(transparent)]
-    Rejected(#[from] Rejected),
-}
 
 fn ready() -> impl Future<Output = Result<u64, Failure>> {
     std::future::ready(Ok(black_box(1)))
@@ -120,11 +114,6 @@ async fn behind_full_bulkhead(hold: bool) -> Result<u64, Failure> {
         std::future::pending::<()>().await;
     }
     ready().await
-}
-
-fn poll_once<F: Future>(future: F) -> Poll<F::Output> {
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    std::pin::pin!(future).poll(&mut cx)
 }
 
 /// Makes `calls` calls of one scenario.

@@ -5,27 +5,18 @@
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{LazyLock, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
 use failsafe::futures::CircuitBreaker as _;
-use resil::{resilient, Policy, Rejected, Transient};
+use resil::{resilient, Policy};
+
+pub use crate::common::{poll_once, Failure};
 use tokio::sync::Semaphore;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 pub const COOLDOWN: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Transient)]
-pub enum Failure {
-    #[error("busy")]
-    #[transient]
-    Busy,
-    #[error(transparent)]
-    #[transient(transparent)]
-    Rejected(#[from] Rejected),
-}
 
 /// The operation under the wrappers.
 pub trait Operation: Copy + Send + Sync + 'static {
@@ -296,11 +287,4 @@ impl PeerStack {
             .retry(backoff())
             .await
     }
-}
-
-/// Polls a future once with a no-op waker: for the rejected-call benchmarks, which finish
-/// on the first poll.
-pub fn poll_once<F: Future>(future: F) -> Poll<F::Output> {
-    let mut cx = Context::from_waker(std::task::Waker::noop());
-    std::pin::pin!(future).poll(&mut cx)
 }

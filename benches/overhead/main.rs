@@ -10,6 +10,8 @@
 //! `benches/instructions` (callgrind), with a budget for each that `.ci/run` checks.
 #![allow(missing_docs, unreachable_pub)]
 
+#[path = "../common.rs"]
+mod common;
 mod contenders;
 
 use std::fmt;
