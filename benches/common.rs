@@ -19,6 +19,7 @@ pub enum Failure {
 
 /// Polls a future once with a no-op waker: for the rejected-call benchmarks, which finish
 /// on the first poll, and the instruction counter's ready calls.
+#[inline]
 pub fn poll_once<F: Future>(future: F) -> Poll<F::Output> {
     let mut cx = Context::from_waker(std::task::Waker::noop());
     std::pin::pin!(future).poll(&mut cx)

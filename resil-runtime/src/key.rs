@@ -19,7 +19,7 @@
 //! its start: bounded, the same in every instance (a Redis key is made from it), and a hostile
 //! key cannot be made to collide with another's.
 
-use std::any::{type_name, TypeId};
+use std::any::{type_name, Any, TypeId};
 use std::borrow::Cow;
 use std::fmt::{self, Display, Write};
 use std::hash::Hash;
@@ -58,6 +58,13 @@ pub const MAX_KEY_BYTES: usize = 256;
 pub trait Key: sealed::Sealed {
     /// Writes the key's unambiguous name (see the module docs).
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+
+    /// The key's name when it is the key's text as it is (a string that needs no quotes): a
+    /// lookup then hashes the text itself instead of writing the name.
+    #[doc(hidden)]
+    fn plain(&self) -> Option<&str> {
+        None
+    }
 }
 
 mod sealed {
@@ -70,6 +77,10 @@ mod sealed {
 impl Key for str {
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write_string(self, f)
+    }
+
+    fn plain(&self) -> Option<&str> {
+        is_plain(self).then_some(self)
     }
 }
 
@@ -85,6 +96,15 @@ impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> Key for T {
                 f.write_str("\")")
             }
         }
+    }
+
+    fn plain(&self) -> Option<&str> {
+        let any: &dyn Any = self;
+        let text = (any.downcast_ref::<String>().map(String::as_str))
+            .or_else(|| any.downcast_ref::<&'static str>().copied())
+            .or_else(|| any.downcast_ref::<Arc<str>>().map(|text| &**text))
+            .or_else(|| any.downcast_ref::<Box<str>>().map(|text| &**text))?;
+        is_plain(text).then_some(text)
     }
 }
 
@@ -140,6 +160,13 @@ fn write_string(text: &(impl Display + ?Sized), f: &mut fmt::Formatter<'_>) -> f
     f.write_char('"')?;
     write!(Escaped(&mut *f), "{text}")?;
     f.write_char('"')
+}
+
+/// Whether `text` is its own name: short enough to keep whole, and needing no quotes.
+fn is_plain(text: &str) -> bool {
+    let mut look = Look::default();
+    let _ = look.write_str(text);
+    text.len() <= MAX_KEY_BYTES && look.plain()
 }
 
 /// What a string looks like, seen a piece at a time: whether it can stand unquoted.
@@ -335,6 +362,56 @@ mod tests {
 
     fn name<K: Key + ?Sized>(key: &K) -> String {
         KeyName::of(key).as_str().to_owned()
+    }
+
+    /// The lookup's shortcut names a key exactly as writing its name would, or stands aside.
+    #[test]
+    fn a_plain_key_is_named_by_its_text_only_when_writing_it_gives_the_same() {
+        let long = "a".repeat(MAX_KEY_BYTES + 1);
+        let texts = [
+            "gpt-4o",
+            "claude-3.5",
+            "",
+            "-",
+            "-1",
+            "42",
+            "1e3",
+            "true",
+            "false",
+            "truex",
+            "a b",
+            "a,b",
+            "\"q\"",
+            "é",
+            "模型",
+            "a\nb",
+            "x}",
+            "a=b",
+            "user@host",
+            &long,
+        ];
+        for text in texts {
+            let named = |plain: Option<&str>, written: String| {
+                if let Some(plain) = plain {
+                    assert_eq!(plain, written, "{text:?}");
+                }
+                plain.is_some()
+            };
+            let by_str = named(text.plain(), name(text));
+            assert_eq!(
+                named(String::from(text).plain(), name(&String::from(text))),
+                by_str
+            );
+            assert_eq!(
+                named(
+                    Arc::<str>::from(text).plain(),
+                    name(&Arc::<str>::from(text))
+                ),
+                by_str
+            );
+            assert_eq!(by_str, !text.is_empty() && name(text) == text, "{text:?}");
+        }
+        assert_eq!(42u32.plain(), None, "only strings take the shortcut");
     }
 
     #[test]

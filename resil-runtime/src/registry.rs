@@ -165,8 +165,14 @@ impl<T: Member> Registry<T> {
 
     /// The entry for `key`, made by `make` from the key's name on first use.
     pub(crate) fn get<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&str) -> T) -> Held<T> {
-        let name = KeyName::of(key);
-        let name = name.as_str();
+        let written;
+        let name = match key.plain() {
+            Some(text) => text,
+            None => {
+                written = KeyName::of(key);
+                written.as_str()
+            }
+        };
         let hash = self.hasher.hash_one(name);
         if let Some(held) = self.find(hash, name) {
             return held;

@@ -262,6 +262,14 @@ impl<'a> Message<'a> {
     }
 }
 
+/// A transition a peer caused: no call of this instance hears of it, so the global listeners
+/// do here.
+pub(crate) fn heard(breaker: &Breaker, transition: Option<Transition>) {
+    if let Some(transition) = transition {
+        events::breaker_transition(events::resolve(None), breaker.into(), transition);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,13 +384,5 @@ mod tests {
             assert!(Message::parse(hostile).is_none());
         }
         assert!(Message::parse(b"open|x|99999999999999999999999|id").is_none());
-    }
-}
-
-/// A transition a peer caused: no call of this instance hears of it, so the global listeners
-/// do here.
-pub(crate) fn heard(breaker: &Breaker, transition: Option<Transition>) {
-    if let Some(transition) = transition {
-        events::breaker_transition(events::resolve(None), breaker.into(), transition);
     }
 }

@@ -330,7 +330,7 @@ async fn sync(
     for (breaker, open_for) in asked.into_iter().zip(open_for) {
         if open_for > 0 {
             let transition = breaker.remote_open(Duration::from_millis(open_for.unsigned_abs()));
-            super::breaker::heard(&breaker, transition);
+            super::breaker::heard(breaker, transition);
         }
     }
     Ok(())
