@@ -36,32 +36,32 @@ const OBSERVABILITY: bool = cfg!(feature = "observability");
 const SCENARIOS: &[(&str, &str, Option<u64>)] = &[
     ("bare", "the body alone, awaited in an async fn", None),
     ("tokio-timeout", "tokio::time::timeout around it", None),
-    ("timeout", "#[resilient(timeout)]", Some(950)),
+    ("timeout", "#[resilient(timeout)]", Some(930)),
     (
         "timeout+retry",
         "#[resilient(timeout, retry = 2)]",
-        Some(970),
+        Some(950),
     ),
     (
         "all-four",
         "timeout, retry 2, breaker, bulkhead 8",
-        Some(1130),
+        Some(1120),
     ),
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        Some(2350),
+        Some(1800),
     ),
-    ("policy", "Policy::run with all four (no macro)", Some(1240)),
+    ("policy", "Policy::run with all four (no macro)", Some(1235)),
     (
         "open-breaker",
         "a call refused by an open breaker",
-        Some(1180),
+        Some(1160),
     ),
     (
         "full-bulkhead",
         "a call refused by a full bulkhead",
-        Some(850),
+        Some(825),
     ),
 ];
 
