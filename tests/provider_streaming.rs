@@ -21,6 +21,13 @@ async fn the_streaming_client_against_each_way_a_stream_fails() {
     assert!(blocking.complete && streamed.complete);
     assert_eq!(streamed.tokens, 20);
     assert_eq!(streamed.text, blocking.text, "the same answer either way");
+    // The README's "first token after ~40 ms instead of ~830 ms": one gap against twenty.
+    assert!(
+        streamed.first_token.unwrap() < blocking.first_token.unwrap() / 4,
+        "{:?} streamed, {:?} blocking",
+        streamed.first_token,
+        blocking.first_token
+    );
     assert_eq!(streamed.provider.requests, 1);
 
     let silent = run("stall before the first event");

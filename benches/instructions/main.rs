@@ -32,7 +32,8 @@ const TOLERANCE: f64 = 0.05;
 const OBSERVABILITY: bool = cfg!(feature = "observability");
 
 /// Each scenario, what it is, and its budget in instructions per call (rustc 1.95, x86_64,
-/// default features). Lower a budget when a change wins instructions back.
+/// default features), about 1 % above the count: the same source built in another directory
+/// has counted up to 2 % apart. Lower a budget when a change wins instructions back.
 const SCENARIOS: &[(&str, &str, Option<u64>)] = &[
     ("bare", "the body alone, awaited in an async fn", None),
     ("tokio-timeout", "tokio::time::timeout around it", None),
@@ -52,7 +53,7 @@ const SCENARIOS: &[(&str, &str, Option<u64>)] = &[
         "the same with a per_model breaker, 10 models",
         Some(1800),
     ),
-    ("policy", "Policy::run with all four (no macro)", Some(1235)),
+    ("policy", "Policy::run with all four (no macro)", Some(1260)),
     (
         "open-breaker",
         "a call refused by an open breaker",

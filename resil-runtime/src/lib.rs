@@ -77,7 +77,7 @@
 //!
 //! | layer | modules | may import | what it holds |
 //! |---|---|---|---|
-//! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state` | — | the words every layer speaks: errors, keys, the atomics (std or loom) |
+//! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state` | — | the words every layer speaks: errors, keys, operation ids, breaker states, the atomics (std or loom) |
 //! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency` | foundation | state machines that return what happened (a transition, an admission, a wait) |
 //! | observers | `events`, `meter` | foundation | what listeners, tracing and metrics hear: plain data |
 //! | policy | `policy`, `operator` | foundation, primitives, observers | a policy's settings, builder, keys and tunings; an operator's handles on breakers |
