@@ -37,32 +37,32 @@ const OBSERVABILITY: bool = cfg!(feature = "observability");
 const SCENARIOS: &[(&str, &str, Option<u64>)] = &[
     ("bare", "the body alone, awaited in an async fn", None),
     ("tokio-timeout", "tokio::time::timeout around it", None),
-    ("timeout", "#[resilient(timeout)]", Some(930)),
+    ("timeout", "#[resilient(timeout)]", Some(880)),
     (
         "timeout+retry",
         "#[resilient(timeout, retry = 2)]",
-        Some(950),
+        Some(900),
     ),
     (
         "all-four",
         "timeout, retry 2, breaker, bulkhead 8",
-        Some(1120),
+        Some(1070),
     ),
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        Some(1800),
+        Some(1740),
     ),
-    ("policy", "Policy::run with all four (no macro)", Some(1260)),
+    ("policy", "Policy::run with all four (no macro)", Some(1230)),
     (
         "open-breaker",
         "a call refused by an open breaker",
-        Some(1160),
+        Some(1095),
     ),
     (
         "full-bulkhead",
         "a call refused by a full bulkhead",
-        Some(825),
+        Some(760),
     ),
 ];
 

@@ -21,9 +21,17 @@ impl<'p> Progress<'p> {
         self.settings.listener()
     }
 
-    /// Calls `send` with the listener, this call's site and its id, when someone listens.
-    #[inline]
+    /// Calls `send` with the listener, this call's site and its id, when someone listens: a
+    /// call nobody listens to pays one check.
+    #[inline(always)]
     pub(super) fn notify(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
+        if self.listening {
+            self.send(send);
+        }
+    }
+
+    #[inline(never)]
+    fn send(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
         if let Some(listener) = self.listener() {
             let operation = operation::current_id();
             send(&**listener, &self.settings.name, operation.as_ref());

@@ -156,7 +156,16 @@ impl<'p> Progress<'p> {
     /// The attempt was refused, or gave up waiting, after its slots were reserved: it made no
     /// call, so each goes back to its gate (each gate takes back only what it can: see
     /// [`RateGate::refund`]).
+    #[inline]
     pub(super) fn refund_slots(&mut self) {
+        // Every attempt ends here: a policy with no gate pays one check.
+        if self.settings.gated {
+            self.refund_reserved();
+        }
+    }
+
+    #[inline(never)]
+    fn refund_reserved(&mut self) {
         let reserved = std::mem::take(&mut self.reserved);
         #[cfg(feature = "redis")]
         if let Some(remote) = reserved.remote {
