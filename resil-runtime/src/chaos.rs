@@ -164,8 +164,9 @@ struct Faults {
     fail: bool,
 }
 
+#[cfg(feature = "tower")]
 impl Faults {
-    /// Whether the call is made at all.
+    /// Whether the call is made at all: the tower layer makes no call it fails or stalls.
     fn calls(&self) -> bool {
         !self.stall && !self.fail
     }
