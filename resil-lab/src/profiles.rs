@@ -54,9 +54,11 @@ impl Listener for Tally {
 /// 40 requests through `profile`, one after another.
 pub async fn run_one(profile: &'static Profile) -> Row {
     let tally = Arc::new(Tally::default());
+    // Seeded: the jitter draws, and so the time waited, are the same on every run.
     let mut builder = Policy::builder()
         .name(profile.name)
         .profile(profile)
+        .seed(1)
         .listener(tally.clone());
     if let Some(threshold) = profile.breaker_threshold {
         let cooldown = profile.breaker_cooldown.unwrap_or(Duration::from_secs(30));
