@@ -1,8 +1,6 @@
 //! The `profiles` example's figures, as the README states them (paused clock, no wall time):
 //! one flaky provider behind each built-in profile.
 
-use std::time::Duration;
-
 #[tokio::test(start_paused = true)]
 async fn each_profile_does_what_the_readme_says_with_a_flaky_provider() {
     let rows = resil_lab::profiles::run().await;
