@@ -164,9 +164,12 @@ fn write_string(text: &(impl Display + ?Sized), f: &mut fmt::Formatter<'_>) -> f
 
 /// Whether `text` is its own name: short enough to keep whole, and needing no quotes.
 fn is_plain(text: &str) -> bool {
+    if text.len() > MAX_KEY_BYTES {
+        return false;
+    }
     let mut look = Look::default();
     let _ = look.write_str(text);
-    text.len() <= MAX_KEY_BYTES && look.plain()
+    look.plain()
 }
 
 /// What a string looks like, seen a piece at a time: whether it can stand unquoted.

@@ -32,7 +32,7 @@ impl<'p> Progress<'p> {
 
     #[inline(never)]
     fn send(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
-        if let Some(listener) = self.listener() {
+        if let Some(listener) = self.settings.listener() {
             let operation = operation::current_id();
             send(&**listener, &self.settings.name, operation.as_ref());
         }

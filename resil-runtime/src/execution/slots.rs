@@ -39,7 +39,7 @@ impl<'p> Progress<'p> {
     }
 
     /// A call the breaker will refuse does not wait for a slot first.
-    pub(super) fn refuse_if_open(&self) -> Result<(), Rejected> {
+    fn refuse_if_open(&self) -> Result<(), Rejected> {
         if let Some(breaker) = self.breaker() {
             let retry_in = breaker.retry_in(Instant::now());
             if !retry_in.is_zero() {
@@ -119,7 +119,7 @@ impl<'p> Progress<'p> {
 
     /// Redis does not answer: the local gates decide, unless the policy fails closed.
     #[cfg(feature = "redis")]
-    pub(super) fn refuse_if_failing_closed(&self) -> Result<(), Rejected> {
+    fn refuse_if_failing_closed(&self) -> Result<(), Rejected> {
         let fail_closed = [self.rate(), self.token_rate()]
             .into_iter()
             .flatten()

@@ -57,9 +57,7 @@ impl<K> PolicyBuilder<K> {
         Ok(policy)
     }
 
-    pub(super) fn build_reporting_conflict(
-        self,
-    ) -> Result<(Policy<K>, Option<ConfigError>), ConfigError> {
+    fn build_reporting_conflict(self) -> Result<(Policy<K>, Option<ConfigError>), ConfigError> {
         let backoff = match self.backoff {
             Some((base, cap)) => Backoff::new(base, cap)?,
             None => Backoff::default(),
