@@ -44,10 +44,12 @@ fn src() -> PathBuf {
 /// The table in the crate docs: `//! | layer | modules | may import | what |` rows.
 fn layers(lib: &str) -> Vec<Layer> {
     let mut layers: Vec<Layer> = Vec::new();
+    // The table after the heading, to its last row: the header and the rule line first.
     let rows = lib
         .lines()
         .skip_while(|line| line.trim() != "//! # Layers")
-        .filter_map(|line| line.strip_prefix("//! |"))
+        .skip_while(|line| !line.starts_with("//! |"))
+        .map_while(|line| line.strip_prefix("//! |"))
         .skip(2);
     for row in rows {
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
