@@ -6,8 +6,8 @@
 //!   chunks: by connection reset, or with `&how=close` by an orderly end without `[DONE]`.
 //!   `?stall=N` stops sending after N chunks (0: before the first) and holds the connection
 //!   open until the client leaves. `?hold=N` goes silent after N chunks until the client
-//!   leaves, then finishes the answer (billed, and kept for a replay). `?fail_first=K` answers the first K such requests 429 with
-//!   `Retry-After`. `?style=hostile` sends what real servers send and naive parsers break on:
+//!   leaves, then finishes the answer (billed, and kept for a replay). `?fail_first=K`
+//!   answers the first K such requests 429 with `Retry-After`. `?style=hostile` sends what real servers send and naive parsers break on:
 //!   `\r\n` line ends, an `event:` and an `id:` line in each event, multibyte text, and each
 //!   event in two frames split inside a multibyte character.
 //!   At most 3 requests generate at once; beyond that, 429 with `Retry-After` (1 s by
