@@ -81,6 +81,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
+pub mod guide;
+
 // Named, not globbed: the public API is exactly this list.
 #[cfg(feature = "chaos")]
 #[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
@@ -103,7 +105,7 @@ pub use resil_runtime::shared;
 #[doc(inline)]
 pub use resil_runtime::tower;
 #[doc(inline)]
-pub use resil_runtime::{breaker, events, operation, profiles, stream};
+pub use resil_runtime::{breaker, events, operation, profiles, series, stream};
 pub use resil_runtime::{
     worst_case, Backoff, Bulkhead, BulkheadPermit, ConfigError, Jitter, Key, KeyScope, KeyTuple,
     Keyed, Keys, Operation, OperationId, Policy, PolicyBuilder, RateGate, Rejected, RetryBudget,

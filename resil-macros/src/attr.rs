@@ -38,8 +38,9 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> syn::Result<Resil
                 Some(known) => format!("did you mean `{known}`?"),
                 None => format!(
                     "the keys are {}",
-                    KEYS.iter()
-                        .map(|known| format!("`{}` ({})", known.name, known.doc))
+                    resil_spec::keys::KEYS
+                        .iter()
+                        .map(|known| format!("`{}` ({})", known.name, known.summary))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),

@@ -435,7 +435,7 @@ pub(crate) fn shared_store(store: &str, reason: Option<&str>) {
         None => tracing::info!(store, "shared store available again: re-synced"),
     }
     #[cfg(feature = "metrics")]
-    metrics::gauge!("resil_shared_available", "store" => store.to_owned())
+    metrics::gauge!(crate::series::SHARED_AVAILABLE.name, "store" => store.to_owned())
         .set(if reason.is_none() { 1.0 } else { 0.0 });
     if let Some(listener) = resolve(None) {
         listener.on_event(&match reason {

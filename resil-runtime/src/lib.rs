@@ -79,7 +79,7 @@
 //! |---|---|---|---|
 //! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state` | — | the words every layer speaks: errors, keys, operation ids, breaker states, the atomics (std or loom) |
 //! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency` | foundation | state machines that return what happened (a transition, an admission, a wait) |
-//! | observers | `events`, `meter` | foundation | what listeners, tracing and metrics hear: plain data |
+//! | observers | `events`, `meter`, `series` | foundation | what listeners, tracing and metrics hear: plain data |
 //! | policy | `policy`, `operator` | foundation, primitives, observers | a policy's settings, builder, keys and tunings; an operator's handles on breakers |
 //! | execution | `operation`, `execution`, `stream` | foundation, primitives, observers, policy | one operation run through a policy's stages; streams and nested calls |
 //! | integrations | `config`, `shared`, `tower`, `middleware`, `chaos`, `http` | every layer | run-time configuration, Redis, tower, reqwest, chaos |
@@ -123,6 +123,7 @@ mod operator;
 mod policy;
 mod registry;
 mod rejected;
+pub mod series;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub mod shared;

@@ -1,21 +1,5 @@
-//! Feature `metrics`: what each operation reports to the `metrics` crate's recorder. Names
-//! and labels are fixed (dashboards and alerts are written against them):
-//!
-//! - `resil_calls_total{fn, outcome}`: one per operation; `outcome` is `ok`, `error`,
-//!   `timeout`, `deadline_exceeded`, `breaker_open`, `bulkhead_full`, `rate_limited`,
-//!   `shared_unavailable` (a shared policy failing closed while Redis does not answer) or
-//!   `fallback` (served by the fallback); a cancelled operation counts nothing;
-//! - `resil_attempts_total{fn}`, `resil_retries_total{fn}`;
-//! - `resil_operation_seconds{fn}` (for a stream: to its first item) and
-//!   `resil_stream_first_item_seconds{fn}`;
-//! - `resil_breaker_state{breaker, key}`: 0 closed, 1 half-open, 2 open (`key` empty for a
-//!   named breaker). A key's series appears at its breaker's first transition, so only keys
-//!   that failed get one; the recorder keeps it after the key is forgotten, so with keys from
-//!   request input give the exporter an idle timeout;
-//! - `resil_bulkhead_in_use{fn}`, for a bulkhead all calls share (none per key: a series per
-//!   key would grow with the key set);
-//! - with feature `redis`, `resil_shared_available{store}`: 1 while the Redis store answers,
-//!   0 during an outage (set by `events::shared_store`).
+//! Feature `metrics`: what each operation reports to the `metrics` crate's recorder, through
+//! the series [`crate::series`] names and documents.
 //!
 //! `fn` is the policy's name: for `#[resilient]`, the function's path.
 //!
@@ -29,19 +13,7 @@ use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 use tokio::time::Instant;
 
 use crate::breaker_state::{BreakerState, Transition};
-
-/// The outcomes of `resil_calls_total`.
-const OUTCOMES: [&str; 9] = [
-    "ok",
-    "error",
-    "timeout",
-    "deadline_exceeded",
-    "breaker_open",
-    "bulkhead_full",
-    "rate_limited",
-    "shared_unavailable",
-    "fallback",
-];
+use crate::series::{self, OUTCOMES};
 
 /// A policy's series, registered at its first call.
 pub(crate) struct Handles {
@@ -61,18 +33,18 @@ impl Handles {
         let name = || metrics::SharedString::from(Arc::clone(name));
         Handles {
             calls: OUTCOMES
-                .map(|outcome| counter!("resil_calls_total", "fn" => name(), "outcome" => outcome)),
-            attempts: counter!("resil_attempts_total", "fn" => name()),
-            retries: counter!("resil_retries_total", "fn" => name()),
-            seconds: histogram!("resil_operation_seconds", "fn" => name()),
+                .map(|outcome| counter!(series::CALLS.name, "fn" => name(), "outcome" => outcome)),
+            attempts: counter!(series::ATTEMPTS.name, "fn" => name()),
+            retries: counter!(series::RETRIES.name, "fn" => name()),
+            seconds: histogram!(series::OPERATION_SECONDS.name, "fn" => name()),
             first_item: OnceLock::new(),
-            in_use: bulkhead.then(|| gauge!("resil_bulkhead_in_use", "fn" => name())),
+            in_use: bulkhead.then(|| gauge!(series::BULKHEAD_IN_USE.name, "fn" => name())),
         }
     }
 
     fn first_item(&self, name: &Arc<str>) -> &Histogram {
         self.first_item.get_or_init(|| {
-            histogram!("resil_stream_first_item_seconds", "fn" => metrics::SharedString::from(Arc::clone(name)))
+            histogram!(series::FIRST_ITEM_SECONDS.name, "fn" => metrics::SharedString::from(Arc::clone(name)))
         })
     }
 }
@@ -183,6 +155,6 @@ pub(crate) fn breaker_state(label: &str, key: Option<&str>, transition: Transiti
         BreakerState::Open => 2.0,
     };
     let key = key.unwrap_or_default();
-    gauge!("resil_breaker_state", "breaker" => label.to_owned(), "key" => key.to_owned())
+    gauge!(series::BREAKER_STATE.name, "breaker" => label.to_owned(), "key" => key.to_owned())
         .set(state);
 }

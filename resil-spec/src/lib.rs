@@ -26,6 +26,7 @@ mod breaker_kind;
 pub mod defaults;
 pub mod duration;
 mod jitter;
+pub mod keys;
 pub mod names;
 pub mod profiles;
 pub mod rules;

@@ -1,0 +1,140 @@
+//! The metric series resil reports with feature `metrics`: names, labels and what each counts,
+//! with a Prometheus query for a dashboard. The names are fixed (dashboards and alerts are
+//! written against them); the meter reports through these constants, and the guide's list is
+//! [`markdown`], checked by a test against the copy it includes.
+//!
+//! ```
+//! use resil_runtime::series;
+//!
+//! assert_eq!(series::CALLS.name, "resil_calls_total");
+//! assert!(series::OUTCOMES.contains(&"breaker_open"));
+//! assert!(series::ALL.iter().all(|series| series.name.starts_with("resil_")));
+//! ```
+
+/// One series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Series {
+    /// Its name, as the recorder sees it.
+    pub name: &'static str,
+    /// `counter`, `gauge` or `histogram`.
+    pub kind: &'static str,
+    /// Its labels.
+    pub labels: &'static [&'static str],
+    /// What it counts, and when it appears.
+    pub meaning: &'static str,
+    /// A Prometheus query for a dashboard panel or an alert.
+    pub query: &'static str,
+}
+
+/// The values of `outcome` on [`CALLS`].
+pub const OUTCOMES: [&str; 9] = [
+    "ok",
+    "error",
+    "timeout",
+    "deadline_exceeded",
+    "breaker_open",
+    "bulkhead_full",
+    "rate_limited",
+    "shared_unavailable",
+    "fallback",
+];
+
+/// One per operation, by how it ended.
+pub const CALLS: Series = Series {
+    name: "resil_calls_total",
+    kind: "counter",
+    labels: &["fn", "outcome"],
+    meaning: "one per operation, by how it ended: `ok`, `error`, `timeout`, `deadline_exceeded`, `breaker_open`, `bulkhead_full`, `rate_limited`, `shared_unavailable` (a shared policy failing closed while Redis does not answer) or `fallback` (served by the fallback); a cancelled operation counts nothing. Every outcome is registered at a policy's first call, so each starts at 0",
+    query: r#"sum by (fn) (rate(resil_calls_total{outcome!="ok"}[5m])) / sum by (fn) (rate(resil_calls_total[5m]))"#,
+};
+
+/// One per attempt, the first included.
+pub const ATTEMPTS: Series = Series {
+    name: "resil_attempts_total",
+    kind: "counter",
+    labels: &["fn"],
+    meaning: "one per attempt started, the first included",
+    query: "sum by (fn) (rate(resil_attempts_total[5m]))",
+};
+
+/// One per retry.
+pub const RETRIES: Series = Series {
+    name: "resil_retries_total",
+    kind: "counter",
+    labels: &["fn"],
+    meaning: "one per retry decided, counted as its wait begins",
+    query: "sum by (fn) (rate(resil_retries_total[5m])) / sum by (fn) (rate(resil_calls_total[5m]))",
+};
+
+/// How long operations take.
+pub const OPERATION_SECONDS: Series = Series {
+    name: "resil_operation_seconds",
+    kind: "histogram",
+    labels: &["fn"],
+    meaning: "how long each operation took, waits and retries included (for a stream: to its first item)",
+    query: "histogram_quantile(0.95, sum by (fn, le) (rate(resil_operation_seconds_bucket[5m])))",
+};
+
+/// How long a stream takes to its first item.
+pub const FIRST_ITEM_SECONDS: Series = Series {
+    name: "resil_stream_first_item_seconds",
+    kind: "histogram",
+    labels: &["fn"],
+    meaning: "how long a streaming operation took to its first item; registered at the first stream a function returns",
+    query: "histogram_quantile(0.95, sum by (fn, le) (rate(resil_stream_first_item_seconds_bucket[5m])))",
+};
+
+/// Each breaker's state.
+pub const BREAKER_STATE: Series = Series {
+    name: "resil_breaker_state",
+    kind: "gauge",
+    labels: &["breaker", "key"],
+    meaning: "0 closed, 1 half-open, 2 open (`key` empty for a named breaker). A key's series appears at its breaker's first transition, so only keys that failed get one; the recorder keeps it after the key is forgotten, so with keys from request input give the exporter an idle timeout",
+    query: "max by (breaker, key) (resil_breaker_state) == 2",
+};
+
+/// Calls in flight through a bulkhead all calls share.
+pub const BULKHEAD_IN_USE: Series = Series {
+    name: "resil_bulkhead_in_use",
+    kind: "gauge",
+    labels: &["fn"],
+    meaning: "operations in flight through a bulkhead all calls share (none per key: a series per key would grow with the key set)",
+    query: "max by (fn) (resil_bulkhead_in_use)",
+};
+
+/// Whether a Redis store answers.
+pub const SHARED_AVAILABLE: Series = Series {
+    name: "resil_shared_available",
+    kind: "gauge",
+    labels: &["store"],
+    meaning: "with feature `redis`: 1 while the Redis store answers, 0 during an outage (while every instance decides locally)",
+    query: "min by (store) (resil_shared_available) == 0",
+};
+
+/// Every series, in the order the guide lists them.
+pub const ALL: &[Series] = &[
+    CALLS,
+    ATTEMPTS,
+    RETRIES,
+    OPERATION_SECONDS,
+    FIRST_ITEM_SECONDS,
+    BREAKER_STATE,
+    BULKHEAD_IN_USE,
+    SHARED_AVAILABLE,
+];
+
+/// The list of series, as the guide shows it.
+pub fn markdown() -> String {
+    let mut table = String::from("| series | kind | meaning | query |\n|---|---|---|---|\n");
+    for series in ALL {
+        table.push_str(&format!(
+            "| `{}{{{}}}` | {} | {} | `{}` |\n",
+            series.name,
+            series.labels.join(", "),
+            series.kind,
+            series.meaning,
+            series.query
+        ));
+    }
+    table
+}
