@@ -1,4 +1,4 @@
-//! The `profiles` example's figures, as the README states them (paused clock, no wall time):
+//! The `profiles` example's figures, as the guide states them (`resil::guide::choosing_keys`) (paused clock, no wall time):
 //! one flaky provider behind each built-in profile.
 
 #[tokio::test(start_paused = true)]

@@ -21,7 +21,7 @@ async fn the_streaming_client_against_each_way_a_stream_fails() {
     assert!(blocking.complete && streamed.complete);
     assert_eq!(streamed.tokens, 20);
     assert_eq!(streamed.text, blocking.text, "the same answer either way");
-    // The README's "first token after ~40 ms instead of ~830 ms": one gap against twenty.
+    // The guide's (`resil::guide::streams`) "first token after ~40 ms instead of ~830 ms": one gap against twenty.
     assert!(
         streamed.first_token.unwrap() < blocking.first_token.unwrap() / 4,
         "{:?} streamed, {:?} blocking",

@@ -53,7 +53,7 @@ async fn the_providers_answers_classified() {
     provider.stop().await;
 }
 
-/// The README's figures: 100 callers against a provider that takes 50 a second collect 50 ×
+/// The guide's figures (`resil::guide::rates_and_keys`): 100 callers against a provider that takes 50 a second collect 50 ×
 /// 429 without a gate, and at most 2 with one (1 on a quiet machine: a collision at a window's
 /// edge), the gate set twice too fast included.
 #[tokio::test]

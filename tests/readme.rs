@@ -31,7 +31,10 @@ fn blocks(text: &str) -> Vec<(String, Vec<&str>)> {
 #[test]
 fn the_readme_fits_on_four_screens() {
     let lines = read("README.md").lines().count();
-    assert!(lines <= 200, "the README has {lines} lines: move detail into src/guide/");
+    assert!(
+        lines <= 200,
+        "the README has {lines} lines: move detail into src/guide/"
+    );
 }
 
 #[test]
@@ -100,13 +103,19 @@ fn the_readme_names_every_feature() {
         .collect();
     assert!(names.len() >= 9, "{names:?}");
     for name in names {
-        assert!(readme.contains(&format!("`{name}`")), "the README does not name feature `{name}`");
+        assert!(
+            readme.contains(&format!("`{name}`")),
+            "the README does not name feature `{name}`"
+        );
     }
 }
 
 #[test]
 fn the_readme_links_to_the_generated_key_reference_instead_of_copying_it() {
     let readme = read("README.md");
-    assert!(!readme.contains("| `timeout = "), "the README copies the key table");
+    assert!(
+        !readme.contains("| `timeout = "),
+        "the README copies the key table"
+    );
     assert!(readme.contains("resil/guide/reference/"));
 }

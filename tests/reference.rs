@@ -6,7 +6,9 @@
 use std::path::Path;
 
 fn check(file: &str, generated: &str) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/guide").join(file);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/guide")
+        .join(file);
     if std::env::var_os("RESIL_BLESS").is_some() {
         std::fs::write(&path, generated).unwrap();
         return;

@@ -1,5 +1,6 @@
-//! The `two_instances` example's run, checked: its printout is the shared-state story the
-//! README tells (real redis-server, real HTTP over loopback, real time: about 15 s).
+//! The `two_instances` example's run, checked: its printout is the shared-state story that
+//! `resil::guide::many_instances` tells (real redis-server, real HTTP over loopback, real
+//! time: about 15 s).
 #![cfg(feature = "redis")]
 
 #[tokio::test]
@@ -27,7 +28,7 @@ async fn the_two_instances_example_shows_what_it_claims() {
         "{report:?}"
     );
     assert!(report.resynced, "{report:?}");
-    // The README's 0.6 µs against 63 µs (release build): a shared gate adds a round trip.
+    // The guide's 0.6 µs against 63 µs (release build): a shared gate adds a round trip.
     let (local, shared) = report.gate_cost;
     assert!(shared > local, "{report:?}");
     let said = |what: &str| {

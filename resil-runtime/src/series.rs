@@ -63,7 +63,8 @@ pub const RETRIES: Series = Series {
     kind: "counter",
     labels: &["fn"],
     meaning: "one per retry decided, counted as its wait begins",
-    query: "sum by (fn) (rate(resil_retries_total[5m])) / sum by (fn) (rate(resil_calls_total[5m]))",
+    query:
+        "sum by (fn) (rate(resil_retries_total[5m])) / sum by (fn) (rate(resil_calls_total[5m]))",
 };
 
 /// How long operations take.
@@ -71,7 +72,8 @@ pub const OPERATION_SECONDS: Series = Series {
     name: "resil_operation_seconds",
     kind: "histogram",
     labels: &["fn"],
-    meaning: "how long each operation took, waits and retries included (for a stream: to its first item)",
+    meaning:
+        "how long each operation took, waits and retries included (for a stream: to its first item)",
     query: "histogram_quantile(0.95, sum by (fn, le) (rate(resil_operation_seconds_bucket[5m])))",
 };
 

@@ -82,7 +82,7 @@ async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
     println!("a key of 1 MiB costs {per_key} bytes");
 }
 
-/// The README's figure for a keyed breaker (the breaker, its key and its map entry): the
+/// The guide's figure for a keyed breaker (`resil::guide::costs`) (the breaker, its key and its map entry): the
 /// registry's growth over 10 000 new keys, per key.
 #[test]
 fn a_keyed_breaker_costs_under_512_bytes() {

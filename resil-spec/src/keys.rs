@@ -338,9 +338,8 @@ pub fn find(name: &str) -> Option<&'static KeyDoc> {
 
 /// The reference table, as the guide shows it.
 pub fn markdown() -> String {
-    let mut table = String::from(
-        "| key | meaning | default | accepts | by hand |\n|---|---|---|---|---|\n",
-    );
+    let mut table =
+        String::from("| key | meaning | default | accepts | by hand |\n|---|---|---|---|---|\n");
     for key in KEYS {
         table.push_str(&format!(
             "| `{}` | {} | {} | {} | {} |\n",
@@ -358,10 +357,28 @@ mod tests {
     #[test]
     fn every_key_is_documented_once_and_written_as_its_example_shows() {
         for (i, key) in KEYS.iter().enumerate() {
-            assert!(KEYS[..i].iter().all(|other| other.name != key.name), "{}", key.name);
-            assert!(key.example.starts_with(&format!("{} = ", key.name)), "{}", key.name);
-            for text in [key.summary, key.meaning, key.default, key.constraints, key.builder] {
-                assert!(!text.is_empty() && !text.contains('|'), "{}: {text}", key.name);
+            assert!(
+                KEYS[..i].iter().all(|other| other.name != key.name),
+                "{}",
+                key.name
+            );
+            assert!(
+                key.example.starts_with(&format!("{} = ", key.name)),
+                "{}",
+                key.name
+            );
+            for text in [
+                key.summary,
+                key.meaning,
+                key.default,
+                key.constraints,
+                key.builder,
+            ] {
+                assert!(
+                    !text.is_empty() && !text.contains('|'),
+                    "{}: {text}",
+                    key.name
+                );
             }
         }
     }
@@ -389,6 +406,9 @@ mod tests {
         for (name, default) in counts {
             assert_eq!(shown(name), default.to_string(), "{name}");
         }
-        assert_eq!(shown("breaker_rate"), format!("{}%", defaults::BREAKER_RATE));
+        assert_eq!(
+            shown("breaker_rate"),
+            format!("{}%", defaults::BREAKER_RATE)
+        );
     }
 }
