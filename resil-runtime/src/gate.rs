@@ -80,7 +80,7 @@ pub struct RateGate {
     origin: Instant,
     /// Where the gate is kept for every instance, for a shared policy.
     #[cfg(feature = "redis")]
-    shared: Option<std::sync::Arc<crate::shared::GateLink>>,
+    shared: Option<std::sync::Arc<crate::seams::GateLink>>,
 }
 
 impl fmt::Debug for RateGate {
@@ -160,10 +160,10 @@ impl RateGate {
         }
     }
 
-    /// Keeps the gate in Redis too, as `resil:{what}:{name}`.
+    /// Keeps the gate in its policy's shared store too, as `resil:{what}:{name}`.
     #[cfg(feature = "redis")]
-    pub(crate) fn share(&mut self, sharing: &crate::shared::Sharing, what: &str, name: &str) {
-        self.shared = Some(crate::shared::GateLink::new(
+    pub(crate) fn share(&mut self, sharing: &crate::seams::Sharing, what: &str, name: &str) {
+        self.shared = Some(crate::seams::GateLink::new(
             sharing,
             what,
             name,
@@ -172,9 +172,9 @@ impl RateGate {
         ));
     }
 
-    /// Its place in Redis, for a shared gate.
+    /// Its place in the shared store, for a shared gate.
     #[cfg(feature = "redis")]
-    pub(crate) fn shared(&self) -> Option<&std::sync::Arc<crate::shared::GateLink>> {
+    pub(crate) fn shared(&self) -> Option<&std::sync::Arc<crate::seams::GateLink>> {
         self.shared.as_ref()
     }
 

@@ -78,7 +78,7 @@
 //! | layer | modules | may import | what it holds |
 //! |---|---|---|---|
 //! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state` | — | the words every layer speaks: errors, keys, operation ids, breaker states, the atomics (std or loom) |
-//! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency` | foundation | state machines that return what happened (a transition, an admission, a wait) |
+//! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency`, `seams` | foundation | state machines that return what happened (a transition, an admission, a wait), and the seam they hold to a store shared by many instances |
 //! | observers | `events`, `meter`, `series` | foundation | what listeners, tracing and metrics hear: plain data |
 //! | policy | `policy`, `operator` | foundation, primitives, observers | a policy's settings, builder, keys and tunings; an operator's handles on breakers |
 //! | execution | `operation`, `execution`, `stream` | foundation, primitives, observers, policy | one operation run through a policy's stages; streams and nested calls |
@@ -123,6 +123,8 @@ mod operator;
 mod policy;
 mod registry;
 mod rejected;
+#[cfg(feature = "redis")]
+mod seams;
 pub mod series;
 #[cfg(feature = "redis")]
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]

@@ -2,33 +2,11 @@
 //! docs' table allows (`src/lib.rs`, "Layers"). Imports are read as Rust (syn): `use` trees,
 //! paths in code and types, and `crate::` inside macro invocations; a name re-exported at the
 //! crate root counts as the module it comes from.
-//!
-//! [`DEBT`] lists the imports that break the rule today, each to be removed by the redesign
-//! (issue 24); a new one fails, and so does an entry that is no longer true, so the list only
-//! shrinks.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use syn::visit::Visit;
-
-/// (file under `src/`, top-level module it imports) pairs that break the layers today.
-const DEBT: &[(&str, &str)] = &[
-    // The breaker holds its Redis link.
-    ("breaker/mod.rs", "shared"),
-    ("breaker/remote.rs", "shared"),
-    // The gate holds its Redis link.
-    ("gate.rs", "shared"),
-    // The policy builds its Redis links.
-    ("policy/builder/mod.rs", "shared"),
-    ("policy/builder/build.rs", "shared"),
-    ("policy/keys.rs", "shared"),
-    // The execution reserves and refunds shared gate slots through the Redis link.
-    ("execution/mod.rs", "shared"),
-    ("execution/attempt/mod.rs", "shared"),
-    ("execution/attempt/probe.rs", "shared"),
-    ("execution/slots.rs", "shared"),
-];
 
 /// Layer name, its modules, the layers it may import from.
 struct Layer {
@@ -244,19 +222,9 @@ fn breaches() -> BTreeSet<(String, String)> {
 #[test]
 fn each_module_imports_only_from_the_layers_its_row_allows() {
     let found = breaches();
-    let debt: BTreeSet<(String, String)> = DEBT
-        .iter()
-        .map(|(file, module)| ((*file).to_owned(), (*module).to_owned()))
-        .collect();
-    let new: Vec<_> = found.difference(&debt).collect();
-    let paid: Vec<_> = debt.difference(&found).collect();
     assert!(
-        new.is_empty(),
-        "imports from a layer the table does not allow (src/lib.rs, \"Layers\"): {new:#?}\n\
+        found.is_empty(),
+        "imports from a layer the table does not allow (src/lib.rs, \"Layers\"): {found:#?}\n\
          depend on a seam defined below instead, or move the item to the layer both use"
-    );
-    assert!(
-        paid.is_empty(),
-        "no longer imported, remove them from DEBT: {paid:#?}"
     );
 }

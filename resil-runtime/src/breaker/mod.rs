@@ -93,9 +93,9 @@ pub struct Breaker {
     forced: AtomicBool,
     /// The last calls, for a failure-rate or slow-call breaker; locked after `probing`.
     window: Option<Mutex<Window>>,
-    /// Its state in Redis, for the breaker of a shared policy.
+    /// Its place in a shared store, for the breaker of a shared policy.
     #[cfg(feature = "redis")]
-    shared: std::sync::OnceLock<crate::shared::BreakerLink>,
+    shared: std::sync::OnceLock<crate::seams::BreakerLink>,
 }
 
 impl fmt::Debug for Breaker {

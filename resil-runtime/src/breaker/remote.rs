@@ -1,4 +1,4 @@
-//! What other instances make of a shared breaker (see [`crate::shared`]).
+//! What other instances make of a shared breaker (see `crate::seams`).
 
 use std::time::Duration;
 
@@ -8,16 +8,16 @@ use super::word::{CLOSED, HALF_OPEN, OPEN};
 use super::{Breaker, BreakerState, Ticket, Transition};
 use crate::sync::{lock, Ordering};
 
-/// What other instances make of a shared breaker (see [`crate::shared`]).
+/// What other instances make of a shared breaker (see `crate::seams`).
 #[cfg(feature = "redis")]
 impl Breaker {
-    /// Ties the breaker to Redis; false if it was tied already.
-    pub(crate) fn share(&self, link: crate::shared::BreakerLink) -> bool {
-        self.shared.set(link).is_ok()
+    /// Ties the breaker to a shared store: the link, unless it was tied already.
+    pub(crate) fn share(&self, link: crate::seams::BreakerLink) -> Option<&crate::seams::BreakerLink> {
+        self.shared.set(link).ok().and(self.shared.get())
     }
 
-    /// Its place in Redis, for a shared breaker.
-    pub(crate) fn shared_link(&self) -> Option<&crate::shared::BreakerLink> {
+    /// Its place in the shared store, for a shared breaker.
+    pub(crate) fn shared_link(&self) -> Option<&crate::seams::BreakerLink> {
         self.shared.get()
     }
 

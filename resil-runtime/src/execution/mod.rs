@@ -68,7 +68,7 @@ struct Reserved {
     tokens: Option<Slot>,
     /// The same slots in Redis, when the shared gates granted them.
     #[cfg(feature = "redis")]
-    remote: Option<Box<crate::shared::RemoteSlots>>,
+    remote: Option<Box<crate::seams::RemoteSlots>>,
 }
 
 /// Everything about an operation in progress that does not depend on its types: the

@@ -50,7 +50,7 @@ impl<'p> Progress<'p> {
     }
 
     /// For a shared policy whose store answers, the request for this attempt's slots in the
-    /// shared gates; `None` when the local gates decide alone (no shared gate, or Redis is
+    /// shared gates; `None` when the local gates decide alone (no shared gate, or the store is
     /// known to be down and the policy fails open). Out of line: only gated policies get
     /// here, and the attempt's own code stays small.
     #[cfg(feature = "redis")]
@@ -83,7 +83,7 @@ impl<'p> Progress<'p> {
             rate_link.map(|link| (link, 1, interval(rate))),
             token_link.map(|link| (link, self.cost, interval(tokens))),
         ];
-        Ok(Some(Box::pin(crate::shared::reserve(gates, limit))))
+        Ok(Some(crate::seams::reserve(gates, limit)))
     }
 
     /// What the shared gates answered: the wait for the slot (the local gates then count the
@@ -92,9 +92,9 @@ impl<'p> Progress<'p> {
     #[cfg(feature = "redis")]
     pub(super) fn shared_answer(
         &mut self,
-        answer: crate::shared::SharedSlots,
+        answer: crate::seams::SharedSlots,
     ) -> Result<Duration, Rejected> {
-        use crate::shared::{RemoteSlot, SharedSlots};
+        use crate::seams::{RemoteSlot, SharedSlots};
         match answer {
             SharedSlots::Granted(granted) => {
                 let [rate, tokens] = granted.slots;

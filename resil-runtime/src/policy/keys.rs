@@ -51,7 +51,7 @@ pub struct Keys {
     /// Where a new key's breaker is kept for every instance, and its name there's prefix
     /// (the policy's name), for a shared policy.
     #[cfg(feature = "redis")]
-    shared: Option<(crate::shared::Sharing, Arc<str>)>,
+    shared: Option<(crate::seams::Sharing, Arc<str>)>,
 }
 
 /// One key's share of a keyed policy.
@@ -178,7 +178,7 @@ impl Keys {
     /// Keeps every key's breaker in Redis too, as `{policy}:{label}={key}` (the gates carry
     /// their own link).
     #[cfg(feature = "redis")]
-    pub(crate) fn share(&mut self, sharing: &crate::shared::Sharing, policy: &Arc<str>) {
+    pub(crate) fn share(&mut self, sharing: &crate::seams::Sharing, policy: &Arc<str>) {
         self.shared = Some((sharing.clone(), Arc::clone(policy)));
     }
 
@@ -214,7 +214,7 @@ impl Keys {
                 #[cfg(feature = "redis")]
                 if let Some((sharing, policy)) = &self.shared {
                     let name = format!("{policy}:{}", breaker.name());
-                    crate::shared::BreakerLink::bind(sharing, &name, &breaker);
+                    crate::seams::BreakerLink::bind(sharing, &name, &breaker);
                 }
                 breaker
             }),

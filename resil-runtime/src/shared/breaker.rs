@@ -1,199 +1,115 @@
-//! [`BreakerLink`]: what ties a local breaker to its state in Redis, and the messages
-//! instances exchange about it.
+//! A shared breaker in Redis: the scripts that record its transitions and its half-open
+//! probe's lock under `resil:breaker:{name}` (`:open`, present while open and expiring with
+//! the cooldown; `:probe`, the lock), and the messages instances exchange about it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::ScriptInvocation;
 
 use super::scripts::{CLOSE, OPEN, PROBE, RELEASE};
-use super::Sharing;
+use super::store::Store;
 use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::events;
+use crate::seams::{BreakerLink, Pending, ProbeAnswer};
 
-/// A transition made here that Redis has not heard of yet: `OPENED` or `CLOSED` in the low
-/// bits (0 when none), under a count of announcements above them. A reply clears only the announcement it
-/// answers: an opening's reply arriving after a closing (or a later opening) was announced
-/// leaves that one pending.
-#[derive(Debug, Default)]
-pub(crate) struct Pending(AtomicU64);
-
-const OPENED: u64 = 1;
-const CLOSED: u64 = 2;
-const STATE: u64 = 3;
-
-impl Pending {
-    /// Records a transition to publish; returns what to hand [`Pending::published`] once
-    /// Redis has heard of it.
-    pub(crate) fn announce(&self, state: u64) -> u64 {
-        let mut current = self.0.load(Ordering::Acquire);
-        loop {
-            let next = ((current & !STATE).wrapping_add(STATE + 1)) | state;
-            match (self.0).compare_exchange_weak(current, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return next,
-                Err(now) => current = now,
-            }
-        }
-    }
-
-    /// The announcement pending now, if any.
-    fn now(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
-    }
-
-    /// Redis heard of `announced`: nothing is pending, unless another was announced meanwhile.
-    pub(crate) fn published(&self, announced: u64) {
-        let _ = (self.0).compare_exchange(
-            announced,
-            announced & !STATE,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-    }
+/// The key present while the breaker is open.
+pub(crate) fn open_key(link: &BreakerLink) -> String {
+    format!("{}:open", link.id)
 }
 
-/// A breaker's place in Redis: `resil:breaker:{name}`, with `:open` (present while open,
-/// expiring with the cooldown) and `:probe` (the half-open probe's lock).
-pub(crate) struct BreakerLink {
-    sharing: Sharing,
-    id: Arc<str>,
-    open_key: String,
-    probe_key: String,
-    /// A transition made here that Redis has not heard of (it was down or slow), published at
-    /// the next re-sync if the breaker is still in that state.
-    pending: Arc<Pending>,
+fn probe_key(link: &BreakerLink) -> String {
+    format!("{}:probe", link.id)
 }
 
-/// What Redis said about the half-open probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ProbeAnswer {
-    /// This instance probes.
-    Granted,
-    /// A peer's opening or probe is in force for this long: reject meanwhile.
-    Peer(Duration),
-    /// Redis did not answer in time.
-    Unavailable,
-}
-
-impl BreakerLink {
-    /// Ties `breaker` (named `name` in Redis) to the store, unless it is tied already (a named
-    /// breaker used by several shared policies keeps its first tie).
-    pub(crate) fn bind(sharing: &Sharing, name: &str, breaker: &Arc<Breaker>) {
-        let id: Arc<str> = Arc::from(format!("resil:breaker:{name}"));
-        let link = BreakerLink {
-            sharing: sharing.clone(),
-            open_key: format!("{id}:open"),
-            probe_key: format!("{id}:probe"),
-            id: Arc::clone(&id),
-            pending: Arc::default(),
-        };
-        if breaker.share(link) {
-            sharing.store.register(&id, breaker);
-        }
-    }
-
-    pub(crate) fn open_key(&self) -> &str {
-        &self.open_key
-    }
-
-    pub(crate) fn fail_closed(&self) -> bool {
-        self.sharing.fail_closed
-    }
-
+impl Store {
     /// The script that publishes a transition Redis did not hear of, if the breaker is still
-    /// in the state it reached, with what to hand [`BreakerLink::published`] once it ran.
-    pub(crate) fn pending(&self, breaker: &Breaker) -> Option<(ScriptInvocation<'static>, u64)> {
-        let pending = self.pending.now();
-        let invocation = match (pending & STATE, breaker.state()) {
-            (OPENED, BreakerState::Open) => self.opening(breaker),
-            (CLOSED, BreakerState::Closed) => Some(self.closing()),
+    /// in the state it reached, with what to hand [`Pending::published`] once it ran.
+    pub(crate) fn pending(
+        &self,
+        link: &BreakerLink,
+        breaker: &Breaker,
+    ) -> Option<(ScriptInvocation<'static>, u64)> {
+        let pending = link.pending.now();
+        let invocation = match (pending & Pending::STATE, breaker.state()) {
+            (Pending::OPENED, BreakerState::Open) => self.opening(link, breaker),
+            (Pending::CLOSED, BreakerState::Closed) => Some(self.closing(link)),
             _ => None,
         };
         if invocation.is_none() {
-            self.published(pending);
+            link.pending.published(pending);
         }
         invocation.map(|invocation| (invocation, pending))
     }
 
-    /// Redis heard of the transition `pending` (unless a newer one is pending meanwhile).
-    pub(crate) fn published(&self, pending: u64) {
-        self.pending.published(pending);
-    }
-
-    /// The local breaker changed state: tell Redis and the peers, in the background (no call
-    /// waits on it). A transition Redis does not hear of is published at the next re-sync.
-    pub(crate) fn announce(&self, breaker: &Breaker, to: BreakerState) {
+    /// See [`SharedStore::announce`](crate::seams::SharedStore::announce).
+    pub(crate) fn announce_transition(
+        &self,
+        link: &BreakerLink,
+        breaker: &Breaker,
+        to: BreakerState,
+    ) {
         let (invocation, pending) = match to {
-            BreakerState::Open => (self.opening(breaker), OPENED),
-            BreakerState::Closed => (Some(self.closing()), CLOSED),
+            BreakerState::Open => (self.opening(link, breaker), Pending::OPENED),
+            BreakerState::Closed => (Some(self.closing(link)), Pending::CLOSED),
             BreakerState::HalfOpen => return,
         };
         let Some(invocation) = invocation else { return };
-        let announced = self.pending.announce(pending);
-        self.sharing.store.spawn_eval(
-            self.sharing.timeout,
+        let announced = link.pending.announce(pending);
+        self.spawn_eval(
+            link.sharing.timeout,
             invocation,
-            Some((Arc::clone(&self.pending), announced)),
+            Some((Arc::clone(&link.pending), announced)),
         );
     }
 
     /// The script that records the closing and tells the peers.
-    fn closing(&self) -> ScriptInvocation<'static> {
-        let message = Message::format("closed", self.sharing.store.instance(), 0, &self.id);
-        let mut invocation = CLOSE.key(&self.open_key);
+    fn closing(&self, link: &BreakerLink) -> ScriptInvocation<'static> {
+        let message = Message::format("closed", self.instance(), 0, &link.id);
+        let mut invocation = CLOSE.key(open_key(link));
         invocation
-            .key(&self.probe_key)
+            .key(probe_key(link))
             .arg(message)
-            .arg(self.sharing.store.instance());
+            .arg(self.instance());
         invocation
     }
 
     /// The script that records the breaker's opening, for what is left of its cooldown.
-    fn opening(&self, breaker: &Breaker) -> Option<ScriptInvocation<'static>> {
+    fn opening(&self, link: &BreakerLink, breaker: &Breaker) -> Option<ScriptInvocation<'static>> {
         let left = breaker.retry_in(tokio::time::Instant::now());
         if left.is_zero() {
             return None;
         }
         let millis = millis(left);
-        let message = Message::format("open", self.sharing.store.instance(), millis, &self.id);
-        let mut invocation = OPEN.key(&self.open_key);
+        let message = Message::format("open", self.instance(), millis, &link.id);
+        let mut invocation = OPEN.key(open_key(link));
         invocation
-            .key(&self.probe_key)
+            .key(probe_key(link))
             .arg(millis)
             .arg(message)
-            .arg(self.sharing.store.instance());
+            .arg(self.instance());
         Some(invocation)
     }
 
-    /// Asks Redis whether this instance sends the half-open probe, which holds the lock for
-    /// `limit` at most.
-    pub(crate) async fn acquire_probe(&self, limit: Duration) -> ProbeAnswer {
-        let mut invocation = PROBE.key(&self.open_key);
+    /// See [`SharedStore::acquire_probe`](crate::seams::SharedStore::acquire_probe).
+    pub(crate) async fn probe(&self, link: &BreakerLink, limit: Duration) -> ProbeAnswer {
+        let mut invocation = PROBE.key(open_key(link));
         invocation
-            .key(&self.probe_key)
-            .arg(self.sharing.store.instance())
+            .key(probe_key(link))
+            .arg(self.instance())
             .arg(millis(limit));
-        match self
-            .sharing
-            .store
-            .eval::<u64>(self.sharing.timeout, &invocation)
-            .await
-        {
+        match self.eval::<u64>(link.sharing.timeout, &invocation).await {
             Some(0) => ProbeAnswer::Granted,
             Some(wait) => ProbeAnswer::Peer(Duration::from_millis(wait)),
             None => ProbeAnswer::Unavailable,
         }
     }
 
-    /// The probe ended with no verdict: another instance may probe at once.
-    pub(crate) fn release_probe(&self) {
-        let mut invocation = RELEASE.key(&self.probe_key);
-        invocation.arg(self.sharing.store.instance());
-        self.sharing
-            .store
-            .spawn_eval(self.sharing.timeout, invocation, None);
+    /// See [`SharedStore::release_probe`](crate::seams::SharedStore::release_probe).
+    pub(crate) fn release(&self, link: &BreakerLink) {
+        let mut invocation = RELEASE.key(probe_key(link));
+        invocation.arg(self.instance());
+        self.spawn_eval(link.sharing.timeout, invocation, None);
     }
 }
 
@@ -280,28 +196,6 @@ mod tests {
 
     fn breaker() -> Breaker {
         Breaker::new("provider", BreakerConfig::new(2, COOLDOWN).unwrap())
-    }
-
-    #[test]
-    fn a_reply_clears_only_the_announcement_it_answers() {
-        let pending = Pending::default();
-        let opened = pending.announce(OPENED);
-        let closed = pending.announce(CLOSED);
-        pending.published(opened);
-        assert_eq!(
-            pending.now() & STATE,
-            CLOSED,
-            "the closing is still to publish"
-        );
-        let reopened = pending.announce(OPENED);
-        pending.published(closed);
-        assert_eq!(
-            pending.now(),
-            reopened,
-            "open, closed, open: the last opening stays"
-        );
-        pending.published(reopened);
-        assert_eq!(pending.now() & STATE, 0, "nothing pending");
     }
 
     fn apply(breaker: &Breaker, text: &str) {

@@ -52,12 +52,11 @@
 
 mod breaker;
 mod gate;
+mod policy;
 mod scripts;
 mod store;
 
-pub(crate) use breaker::{BreakerLink, ProbeAnswer};
-pub(crate) use gate::{reserve, GateLink, RemoteSlot, RemoteSlots, SharedSlots};
-pub(crate) use store::Store;
+use store::Store;
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -143,7 +142,7 @@ impl Redis {
     /// [`PolicyBuilder::shared_in`](crate::PolicyBuilder::shared_in), such as two instances
     /// simulated in one process, each with its own store.
     pub async fn open(url: &str) -> Result<Redis, SharedError> {
-        let store = Arc::new(Store::new());
+        let store = Store::new();
         store.attach(client(url)?, store::redacted(url)).await?;
         Ok(Redis { store })
     }
@@ -166,9 +165,6 @@ impl Redis {
         self.store.instance()
     }
 
-    pub(crate) fn store(&self) -> &Arc<Store> {
-        &self.store
-    }
 }
 
 fn client(url: &str) -> Result<redis::Client, SharedError> {
@@ -182,22 +178,5 @@ fn client(url: &str) -> Result<redis::Client, SharedError> {
 /// [`Redis::connect`] attaches it to a server, so a policy built first is bound to it too.
 pub(crate) fn global() -> &'static Arc<Store> {
     static GLOBAL: OnceLock<Arc<Store>> = OnceLock::new();
-    GLOBAL.get_or_init(|| Arc::new(Store::new()))
-}
-
-/// How a policy shares its state: where, and what to do when the store does not answer.
-#[derive(Clone)]
-pub(crate) struct Sharing {
-    pub(crate) store: Arc<Store>,
-    pub(crate) timeout: Duration,
-    pub(crate) fail_closed: bool,
-}
-
-impl fmt::Debug for Sharing {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sharing")
-            .field("timeout", &self.timeout)
-            .field("fail_closed", &self.fail_closed)
-            .finish_non_exhaustive()
-    }
+    GLOBAL.get_or_init(Store::new)
 }

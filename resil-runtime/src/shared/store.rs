@@ -14,10 +14,13 @@ use tokio::sync::{oneshot, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::{sleep, timeout};
 
-use super::breaker::{Message, News, Pending};
+use super::breaker::{open_key, Message, News};
 use super::scripts::{CHANNEL, CLOSE, OPEN};
-use super::{GateLink, SharedError};
-use crate::breaker::Breaker;
+use super::SharedError;
+use crate::breaker::{Breaker, BreakerState};
+use crate::seams::{
+    BreakerLink, GateLink, Pending, ProbeAnswer, RemoteSlot, SharedSlots, SharedStore, StoreFuture,
+};
 use crate::events;
 use crate::sync::{lock_std, read_std, write_std};
 
@@ -31,6 +34,9 @@ const RECONNECT_BASE: Duration = Duration::from_millis(100);
 const RECONNECT_CAP: Duration = Duration::from_secs(2);
 
 pub(crate) struct Store {
+    /// Itself, for the tasks it spawns: what the breakers and gates hold is a `&dyn
+    /// SharedStore`.
+    me: Weak<Store>,
     instance: Arc<str>,
     url: Mutex<Option<Arc<str>>>,
     task: Mutex<Option<AbortHandle>>,
@@ -57,9 +63,10 @@ impl Drop for Store {
 }
 
 impl Store {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new() -> Arc<Self> {
         let instance: u64 = rand::rng().random();
-        Store {
+        Arc::new_cyclic(|me| Store {
+            me: Weak::clone(me),
             instance: Arc::from(format!("{instance:016x}")),
             url: Mutex::new(None),
             task: Mutex::new(None),
@@ -69,7 +76,7 @@ impl Store {
             breakers: Mutex::new(HashMap::new()),
             gates: Mutex::new(HashMap::new()),
             check: Arc::new(Notify::new()),
-        }
+        })
     }
 
     pub(crate) fn instance(&self) -> &str {
@@ -86,19 +93,6 @@ impl Store {
 
     pub(crate) fn is_available(&self) -> bool {
         self.available.load(Ordering::Acquire)
-    }
-
-    /// [`Store::is_available`], for a policy about to use it: a policy shared through a store
-    /// that was never connected says so once, since it would otherwise decide locally in
-    /// silence.
-    pub(crate) fn usable(&self) -> bool {
-        let available = self.is_available();
-        if !available && !self.in_outage.load(Ordering::Acquire) && !self.is_attached() {
-            self.outage_begins(
-                "no Redis store is connected: call resil::shared::Redis::connect(url) at startup",
-            );
-        }
-        available
     }
 
     /// Points the store at a server: starts the task that connects (replacing any earlier
@@ -127,7 +121,7 @@ impl Store {
 
     /// Lists a shared breaker, so that what peers publish about it reaches it; a breaker
     /// listed while Redis answers learns at once of an opening in force.
-    pub(crate) fn register(self: &Arc<Self>, id: &Arc<str>, breaker: &Arc<Breaker>) {
+    fn register(&self, id: &Arc<str>, breaker: &Arc<Breaker>) {
         {
             let mut breakers = lock_std(&self.breakers);
             if breakers.len() % 256 == 255 {
@@ -135,24 +129,16 @@ impl Store {
             }
             breakers.insert(Arc::clone(id), Arc::downgrade(breaker));
         }
-        if let (true, Ok(runtime)) = (self.is_available(), tokio::runtime::Handle::try_current()) {
-            let (store, breaker) = (Arc::clone(self), Arc::clone(breaker));
+        let runtime = tokio::runtime::Handle::try_current();
+        if let (true, Ok(runtime), Some(store)) = (self.is_available(), runtime, self.me.upgrade()) {
+            let breaker = Arc::clone(breaker);
             runtime.spawn(async move {
                 let connection = read_std(&store.connection).clone();
                 if let Some(connection) = connection {
-                    let _ = sync(&connection, std::slice::from_ref(&breaker)).await;
+                    let _ = sync(&store, &connection, std::slice::from_ref(&breaker)).await;
                 }
             });
         }
-    }
-
-    /// Lists a shared gate, so that other instances' throttles reach it.
-    pub(crate) fn register_gate(&self, key: &Arc<str>, link: &Arc<GateLink>) {
-        let mut gates = lock_std(&self.gates);
-        if gates.len() % 256 == 255 {
-            gates.retain(|_, link| link.strong_count() > 0);
-        }
-        gates.insert(Arc::clone(key), Arc::downgrade(link));
     }
 
     /// Runs a script if Redis answers within `limit`. `None` when it does not (or is known to
@@ -162,7 +148,7 @@ impl Store {
         limit: Duration,
         invocation: &ScriptInvocation<'_>,
     ) -> Option<T> {
-        if !self.usable() {
+        if !SharedStore::usable(self) {
             return None;
         }
         let mut connection = read_std(&self.connection).clone()?;
@@ -194,7 +180,7 @@ impl Store {
     /// run it (see [`Pending::published`]); false when it was not even sent (Redis is down, or
     /// no runtime).
     pub(crate) fn spawn_eval(
-        self: &Arc<Self>,
+        &self,
         limit: Duration,
         invocation: ScriptInvocation<'static>,
         pending: Option<(Arc<Pending>, u64)>,
@@ -202,10 +188,10 @@ impl Store {
         if !self.is_available() {
             return false;
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        let (Ok(runtime), Some(store)) = (tokio::runtime::Handle::try_current(), self.me.upgrade())
+        else {
             return false;
         };
-        let store = Arc::clone(self);
         runtime.spawn(async move {
             let ran: Option<redis::Value> = store.eval(limit, &invocation).await;
             if let (Some(_), Some((pending, announced))) = (ran, pending) {
@@ -249,7 +235,7 @@ impl Store {
             .values()
             .filter_map(Weak::upgrade)
             .collect();
-        sync(&connection, &breakers)
+        sync(self, &connection, &breakers)
             .await
             .map_err(|error| format!("re-sync failed: {error}"))?;
         self.available.store(true, Ordering::Release);
@@ -283,11 +269,73 @@ impl Store {
     }
 }
 
+/// Redis, as the seam the breakers and gates of shared policies hold.
+impl SharedStore for Store {
+    /// Whether Redis answers now, for a policy about to use it: a policy shared through a store
+    /// that was never connected says so once, since it would otherwise decide locally in
+    /// silence.
+    fn usable(&self) -> bool {
+        let available = self.is_available();
+        if !available && !self.in_outage.load(Ordering::Acquire) && !self.is_attached() {
+            self.outage_begins(
+                "no Redis store is connected: call resil::shared::Redis::connect(url) at startup",
+            );
+        }
+        available
+    }
+
+    fn register_breaker(&self, link: &BreakerLink, breaker: &Arc<Breaker>) {
+        self.register(&link.id, breaker);
+    }
+
+    /// Lists a shared gate, so that other instances' throttles reach it.
+    fn register_gate(&self, link: &Arc<GateLink>) {
+        let mut gates = lock_std(&self.gates);
+        if gates.len() % 256 == 255 {
+            gates.retain(|_, link| link.strong_count() > 0);
+        }
+        gates.insert(Arc::clone(&link.key), Arc::downgrade(link));
+    }
+
+    fn announce(&self, link: &BreakerLink, breaker: &Breaker, to: BreakerState) {
+        self.announce_transition(link, breaker, to);
+    }
+
+    fn acquire_probe<'a>(
+        &'a self,
+        link: &'a BreakerLink,
+        limit: Duration,
+    ) -> StoreFuture<'a, ProbeAnswer> {
+        Box::pin(self.probe(link, limit))
+    }
+
+    fn release_probe(&self, link: &BreakerLink) {
+        self.release(link);
+    }
+
+    fn reserve(
+        self: Arc<Self>,
+        gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
+        limit: Option<Duration>,
+    ) -> StoreFuture<'static, SharedSlots> {
+        Box::pin(super::gate::reserve(self, gates, limit))
+    }
+
+    fn refund(&self, gate: &GateLink, slot: RemoteSlot) {
+        self.refund_slot(gate, slot);
+    }
+
+    fn hold(&self, gate: &GateLink, wait: Duration) {
+        self.hold_gate(gate, wait);
+    }
+}
+
 /// Brings shared breakers in line with Redis: a transition made here that Redis did not hear
 /// of is published (it is the newest news); the others learn of the openings Redis holds. One
 /// pipelined round trip however many breakers there are (and one more to load the scripts a
 /// restarted Redis no longer has).
 async fn sync(
+    store: &Store,
     connection: &MultiplexedConnection,
     breakers: &[Arc<Breaker>],
 ) -> redis::RedisResult<()> {
@@ -299,13 +347,13 @@ async fn sync(
         let Some(link) = breaker.shared_link() else {
             continue;
         };
-        match link.pending(breaker) {
+        match store.pending(link, breaker) {
             Some((invocation, pending)) => {
                 pipe.invoke_script(&invocation).ignore();
                 published.push((link, pending));
             }
             None => {
-                pipe.cmd("PTTL").arg(link.open_key());
+                pipe.cmd("PTTL").arg(open_key(link));
                 asked.push(breaker);
             }
         }
@@ -325,7 +373,7 @@ async fn sync(
         .await
         .map_err(|_| timed_out())??;
     for (link, pending) in published {
-        link.published(pending);
+        link.pending.published(pending);
     }
     for (breaker, open_for) in asked.into_iter().zip(open_for) {
         if open_for > 0 {

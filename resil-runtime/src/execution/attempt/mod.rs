@@ -35,7 +35,7 @@ pub(super) type PermitWait<'p> =
     Pin<Box<dyn Future<Output = Result<BulkheadPermit<'p>, Rejected>> + Send + 'p>>;
 #[cfg(feature = "redis")]
 pub(super) type SharedWait =
-    Pin<Box<dyn Future<Output = crate::shared::SharedSlots> + Send + 'static>>;
+    crate::seams::StoreFuture<'static, crate::seams::SharedSlots>;
 
 enum Stage<'p> {
     Start,

@@ -83,7 +83,7 @@ async fn shared_probe(
     (ticket, transition): Admitted,
     limit: std::time::Duration,
 ) -> Result<Admitted, Rejected> {
-    use crate::shared::ProbeAnswer;
+    use crate::seams::ProbeAnswer;
 
     /// Frees the probe slot unless taken back.
     struct Slot<'b>(&'b Breaker, Option<Ticket>);

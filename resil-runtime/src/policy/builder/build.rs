@@ -1,5 +1,5 @@
 //! Building a policy: the settings checked as a whole, then the breaker, bulkhead, gates and
-//! keys made, and, for a shared policy, tied to Redis.
+//! keys made, and, for a shared policy, tied to its store.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -114,8 +114,8 @@ impl<K> PolicyBuilder<K> {
         #[cfg(feature = "redis")]
         let sharing = match self.shared {
             None => None,
-            Some(spec) => {
-                rules::shared_timeout(spec.timeout)?;
+            Some(sharing) => {
+                rules::shared_timeout(sharing.timeout)?;
                 // Gates per key are still here: they move to the keys below, links and all.
                 rules::shares(
                     breaker.is_some()
@@ -123,16 +123,8 @@ impl<K> PolicyBuilder<K> {
                         || rate.is_some()
                         || token_rate.is_some(),
                 )?;
-                let sharing = crate::shared::Sharing {
-                    store: spec.store.map_or_else(
-                        || Arc::clone(crate::shared::global()),
-                        |store| Arc::clone(store.store()),
-                    ),
-                    timeout: spec.timeout,
-                    fail_closed: spec.fail_closed,
-                };
                 if let Some(breaker) = &breaker {
-                    crate::shared::BreakerLink::bind(&sharing, breaker.name(), breaker);
+                    crate::seams::BreakerLink::bind(&sharing, breaker.name(), breaker);
                 }
                 if let Some(gate) = &mut rate {
                     gate.share(&sharing, "rate", &name);

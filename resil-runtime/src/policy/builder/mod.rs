@@ -70,17 +70,8 @@ pub struct PolicyBuilder<K = Unkeyed> {
     independent: bool,
     listener: Option<Arc<dyn Listener>>,
     #[cfg(feature = "redis")]
-    shared: Option<SharedSpec>,
+    shared: Option<crate::seams::Sharing>,
     keyed: PhantomData<fn() -> K>,
-}
-
-/// Where a shared policy keeps its state, and how long it waits for it.
-#[cfg(feature = "redis")]
-#[derive(Debug)]
-struct SharedSpec {
-    store: Option<crate::shared::Redis>,
-    timeout: Duration,
-    fail_closed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -328,63 +319,6 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
-    /// Keeps the breaker and rate gates in the process's Redis store (installed by
-    /// [`Redis::connect`](crate::shared::Redis::connect)), shared with every instance of the
-    /// service: see [`crate::shared`]. Until a store is connected, the policy decides locally.
-    #[cfg(feature = "redis")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-    pub fn shared(mut self) -> Self {
-        self.shared_spec().store = None;
-        self
-    }
-
-    /// [`PolicyBuilder::shared`], in `store` rather than the process's: for two instances
-    /// simulated in one process, or state kept apart from the rest.
-    ///
-    /// ```no_run
-    /// use resil_runtime::{shared::Redis, Breaker, BreakerConfig, Policy};
-    /// use std::sync::Arc;
-    /// use std::time::Duration;
-    ///
-    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// let store = Redis::open("redis://127.0.0.1:6379/").await?;
-    /// let breaker = Arc::new(Breaker::new("provider", BreakerConfig::default()));
-    /// let policy = Policy::builder()
-    ///     .breaker(breaker)
-    ///     .rate(10, Duration::from_secs(1), 10)
-    ///     .shared_in(&store)
-    ///     .shared_timeout(Duration::from_millis(20))
-    ///     .build()?;
-    /// # let _ = policy; Ok(()) }
-    /// ```
-    #[cfg(feature = "redis")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-    pub fn shared_in(mut self, store: &crate::shared::Redis) -> Self {
-        self.shared_spec().store = Some(store.clone());
-        self
-    }
-
-    /// How long a call waits for Redis before its local state decides (50 ms unless set; at
-    /// most 1 s). Makes the policy shared.
-    #[cfg(feature = "redis")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-    pub fn shared_timeout(mut self, timeout: Duration) -> Self {
-        self.shared_spec().timeout = timeout;
-        self
-    }
-
-    /// When Redis does not answer, refuse calls with [`Rejected::SharedUnavailable`]
-    /// (`shared_fail = "closed"`) instead of letting the local state decide: for a limit that
-    /// must never be exceeded. Makes the policy shared.
-    ///
-    /// [`Rejected::SharedUnavailable`]: crate::Rejected::SharedUnavailable
-    #[cfg(feature = "redis")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
-    pub fn shared_fail_closed(mut self, fail_closed: bool) -> Self {
-        self.shared_spec().fail_closed = fail_closed;
-        self
-    }
-
     /// What `shared = true` expands to; without the `redis` feature the attribute is refused
     /// at compile time before this is reached, so it changes nothing then.
     #[doc(hidden)]
@@ -404,11 +338,17 @@ impl<K> PolicyBuilder<K> {
         }
     }
 
+    /// How the policy shares its state, declared shared in `store` unless it was already:
+    /// for the methods that make a policy shared (`crate::shared` adds them), which know the
+    /// stores.
     #[cfg(feature = "redis")]
-    fn shared_spec(&mut self) -> &mut SharedSpec {
-        self.shared.get_or_insert_with(|| SharedSpec {
-            store: None,
-            timeout: crate::shared::DEFAULT_TIMEOUT,
+    pub(crate) fn sharing(
+        &mut self,
+        store: impl FnOnce() -> Arc<dyn crate::seams::SharedStore>,
+    ) -> &mut crate::seams::Sharing {
+        self.shared.get_or_insert_with(|| crate::seams::Sharing {
+            store: store(),
+            timeout: resil_spec::defaults::SHARED_TIMEOUT,
             fail_closed: false,
         })
     }
