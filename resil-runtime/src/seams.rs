@@ -39,8 +39,11 @@ pub(crate) trait SharedStore: Send + Sync {
     fn announce(&self, link: &BreakerLink, breaker: &Breaker, to: BreakerState);
     /// Whether this instance sends the half-open probe, which holds the lock for `limit` at
     /// most.
-    fn acquire_probe<'a>(&'a self, link: &'a BreakerLink, limit: Duration)
-        -> StoreFuture<'a, ProbeAnswer>;
+    fn acquire_probe<'a>(
+        &'a self,
+        link: &'a BreakerLink,
+        limit: Duration,
+    ) -> StoreFuture<'a, ProbeAnswer>;
     /// The probe ended with no verdict: another instance may probe at once.
     fn release_probe(&self, link: &BreakerLink);
     /// Reserves an attempt's slots in the shared gates (the rate gate's and the token gate's,
@@ -226,6 +229,19 @@ impl GateLink {
     /// The burst's credit, in µs.
     pub(crate) fn credit(&self) -> u64 {
         self.interval.saturating_mul(self.burst).min(MAX_MICROS)
+    }
+
+    /// What the store's schedule takes for `cost` units at the local gate's `interval` now
+    /// (ns): the interval and the tolerance in µs. The slot is `tolerance` before the
+    /// schedule's new end, so a slowed unit takes the longer interval out of the schedule and
+    /// starts when it would have (see `RateGate::slow_down`).
+    pub(crate) fn schedule(&self, cost: u64, interval: u64) -> (u64, u64) {
+        let interval = micros(interval).max(self.interval);
+        let slower = (interval - self.interval).saturating_mul(cost.min(MAX_MICROS));
+        (
+            interval,
+            self.credit().saturating_add(slower).min(MAX_MICROS),
+        )
     }
 
     pub(crate) fn fail_closed(&self) -> bool {

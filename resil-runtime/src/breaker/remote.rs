@@ -12,7 +12,10 @@ use crate::sync::{lock, Ordering};
 #[cfg(feature = "redis")]
 impl Breaker {
     /// Ties the breaker to a shared store: the link, unless it was tied already.
-    pub(crate) fn share(&self, link: crate::seams::BreakerLink) -> Option<&crate::seams::BreakerLink> {
+    pub(crate) fn share(
+        &self,
+        link: crate::seams::BreakerLink,
+    ) -> Option<&crate::seams::BreakerLink> {
         self.shared.set(link).ok().and(self.shared.get())
     }
 

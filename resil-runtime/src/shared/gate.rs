@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::breaker::Message;
 use super::scripts::{HOLD, REFUND, RESERVE};
 use super::store::Store;
-use crate::seams::{micros, GateLink, Granted, RemoteSlot, SharedSlots, MAX_MICROS};
+use crate::seams::{GateLink, Granted, RemoteSlot, SharedSlots, MAX_MICROS};
 use crate::Rejected;
 
 impl Store {
@@ -42,7 +42,11 @@ pub(crate) async fn reserve(
     limit: Option<Duration>,
 ) -> SharedSlots {
     // The seam asks only for a policy with a shared gate.
-    let Some(timeout) = gates.iter().flatten().next().map(|(gate, ..)| gate.sharing.timeout)
+    let Some(timeout) = gates
+        .iter()
+        .flatten()
+        .next()
+        .map(|(gate, ..)| gate.sharing.timeout)
     else {
         return SharedSlots::Unavailable;
     };
@@ -52,15 +56,11 @@ pub(crate) async fn reserve(
     let mut invocation = RESERVE.prepare_invoke();
     invocation.arg(limit);
     for (gate, cost, interval) in gates.iter().flatten() {
-        // The script's slot is `tolerance` before the schedule's new end: a slowed unit takes
-        // the longer interval out of the schedule and starts when it would have (see
-        // `RateGate::slow_down`).
-        let interval = micros(*interval).max(gate.interval);
-        let slower = (interval - gate.interval).saturating_mul((*cost).min(MAX_MICROS));
+        let (interval, tolerance) = gate.schedule(*cost, *interval);
         invocation
             .key(&*gate.key)
             .arg(interval)
-            .arg(gate.credit().saturating_add(slower).min(MAX_MICROS))
+            .arg(tolerance)
             .arg((*cost).min(MAX_MICROS));
     }
     let Some(reply) = store.eval::<Vec<u64>>(timeout, &invocation).await else {

@@ -52,6 +52,8 @@
 
 mod breaker;
 mod gate;
+#[cfg(test)]
+mod memory;
 mod policy;
 mod scripts;
 mod store;
@@ -164,7 +166,6 @@ impl Redis {
     pub fn instance(&self) -> &str {
         self.store.instance()
     }
-
 }
 
 fn client(url: &str) -> Result<redis::Client, SharedError> {

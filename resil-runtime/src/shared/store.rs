@@ -18,10 +18,10 @@ use super::breaker::{open_key, Message, News};
 use super::scripts::{CHANNEL, CLOSE, OPEN};
 use super::SharedError;
 use crate::breaker::{Breaker, BreakerState};
+use crate::events;
 use crate::seams::{
     BreakerLink, GateLink, Pending, ProbeAnswer, RemoteSlot, SharedSlots, SharedStore, StoreFuture,
 };
-use crate::events;
 use crate::sync::{lock_std, read_std, write_std};
 
 /// How long connecting (TCP, handshake, subscription) may take before it counts as failed.
@@ -130,7 +130,8 @@ impl Store {
             breakers.insert(Arc::clone(id), Arc::downgrade(breaker));
         }
         let runtime = tokio::runtime::Handle::try_current();
-        if let (true, Ok(runtime), Some(store)) = (self.is_available(), runtime, self.me.upgrade()) {
+        if let (true, Ok(runtime), Some(store)) = (self.is_available(), runtime, self.me.upgrade())
+        {
             let breaker = Arc::clone(breaker);
             runtime.spawn(async move {
                 let connection = read_std(&store.connection).clone();

@@ -34,8 +34,7 @@ type ProbeWait<'p> = Pin<Box<dyn Future<Output = Result<Admitted, Rejected>> + S
 pub(super) type PermitWait<'p> =
     Pin<Box<dyn Future<Output = Result<BulkheadPermit<'p>, Rejected>> + Send + 'p>>;
 #[cfg(feature = "redis")]
-pub(super) type SharedWait =
-    crate::seams::StoreFuture<'static, crate::seams::SharedSlots>;
+pub(super) type SharedWait = crate::seams::StoreFuture<'static, crate::seams::SharedSlots>;
 
 enum Stage<'p> {
     Start,
