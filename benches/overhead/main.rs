@@ -1,10 +1,12 @@
 //! resil against its peers: what a resilience wrapper costs on every call.
 //!
-//! `cargo bench` runs every contender with the same settings (timeout 20 s, retry 2,
-//! breaker 5, bulkhead 8) on (1) an operation ready on its first poll, (2) one that yields
-//! once, (3) 1000 tasks sharing one instance on 2 worker threads; then keyed-breaker lookups
-//! and rejected calls, and prints a summary table (median ns per call, over bare, and the
-//! median of the release before the hardening and the redesign beside it).
+//! `cargo bench -p resil-benches --bench overhead` (the package named, so that resil is built
+//! with default features rather than the test lab's) runs every contender with the same
+//! settings (timeout 20 s, retry 2, breaker 5, bulkhead 8) on (1) an operation ready on its
+//! first poll, (2) one that yields once, (3) 1000 tasks sharing one instance on 2 worker
+//! threads; then keyed-breaker lookups and rejected calls, and prints a summary table (median
+//! ns per call, over bare, and the median of the release before the hardening and the
+//! redesign beside it).
 //!
 //! Instructions per call, which repeat where these times do not, are counted by
 //! `benches/instructions` (callgrind), with a budget for each that `.ci/run` checks.
