@@ -17,12 +17,12 @@ use tokio::time::{sleep, timeout};
 use super::breaker::{open_key, Message, News};
 use super::scripts::{CHANNEL, CLOSE, OPEN};
 use super::SharedError;
-use crate::breaker::{Breaker, BreakerState};
+use crate::breaker::Breaker;
 use crate::events;
-use crate::seams::{
-    BreakerLink, GateLink, Pending, ProbeAnswer, RemoteSlot, SharedSlots, SharedStore, StoreFuture,
-};
+use crate::seams::{GateLink, Pending, SharedStore};
 use crate::sync::{lock_std, read_std, write_std};
+
+mod seam;
 
 /// How long connecting (TCP, handshake, subscription) may take before it counts as failed.
 const CONNECT: Duration = Duration::from_secs(1);
@@ -267,67 +267,6 @@ impl Store {
         if let Some(breaker) = breaker {
             message.apply(&breaker);
         }
-    }
-}
-
-/// Redis, as the seam the breakers and gates of shared policies hold.
-impl SharedStore for Store {
-    /// Whether Redis answers now, for a policy about to use it: a policy shared through a store
-    /// that was never connected says so once, since it would otherwise decide locally in
-    /// silence.
-    fn usable(&self) -> bool {
-        let available = self.is_available();
-        if !available && !self.in_outage.load(Ordering::Acquire) && !self.is_attached() {
-            self.outage_begins(
-                "no Redis store is connected: call resil::shared::Redis::connect(url) at startup",
-            );
-        }
-        available
-    }
-
-    fn register_breaker(&self, link: &BreakerLink, breaker: &Arc<Breaker>) {
-        self.register(&link.id, breaker);
-    }
-
-    /// Lists a shared gate, so that other instances' throttles reach it.
-    fn register_gate(&self, link: &Arc<GateLink>) {
-        let mut gates = lock_std(&self.gates);
-        if gates.len() % 256 == 255 {
-            gates.retain(|_, link| link.strong_count() > 0);
-        }
-        gates.insert(Arc::clone(&link.key), Arc::downgrade(link));
-    }
-
-    fn announce(&self, link: &BreakerLink, breaker: &Breaker, to: BreakerState) {
-        self.announce_transition(link, breaker, to);
-    }
-
-    fn acquire_probe<'a>(
-        &'a self,
-        link: &'a BreakerLink,
-        limit: Duration,
-    ) -> StoreFuture<'a, ProbeAnswer> {
-        Box::pin(self.probe(link, limit))
-    }
-
-    fn release_probe(&self, link: &BreakerLink) {
-        self.release(link);
-    }
-
-    fn reserve(
-        self: Arc<Self>,
-        gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
-        limit: Option<Duration>,
-    ) -> StoreFuture<'static, SharedSlots> {
-        Box::pin(super::gate::reserve(self, gates, limit))
-    }
-
-    fn refund(&self, gate: &GateLink, slot: RemoteSlot) {
-        self.refund_slot(gate, slot);
-    }
-
-    fn hold(&self, gate: &GateLink, wait: Duration) {
-        self.hold_gate(gate, wait);
     }
 }
 
