@@ -161,6 +161,18 @@ impl Pending {
         self.0.load(Ordering::Acquire)
     }
 
+    /// The transition still to tell the store, if the breaker is still in the state it
+    /// reached (`state`, its state now), with what to hand [`Pending::published`] once told.
+    pub(crate) fn untold(&self, state: BreakerState) -> (Option<BreakerState>, u64) {
+        let pending = self.now();
+        let untold = match (pending & Self::STATE, state) {
+            (Self::OPENED, BreakerState::Open) => Some(BreakerState::Open),
+            (Self::CLOSED, BreakerState::Closed) => Some(BreakerState::Closed),
+            _ => None,
+        };
+        (untold, pending)
+    }
+
     /// The store heard of `announced`: nothing is pending, unless another was announced
     /// meanwhile.
     pub(crate) fn published(&self, announced: u64) {
@@ -271,6 +283,13 @@ impl GateLink {
     pub(crate) fn hold(&self, wait: Duration) {
         self.sharing.store.hold(self, wait);
     }
+}
+
+/// A duration in whole µs as a store takes it: saturating, and at most [`MAX_MICROS`].
+pub(crate) fn whole_micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros())
+        .unwrap_or(u64::MAX)
+        .min(MAX_MICROS)
 }
 
 /// Nanoseconds in whole µs, rounded up (a slot is never closer than the local gate's).

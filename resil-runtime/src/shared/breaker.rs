@@ -30,12 +30,11 @@ impl Store {
         link: &BreakerLink,
         breaker: &Breaker,
     ) -> Option<(ScriptInvocation<'static>, u64)> {
-        let pending = link.pending.now();
-        let invocation = match (pending & Pending::STATE, breaker.state()) {
-            (Pending::OPENED, BreakerState::Open) => self.opening(link, breaker),
-            (Pending::CLOSED, BreakerState::Closed) => Some(self.closing(link)),
-            _ => None,
-        };
+        let (untold, pending) = link.pending.untold(breaker.state());
+        let invocation = untold.and_then(|state| match state {
+            BreakerState::Open => self.opening(link, breaker),
+            _ => Some(self.closing(link)),
+        });
         if invocation.is_none() {
             link.pending.published(pending);
         }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::breaker::Message;
 use super::scripts::{HOLD, REFUND, RESERVE};
 use super::store::Store;
-use crate::seams::{GateLink, Granted, RemoteSlot, SharedSlots, MAX_MICROS};
+use crate::seams::{whole_micros, GateLink, Granted, RemoteSlot, SharedSlots, MAX_MICROS};
 use crate::Rejected;
 
 impl Store {
@@ -21,9 +21,7 @@ impl Store {
 
     /// See [`SharedStore::hold`](crate::seams::SharedStore::hold).
     pub(crate) fn hold_gate(&self, gate: &GateLink, wait: Duration) {
-        let wait = u64::try_from(wait.as_micros())
-            .unwrap_or(u64::MAX)
-            .min(MAX_MICROS);
+        let wait = whole_micros(wait);
         let message = Message::held(self.instance(), wait, &gate.key);
         let mut invocation = HOLD.key(&*gate.key);
         invocation
@@ -51,7 +49,7 @@ pub(crate) async fn reserve(
         return SharedSlots::Unavailable;
     };
     let limit = limit.map_or(-1, |limit| {
-        i64::try_from(limit.as_micros().min(u128::from(MAX_MICROS))).unwrap_or(i64::MAX)
+        i64::try_from(whole_micros(limit)).unwrap_or(i64::MAX)
     });
     let mut invocation = RESERVE.prepare_invoke();
     invocation.arg(limit);

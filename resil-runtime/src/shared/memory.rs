@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use super::breaker::heard;
 use crate::breaker::{Breaker, BreakerState};
 use crate::seams::{
-    BreakerLink, GateLink, Granted, Pending, ProbeAnswer, RemoteSlot, SharedSlots, SharedStore,
-    StoreFuture,
+    whole_micros, BreakerLink, GateLink, Granted, Pending, ProbeAnswer, RemoteSlot, SharedSlots,
+    SharedStore, StoreFuture,
 };
 use crate::sync::lock_std;
 use crate::Rejected;
@@ -82,11 +82,11 @@ impl Hub {
             let Some(link) = breaker.shared_link() else {
                 continue;
             };
-            let pending = link.pending.now();
-            match (pending & Pending::STATE, breaker.state()) {
-                (Pending::OPENED, BreakerState::Open) => self.opened(instance, link, &breaker),
-                (Pending::CLOSED, BreakerState::Closed) => self.closed(instance, link),
-                _ => {
+            let (untold, pending) = link.pending.untold(breaker.state());
+            match untold {
+                Some(BreakerState::Open) => self.opened(instance, link, &breaker),
+                Some(_) => self.closed(instance, link),
+                None => {
                     let open = lock_std(&self.state).open.get(&link.id).copied();
                     let left = open.map_or(0, |until| until.saturating_sub(self.now()));
                     if left > 0 {
@@ -99,7 +99,7 @@ impl Hub {
     }
 
     fn now(&self) -> u64 {
-        u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX)
+        whole_micros(self.origin.elapsed())
     }
 
     fn up(&self) -> bool {
@@ -125,7 +125,7 @@ impl Hub {
         }
         {
             let mut state = lock_std(&self.state);
-            let until = self.now().saturating_add(left.as_micros() as u64);
+            let until = self.now().saturating_add(whole_micros(left));
             state.open.insert(Arc::clone(&link.id), until);
             release(&mut state.probe, &link.id, instance);
         }
@@ -211,7 +211,7 @@ impl SharedStore for Memory {
                 .map_or(0, |(_, until)| until.saturating_sub(now));
             match (open, held) {
                 (0, 0) => {
-                    let until = now.saturating_add(limit.as_micros() as u64);
+                    let until = now.saturating_add(whole_micros(limit));
                     state
                         .probe
                         .insert(Arc::clone(&link.id), (self.instance, until));
@@ -261,7 +261,7 @@ impl SharedStore for Memory {
             return;
         }
         let now = self.hub.now();
-        let held = now.saturating_add(wait.as_micros() as u64);
+        let held = now.saturating_add(whole_micros(wait));
         let peers: Vec<_> = {
             let mut state = lock_std(&self.hub.state);
             let kept = state.gates.entry(Arc::clone(&gate.key)).or_default();
@@ -315,7 +315,7 @@ impl Memory {
             let from = kept.tat.unwrap_or(now);
             let next = from.max(now).saturating_add(interval.saturating_mul(*cost));
             let wait = next.saturating_sub(tolerance).saturating_sub(now);
-            if limit.is_some_and(|limit| wait > limit.as_micros() as u64) {
+            if limit.is_some_and(|limit| wait > whole_micros(limit)) {
                 return SharedSlots::Refused(Rejected::RateLimited {
                     retry_in: Duration::from_micros(wait),
                 });
