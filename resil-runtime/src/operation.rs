@@ -77,46 +77,6 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
-    /// The frame of a call starting now, nested in the call being polled, if any. `retry` is
-    /// the call's own retry count; `name` is recorded as the owner when it owns retries;
-    /// `breaker` identifies the breaker the call goes through (0: none).
-    pub(crate) fn start(
-        deadline: Option<Instant>,
-        retry: u32,
-        independent: bool,
-        name: Option<&Arc<str>>,
-        breaker: usize,
-    ) -> Frame {
-        let mut frame = Frame {
-            sequence: 0,
-            nested: false,
-            path: Path::ROOT,
-            children: 0,
-            deadline,
-            allowance: None,
-            retries: 0,
-            breaker,
-            owner: None,
-        };
-        let has_owner = STACK.with(|stack| {
-            let mut stack = stack.borrow_mut();
-            let has_owner = stack.iter().any(|frame| frame.allowance.is_some());
-            if let Some(parent) = stack.last_mut() {
-                frame.nested = true;
-                parent.children = parent.children.saturating_add(1);
-                frame.sequence = parent.sequence();
-                frame.path = parent.path.child(parent.children);
-                frame.deadline = earliest(parent.deadline, deadline);
-            }
-            has_owner
-        });
-        if retry > 0 && (independent || !has_owner) {
-            frame.allowance = Some(retry);
-            frame.owner = name.cloned();
-        }
-        frame
-    }
-
     /// Is this call nested in another (or in a carried operation)?
     pub(crate) fn is_nested(&self) -> bool {
         self.nested
@@ -151,6 +111,69 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// What a call brings to its frame when it starts: its own deadline, its own retry count
+/// (`name` is recorded as the owner when it owns retries) and the breaker it goes through
+/// (its address; 0: none).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Opening<'a> {
+    pub(crate) deadline: Option<Instant>,
+    pub(crate) retry: u32,
+    pub(crate) independent: bool,
+    pub(crate) name: Option<&'a Arc<str>>,
+    pub(crate) breaker: usize,
+}
+
+impl Opening<'_> {
+    /// The frame of a call starting now, nested in the call being polled, if any.
+    #[cfg(feature = "tracing")]
+    pub(crate) fn start(self) -> Frame {
+        STACK.with(|stack| self.frame(&mut stack.borrow_mut()))
+    }
+
+    /// The frame, nested in the top of `stack` if there is one.
+    #[inline]
+    fn frame(self, stack: &mut [Frame]) -> Frame {
+        let mut frame = Frame {
+            sequence: 0,
+            nested: false,
+            path: Path::ROOT,
+            children: 0,
+            deadline: self.deadline,
+            allowance: None,
+            retries: 0,
+            breaker: self.breaker,
+            owner: None,
+        };
+        let has_owner = stack.iter().any(|frame| frame.allowance.is_some());
+        if let Some(parent) = stack.last_mut() {
+            frame.nested = true;
+            parent.children = parent.children.saturating_add(1);
+            frame.sequence = parent.sequence();
+            frame.path = parent.path.child(parent.children);
+            frame.deadline = earliest(parent.deadline, self.deadline);
+        }
+        if self.retry > 0 && (self.independent || !has_owner) {
+            frame.allowance = Some(self.retry);
+            frame.owner = self.name.cloned();
+        }
+        frame
+    }
+}
+
+/// Starts a call's frame on top of the thread's stack, where its first poll needs it: made in
+/// place rather than made, kept and moved in. Returns it pushed, with the deadline it sees
+/// and whether it is nested.
+#[inline]
+pub(crate) fn enter(opening: Opening<'_>) -> (Pushed, Option<Instant>, bool) {
+    STACK.with(|stack| {
+        let mut stack = stack.borrow_mut();
+        let frame = opening.frame(&mut stack);
+        let seen = (frame.deadline, frame.nested);
+        stack.push(frame);
+        (Pushed(()), seen.0, seen.1)
+    })
 }
 
 /// Puts `frame` on top of the thread's stack for one poll of an attempt; [`Pushed::pop`] takes

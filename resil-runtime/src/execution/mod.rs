@@ -22,7 +22,7 @@ use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
 use crate::events::{Event, GiveUp};
 use crate::gate::{RateGate, Slot};
-use crate::operation::Frame;
+use crate::operation::{self, Frame, Opening, Pushed};
 use crate::policy::{BreakerRef, Scope, Settings, Tuning};
 use crate::registry::Held;
 use crate::{Rejected, Transient};
@@ -99,6 +99,7 @@ struct Progress<'p> {
     /// Whether someone listened when the operation started: events are built only then.
     listening: bool,
     /// This call's place in the operation; on the thread's stack while an attempt is polled.
+    /// Made at the first poll (`None` until then), where the stack shows its ancestors.
     frame: Option<Frame>,
     /// Whether an enclosing call may hold this call's breaker.
     nested: bool,
@@ -163,6 +164,24 @@ enum Entry {
 /// What identifies a breaker on the operation's stack.
 fn address(breaker: &Breaker) -> usize {
     std::ptr::from_ref(breaker) as usize
+}
+
+/// What a call of `settings` under `tuning` brings to its frame: `deadline` is its own.
+#[inline]
+fn opening<'s>(
+    settings: &'s Settings,
+    tuning: &Tuning,
+    listening: bool,
+    deadline: Option<Instant>,
+    breaker: Option<&Breaker>,
+) -> Opening<'s> {
+    Opening {
+        deadline,
+        retry: tuning.retry,
+        independent: settings.independent,
+        name: listening.then_some(&settings.name),
+        breaker: breaker.map_or(0, address),
+    }
 }
 
 /// How an attempt failed: the call's own error, or the runtime's.
@@ -316,20 +335,20 @@ impl<'p> Progress<'p> {
             .deadline
             .map(|deadline| later(Instant::now(), deadline));
         let listening = settings.listener().is_some();
-        let owner = listening.then_some(&settings.name);
-        let address = breaker.as_ref().map_or(0, |breaker| address(breaker.get()));
-        #[cfg_attr(not(feature = "tracing"), allow(unused_mut))]
-        let mut frame = Frame::start(
-            own_deadline,
-            tuning.retry,
-            settings.independent,
-            owner,
-            address,
-        );
         #[cfg(feature = "tracing")]
-        // No subscriber wants INFO: no span is made, moved or entered (one atomic load).
-        let spans = tracing::level_enabled!(tracing::Level::INFO)
-            .then(|| Box::new(Spans::start(&settings.name, &mut frame)));
+        // No subscriber wants INFO: no span is made, moved or entered (one atomic load). The
+        // operation's span names its id, so its frame is made now rather than at the first poll.
+        let (frame, spans) = match tracing::level_enabled!(tracing::Level::INFO) {
+            true => {
+                let breaker = breaker.as_ref().map(BreakerRef::get);
+                let mut frame = opening(settings, tuning, listening, own_deadline, breaker).start();
+                let spans = Box::new(Spans::start(&settings.name, &mut frame));
+                (Some(frame), Some(spans))
+            }
+            false => (None, None),
+        };
+        #[cfg(not(feature = "tracing"))]
+        let frame = None;
         Progress {
             settings,
             tuning,
@@ -339,13 +358,13 @@ impl<'p> Progress<'p> {
             entry,
             cost: 1,
             reserved: Reserved::default(),
-            deadline: frame.deadline(),
+            deadline: frame.as_ref().map_or(own_deadline, Frame::deadline),
             attempt: 0,
             last_wait: 0,
             called: false,
             listening,
-            nested: frame.is_nested(),
-            frame: Some(frame),
+            nested: frame.as_ref().is_some_and(Frame::is_nested),
+            frame,
             #[cfg(feature = "tracing")]
             spans,
             #[cfg(feature = "metrics")]
@@ -354,6 +373,26 @@ impl<'p> Progress<'p> {
                 (settings.bulkhead.as_ref()).map(|b| b as &dyn crate::meter::InFlight),
             ),
         }
+    }
+
+    /// This call's frame on the thread's stack for one poll: kept from the last poll, or
+    /// started now, at the first, in place (the deadline it sees then becomes the attempt's).
+    #[inline]
+    fn push_frame(&mut self, limits: &mut Limits) -> Pushed {
+        if let Some(frame) = self.frame.take() {
+            return operation::push(frame);
+        }
+        let opening = opening(
+            self.settings,
+            self.tuning,
+            self.listening,
+            self.deadline,
+            self.breaker(),
+        );
+        let (pushed, deadline, nested) = operation::enter(opening);
+        (self.deadline, self.nested) = (deadline, nested);
+        limits.deadline = deadline;
+        pushed
     }
 
     fn limits(&self) -> Limits {

@@ -21,7 +21,6 @@ use crate::breaker::{Breaker, Ticket, Transition, Verdict};
 use crate::bulkhead::BulkheadPermit;
 use crate::deadline::{later, Cut, Limits};
 use crate::events::AttemptOutcome;
-use crate::operation;
 use crate::policy::BreakerRef;
 use crate::{Rejected, Transient};
 
@@ -113,7 +112,7 @@ where
         let mut this = self.project();
         // This call's frame is on the stack for the whole poll: the body's nested calls see
         // it, and so do listeners of the events emitted here.
-        let pushed = this.execution.progress.frame.take().map(operation::push);
+        let pushed = this.execution.progress.push_frame(this.limits);
         // The body's own spans (an HTTP client's) nest under the attempt: entered for the poll,
         // taken out meanwhile since the poll borrows the execution.
         #[cfg(feature = "tracing")]
@@ -126,9 +125,7 @@ where
             drop(entered);
             this.execution.progress.spans = spans;
         }
-        if let Some(pushed) = pushed {
-            this.execution.progress.frame = pushed.pop();
-        }
+        this.execution.progress.frame = pushed.pop();
         poll
     }
 }
