@@ -142,6 +142,16 @@ where
         // Whether the call was made: a rejection before it is not an attempt's end.
         let mut called = false;
         let result = match this.stage {
+            // Nothing stands before the call: only the deadline can stop it.
+            Stage::Start if !this.execution.progress.settings.admits => {
+                match this.execution.progress.before_call() {
+                    Ok(()) => {
+                        admit(this, None, None);
+                        continue;
+                    }
+                    Err(rejected) => Err(Failure::Rejected(rejected)),
+                }
+            }
             Stage::Start => match start(&mut this.execution.progress) {
                 Ok(Begin::Breaker) => match through_breaker(this) {
                     Ok(()) => continue,

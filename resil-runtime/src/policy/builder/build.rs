@@ -178,6 +178,7 @@ impl<K> PolicyBuilder<K> {
         let gated = rate.is_some()
             || token_rate.is_some()
             || keys.as_ref().is_some_and(|keys| keys.gated());
+        let admits = gated || breaker.is_some() || bulkhead.is_some() || keys.is_some();
         #[cfg(feature = "metrics")]
         let meters = crate::meter::Slot::new(Arc::clone(&name), bulkhead.is_some());
         let settings = Settings {
@@ -192,6 +193,7 @@ impl<K> PolicyBuilder<K> {
             rate,
             token_rate,
             gated,
+            admits,
             budget,
             independent: self.independent,
             listener: self.listener,
