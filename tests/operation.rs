@@ -88,6 +88,38 @@ async fn an_inner_timeout_yields_to_the_outer_deadline() {
     assert_eq!(*remaining.lock().unwrap(), Some(Duration::from_secs(1)));
 }
 
+/// No limit of its own: only the enclosing deadline bounds it.
+#[resilient(retry = 1)]
+async fn unbounded(calls: &Calls) -> Result<(), ApiError> {
+    calls.add();
+    std::future::pending().await
+}
+
+#[resilient(deadline = "1s")]
+async fn bounding(
+    calls: &Calls,
+    seen: &Mutex<Option<Result<(), ApiError>>>,
+) -> Result<(), ApiError> {
+    let result = unbounded(calls).await;
+    *seen.lock().unwrap() = Some(result.clone());
+    result
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_ends_itself_at_the_enclosing_deadline() {
+    let (calls, seen) = (Calls::default(), Mutex::new(None));
+    let started = Instant::now();
+    let deadline = Err(ApiError::Rejected(Rejected::DeadlineExceeded));
+    assert_eq!(bounding(&calls, &seen).await, deadline);
+    assert_eq!(started.elapsed(), Duration::from_secs(1));
+    assert_eq!(
+        *seen.lock().unwrap(),
+        Some(deadline),
+        "the nested call's first attempt is cut by the deadline it inherits, not only its parent"
+    );
+    assert_eq!(calls.count(), 1);
+}
+
 #[resilient(retry = 2, backoff = "10ms..10ms")]
 async fn record_id(ids: &Mutex<Vec<(OperationId, u32)>>) -> Result<(), ApiError> {
     let operation = Operation::current().expect("inside an operation");
