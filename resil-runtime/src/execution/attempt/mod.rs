@@ -35,20 +35,28 @@ pub(super) type PermitWait<'p> =
 #[cfg(feature = "redis")]
 pub(super) type SharedWait = crate::seams::StoreFuture<'static, crate::seams::SharedSlots>;
 
-enum Stage<'p> {
+/// Where the attempt stands, unless it waits on one of the rare [`Wait`]s. Plain data, so the
+/// common path's changes of stage are single stores, with nothing to drop.
+#[derive(Clone, Copy)]
+enum Stage {
     Start,
-    /// In the bulkhead's queue, within the operation's deadline.
-    AwaitingPermit(PermitWait<'p>),
-    /// Asking the shared gates in Redis for this attempt's slots, within `shared_timeout`.
-    #[cfg(feature = "redis")]
-    AwaitingShared(SharedWait),
     /// The rate gates' slot is reserved: waiting for its time (the timer stands for it).
     AwaitingSlot,
-    /// A probe is in flight: waiting for its verdict, within this attempt's limits.
-    AwaitingProbe(ProbeWait<'p>),
     Call,
     Backoff,
     Done,
+}
+
+/// A wait before the call, rare enough to be boxed. While one is held, the attempt polls it
+/// and its stage waits.
+enum Wait<'p> {
+    /// In the bulkhead's queue, within the operation's deadline.
+    Permit(PermitWait<'p>),
+    /// Asking the shared gates in Redis for this attempt's slots, within `shared_timeout`.
+    #[cfg(feature = "redis")]
+    Shared(SharedWait),
+    /// A probe is in flight: waiting for its verdict, within this attempt's limits.
+    Probe(ProbeWait<'p>),
 }
 
 pin_project! {
@@ -61,7 +69,8 @@ pin_project! {
         future: F,
         #[pin]
         timer: Option<Sleep>,
-        stage: Stage<'p>,
+        stage: Stage,
+        wait: Option<Wait<'p>>,
         limits: Limits,
         // The limit the armed timer stands for.
         cut: Option<Cut>,
@@ -94,6 +103,7 @@ impl<'e, 'p, F, E> Attempt<'e, 'p, F, E> {
             future,
             timer: None,
             stage: Stage::Start,
+            wait: None,
             limits,
             cut: None,
             admitted: None,
@@ -141,47 +151,21 @@ where
     loop {
         // Whether the call was made: a rejection before it is not an attempt's end.
         let mut called = false;
-        let result = match this.stage {
-            // Nothing stands before the call: only the deadline can stop it.
-            Stage::Start if !this.execution.progress.settings.admits => {
-                match this.execution.progress.before_call() {
-                    Ok(()) => {
-                        admit(this, None, None);
-                        continue;
-                    }
-                    Err(rejected) => Err(Failure::Rejected(rejected)),
-                }
-            }
-            Stage::Start => match start(&mut this.execution.progress) {
-                Ok(Begin::Breaker) => match through_breaker(this) {
-                    Ok(()) => continue,
-                    Err(rejected) => Err(Failure::Rejected(rejected)),
-                },
-                Ok(Begin::Slot(at)) => {
-                    set_timer(this.timer.as_mut(), at);
-                    *this.stage = Stage::AwaitingSlot;
-                    continue;
-                }
-                Ok(Begin::Queue(wait)) => {
-                    *this.stage = Stage::AwaitingPermit(wait);
-                    continue;
-                }
-                #[cfg(feature = "redis")]
-                Ok(Begin::Shared(wait)) => {
-                    *this.stage = Stage::AwaitingShared(wait);
-                    continue;
-                }
-                Err(rejected) => Err(Failure::Rejected(rejected)),
-            },
+        let result = match this.wait.as_mut() {
             #[cfg(feature = "redis")]
-            Stage::AwaitingShared(wait) => {
+            Some(Wait::Shared(wait)) => {
                 let answer = wait.as_mut().poll(cx);
                 let limits = Limits {
                     timeout: None,
                     ..*this.limits
                 };
-                match limited(answer, this.timer.as_mut(), &limits, this.cut, cx) {
-                    Poll::Ready(Ok(answer)) => {
+                let answer = match limited(answer, this.timer.as_mut(), &limits, this.cut, cx) {
+                    Poll::Ready(answer) => answer,
+                    Poll::Pending => return Poll::Pending,
+                };
+                *this.wait = None;
+                match answer {
+                    Ok(answer) => {
                         this.timer.set(None);
                         *this.cut = None;
                         match this.execution.progress.shared_answer(answer) {
@@ -197,77 +181,108 @@ where
                             Err(rejected) => Err(Failure::Rejected(rejected)),
                         }
                     }
-                    Poll::Ready(Err(rejected)) => Err(Failure::Rejected(rejected)),
-                    Poll::Pending => return Poll::Pending,
+                    Err(rejected) => Err(Failure::Rejected(rejected)),
                 }
             }
-            Stage::AwaitingPermit(wait) => {
+            Some(Wait::Permit(wait)) => {
                 let permit = wait.as_mut().poll(cx);
                 // Only the deadline bounds the queue: the timeout is the call's.
                 let limits = Limits {
                     timeout: None,
                     ..*this.limits
                 };
-                match limited(permit, this.timer.as_mut(), &limits, this.cut, cx) {
-                    Poll::Ready(Ok(Ok(permit))) => {
+                let permit = match limited(permit, this.timer.as_mut(), &limits, this.cut, cx) {
+                    Poll::Ready(permit) => permit,
+                    Poll::Pending => return Poll::Pending,
+                };
+                *this.wait = None;
+                match permit {
+                    Ok(Ok(permit)) => {
                         this.execution.progress.permit = Some(permit);
                         this.timer.set(None);
                         *this.cut = None;
-                        *this.stage = Stage::Start;
                         continue;
                     }
-                    Poll::Ready(Ok(Err(rejected)) | Err(rejected)) => {
-                        Err(Failure::Rejected(rejected))
-                    }
-                    Poll::Pending => return Poll::Pending,
+                    Ok(Err(rejected)) | Err(rejected) => Err(Failure::Rejected(rejected)),
                 }
             }
-            Stage::AwaitingSlot => {
-                if !fired(this.timer.as_mut(), cx) {
-                    return Poll::Pending;
-                }
-                this.timer.set(None);
-                if this.execution.progress.slots_revoked() {
-                    // A throttle meanwhile: take a new slot, after its wait.
-                    *this.stage = Stage::Start;
-                    continue;
-                }
-                match through_breaker(this) {
-                    Ok(()) => continue,
-                    Err(rejected) => Err(Failure::Rejected(rejected)),
-                }
-            }
-            Stage::AwaitingProbe(wait) => {
+            Some(Wait::Probe(wait)) => {
                 let verdict = wait.as_mut().poll(cx);
-                match limited(verdict, this.timer.as_mut(), this.limits, this.cut, cx) {
-                    Poll::Ready(Ok(Ok((ticket, transition)))) => {
+                let verdict = match limited(verdict, this.timer.as_mut(), this.limits, this.cut, cx)
+                {
+                    Poll::Ready(verdict) => verdict,
+                    Poll::Pending => return Poll::Pending,
+                };
+                *this.wait = None;
+                match verdict {
+                    Ok(Ok((ticket, transition))) => {
                         admit(this, Some(ticket), transition);
                         continue;
                     }
-                    Poll::Ready(Ok(Err(rejected)) | Err(rejected)) => {
-                        Err(Failure::Rejected(rejected))
+                    Ok(Err(rejected)) | Err(rejected) => Err(Failure::Rejected(rejected)),
+                }
+            }
+            None => match *this.stage {
+                // Nothing stands before the call: only the deadline can stop it.
+                Stage::Start if !this.execution.progress.settings.admits => {
+                    match this.execution.progress.before_call() {
+                        Ok(()) => {
+                            admit(this, None, None);
+                            continue;
+                        }
+                        Err(rejected) => Err(Failure::Rejected(rejected)),
                     }
-                    Poll::Pending => return Poll::Pending,
                 }
-            }
-            Stage::Call => {
-                called = true;
-                let output = this.future.as_mut().poll(cx);
-                match limited(output, this.timer.as_mut(), this.limits, this.cut, cx) {
-                    Poll::Ready(Ok(output)) => output.map_err(Failure::Error),
-                    Poll::Ready(Err(rejected)) => Err(Failure::Rejected(rejected)),
-                    Poll::Pending => return Poll::Pending,
+                Stage::Start => match start(&mut this.execution.progress) {
+                    Ok(Begin::Breaker) => match through_breaker(this) {
+                        Ok(()) => continue,
+                        Err(rejected) => Err(Failure::Rejected(rejected)),
+                    },
+                    Ok(Begin::Slot(at)) => {
+                        set_timer(this.timer.as_mut(), at);
+                        *this.stage = Stage::AwaitingSlot;
+                        continue;
+                    }
+                    Ok(Begin::Wait(wait)) => {
+                        *this.wait = Some(wait);
+                        continue;
+                    }
+                    Err(rejected) => Err(Failure::Rejected(rejected)),
+                },
+                Stage::AwaitingSlot => {
+                    if !fired(this.timer.as_mut(), cx) {
+                        return Poll::Pending;
+                    }
+                    this.timer.set(None);
+                    if this.execution.progress.slots_revoked() {
+                        // A throttle meanwhile: take a new slot, after its wait.
+                        *this.stage = Stage::Start;
+                        continue;
+                    }
+                    match through_breaker(this) {
+                        Ok(()) => continue,
+                        Err(rejected) => Err(Failure::Rejected(rejected)),
+                    }
                 }
-            }
-            Stage::Backoff => {
-                if !fired(this.timer.as_mut(), cx) {
-                    return Poll::Pending;
+                Stage::Call => {
+                    called = true;
+                    let output = this.future.as_mut().poll(cx);
+                    match limited(output, this.timer.as_mut(), this.limits, this.cut, cx) {
+                        Poll::Ready(Ok(output)) => output.map_err(Failure::Error),
+                        Poll::Ready(Err(rejected)) => Err(Failure::Rejected(rejected)),
+                        Poll::Pending => return Poll::Pending,
+                    }
                 }
-                *this.stage = Stage::Done;
-                this.execution.progress.advance();
-                return Poll::Ready(Next::Retry);
-            }
-            Stage::Done => panic!("`Attempt` polled after it completed"),
+                Stage::Backoff => {
+                    if !fired(this.timer.as_mut(), cx) {
+                        return Poll::Pending;
+                    }
+                    *this.stage = Stage::Done;
+                    this.execution.progress.advance();
+                    return Poll::Ready(Next::Retry);
+                }
+                Stage::Done => panic!("`Attempt` polled after it completed"),
+            },
         };
         let verdict = verdict(&result);
         if called {
@@ -339,11 +354,8 @@ enum Begin<'p> {
     Breaker,
     /// The rate gates' slot comes at this instant.
     Slot(Instant),
-    /// First a place in the bulkhead's queue.
-    Queue(PermitWait<'p>),
-    /// First the shared gates' answer.
-    #[cfg(feature = "redis")]
-    Shared(SharedWait),
+    /// First a wait: for a place in the bulkhead's queue, or for the shared gates' answer.
+    Wait(Wait<'p>),
 }
 
 /// The checks before the breaker: bulkhead, deadline, rate gates.
@@ -351,12 +363,12 @@ enum Begin<'p> {
 fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
     progress.before_call()?;
     if let Some(wait) = progress.queue() {
-        return Ok(Begin::Queue(wait));
+        return Ok(Begin::Wait(Wait::Permit(wait)));
     }
     #[cfg(feature = "redis")]
     if progress.settings.gated {
         if let Some(wait) = progress.shared_slots()? {
-            return Ok(Begin::Shared(wait));
+            return Ok(Begin::Wait(Wait::Shared(wait)));
         }
     }
     let wait = progress.reserve_slots()?;

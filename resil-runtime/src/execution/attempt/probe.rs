@@ -4,7 +4,7 @@
 use tokio::time::Instant;
 
 use super::Admitted;
-use super::{admit, AttemptProjection, ProbeWait, Stage};
+use super::{admit, AttemptProjection, ProbeWait, Wait};
 use crate::breaker::{Admit, Breaker};
 use crate::execution::address;
 use crate::operation;
@@ -46,7 +46,7 @@ pub(super) fn through_breaker<F, E>(
                 .unwrap_or(breaker.get().config().cooldown());
             this.limits.started = Some(now);
             let wait: ProbeWait<'_> = Box::pin(shared_probe(breaker, admitted, limit));
-            *this.stage = Stage::AwaitingProbe(wait);
+            *this.wait = Some(Wait::Probe(wait));
             return Ok(());
         }
         Admit::Pass(admission) => Some(admission.detach()),
@@ -63,7 +63,7 @@ pub(super) fn through_breaker<F, E>(
                 let breaker = breaker.clone_ref();
                 let wait: ProbeWait<'_> =
                     Box::pin(async move { probe_verdict(breaker.get()).await });
-                *this.stage = Stage::AwaitingProbe(wait);
+                *this.wait = Some(Wait::Probe(wait));
             }
         }
     }
