@@ -72,6 +72,16 @@ pub trait FromRejected: From<Rejected> {}
 #[diagnostic::do_not_recommend]
 impl<E: From<Rejected>> FromRejected for E {}
 
+/// Starts an operation of `policy` on the state of `key`. A key expression of the wrong type
+/// is reported here, by this name, rather than inside the runtime.
+#[inline]
+pub fn keyed_execution<'p, Q, E>(policy: &'p Policy<Keyed>, key: &Q) -> Execution<'p, E>
+where
+    Q: resil_runtime::Key + ?Sized,
+{
+    policy.execute_keyed(key)
+}
+
 /// `Result<T, E>` split into its parts, so the expansion can name them from the return type.
 pub trait ResultType {
     /// `T`

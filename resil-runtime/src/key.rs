@@ -74,6 +74,7 @@ mod sealed {
     impl<T: Clone + std::hash::Hash + Eq + std::fmt::Display + Send + Sync + 'static> Sealed for T {}
 }
 
+#[diagnostic::do_not_recommend]
 impl Key for str {
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write_string(self, f)
@@ -84,6 +85,9 @@ impl Key for str {
     }
 }
 
+// Not named in errors: a type that is no key is reported as not `Key`, once, with the trait's
+// note that lists what keys; not as missing each bound of this impl in turn.
+#[diagnostic::do_not_recommend]
 impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> Key for T {
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match kind::<T>() {
@@ -239,6 +243,7 @@ pub struct KeyTuple<T>(pub T);
 macro_rules! key_tuple {
     ($($name:ident $index:tt),+) => {
         impl<$($name: Key + ?Sized),+> sealed::Sealed for KeyTuple<($(&$name,)+)> {}
+        #[diagnostic::do_not_recommend]
         impl<$($name: Key + ?Sized),+> Key for KeyTuple<($(&$name,)+)> {
             fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("(")?;

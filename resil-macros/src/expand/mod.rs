@@ -63,7 +63,7 @@ fn not_a_function(error: syn::Error, item: &TokenStream) -> syn::Error {
 // Output: async fn complete(&self, model: &str, req: Request) -> Result<T, E> {
 //             static __RESIL_POLICY: LazyLock<Policy<Keyed>> = LazyLock::new(|| Policy::builder()...);
 //             let __resil_outcome = {
-//                 let mut __resil_execution = __RESIL_POLICY.execute_keyed(model);
+//                 let mut __resil_execution = keyed_execution(&__RESIL_POLICY, model);
 //                 loop {
 //                     let req = clone_for_retry(&req);
 //                     if let Next::Done(o) = attempt::<Result<T, E>, _>(&mut __resil_execution, async { body }).await {
@@ -293,11 +293,11 @@ fn execution(config: &Config) -> TokenStream {
     match &key.value {
         KeyValue::One(one) => {
             let key = part(one);
-            quote! { __RESIL_POLICY.execute_keyed(#key) }
+            quote! { ::resil::__private::keyed_execution(&__RESIL_POLICY, #key) }
         }
         KeyValue::Tuple(parts) => {
             let parts = parts.iter().map(part);
-            quote! { __RESIL_POLICY.execute_keyed(&::resil::__private::KeyTuple((#(#parts,)*))) }
+            quote! { ::resil::__private::keyed_execution(&__RESIL_POLICY, &::resil::__private::KeyTuple((#(#parts,)*))) }
         }
     }
 }
