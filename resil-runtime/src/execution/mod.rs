@@ -1,10 +1,15 @@
 //! [`Execution`]: one logical operation in progress, and the decision after each attempt.
 
+mod admission;
 mod attempt;
 mod report;
 #[cfg(feature = "tracing")]
 use report::Spans;
 mod retry;
+
+use admission::Admission;
+use report::Report;
+use retry::Tries;
 mod run;
 mod slots;
 mod streams;
@@ -12,16 +17,13 @@ mod streams;
 pub use attempt::Attempt;
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::breaker::Breaker;
-use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::deadline::{later, Limits};
 use crate::events::{Event, GiveUp};
-use crate::gate::{RateGate, Slot};
 use crate::operation::{self, Frame, Opening, Pushed};
 use crate::policy::{BreakerRef, Scope, Settings, Tuning};
 use crate::registry::Held;
@@ -60,55 +62,25 @@ pub struct Execution<'p, E> {
     last_error: Option<E>,
 }
 
-/// The slots an attempt holds in the rate gates, each as its gate promised it: a throttle on
-/// one gate revokes its slot only, and each goes back to its own gate.
-#[derive(Debug, Default)]
-struct Reserved {
-    rate: Option<Slot>,
-    tokens: Option<Slot>,
-    /// The same slots in Redis, when the shared gates granted them.
-    #[cfg(feature = "redis")]
-    remote: Option<Box<crate::seams::RemoteSlots>>,
-}
-
 /// Everything about an operation in progress that does not depend on its types: the
 /// decisions are compiled once, not once per annotated function.
 struct Progress<'p> {
     settings: &'p Settings,
     /// The limits and retries this operation started with, kept to its end.
     tuning: &'p Tuning,
-    breaker: Option<BreakerRef<'p>>,
-    /// This call's key's breaker, bulkhead and gates, for a keyed policy: held, so the policy
-    /// does not forget the key meanwhile.
-    scope: Option<Held<Scope>>,
-    permit: Option<BulkheadPermit<'p>>,
-    entry: Entry,
-    /// What the next attempt costs the token gate.
-    cost: u64,
-    /// Slots reserved in the rate gates for the current attempt, each as its gate promised
-    /// it: given back if the attempt is refused before calling.
-    reserved: Reserved,
+    /// What stands before each call (breaker, bulkhead, gates), when anything does.
+    admission: Option<Admission<'p>>,
+    /// The attempts made so far.
+    tries: Tries,
+    /// Who hears of the operation.
+    report: Report<'p>,
+    /// The earliest deadline this call is under: its own, or an enclosing call's.
     deadline: Option<Instant>,
-    attempt: u32,
-    /// The last wait in nanoseconds (saturating), 0 before the first: decorrelated jitter,
-    /// the only reader, never waits less than its positive base. Eight bytes rather than an
-    /// `Option<Duration>`'s sixteen keep the execution within a cheap move.
-    last_wait: u64,
-    /// Whether an attempt has called the provider (the retry budget counts calls).
-    called: bool,
-    /// Whether someone listened when the operation started: events are built only then.
-    listening: bool,
     /// This call's place in the operation; on the thread's stack while an attempt is polled.
     /// Made at the first poll (`None` until then), where the stack shows its ancestors.
     frame: Option<Frame>,
     /// Whether an enclosing call may hold this call's breaker.
     nested: bool,
-    /// `resil.operation`, and the current `resil.attempt` under it.
-    #[cfg(feature = "tracing")]
-    spans: Option<Box<Spans>>,
-    /// Records the operation's outcome and duration when it ends.
-    #[cfg(feature = "metrics")]
-    meter: crate::meter::Meter<'p>,
 }
 
 impl<E> fmt::Debug for Execution<'_, E> {
@@ -116,7 +88,7 @@ impl<E> fmt::Debug for Execution<'_, E> {
         let progress = &self.progress;
         f.debug_struct("Execution")
             .field("policy", &progress.settings.name)
-            .field("attempt", &progress.attempt)
+            .field("attempt", &progress.tries.attempt)
             .field("deadline", &progress.deadline)
             .finish()
     }
@@ -148,17 +120,6 @@ impl<T, E> Outcome<T, E> {
             Outcome::Failed(error) => Err(error),
         }
     }
-}
-
-/// How the operation stands with its bulkhead before the first call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Entry {
-    /// A place is held, or there is no bulkhead.
-    Admitted,
-    /// No place, and no queue: rejected before the first call.
-    Full,
-    /// No place yet: the first attempt waits in the queue.
-    Queue,
 }
 
 /// What identifies a breaker on the operation's stack.
@@ -215,17 +176,19 @@ impl<'p, E> Execution<'p, E> {
     /// counts as outcome `fallback`. `#[resilient]` calls this for its `fallback`.
     pub fn falls_back(&mut self) {
         #[cfg(feature = "metrics")]
-        self.progress.meter.fell_back();
+        self.progress.report.meter.fell_back();
     }
 
     /// What the next attempts cost the policy's token gate (`rate_cost`; 1 unless set).
     pub fn set_cost(&mut self, cost: u64) {
-        self.progress.cost = cost;
+        if let Some(admission) = &mut self.progress.admission {
+            admission.cost = cost;
+        }
     }
 
     /// 0 during the first attempt, 1 during the first retry, ...
     pub fn attempt_number(&self) -> u32 {
-        self.progress.attempt
+        self.progress.tries.attempt
     }
 
     /// One attempt: breaker check, the call under the attempt's timeout and what is left of
@@ -238,8 +201,8 @@ impl<'p, E> Execution<'p, E> {
             frame.new_attempt();
         }
         #[cfg(feature = "tracing")]
-        if let Some(spans) = &mut self.progress.spans {
-            spans.attempt(self.progress.attempt);
+        if let Some(spans) = &mut self.progress.report.spans {
+            spans.attempt(self.progress.tries.attempt);
         }
         Attempt::new(self, future)
     }
@@ -298,19 +261,6 @@ impl<'p, E> Execution<'p, E> {
     }
 }
 
-/// Where an operation stands after asking `bulkhead` for a permit at once.
-#[inline]
-fn enter<'p>(
-    bulkhead: &Bulkhead,
-    permit: Result<BulkheadPermit<'p>, Rejected>,
-) -> (Option<BulkheadPermit<'p>>, Entry) {
-    match permit {
-        Ok(permit) => (Some(permit), Entry::Admitted),
-        Err(_) if bulkhead.queue() > 0 => (None, Entry::Queue),
-        Err(_) => (None, Entry::Full),
-    }
-}
-
 impl<'p> Progress<'p> {
     #[inline]
     fn start(
@@ -319,18 +269,7 @@ impl<'p> Progress<'p> {
         scope: Option<Held<Scope>>,
     ) -> Self {
         let tuning = settings.tunings.current();
-        // Switched off: straight to the body, past the breaker, the bulkhead and the gates.
-        let (breaker, scope) = match tuning.enabled {
-            true => (breaker, scope),
-            false => (None, None),
-        };
-        let own = scope.as_ref().and_then(|scope| scope.bulkhead.as_ref());
-        let shared = settings.bulkhead.as_ref().filter(|_| tuning.enabled);
-        let (permit, entry) = match (shared, own) {
-            (Some(bulkhead), _) => enter(bulkhead, bulkhead.try_acquire()),
-            (None, Some(bulkhead)) => enter(bulkhead, bulkhead.try_acquire_owned()),
-            (None, None) => (None, Entry::Admitted),
-        };
+        let admission = Admission::start(settings, tuning, breaker, scope);
         let own_deadline = tuning
             .deadline
             .map(|deadline| later(Instant::now(), deadline));
@@ -340,7 +279,7 @@ impl<'p> Progress<'p> {
         // operation's span names its id, so its frame is made now rather than at the first poll.
         let (frame, spans) = match tracing::level_enabled!(tracing::Level::INFO) {
             true => {
-                let breaker = breaker.as_ref().map(BreakerRef::get);
+                let breaker = admission.as_ref().and_then(Admission::breaker);
                 let mut frame = opening(settings, tuning, listening, own_deadline, breaker).start();
                 let spans = Box::new(Spans::start(&settings.name, &mut frame));
                 (Some(frame), Some(spans))
@@ -352,26 +291,23 @@ impl<'p> Progress<'p> {
         Progress {
             settings,
             tuning,
-            breaker,
-            scope,
-            permit,
-            entry,
-            cost: 1,
-            reserved: Reserved::default(),
+            admission,
+            tries: Tries::default(),
+            report: Report {
+                listening,
+                #[cfg(feature = "tracing")]
+                spans,
+                #[cfg(feature = "metrics")]
+                meter: crate::meter::Meter::start(
+                    &settings.meters,
+                    (settings.bulkhead.as_ref()).map(|b| b as &dyn crate::meter::InFlight),
+                ),
+                #[cfg(not(feature = "metrics"))]
+                policy: std::marker::PhantomData,
+            },
             deadline: frame.as_ref().map_or(own_deadline, Frame::deadline),
-            attempt: 0,
-            last_wait: 0,
-            called: false,
-            listening,
             nested: frame.as_ref().is_some_and(Frame::is_nested),
             frame,
-            #[cfg(feature = "tracing")]
-            spans,
-            #[cfg(feature = "metrics")]
-            meter: crate::meter::Meter::start(
-                &settings.meters,
-                (settings.bulkhead.as_ref()).map(|b| b as &dyn crate::meter::InFlight),
-            ),
         }
     }
 
@@ -385,7 +321,7 @@ impl<'p> Progress<'p> {
         let opening = opening(
             self.settings,
             self.tuning,
-            self.listening,
+            self.report.listening,
             self.deadline,
             self.breaker(),
         );
@@ -403,53 +339,11 @@ impl<'p> Progress<'p> {
         }
     }
 
-    fn breaker(&self) -> Option<&Breaker> {
-        self.breaker.as_ref().map(BreakerRef::get)
-    }
-
-    /// The bulkhead: all calls', or this key's.
-    #[inline]
-    fn bulkhead(&self) -> Option<&Bulkhead> {
-        (self.settings.bulkhead.as_ref()).or_else(|| self.scope.as_ref()?.bulkhead.as_deref())
-    }
-
-    /// The rate gate: all calls', or this key's.
-    #[inline]
-    fn rate(&self) -> Option<&RateGate> {
-        (self.settings.rate.as_ref()).or_else(|| self.scope.as_ref()?.rate.as_ref())
-    }
-
-    /// The token gate: all calls', or this key's.
-    #[inline]
-    fn token_rate(&self) -> Option<&RateGate> {
-        (self.settings.token_rate.as_ref()).or_else(|| self.scope.as_ref()?.token_rate.as_ref())
-    }
-
-    /// The wait for a place in the bulkhead's queue, if this operation has yet to wait in it.
-    #[inline]
-    fn queue(&mut self) -> Option<attempt::PermitWait<'p>> {
-        if self.entry != Entry::Queue {
-            return None;
-        }
-        self.entry = Entry::Admitted;
-        // Rare (the bulkhead is full), so the wait is boxed to keep every attempt small.
-        if let Some(bulkhead) = &self.settings.bulkhead {
-            return Some(Box::pin(bulkhead.acquire()));
-        }
-        let bulkhead = Arc::clone(self.scope.as_ref()?.bulkhead.as_ref()?);
-        Some(Box::pin(async move {
-            let permit: Result<BulkheadPermit<'p>, Rejected> = bulkhead.acquire_owned().await;
-            permit
-        }))
-    }
-
     /// A full bulkhead or a passed deadline stop the attempt before anything else.
     #[inline]
     fn before_call(&mut self) -> Result<(), Rejected> {
-        if self.entry == Entry::Full {
-            self.entry = Entry::Admitted;
-            let limit = self.bulkhead().map_or(0, Bulkhead::limit);
-            return Err(Rejected::BulkheadFull { limit });
+        if let Some(admission) = &mut self.admission {
+            admission.refuse_if_full(self.settings)?;
         }
         if let Some(deadline) = self.deadline {
             if Instant::now() >= deadline {
@@ -462,13 +356,13 @@ impl<'p> Progress<'p> {
     #[inline]
     fn started(&mut self) {
         let settings = self.settings;
-        if !self.called {
-            self.called = true;
+        if !self.tries.called {
+            self.tries.called = true;
             if let Some(budget) = &settings.budget {
                 budget.record_first_attempt();
             }
         }
-        let attempt = self.attempt;
+        let attempt = self.tries.attempt;
         #[cfg(feature = "metrics")]
         settings.meters.attempt();
         self.notify(|listener, site, operation| {
@@ -482,6 +376,6 @@ impl<'p> Progress<'p> {
 
     /// The backoff wait is over: the next attempt begins.
     fn advance(&mut self) {
-        self.attempt += 1;
+        self.tries.attempt += 1;
     }
 }

@@ -10,12 +10,26 @@ use crate::breaker::{Breaker, Transition};
 use crate::events::{self, AttemptOutcome, Event, Listener};
 use crate::operation::{self, OperationId};
 
+/// Who hears of an operation: its listener, its spans, its meter.
+pub(super) struct Report<'p> {
+    /// Whether someone listened when the operation started: events are built only then.
+    pub(super) listening: bool,
+    /// `resil.operation`, and the current `resil.attempt` under it.
+    #[cfg(feature = "tracing")]
+    pub(super) spans: Option<Box<Spans>>,
+    /// Records the operation's outcome and duration when it ends.
+    #[cfg(feature = "metrics")]
+    pub(super) meter: crate::meter::Meter<'p>,
+    #[cfg(not(feature = "metrics"))]
+    pub(super) policy: std::marker::PhantomData<&'p ()>,
+}
+
 impl<'p> Progress<'p> {
     /// Who hears this operation's events: looked up at each event, when someone listened at
     /// the start, rather than kept (which keeps the execution small enough to move cheaply).
     #[inline]
     pub(super) fn listener(&self) -> Option<&'p Arc<dyn Listener>> {
-        if !self.listening {
+        if !self.report.listening {
             return None;
         }
         self.settings.listener()
@@ -25,7 +39,7 @@ impl<'p> Progress<'p> {
     /// call nobody listens to pays one check.
     #[inline(always)]
     pub(super) fn notify(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
-        if self.listening {
+        if self.report.listening {
             self.send(send);
         }
     }
@@ -42,7 +56,7 @@ impl<'p> Progress<'p> {
     /// `outcome`.
     #[inline]
     pub(super) fn ended(&self, outcome: AttemptOutcome<'_>, started: Option<Instant>) {
-        let attempt = self.attempt;
+        let attempt = self.tries.attempt;
         self.notify(|listener, site, operation| {
             listener.on_event(&Event::AttemptEnded {
                 site,
@@ -63,7 +77,7 @@ impl<'p> Progress<'p> {
     #[inline(always)]
     pub(super) fn outcome(&mut self, _outcome: &'static str) {
         #[cfg(feature = "metrics")]
-        self.meter.ended(_outcome);
+        self.report.meter.ended(_outcome);
     }
 }
 

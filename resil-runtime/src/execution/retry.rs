@@ -11,6 +11,19 @@ use crate::events::{Event, GiveUp};
 use crate::operation;
 use crate::Rejected;
 
+/// The attempts an operation made so far.
+#[derive(Debug, Default)]
+pub(super) struct Tries {
+    /// 0 during the first attempt, 1 during the first retry, ...
+    pub(super) attempt: u32,
+    /// The last wait in nanoseconds (saturating), 0 before the first: decorrelated jitter,
+    /// the only reader, never waits less than its positive base. Eight bytes rather than an
+    /// `Option<Duration>`'s sixteen keep the execution within a cheap move.
+    pub(super) last_wait: u64,
+    /// Whether an attempt has called the provider (the retry budget counts calls).
+    pub(super) called: bool,
+}
+
 impl<'p> Progress<'p> {
     /// A transient failure (whose error asked to wait `asked`, if it did): the wait before
     /// the next attempt, with the retry drawn, or why there is none.
@@ -19,7 +32,7 @@ impl<'p> Progress<'p> {
         if tuning.retry == 0 {
             return Err(GiveUp::NoRetries);
         }
-        if self.attempt >= tuning.retry {
+        if self.tries.attempt >= tuning.retry {
             return Err(GiveUp::RetriesExhausted);
         }
         if let Some(breaker) = self.breaker() {
@@ -32,8 +45,9 @@ impl<'p> Progress<'p> {
         if asked.is_some_and(|asked| asked > tuning.retry_after_max) {
             return Err(GiveUp::RetryAfterTooLong);
         }
-        let previous = (self.last_wait > 0).then(|| Duration::from_nanos(self.last_wait));
-        let wait = settings.wait(&tuning.backoff, self.attempt, previous, asked);
+        let previous =
+            (self.tries.last_wait > 0).then(|| Duration::from_nanos(self.tries.last_wait));
+        let wait = settings.wait(&tuning.backoff, self.tries.attempt, previous, asked);
         if let Some(deadline) = self.deadline {
             // No wait is started that cannot end, with time for the call, before the deadline.
             if later(Instant::now(), wait) >= deadline {
@@ -46,12 +60,12 @@ impl<'p> Progress<'p> {
         if let Some(budget) = &settings.budget {
             // An operation that has not called yet (its first attempt waited for a probe and
             // timed out) withdraws nothing: its next call is its first.
-            if self.called && !budget.try_withdraw() {
+            if self.tries.called && !budget.try_withdraw() {
                 return Err(GiveUp::BudgetExhausted);
             }
         }
         operation::draw();
-        let attempt = self.attempt;
+        let attempt = self.tries.attempt;
         #[cfg(feature = "metrics")]
         settings.meters.retry();
         #[cfg(feature = "tracing")]
@@ -72,7 +86,7 @@ impl<'p> Progress<'p> {
                 wait,
             })
         });
-        self.last_wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
+        self.tries.last_wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
         Ok(wait)
     }
 
@@ -86,7 +100,7 @@ impl<'p> Progress<'p> {
         asked: Option<Duration>,
     ) -> Next<T, E> {
         self.outcome(outcome);
-        let attempt = self.attempt;
+        let attempt = self.tries.attempt;
         // The error itself does not say why it was not retried: a wait refused is logged.
         #[cfg(feature = "tracing")]
         if let (GiveUp::RetryAfterTooLong | GiveUp::DeadlineTooClose, Some(asked)) = (reason, asked)

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Progress, Reserved};
+use super::admission::Reserved;
+use super::Progress;
 use crate::gate::{RateGate, Slot};
 use crate::Rejected;
 
@@ -25,16 +26,16 @@ impl<'p> Progress<'p> {
             (wait, reserved.rate) = (rate, Some(slot));
         }
         if let Some(gate) = self.token_rate() {
-            match gate.reserve_slot(self.cost, self.deadline) {
+            match gate.reserve_slot(self.cost(), self.deadline) {
                 Ok((tokens, slot)) => (wait, reserved.tokens) = (wait.max(tokens), Some(slot)),
                 Err(refused) => {
-                    self.reserved = reserved;
+                    self.hold(reserved);
                     self.refund_slots();
                     return Err(refused);
                 }
             }
         }
-        self.reserved = reserved;
+        self.hold(reserved);
         Ok(wait)
     }
 
@@ -69,9 +70,9 @@ impl<'p> Progress<'p> {
             return self.refuse_if_failing_closed().map(|()| None);
         }
         self.refuse_if_open()?;
-        if let Some(gate) = tokens.filter(|gate| self.cost > gate.burst()) {
+        if let Some(gate) = tokens.filter(|gate| self.cost() > gate.burst()) {
             return Err(Rejected::OverBurst {
-                cost: self.cost,
+                cost: self.cost(),
                 burst: gate.burst(),
             });
         }
@@ -81,7 +82,7 @@ impl<'p> Progress<'p> {
         let interval = |gate: Option<&RateGate>| gate.map_or(0, RateGate::interval_now);
         let gates = [
             rate_link.map(|link| (link, 1, interval(rate))),
-            token_link.map(|link| (link, self.cost, interval(tokens))),
+            token_link.map(|link| (link, self.cost(), interval(tokens))),
         ];
         Ok(Some(crate::seams::reserve(gates, limit)))
     }
@@ -102,11 +103,11 @@ impl<'p> Progress<'p> {
                     gate.zip(remote)
                         .map(|(gate, remote)| gate.mirror(remote.ahead))
                 };
-                self.reserved = Reserved {
+                self.hold(Reserved {
                     rate: mirror(self.rate(), rate),
                     tokens: mirror(self.token_rate(), tokens),
                     remote: Some(Box::new([rate, tokens])),
-                };
+                });
                 Ok(granted.wait)
             }
             SharedSlots::Refused(rejected) => Err(rejected),
@@ -139,7 +140,9 @@ impl<'p> Progress<'p> {
             gate.zip(slot)
                 .is_some_and(|(gate, slot)| gate.is_revoked(slot))
         };
-        let reserved = &self.reserved;
+        let Some(reserved) = self.admission.as_ref().map(|admission| &admission.reserved) else {
+            return false;
+        };
         let revoked =
             revoked(self.rate(), reserved.rate) || revoked(self.token_rate(), reserved.tokens);
         if revoked {
@@ -150,7 +153,9 @@ impl<'p> Progress<'p> {
 
     /// The slots reserved are spent by the call.
     pub(super) fn slots_used(&mut self) {
-        self.reserved = Reserved::default();
+        if self.settings.gated {
+            self.hold(Reserved::default());
+        }
     }
 
     /// The attempt was refused, or gave up waiting, after its slots were reserved: it made no
@@ -166,7 +171,13 @@ impl<'p> Progress<'p> {
 
     #[inline(never)]
     fn refund_reserved(&mut self) {
-        let reserved = std::mem::take(&mut self.reserved);
+        let Some(reserved) = self
+            .admission
+            .as_mut()
+            .map(|a| std::mem::take(&mut a.reserved))
+        else {
+            return;
+        };
         #[cfg(feature = "redis")]
         if let Some(remote) = reserved.remote {
             let links =

@@ -57,12 +57,17 @@ impl<'p, E> Execution<'p, E> {
                 #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
                 let mut progress = self.progress;
                 #[cfg(feature = "metrics")]
-                progress.meter.committed();
+                progress.report.meter.committed();
+                let listener = progress.listener();
+                let (breaker, scope, permit) = match progress.admission {
+                    Some(admission) => (admission.breaker, admission.scope, admission.permit),
+                    None => (None, None, None),
+                };
                 let holdings = Holdings {
-                    listener: progress.listener(),
-                    breaker: progress.breaker,
-                    scope: progress.scope,
-                    permit: progress.permit,
+                    listener,
+                    breaker,
+                    scope,
+                    permit,
                     deadline: progress.deadline,
                     idle: progress.tuning.idle,
                 };

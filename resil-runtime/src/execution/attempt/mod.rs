@@ -126,14 +126,14 @@ where
         // The body's own spans (an HTTP client's) nest under the attempt: entered for the poll,
         // taken out meanwhile since the poll borrows the execution.
         #[cfg(feature = "tracing")]
-        let spans = this.execution.progress.spans.take();
+        let spans = this.execution.progress.report.spans.take();
         #[cfg(feature = "tracing")]
         let entered = spans.as_ref().map(|spans| spans.attempt.enter());
         let poll = step(&mut this, cx);
         #[cfg(feature = "tracing")]
         {
             drop(entered);
-            this.execution.progress.spans = spans;
+            this.execution.progress.report.spans = spans;
         }
         this.execution.progress.frame = pushed.pop();
         poll
@@ -198,7 +198,9 @@ where
                 *this.wait = None;
                 match permit {
                     Ok(Ok(permit)) => {
-                        this.execution.progress.permit = Some(permit);
+                        if let Some(admission) = &mut this.execution.progress.admission {
+                            admission.permit = Some(permit);
+                        }
                         this.timer.set(None);
                         *this.cut = None;
                         continue;
@@ -224,7 +226,7 @@ where
             }
             None => match *this.stage {
                 // Nothing stands before the call: only the deadline can stop it.
-                Stage::Start if !this.execution.progress.settings.admits => {
+                Stage::Start if this.execution.progress.admission.is_none() => {
                     match this.execution.progress.before_call() {
                         Ok(()) => {
                             admit(this, None, None);
@@ -341,7 +343,7 @@ fn admit<F, E>(
     // The listeners hear how long the attempt took, and a slow-call breaker judges by it: the
     // clock is read for them only (the attempt's time limit then counts from here, as it
     // would from its first poll).
-    let timed = progress.listening || progress.breaker().is_some_and(Breaker::times_calls);
+    let timed = progress.report.listening || progress.breaker().is_some_and(Breaker::times_calls);
     if timed && this.limits.started.is_none() {
         this.limits.started = Some(Instant::now());
     }
@@ -362,7 +364,8 @@ enum Begin<'p> {
 #[inline]
 fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
     progress.before_call()?;
-    if let Some(wait) = progress.queue() {
+    let settings = progress.settings;
+    if let Some(wait) = progress.admission.as_mut().and_then(|a| a.queue(settings)) {
         return Ok(Begin::Wait(Wait::Permit(wait)));
     }
     #[cfg(feature = "redis")]

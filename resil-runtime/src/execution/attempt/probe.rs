@@ -21,7 +21,7 @@ pub(super) fn through_breaker<F, E>(
     this: &mut AttemptProjection<'_, '_, '_, F, E>,
 ) -> Result<(), Rejected> {
     let progress = &this.execution.progress;
-    let Some(breaker) = &progress.breaker else {
+    let Some(breaker) = progress.breaker_ref() else {
         admit(this, None, None);
         return Ok(());
     };
@@ -59,7 +59,7 @@ pub(super) fn through_breaker<F, E>(
             // Waiting for the probe's verdict counts toward this attempt's own limits. Rare,
             // so the wait is boxed to keep every attempt small.
             this.limits.started = Some(Instant::now());
-            if let Some(breaker) = &this.execution.progress.breaker {
+            if let Some(breaker) = this.execution.progress.breaker_ref() {
                 let breaker = breaker.clone_ref();
                 let wait: ProbeWait<'_> =
                     Box::pin(async move { probe_verdict(breaker.get()).await });

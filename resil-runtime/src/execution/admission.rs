@@ -1,0 +1,189 @@
+//! What stands between an operation and its calls: the breaker it goes through, its place in
+//! the bulkhead, its slots in the rate gates, and the key whose state it uses. A policy that
+//! declares none of them ([`Settings::admits`]) never asks.
+
+use std::sync::Arc;
+
+use crate::breaker::Breaker;
+use crate::bulkhead::{Bulkhead, BulkheadPermit};
+use crate::gate::{RateGate, Slot};
+use crate::policy::{BreakerRef, Scope, Settings, Tuning};
+use crate::registry::Held;
+use crate::Rejected;
+
+use super::attempt::PermitWait;
+use super::Progress;
+
+/// One operation's standing with its breaker, bulkhead and gates.
+pub(super) struct Admission<'p> {
+    pub(super) breaker: Option<BreakerRef<'p>>,
+    /// This call's key's breaker, bulkhead and gates, for a keyed policy: held, so the policy
+    /// does not forget the key meanwhile.
+    pub(super) scope: Option<Held<Scope>>,
+    pub(super) permit: Option<BulkheadPermit<'p>>,
+    entry: Entry,
+    /// What the next attempt costs the token gate.
+    pub(super) cost: u64,
+    /// Slots reserved in the rate gates for the current attempt, each as its gate promised
+    /// it: given back if the attempt is refused before calling.
+    pub(super) reserved: Reserved,
+}
+
+/// The slots an attempt holds in the rate gates, each as its gate promised it: a throttle on
+/// one gate revokes its slot only, and each goes back to its own gate.
+#[derive(Debug, Default)]
+pub(super) struct Reserved {
+    pub(super) rate: Option<Slot>,
+    pub(super) tokens: Option<Slot>,
+    /// The same slots in Redis, when the shared gates granted them.
+    #[cfg(feature = "redis")]
+    pub(super) remote: Option<Box<crate::seams::RemoteSlots>>,
+}
+
+/// How the operation stands with its bulkhead before the first call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    /// A place is held, or there is no bulkhead.
+    Admitted,
+    /// No place, and no queue: rejected before the first call.
+    Full,
+    /// No place yet: the first attempt waits in the queue.
+    Queue,
+}
+
+impl<'p> Admission<'p> {
+    /// Asks the bulkhead for a place at once. `None` for a policy with nothing before its
+    /// calls, or switched off (`tuning.enabled`): it goes straight to the body.
+    #[inline]
+    pub(super) fn start(
+        settings: &'p Settings,
+        tuning: &Tuning,
+        breaker: Option<BreakerRef<'p>>,
+        scope: Option<Held<Scope>>,
+    ) -> Option<Self> {
+        if !settings.admits || !tuning.enabled {
+            return None;
+        }
+        let own = scope.as_ref().and_then(|scope| scope.bulkhead.as_ref());
+        let shared = settings.bulkhead.as_ref();
+        let (permit, entry) = match (shared, own) {
+            (Some(bulkhead), _) => enter(bulkhead, bulkhead.try_acquire()),
+            (None, Some(bulkhead)) => enter(bulkhead, bulkhead.try_acquire_owned()),
+            (None, None) => (None, Entry::Admitted),
+        };
+        Some(Admission {
+            breaker,
+            scope,
+            permit,
+            entry,
+            cost: 1,
+            reserved: Reserved::default(),
+        })
+    }
+
+    #[inline]
+    pub(super) fn breaker(&self) -> Option<&Breaker> {
+        self.breaker.as_ref().map(BreakerRef::get)
+    }
+
+    /// The bulkhead: all calls', or this key's.
+    #[inline]
+    pub(super) fn bulkhead<'s>(&'s self, settings: &'s Settings) -> Option<&'s Bulkhead> {
+        (settings.bulkhead.as_ref()).or_else(|| self.scope.as_ref()?.bulkhead.as_deref())
+    }
+
+    /// The rate gate: all calls', or this key's.
+    #[inline]
+    pub(super) fn rate<'s>(&'s self, settings: &'s Settings) -> Option<&'s RateGate> {
+        (settings.rate.as_ref()).or_else(|| self.scope.as_ref()?.rate.as_ref())
+    }
+
+    /// The token gate: all calls', or this key's.
+    #[inline]
+    pub(super) fn token_rate<'s>(&'s self, settings: &'s Settings) -> Option<&'s RateGate> {
+        (settings.token_rate.as_ref()).or_else(|| self.scope.as_ref()?.token_rate.as_ref())
+    }
+
+    /// A bulkhead found full, with no queue, refuses the first attempt.
+    #[inline]
+    pub(super) fn refuse_if_full(&mut self, settings: &Settings) -> Result<(), Rejected> {
+        if self.entry != Entry::Full {
+            return Ok(());
+        }
+        self.entry = Entry::Admitted;
+        let limit = self.bulkhead(settings).map_or(0, Bulkhead::limit);
+        Err(Rejected::BulkheadFull { limit })
+    }
+
+    /// The wait for a place in the bulkhead's queue, if this operation has yet to wait in it.
+    #[inline]
+    pub(super) fn queue(&mut self, settings: &'p Settings) -> Option<PermitWait<'p>> {
+        if self.entry != Entry::Queue {
+            return None;
+        }
+        self.entry = Entry::Admitted;
+        // Rare (the bulkhead is full), so the wait is boxed to keep every attempt small.
+        if let Some(bulkhead) = &settings.bulkhead {
+            return Some(Box::pin(bulkhead.acquire()));
+        }
+        let bulkhead = Arc::clone(self.scope.as_ref()?.bulkhead.as_ref()?);
+        Some(Box::pin(async move {
+            let permit: Result<BulkheadPermit<'p>, Rejected> = bulkhead.acquire_owned().await;
+            permit
+        }))
+    }
+}
+
+/// The admission as the execution asks it: nothing, for a policy with nothing before its calls.
+impl<'p> Progress<'p> {
+    #[inline]
+    pub(super) fn breaker(&self) -> Option<&Breaker> {
+        self.admission.as_ref()?.breaker()
+    }
+
+    #[inline]
+    pub(super) fn breaker_ref(&self) -> Option<&BreakerRef<'p>> {
+        self.admission.as_ref()?.breaker.as_ref()
+    }
+
+    /// The rate gate: all calls', or this key's.
+    #[inline]
+    pub(super) fn rate(&self) -> Option<&RateGate> {
+        self.admission.as_ref()?.rate(self.settings)
+    }
+
+    /// The token gate: all calls', or this key's.
+    #[inline]
+    pub(super) fn token_rate(&self) -> Option<&RateGate> {
+        self.admission.as_ref()?.token_rate(self.settings)
+    }
+
+    /// What the next attempt costs the token gate.
+    #[inline]
+    pub(super) fn cost(&self) -> u64 {
+        self.admission
+            .as_ref()
+            .map_or(1, |admission| admission.cost)
+    }
+
+    /// Keeps `reserved` as the current attempt's slots.
+    #[inline]
+    pub(super) fn hold(&mut self, reserved: Reserved) {
+        if let Some(admission) = &mut self.admission {
+            admission.reserved = reserved;
+        }
+    }
+}
+
+/// Where an operation stands after asking `bulkhead` for a permit at once.
+#[inline]
+fn enter<'p>(
+    bulkhead: &Bulkhead,
+    permit: Result<BulkheadPermit<'p>, Rejected>,
+) -> (Option<BulkheadPermit<'p>>, Entry) {
+    match permit {
+        Ok(permit) => (Some(permit), Entry::Admitted),
+        Err(_) if bulkhead.queue() > 0 => (None, Entry::Queue),
+        Err(_) => (None, Entry::Full),
+    }
+}
