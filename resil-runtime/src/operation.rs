@@ -184,8 +184,9 @@ pub(crate) fn push(frame: Frame) -> Pushed {
     Pushed(())
 }
 
-/// A frame on the thread's stack. Dropped without [`Pushed::pop`] (the poll panicked), it
-/// still takes the frame off, so no later poll on this thread sees it as an ancestor.
+/// A frame on the thread's stack. Dropped without [`Pushed::pop`] (the call is over, or the
+/// poll panicked), it takes the frame off, so no later poll on this thread sees it as an
+/// ancestor.
 #[must_use = "pop the frame after the poll"]
 #[derive(Debug)]
 pub(crate) struct Pushed(());

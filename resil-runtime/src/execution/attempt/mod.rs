@@ -135,7 +135,11 @@ where
             drop(entered);
             this.execution.progress.report.spans = spans;
         }
-        this.execution.progress.frame = pushed.pop();
+        match poll {
+            // The operation is over: its frame is not needed again.
+            Poll::Ready(Next::Done(_)) => drop(pushed),
+            _ => this.execution.progress.frame = pushed.pop(),
+        }
         poll
     }
 }
