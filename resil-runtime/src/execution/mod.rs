@@ -215,7 +215,7 @@ impl<'p, E> Execution<'p, E> {
     }
 
     /// After an attempt: the operation's end, or how long to wait before the next attempt.
-    #[inline]
+    #[inline(always)]
     fn decide<T>(&mut self, result: Result<T, Failure<E>>) -> Decision<T, E>
     where
         E: Transient + From<Rejected>,

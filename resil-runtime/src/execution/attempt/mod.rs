@@ -272,11 +272,14 @@ where
                 }
                 Stage::Call => {
                     called = true;
-                    let output = this.future.as_mut().poll(cx);
-                    match limited(output, this.timer.as_mut(), this.limits, this.cut, cx) {
-                        Poll::Ready(Ok(output)) => output.map_err(Failure::Error),
-                        Poll::Ready(Err(rejected)) => Err(Failure::Rejected(rejected)),
-                        Poll::Pending => return Poll::Pending,
+                    match this.future.as_mut().poll(cx) {
+                        Poll::Ready(output) => output.map_err(Failure::Error),
+                        Poll::Pending => {
+                            match lapsed(this.timer.as_mut(), this.limits, this.cut, cx) {
+                                Poll::Ready(rejected) => Err(Failure::Rejected(rejected)),
+                                Poll::Pending => return Poll::Pending,
+                            }
+                        }
                     }
                 }
                 Stage::Backoff => {
@@ -331,6 +334,7 @@ where
 }
 
 /// The call may be made: store the admission, then tell the listeners.
+#[inline(always)]
 fn admit<F, E>(
     this: &mut AttemptProjection<'_, '_, '_, F, E>,
     ticket: Option<Ticket>,
@@ -392,19 +396,29 @@ fn set_timer(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
     }
 }
 
-/// `ready` under the attempt's limits: the one timer is armed only when the first poll
-/// returns `Pending` (an answer ready at once costs no timer), and then stands for whichever
-/// limit ends the attempt first.
+/// `ready` under the attempt's limits: see [`lapsed`].
 fn limited<T>(
     ready: Poll<T>,
-    mut timer: Pin<&mut Option<Sleep>>,
+    timer: Pin<&mut Option<Sleep>>,
     limits: &Limits,
     cut: &mut Option<Cut>,
     cx: &mut TaskContext<'_>,
 ) -> Poll<Result<T, Rejected>> {
-    if let Poll::Ready(output) = ready {
-        return Poll::Ready(Ok(output));
+    match ready {
+        Poll::Ready(output) => Poll::Ready(Ok(output)),
+        Poll::Pending => lapsed(timer, limits, cut, cx).map(Err),
     }
+}
+
+/// Whether the attempt's limits ran out while what it waits for is pending: the one timer is
+/// armed only here, when a first poll returned `Pending` (an answer ready at once costs no
+/// timer), and then stands for whichever limit ends the attempt first.
+fn lapsed(
+    mut timer: Pin<&mut Option<Sleep>>,
+    limits: &Limits,
+    cut: &mut Option<Cut>,
+    cx: &mut TaskContext<'_>,
+) -> Poll<Rejected> {
     if timer.is_none() {
         let Some((at, limit)) = limits.end(Instant::now) else {
             return Poll::Pending;
@@ -415,7 +429,7 @@ fn limited<T>(
     if !fired(timer, cx) {
         return Poll::Pending;
     }
-    Poll::Ready(Err(cut.map_or(Rejected::DeadlineExceeded, Cut::rejection)))
+    Poll::Ready(cut.map_or(Rejected::DeadlineExceeded, Cut::rejection))
 }
 
 fn fired(timer: Pin<&mut Option<Sleep>>, cx: &mut TaskContext<'_>) -> bool {
