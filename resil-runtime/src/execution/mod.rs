@@ -274,20 +274,50 @@ impl<'p> Progress<'p> {
             .deadline
             .map(|deadline| later(Instant::now(), deadline));
         let listening = settings.listener().is_some();
+        // No subscriber wants INFO: no span is made, moved or entered (one atomic load).
         #[cfg(feature = "tracing")]
-        // No subscriber wants INFO: no span is made, moved or entered (one atomic load). The
-        // operation's span names its id, so its frame is made now rather than at the first poll.
-        let (frame, spans) = match tracing::level_enabled!(tracing::Level::INFO) {
-            true => {
-                let breaker = admission.as_ref().and_then(Admission::breaker);
-                let mut frame = opening(settings, tuning, listening, own_deadline, breaker).start();
-                let spans = Box::new(Spans::start(&settings.name, &mut frame));
-                (Some(frame), Some(spans))
-            }
-            false => (None, None),
-        };
-        #[cfg(not(feature = "tracing"))]
-        let frame = None;
+        if tracing::level_enabled!(tracing::Level::INFO) {
+            return Progress::traced(settings, tuning, admission, listening, own_deadline);
+        }
+        Progress::assemble(settings, tuning, admission, listening, own_deadline, None)
+    }
+
+    /// An operation whose span is opened: the span names the operation's id, so the frame is
+    /// made now rather than at the first poll. Out of line: only a traced call pays for it.
+    #[cfg(feature = "tracing")]
+    #[cold]
+    #[inline(never)]
+    fn traced(
+        settings: &'p Settings,
+        tuning: &'p Tuning,
+        admission: Option<Admission<'p>>,
+        listening: bool,
+        own_deadline: Option<Instant>,
+    ) -> Self {
+        let breaker = admission.as_ref().and_then(Admission::breaker);
+        let mut frame = opening(settings, tuning, listening, own_deadline, breaker).start();
+        let spans = Box::new(Spans::start(&settings.name, &mut frame));
+        let mut progress = Progress::assemble(
+            settings,
+            tuning,
+            admission,
+            listening,
+            own_deadline,
+            Some(frame),
+        );
+        progress.report.spans = Some(spans);
+        progress
+    }
+
+    #[inline(always)]
+    fn assemble(
+        settings: &'p Settings,
+        tuning: &'p Tuning,
+        admission: Option<Admission<'p>>,
+        listening: bool,
+        own_deadline: Option<Instant>,
+        frame: Option<Frame>,
+    ) -> Self {
         Progress {
             settings,
             tuning,
@@ -296,7 +326,7 @@ impl<'p> Progress<'p> {
             report: Report {
                 listening,
                 #[cfg(feature = "tracing")]
-                spans,
+                spans: None,
                 #[cfg(feature = "metrics")]
                 meter: crate::meter::Meter::start(
                     &settings.meters,
