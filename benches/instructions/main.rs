@@ -37,32 +37,32 @@ const OBSERVABILITY: bool = cfg!(feature = "observability");
 const SCENARIOS: &[(&str, &str, Option<u64>)] = &[
     ("bare", "the body alone, awaited in an async fn", None),
     ("tokio-timeout", "tokio::time::timeout around it", None),
-    ("timeout", "#[resilient(timeout)]", Some(880)),
+    ("timeout", "#[resilient(timeout)]", Some(605)),
     (
         "timeout+retry",
         "#[resilient(timeout, retry = 2)]",
-        Some(900),
+        Some(622),
     ),
     (
         "all-four",
         "timeout, retry 2, breaker, bulkhead 8",
-        Some(1070),
+        Some(917),
     ),
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        Some(1740),
+        Some(1580),
     ),
-    ("policy", "Policy::run with all four (no macro)", Some(1230)),
+    ("policy", "Policy::run with all four (no macro)", Some(1061)),
     (
         "open-breaker",
         "a call refused by an open breaker",
-        Some(1095),
+        Some(1006),
     ),
     (
         "full-bulkhead",
         "a call refused by a full bulkhead",
-        Some(760),
+        Some(657),
     ),
 ];
 
