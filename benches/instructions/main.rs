@@ -7,15 +7,18 @@
 //! does, where times move by 10 % between runs; so each count has a budget, and a change
 //! that adds more than [`TOLERANCE`] to one fails, saying by how much.
 //!
-//! Every call is an operation ready on its first poll (what most calls to a healthy provider
-//! look like to the wrapper), polled once with a no-op waker inside a current-thread runtime.
+//! Most calls are operations ready on their first poll, polled once with a no-op waker inside
+//! a current-thread runtime: what the wrapper itself costs. The `-yield` scenarios' bodies are
+//! pending once, and are polled twice: a real timer is armed, polled and cancelled, as with a
+//! provider's answer arriving between two polls.
 //! `instructions run <scenario> <calls>` is what runs under valgrind.
 #![allow(missing_docs, unreachable_pub)]
 
 use std::future::Future;
 use std::hint::black_box;
+use std::pin::Pin;
 use std::process::{Command, ExitCode};
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use resil::{resilient, Policy, Rejected};
@@ -64,10 +67,63 @@ const SCENARIOS: &[(&str, &str, Option<u64>)] = &[
         "a call refused by a full bulkhead",
         Some(657),
     ),
+    (
+        "tokio-timeout-yield",
+        "tokio::time::timeout, the body pending once",
+        None,
+    ),
+    (
+        "all-four-yield",
+        "all four, the body pending once (a timer armed)",
+        Some(1982),
+    ),
 ];
 
 fn ready() -> impl Future<Output = Result<u64, Failure>> {
     std::future::ready(Ok(black_box(1)))
+}
+
+/// Pending on its first poll and ready on its second, waking no one: a provider's answer
+/// arriving between two polls, as most do.
+struct PendingOnce(bool);
+
+impl Future for PendingOnce {
+    type Output = Result<u64, Failure>;
+
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        if std::mem::replace(&mut self.0, true) {
+            return Poll::Ready(Ok(black_box(1)));
+        }
+        Poll::Pending
+    }
+}
+
+fn pending_once() -> impl Future<Output = Result<u64, Failure>> {
+    PendingOnce(false)
+}
+
+/// Polls a future twice with a no-op waker: the yielding calls' two polls.
+fn poll_twice<F: Future>(future: F) -> Poll<F::Output> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    let mut future = std::pin::pin!(future);
+    let _ = future.as_mut().poll(&mut cx);
+    future.poll(&mut cx)
+}
+
+async fn tokio_timeout_yield() -> Result<u64, Failure> {
+    tokio::time::timeout(Duration::from_secs(20), pending_once())
+        .await
+        .map_err(|_| Failure::Busy)?
+}
+
+#[resilient(
+    timeout = "20s",
+    retry = 2,
+    breaker = "instructions-yield",
+    bulkhead = 8
+)]
+async fn all_four_yield() -> Result<u64, Failure> {
+    pending_once().await
 }
 
 async fn bare() -> Result<u64, Failure> {
@@ -158,6 +214,10 @@ fn run(scenario: &str, calls: u32) {
             assert!(opened, "the breaker opens after its threshold of failures");
             calls.for_each(|_| drop(black_box(poll_once(behind_open_breaker(false)))))
         }
+        "tokio-timeout-yield" => {
+            calls.for_each(|_| drop(black_box(poll_twice(tokio_timeout_yield()))))
+        }
+        "all-four-yield" => calls.for_each(|_| drop(black_box(poll_twice(all_four_yield())))),
         "full-bulkhead" => {
             let mut holder = Box::pin(behind_full_bulkhead(true));
             assert!(
@@ -203,10 +263,10 @@ fn per_call(scenario: &str) -> Result<f64, String> {
 
 fn check() -> Result<bool, String> {
     if OBSERVABILITY {
-        println!("instructions per ready call, tracing and metrics compiled in, none installed");
+        println!("instructions per call, tracing and metrics compiled in, none installed");
     } else {
         println!(
-            "instructions per ready call (callgrind; budget +{:.0} % fails)",
+            "instructions per call (callgrind; budget +{:.0} % fails)",
             TOLERANCE * 100.0
         );
     }
@@ -214,7 +274,7 @@ fn check() -> Result<bool, String> {
     for (name, what, budget) in SCENARIOS {
         let counted = per_call(name)?;
         let Some(budget) = budget else {
-            println!("  {name:<16} {counted:>7.0}            {what}");
+            println!("  {name:<19} {counted:>7.0}            {what}");
             continue;
         };
         let over = counted / *budget as f64 - 1.0;
@@ -228,7 +288,7 @@ fn check() -> Result<bool, String> {
         } else {
             format!("{:+.1} %", over * 100.0)
         };
-        println!("  {name:<16} {counted:>7.0}  of {budget:>5}  {verdict:<34} {what}");
+        println!("  {name:<19} {counted:>7.0}  of {budget:>5}  {verdict:<34} {what}");
     }
     if !within {
         println!(
