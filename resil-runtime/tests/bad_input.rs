@@ -164,7 +164,7 @@ fn build(settings: &Settings) -> Option<Policy> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(common::proptest_config(256, "bad_input.proptest-regressions"))]
 
     /// Any settings: refused with a sentence, or a policy that runs calls (a ready one, one
     /// that keeps failing with the server asking for any wait, one that hangs) without a panic.
@@ -266,7 +266,7 @@ mod retry_after_header {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(1024))]
+        #![proptest_config(crate::common::proptest_config(1024, "bad_input.proptest-regressions"))]
 
         /// Garbage, huge numbers, any bytes a header may carry: a wait or `None`.
         #[test]

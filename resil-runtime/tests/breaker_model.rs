@@ -2,6 +2,8 @@
 //! applied to the breaker and to a small reference model, which must agree after every step,
 //! generations included.
 
+mod common;
+
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -197,7 +199,7 @@ fn run(threshold: u32, cooldown_ms: u64, steps: Vec<Step>) -> Result<(), TestCas
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(common::proptest_config(512, "breaker_model.proptest-regressions"))]
 
     #[test]
     fn the_breaker_agrees_with_its_model(

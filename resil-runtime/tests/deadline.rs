@@ -141,7 +141,7 @@ fn a_pending_answer_does_create_a_timer() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(common::proptest_config(64, "deadline.proptest-regressions"))]
     #[test]
     fn attempts_and_time_stay_within_the_policy(
         retry in 0u32..6,

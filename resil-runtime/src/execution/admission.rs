@@ -1,6 +1,6 @@
 //! What stands between an operation and its calls: the breaker it goes through, its place in
 //! the bulkhead, its slots in the rate gates, and the key whose state it uses. A policy that
-//! declares none of them ([`Settings::admits`]) never asks.
+//! declares none of them (`Settings::admits`) holds none and never asks.
 
 use std::sync::Arc;
 

@@ -3,18 +3,18 @@
 mod admission;
 mod attempt;
 mod report;
-#[cfg(feature = "tracing")]
-use report::Spans;
 mod retry;
-
-use admission::Admission;
-use report::Report;
-use retry::Tries;
 mod run;
 mod slots;
 mod streams;
 
 pub use attempt::Attempt;
+
+use admission::Admission;
+use report::Report;
+#[cfg(feature = "tracing")]
+use report::Spans;
+use retry::Tries;
 
 use std::fmt;
 use std::time::Duration;

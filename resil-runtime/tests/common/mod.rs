@@ -5,8 +5,24 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use proptest::test_runner::{Config as ProptestConfig, FileFailurePersistence};
 use resil_runtime::events::{Event, Listener};
 use resil_runtime::{Rejected, Transient};
+
+/// `cases` cases per property, replaying first the failures kept in `regressions` (a file
+/// under this crate's `tests/`) and keeping new ones there. Proptest's default looks for the
+/// file beside the test's source and, in a workspace's tests, finds nothing ("failed to find
+/// lib.rs or main.rs"): it would replay no failure found before.
+pub fn proptest_config(cases: u32, regressions: &str) -> ProptestConfig {
+    let path = format!("{}/tests/{regressions}", env!("CARGO_MANIFEST_DIR"));
+    ProptestConfig {
+        cases,
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(Box::leak(
+            path.into_boxed_str(),
+        )))),
+        ..ProptestConfig::default()
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TestError {

@@ -1,0 +1,252 @@
+//! Rate and token gates: callers wait their turn within their deadline, or are refused at
+//! once without calling; throttles hold a gate and never open a breaker.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn twenty_calls_through_five_per_second_all_pass_in_turn() {
+    let policy = Policy::builder()
+        .rate(5, Duration::from_secs(1), 5)
+        .build()
+        .unwrap();
+    let calls = Starts::default();
+    let origin = Instant::now();
+    let results =
+        join_all((0..20).map(|_| policy.run(|| calls.call(origin, Duration::ZERO)))).await;
+    assert!(results.iter().all(Result::is_ok));
+    let times = calls.times();
+    assert_eq!(
+        times.iter().filter(|at| at.is_zero()).count(),
+        5,
+        "a burst of 5"
+    );
+    assert_eq!(times[5], Duration::from_millis(200));
+    assert_eq!(times[19], Duration::from_secs(3), "then one every 200 ms");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slot_past_the_deadline_is_refused_at_once_without_calling() {
+    let policy = Policy::builder()
+        .rate(5, Duration::from_secs(1), 5)
+        .deadline(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let calls = Starts::default();
+    let origin = Instant::now();
+    let results = join_all((0..20).map(|_| async {
+        let result = policy.run(|| calls.call(origin, Duration::ZERO)).await;
+        (result, origin.elapsed())
+    }))
+    .await;
+    let served = results.iter().filter(|(result, _)| result.is_ok()).count();
+    assert_eq!(
+        served, 10,
+        "slots at 0 (5), 200, 400, 600, 800 and 1000 ms fit"
+    );
+    for (result, when) in results.iter().filter(|(result, _)| result.is_err()) {
+        assert!(matches!(
+            result,
+            Err(TestError::Rejected(Rejected::RateLimited { .. }))
+        ));
+        assert_eq!(*when, Duration::ZERO, "refused at once");
+    }
+    assert_eq!(calls.times().len(), 10, "the refused never called");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_gate_weighs_each_call() {
+    let policy = Policy::builder()
+        .token_rate(1000, Duration::from_secs(1), 1000)
+        .build()
+        .unwrap();
+    let calls = Starts::default();
+    let origin = Instant::now();
+    for cost in [600, 600] {
+        let mut execution = policy.execute::<TestError>();
+        execution.set_cost(cost);
+        let next = execution.attempt(calls.call(origin, Duration::ZERO)).await;
+        assert!(matches!(next, resil_runtime::Next::Done(_)));
+    }
+    assert_eq!(
+        calls.times(),
+        [Duration::ZERO, Duration::from_millis(200)],
+        "the second 600 waits for 200 tokens to come back"
+    );
+    let mut execution = policy.execute::<TestError>();
+    execution.set_cost(1500);
+    let resil_runtime::Next::Done(outcome) =
+        execution.attempt(calls.call(origin, Duration::ZERO)).await
+    else {
+        panic!("no retry declared")
+    };
+    assert_eq!(
+        outcome.into_result(),
+        Err(TestError::Rejected(Rejected::OverBurst {
+            cost: 1500,
+            burst: 1000
+        }))
+    );
+    assert_eq!(
+        calls.times().len(),
+        2,
+        "a call that can never pass is not made"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn retries_take_slots_too() {
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .retry(2)
+        .backoff(Duration::from_millis(1), Duration::from_millis(1))
+        .jitter(Jitter::None)
+        .build()
+        .unwrap();
+    let origin = Instant::now();
+    let at = std::sync::Mutex::new(Vec::new());
+    let result = policy
+        .run(|| async {
+            at.lock().unwrap().push(origin.elapsed());
+            Err::<(), _>(TestError::Busy)
+        })
+        .await;
+    assert_eq!(result, Err(TestError::Busy));
+    assert_eq!(
+        *at.lock().unwrap(),
+        [
+            Duration::ZERO,
+            Duration::from_secs(1),
+            Duration::from_secs(2)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttle_holds_the_gate_and_never_opens_the_breaker() {
+    let breaker = Arc::new(Breaker::new(
+        "throttled",
+        BreakerConfig::new(1, Duration::from_secs(30)).unwrap(),
+    ));
+    let policy = Policy::builder()
+        .rate(10, Duration::from_secs(1), 10)
+        .breaker(breaker.clone())
+        .build()
+        .unwrap();
+    let throttled = policy
+        .run(|| async { Err::<(), _>(TestError::Throttled(Duration::from_secs(2))) })
+        .await;
+    assert_eq!(throttled, Err(TestError::Throttled(Duration::from_secs(2))));
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Closed,
+        "a healthy provider saying 'too fast' is not an outage"
+    );
+    assert_eq!(breaker.failures(), 0);
+    // The other callers wait in the gate for the wait the provider asked for.
+    let origin = Instant::now();
+    let calls = Starts::default();
+    let results = join_all((0..3).map(|_| policy.run(|| calls.call(origin, Duration::ZERO)))).await;
+    assert!(results.iter().all(Result::is_ok));
+    assert_eq!(
+        calls.times(),
+        [2000, 2125, 2250].map(Duration::from_millis),
+        "no slot before the wait, then the steady rate, 20 % slower than the one throttled"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_open_breaker_refuses_a_gated_call_before_it_takes_a_slot() {
+    let breaker = Arc::new(Breaker::new(
+        "gated",
+        BreakerConfig::new(1, Duration::from_secs(30)).unwrap(),
+    ));
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .breaker(breaker.clone())
+        .build()
+        .unwrap();
+    let failed = policy.run(|| async { Err::<(), _>(TestError::Busy) }).await;
+    assert_eq!(failed, Err(TestError::Busy));
+    assert_eq!(breaker.state(), BreakerState::Open);
+    let origin = Instant::now();
+    let refused = policy.run(|| async { Ok::<_, TestError>(()) }).await;
+    assert!(matches!(
+        refused,
+        Err(TestError::Rejected(Rejected::BreakerOpen { .. }))
+    ));
+    assert_eq!(
+        origin.elapsed(),
+        Duration::ZERO,
+        "refused at once, not after a slot wait"
+    );
+    assert_eq!(
+        policy.rate_gate().unwrap().reserve(1, None),
+        Ok(Duration::from_secs(1)),
+        "the next slot is still the one after the first call's"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_after_a_slot_was_reserved_gives_it_back() {
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .token_rate(10, Duration::from_secs(1), 10)
+        .build()
+        .unwrap();
+    let mut execution = policy.execute::<TestError>();
+    execution.set_cost(100);
+    let resil_runtime::Next::Done(outcome) = execution.attempt(async { Ok(()) }).await else {
+        panic!("no retry declared")
+    };
+    assert!(matches!(
+        outcome.into_result(),
+        Err(TestError::Rejected(Rejected::OverBurst { .. }))
+    ));
+    assert_eq!(
+        policy.rate_gate().unwrap().reserve(1, None),
+        Ok(Duration::ZERO),
+        "the rate slot taken before the token gate refused went back"
+    );
+}
+
+#[test]
+fn nonsense_rates_are_refused_with_the_fix() {
+    let zero = Policy::builder()
+        .rate(0, Duration::from_secs(1), 1)
+        .build()
+        .unwrap_err();
+    assert!(zero.to_string().contains("\"60/min\""), "{zero}");
+    let no_period = Policy::builder()
+        .token_rate(5, Duration::ZERO, 5)
+        .build()
+        .unwrap_err();
+    assert!(
+        no_period.to_string().contains("`token_rate` is zero"),
+        "{no_period}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_throttle_revokes_the_slots_already_handed_out() {
+    let policy = Policy::builder()
+        .rate(10, Duration::from_secs(1), 1)
+        .build()
+        .unwrap();
+    let origin = Instant::now();
+    let calls = std::sync::Mutex::new(Vec::new());
+    let call = || async {
+        let mut calls = calls.lock().unwrap();
+        calls.push(origin.elapsed());
+        if calls.len() == 1 {
+            return Err(TestError::Throttled(Duration::from_secs(1)));
+        }
+        Ok(())
+    };
+    let results = join_all((0..5).map(|_| policy.run(call))).await;
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 4);
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [0, 1000, 1125, 1250, 1375].map(Duration::from_millis),
+        "the slots at 100..400 ms were revoked by the throttle at 0 and taken again after it, at 8/s"
+    );
+}
