@@ -4,6 +4,9 @@
 //! timer. So the attempt is one flat state machine: the checks before the call are
 //! synchronous, the call is polled in place, and a single timer slot serves first the
 //! attempt's time limit (armed only if the first poll returns `Pending`), then the backoff.
+//! Its stage is plain data; the rare waits before a call (a place in the bulkhead's queue,
+//! the shared gates' answer, a probe's verdict) are boxed and held apart, so the common path
+//! moves and drops none of them.
 //!
 //! Every state change (an admission stored, a verdict recorded) is complete before a listener
 //! hears of it, so a listener that panics cannot leave a probe slot or a permit held.
@@ -333,7 +336,8 @@ where
     }
 }
 
-/// The call may be made: store the admission, then tell the listeners.
+/// The call may be made: store the admission, then tell the listeners. Inlined: every call
+/// that runs passes here.
 #[inline(always)]
 fn admit<F, E>(
     this: &mut AttemptProjection<'_, '_, '_, F, E>,
