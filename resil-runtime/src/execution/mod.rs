@@ -215,6 +215,8 @@ impl<'p, E> Execution<'p, E> {
     }
 
     /// After an attempt: the operation's end, or how long to wait before the next attempt.
+    /// Inlined into the attempt's poll, so a success goes straight to its caller; the rare
+    /// branches call out to `Progress`, compiled once.
     #[inline(always)]
     fn decide<T>(&mut self, result: Result<T, Failure<E>>) -> Decision<T, E>
     where
