@@ -1,6 +1,7 @@
 //! Two instances of one service against the mock provider, sharing their breaker and their
 //! 10/s rate gate through a real `redis-server`: what each instance does and what the provider
-//! sees, then the same with Redis killed mid-run and restarted.
+//! sees, then the same with Redis killed mid-run and restarted; and how long the openings
+//! one instance made during an outage take to reach Redis once it is back (polled every 10 ms).
 //!
 //! The two instances live in one process, each with its own store (its own connection and
 //! subscription) and its own local breaker and gate, as two processes would have them.
@@ -15,7 +16,7 @@ use resil::{Breaker, BreakerConfig, BreakerState, Policy, Rejected};
 
 use crate::mock::MockProvider;
 use crate::redis_server::{settled, RedisServer};
-use crate::ApiError;
+use crate::{ApiError, LlmError};
 
 /// Longer than a reconnection takes (2 s at most), so an opening made while Redis is down is
 /// still in force when it returns.
@@ -40,6 +41,9 @@ pub struct Report {
     pub ungated_requests: u32,
     /// Whether B followed A's opening (made while Redis was down) once Redis was back.
     pub resynced: bool,
+    /// Openings one instance made, one per key, while Redis was down, and how long after its
+    /// store reconnected they were all in Redis (they go in one pipeline).
+    pub resync: (usize, Duration),
     /// What the instances' stores said (SharedUnavailable, SharedRestored).
     pub store_events: Vec<String>,
     /// What a call through a rate gate costs, on average: the gate kept locally, and the gate
@@ -185,8 +189,43 @@ pub async fn run() -> std::io::Result<Option<Report>> {
     );
     report.resynced = rejected && requests() == before;
     report.store_events = heard.0.lock().expect("not poisoned").clone();
+    // Apart, with a store of its own and a second outage: what the events above do not see.
+    report.resync = resync(&mut redis, &mut report).await;
     provider.stop().await;
     Ok(Some(report))
+}
+
+/// How many openings of a per-key breaker, made while Redis is down, reach Redis once it is
+/// back, and how long after the store reconnects.
+async fn resync(redis: &mut RedisServer, report: &mut Report) -> (usize, Duration) {
+    const OPENINGS: usize = 1000;
+    const PREFIX: &str = "resil:breaker:lab::resync:";
+    let store = Redis::open(&redis.url()).await.expect("a Redis URL");
+    let policy = Policy::builder()
+        .name("lab::resync")
+        .keyed("model")
+        .breaker_per_key("model", 1, Duration::from_secs(60))
+        .shared_in(&store)
+        .build()
+        .expect("a valid policy");
+    redis.kill();
+    for model in 0..OPENINGS {
+        let failing = || async { Err::<(), _>(LlmError::Unavailable) };
+        let _ = policy.run_keyed(&format!("m{model}"), failing).await;
+    }
+    redis.restart();
+    settle(report, "the re-syncing store reconnects", || {
+        store.is_available()
+    })
+    .await;
+    let reconnected = Instant::now();
+    settle(
+        report,
+        "every opening made while Redis was down reaches it",
+        || redis.keys(PREFIX).len() >= OPENINGS,
+    )
+    .await;
+    (redis.keys(PREFIX).len(), reconnected.elapsed())
 }
 
 /// Calls through both instances, one caller each, for `span`; the requests the provider saw.
@@ -270,6 +309,10 @@ pub fn print(report: &Report) {
     println!(
         "restart     B follows A's opening made while Redis was down, rejecting without a request: {}",
         report.resynced
+    );
+    let (openings, took) = report.resync;
+    println!(
+        "re-sync     {openings} openings of a per-key breaker, made while Redis was down, all in Redis {took:.0?} after its store reconnected"
     );
     println!("\nwhat the stores said: {}", report.store_events.join("; "));
     let (local, shared) = report.gate_cost;
