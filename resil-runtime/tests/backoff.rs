@@ -58,11 +58,7 @@ proptest! {
 
     #[test]
     fn waits_are_never_shorter_than_retry_after(retry_after_ms in 0u64..20_000, seed: u64) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let runtime = common::paused_runtime();
         let recorder = Recorder::new();
         let policy = Policy::builder()
             .retry(3)

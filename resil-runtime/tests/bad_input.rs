@@ -171,11 +171,7 @@ proptest! {
     #[test]
     fn any_builder_values_build_or_refuse_and_never_panic(settings in settings()) {
         let Some(policy) = build(&settings) else { return Ok(()) };
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let runtime = common::paused_runtime();
         runtime.block_on(async {
             let provider = Provider::default();
             let limit = Duration::from_secs(3600);

@@ -135,11 +135,7 @@ impl Model {
 }
 
 fn run(threshold: u32, cooldown_ms: u64, steps: Vec<Step>) -> Result<(), TestCaseError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = common::paused_runtime();
     let _clock = runtime.enter();
     let cooldown = Duration::from_millis(cooldown_ms);
     let breaker = Breaker::new("model", BreakerConfig::new(threshold, cooldown).unwrap());

@@ -150,11 +150,7 @@ proptest! {
         latencies in proptest::collection::vec(0u64..5_000, 8),
         seed: u64,
     ) {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .unwrap();
+        let runtime = common::paused_runtime();
         let timeout = Duration::from_millis(timeout_ms);
         let deadline = timeout + Duration::from_millis(deadline_extra_ms);
         let policy = Policy::builder()

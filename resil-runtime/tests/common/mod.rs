@@ -24,6 +24,16 @@ pub fn proptest_config(cases: u32, regressions: &str) -> ProptestConfig {
     }
 }
 
+/// A current-thread runtime of its own, its clock paused: for a property's cases and the
+/// tests that need more than one runtime.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TestError {
     Busy,

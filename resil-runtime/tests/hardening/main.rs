@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Provider, Recorder, TestError};
+use common::{paused_runtime, Provider, Recorder, TestError};
 use futures::FutureExt;
 use resil_runtime::events::{Event, Listener};
 use resil_runtime::{
@@ -29,13 +29,4 @@ fn breaker(name: &str, threshold: u32, cooldown: Duration) -> Arc<Breaker> {
         name,
         BreakerConfig::new(threshold, cooldown).unwrap(),
     ))
-}
-
-/// A current-thread runtime of its own, its clock paused.
-fn paused_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap()
 }

@@ -93,11 +93,7 @@ mod model {
             burst in 1u64..20,
             steps in proptest::collection::vec((0u64..400, 1u64..20, proptest::option::of(0u64..2_000)), 1..60),
         ) {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .unwrap();
+            let runtime = crate::common::paused_runtime();
             runtime.block_on(async {
                 let period = Duration::from_secs(1);
                 let gate = RateGate::new(count, period, burst).unwrap();
