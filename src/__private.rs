@@ -3,7 +3,7 @@
 use std::future::Future;
 
 pub use core::time::Duration;
-pub use resil_runtime::stream::{Committed, OrFallback, ResilientStream, Stream};
+pub use resil_runtime::stream::{Commit, Committed, OrFallback, ResilientStream, Stream};
 pub use resil_runtime::{
     BreakerKind, Execution, Jitter, KeyTuple, Keyed, Next, Outcome, Policy, PolicyBuilder,
     Rejected, Transient,
@@ -119,36 +119,19 @@ pub fn site_policy<K>(builder: PolicyBuilder<K>) -> Policy<K> {
 }
 
 /// One attempt of a streaming function: the body connects, then the items are awaited up to
-/// the first that `commits` accepts. `T` and `E` come from the declared
+/// the one that `commit` accepts. `T` and `E` come from the declared
 /// `Result<impl Stream<Item = Result<T, E>>, E>`, so `?` in the body infers its conversion.
-pub fn stream_attempt<'a, 'p, T, E, S, F, C>(
+pub fn stream_attempt<'a, 'p, T, E, S, F>(
     execution: &'a mut Execution<'p, E>,
     connect: F,
-    commits: C,
-) -> impl Future<Output = Next<Committed<T, S>, E>> + use<'a, 'p, T, E, S, F, C>
+    commit: Commit<T>,
+) -> impl Future<Output = Next<Committed<T, S>, E>> + use<'a, 'p, T, E, S, F>
 where
     E: Transient + FromRejected,
     F: Future<Output = Result<S, E>>,
     S: Stream<Item = Result<T, E>>,
-    C: Fn(&T) -> bool,
 {
-    execution.attempt_stream_until(connect, commits)
-}
-
-/// The end of a streaming function's attempts: the committed stream takes over the permit
-/// and the breaker, and knows its final item.
-pub fn commit<'p, T, E, S>(
-    execution: Execution<'p, E>,
-    outcome: Outcome<Committed<T, S>, E>,
-    complete_when: Option<fn(&T) -> bool>,
-) -> Outcome<ResilientStream<'p, T, E, S>, E> {
-    match execution.commit(outcome) {
-        Outcome::Completed(Ok(stream)) => Outcome::Completed(Ok(match complete_when {
-            Some(is_final) => stream.complete_when(is_final),
-            None => stream,
-        })),
-        other => other,
-    }
+    execution.attempt_stream_until(connect, commit)
 }
 
 /// `commit_when = path`: a function recognising the item that commits a stream.

@@ -123,6 +123,18 @@ impl Client {
         Ok(held_open)
     }
 
+    /// Role-only chunks, always ready, never content: a provider that never commits.
+    #[resilient(
+        first_item_timeout = "5s",
+        retry = 1,
+        commit_when = Chunk::has_content,
+        commit_hold = 3
+    )]
+    async fn never_commits(&self) -> Result<impl Stream<Item = Result<Chunk, ApiError>>, ApiError> {
+        self.calls.add();
+        Ok(stream::repeat_with(|| Ok(Chunk(""))))
+    }
+
     async fn canned(&self) -> Result<impl Stream<Item = Result<Chunk, ApiError>>, ApiError> {
         Ok(stream::iter([Ok(Chunk("sorry")), Ok(Chunk("[DONE]"))]))
     }
@@ -254,4 +266,17 @@ async fn the_final_item_commits_a_stream_that_had_no_content() {
         "no wait for content that never comes"
     );
     assert_eq!(client.calls.count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_provider_that_never_commits_is_cut_at_the_declared_hold_and_retried() {
+    let client = Client {
+        calls: Calls::default(),
+    };
+    let outcome = client.never_commits().await.err();
+    assert_eq!(
+        outcome,
+        Some(ApiError::Rejected(Rejected::Uncommitted { held: 4 }))
+    );
+    assert_eq!(client.calls.count(), 2);
 }

@@ -59,6 +59,7 @@ keys! {
     idle_timeout: Duration = values::duration_value;
     complete_when: syn::Path = values::final_item;
     commit_when: syn::Path = values::committing_item;
+    commit_hold: u32 = values::count_value;
     retry: u32 = values::count_value;
     retry_after_max: Duration = values::duration_value;
     backoff: (Duration, Duration) = values::range;

@@ -83,6 +83,14 @@ pub enum Rejected {
     /// Transient: retried before the stream's first item, the stream's last item after it.
     #[error("the stream ended before its final item")]
     Incomplete,
+    /// A stream sent `held` items without the one that commits it (`commit_when`), more than
+    /// the policy holds before a commit (`commit_hold`): the attempt ends rather than keep
+    /// them. Transient: retried like a stall before the commit.
+    #[error("the stream sent {held} items without one that commits it")]
+    Uncommitted {
+        /// The items it sent before the attempt ended.
+        held: usize,
+    },
     /// A policy declared `shared_fail = "closed"` could not reach its Redis store within
     /// `shared_timeout`, so it refused rather than decide locally; no call was made.
     #[error("the shared store did not answer and this limit fails closed (no call was made)")]
@@ -102,19 +110,24 @@ impl Rejected {
             Rejected::OverBurst { .. } => "over_burst",
             Rejected::Idle { .. } => "idle",
             Rejected::Incomplete => "incomplete",
+            Rejected::Uncommitted { .. } => "uncommitted",
             Rejected::SharedUnavailable => "shared_unavailable",
         }
     }
 }
 
-/// A timeout, a stalled stream and an incomplete one are transient; the rest are not. An open
+/// A timeout, a stalled stream, an incomplete one and one that never commits are transient;
+/// the rest are not. An open
 /// breaker and a closed rate gate carry their `retry_in` as `retry_after`, so a server can
 /// answer 503 or 429 with `Retry-After`.
 impl Transient for Rejected {
     fn is_transient(&self) -> bool {
         matches!(
             self,
-            Rejected::Timeout { .. } | Rejected::Idle { .. } | Rejected::Incomplete
+            Rejected::Timeout { .. }
+                | Rejected::Idle { .. }
+                | Rejected::Incomplete
+                | Rejected::Uncommitted { .. }
         )
     }
 

@@ -9,13 +9,19 @@
 //! errors are items the consumer sees.
 //!
 //! When the first items carry no content (OpenAI's first chunk holds only the role), a commit
-//! test moves the commit point to the first item it accepts
-//! ([`Policy::run_stream_until`](crate::Policy::run_stream_until),
+//! test moves the commit point to the first item it accepts ([`Commit`], given to
+//! [`Policy::run_stream_until`](crate::Policy::run_stream_until) or
 //! [`Execution::attempt_stream_until`](crate::Execution::attempt_stream_until), or
 //! `commit_when = Chunk::has_content` on the attribute): the items before it are held, then
 //! handed over in order at the commit, and a stall, an error or an end before it is retried
-//! like a stall before the first item. Keep-alive comments (`: ping`) are not items: an SSE
-//! decoder drops them. The returned [`ResilientStream`] then:
+//! like a stall before the first item. The final item commits too. Keep-alive comments
+//! (`: ping`) are not items: an SSE decoder drops them.
+//!
+//! The commit phase is bounded however the provider behaves: at most `commit_hold` items
+//! (10 000 unless set) are held, one more ends the attempt with [`Rejected::Uncommitted`]
+//! (transient, so retried); and items that are always ready cannot keep the thread, since the
+//! attempt lets the scheduler run every 128 of them, when its time limits are checked. The
+//! returned [`ResilientStream`] then:
 //!
 //! - ends with one `Err(Rejected::Idle { after })` when no item arrives within the policy's
 //!   `idle_timeout` of the previous one, and with one `Err(Rejected::DeadlineExceeded)` when
@@ -76,6 +82,74 @@ use crate::{Rejected, Transient};
 /// `Result<impl Stream<Item = Result<T, E>>, E>`.
 pub use futures_core::Stream;
 
+/// Where a streaming call commits, and which item completes its answer (see the
+/// [module docs](self)).
+///
+/// The final item commits too: an answer that is complete without content (a role chunk,
+/// then the final one) is an answer, and a server that holds the connection open after it
+/// must not stall the attempt. The stream the call returns then ends at the final item, as
+/// [`ResilientStream::complete_when`] says.
+///
+/// ```
+/// use resil_runtime::stream::Commit;
+///
+/// let commit = Commit::when(|chunk: &&str| !chunk.is_empty()).complete_when(|chunk| *chunk == "[DONE]");
+/// assert!(!commit.commits(&""));
+/// assert!(commit.commits(&"Hello"));
+/// assert!(commit.commits(&"[DONE]"));
+/// ```
+pub struct Commit<T> {
+    commits: fn(&T) -> bool,
+    is_final: Option<fn(&T) -> bool>,
+}
+
+impl<T> Commit<T> {
+    /// The first item commits: what [`Policy::run_stream`](crate::Policy::run_stream) does.
+    pub fn first_item() -> Self {
+        Commit {
+            commits: |_| true,
+            is_final: None,
+        }
+    }
+
+    /// The first item that `commits` accepts commits (such as the first with content): the
+    /// items before it are held, then handed over in order.
+    pub fn when(commits: fn(&T) -> bool) -> Self {
+        Commit {
+            commits,
+            is_final: None,
+        }
+    }
+
+    /// Names the final item: it commits too, and the returned stream ends at it, or with
+    /// [`Rejected::Incomplete`] if the body's stream ends before it.
+    pub fn complete_when(mut self, is_final: fn(&T) -> bool) -> Self {
+        self.is_final = Some(is_final);
+        self
+    }
+
+    /// Does `item` commit the stream?
+    pub fn commits(&self, item: &T) -> bool {
+        (self.commits)(item) || self.is_final.is_some_and(|is_final| is_final(item))
+    }
+}
+
+impl<T> Clone for Commit<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Commit<T> {}
+
+impl<T> fmt::Debug for Commit<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Commit")
+            .field("complete_when", &self.is_final.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
 /// A stream whose committing item is in hand: what one successful attempt of a streaming
 /// call yields. Boxed once per stream, since a stream that has been polled cannot move.
 pub struct Committed<T, S> {
@@ -83,6 +157,7 @@ pub struct Committed<T, S> {
     held: Vec<T>,
     first: T,
     rest: Pin<Box<S>>,
+    is_final: Option<fn(&T) -> bool>,
 }
 
 impl<T, S> fmt::Debug for Committed<T, S> {
@@ -91,13 +166,20 @@ impl<T, S> fmt::Debug for Committed<T, S> {
     }
 }
 
+/// Ready items read in a row before the commit loop lets the scheduler run, as tokio's
+/// cooperative budget does: a provider whose items are always ready (role-only chunks,
+/// keep-alives) cannot keep the thread, and the attempt's time limits, armed when its body
+/// first yields, hold for it too.
+const READY_IN_A_ROW: u32 = 128;
+
 /// One attempt of a streaming call: the connect, then the items up to the first that
-/// `commits` (the first item, unless told otherwise). Items before it are held, and handed
-/// over in order at the commit; an error or an end before it fails the attempt, which the
-/// policy may retry.
+/// commits (the first item, unless told otherwise). Items before it are held, at most
+/// `hold` of them, and handed over in order at the commit; an error, an end or one item too
+/// many before it fails the attempt, which the policy may retry.
 pub(crate) async fn committing_item<T, E, S, Fut>(
     connect: Fut,
-    commits: impl Fn(&T) -> bool,
+    commit: Commit<T>,
+    hold: usize,
 ) -> Result<Committed<T, S>, E>
 where
     Fut: Future<Output = Result<S, E>>,
@@ -106,14 +188,32 @@ where
 {
     let mut rest = Box::pin(connect.await?);
     let mut held = Vec::new();
+    let mut in_a_row = 0;
     loop {
-        match poll_fn(|cx| rest.as_mut().poll_next(cx)).await {
-            Some(Ok(item)) if commits(&item) => {
+        let next = poll_fn(|cx| {
+            if in_a_row == READY_IN_A_ROW {
+                in_a_row = 0;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let next = rest.as_mut().poll_next(cx);
+            in_a_row = if next.is_ready() { in_a_row + 1 } else { 0 };
+            next
+        })
+        .await;
+        match next {
+            Some(Ok(item)) if commit.commits(&item) => {
                 return Ok(Committed {
                     held,
                     first: item,
                     rest,
+                    is_final: commit.is_final,
                 })
+            }
+            Some(Ok(_)) if held.len() >= hold => {
+                return Err(E::from(Rejected::Uncommitted {
+                    held: held.len() + 1,
+                }))
             }
             Some(Ok(item)) => held.push(item),
             Some(Err(error)) => return Err(error),
@@ -184,7 +284,7 @@ impl<'p, T, E, S> ResilientStream<'p, T, E, S> {
             timer: None,
             stale: true,
             idle_cut: false,
-            complete_when: None,
+            complete_when: committed.is_final,
             finished: false,
             errored: false,
             failed: false,

@@ -18,6 +18,9 @@ pub const BREAKER_MIN_CALLS: u32 = 10;
 pub const BREAKER_COOLDOWN: Duration = Duration::from_secs(30);
 /// The longest `Retry-After` honoured: a server asking for more ends the operation.
 pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
+/// Items a stream's attempt holds before the one that commits it (`commit_when`), at most:
+/// room for a long tool call streamed without text, not for a provider that never commits.
+pub const COMMIT_HOLD: usize = 10_000;
 /// Breakers kept per key (`per_<arg>`), at most.
 pub const MAX_KEYS: usize = 10_000;
 /// How long a shared policy waits for Redis before its local state decides: a Redis round

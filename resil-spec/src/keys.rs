@@ -93,7 +93,16 @@ pub const KEYS: &[KeyDoc] = &[
         meaning: "streams: `fn(&T) -> bool` naming the item that commits the stream; the items before it are held, and a stall, error or end before it is retried; the final item commits too",
         default: "the first item",
         constraints: "a path to a function; streaming functions only",
-        builder: "`run_stream_until(fn, …)`",
+        builder: "`run_stream_until(Commit::when(fn), …)`",
+    },
+    KeyDoc {
+        name: "commit_hold",
+        example: "commit_hold = 500",
+        summary: "the most items a stream holds before the one that commits it",
+        meaning: "streams with `commit_when`: the most items held before the committing one; one more ends the attempt with `Rejected::Uncommitted` (transient), so a provider that never commits cannot fill memory",
+        default: "10000",
+        constraints: "needs `commit_when`; streaming functions only",
+        builder: "`commit_hold(usize)`",
     },
     KeyDoc {
         name: "retry",

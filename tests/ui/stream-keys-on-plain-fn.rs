@@ -12,7 +12,7 @@ impl From<resil::Rejected> for Error {
 
 use resil::resilient;
 
-#[resilient(first_item_timeout = "20s", idle_timeout = "30s", complete_when = is_final, commit_when = is_final)]
+#[resilient(first_item_timeout = "20s", idle_timeout = "30s", complete_when = is_final, commit_when = is_final, commit_hold = 8)]
 async fn complete(prompt: &str) -> Result<String, Error> {
     Ok(prompt.to_owned())
 }

@@ -39,6 +39,9 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
                 parts.push(format!("{what} `{path}`"));
             }
         }
+        if let Some(hold) = stream.commit_hold {
+            parts.push(format!("at most {hold} items held before the commit"));
+        }
     }
     let (base, cap) = config
         .backoff

@@ -75,7 +75,8 @@ fn not_a_function(error: syn::Error, item: &TokenStream) -> syn::Error {
 //         }
 // With `rate_cost`, each attempt first sets its cost (`__resil_execution.set_cost(..)`). A
 // streaming fn (`Result<impl Stream<Item = Result<T, E>>, E>`) calls `stream_attempt::<T, E>`
-// instead, and `commit` hands the execution's permit and breaker to the returned stream.
+// instead, with a `Commit` that names its committing and final items, and
+// `__resil_execution.commit(..)` hands the execution's permit and breaker to the stream.
 fn expand(function: ItemFn, config: &Config) -> TokenStream {
     let ItemFn {
         mut attrs,
@@ -114,23 +115,21 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             complete_when,
             ..
         }) => {
-            // The final item commits too: a server that holds the connection open after it
-            // must not stall the attempt.
-            let commits = match (commit_when, complete_when) {
-                (None, _) => quote! { |_: &#item| true },
-                (Some(commits), None) => quote_spanned! {commits.span()=>
-                    ::resil::__private::commit_when::<#item>(#commits)
+            // The final item commits too (see `Commit`).
+            let commit = match commit_when {
+                None => quote! { ::resil::__private::Commit::<#item>::first_item() },
+                Some(commits) => quote_spanned! {commits.span()=>
+                    ::resil::__private::Commit::when(::resil::__private::commit_when::<#item>(#commits))
                 },
-                (Some(commits), Some(is_final)) => quote_spanned! {commits.span()=>
-                    {
-                        let __resil_commits = ::resil::__private::commit_when::<#item>(#commits);
-                        let __resil_final = ::resil::__private::complete_when::<#item>(#is_final);
-                        move |__resil_item: &#item| __resil_commits(__resil_item) || __resil_final(__resil_item)
-                    }
+            };
+            let commit = match complete_when {
+                None => commit,
+                Some(is_final) => quote_spanned! {is_final.span()=>
+                    #commit.complete_when(::resil::__private::complete_when::<#item>(#is_final))
                 },
             };
             quote_spanned! {blame=>
-                ::resil::__private::stream_attempt::<#item, #error, _, _, _>(&mut __resil_execution, async #block, #commits).await
+                ::resil::__private::stream_attempt::<#item, #error, _, _>(&mut __resil_execution, async #block, #commit).await
             }
         }
     };
@@ -201,22 +200,10 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     // A stream takes over the execution's permit and breaker once committed.
     let outcome = match &config.stream {
         None => outcome,
-        Some(StreamShape {
-            item,
-            complete_when,
-            ..
-        }) => {
-            let complete_when = match complete_when {
-                Some(path) => quote_spanned! {path.span()=>
-                    ::core::option::Option::Some(::resil::__private::complete_when::<#item>(#path))
-                },
-                None => quote! { ::core::option::Option::None },
-            };
-            quote! {{
-                let __resil_outcome = #outcome;
-                ::resil::__private::commit(__resil_execution, __resil_outcome, #complete_when)
-            }}
-        }
+        Some(_) => quote! {{
+            let __resil_outcome = #outcome;
+            __resil_execution.commit(__resil_outcome)
+        }},
     };
     let policy_type = if config.key.is_some() {
         quote! { ::resil::__private::Policy<::resil::__private::Keyed> }

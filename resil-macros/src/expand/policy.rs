@@ -30,6 +30,10 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
         let idle = duration(idle);
         calls.push(quote! { .idle_timeout(#idle) });
     }
+    if let Some(hold) = config.stream.as_ref().and_then(|stream| stream.commit_hold) {
+        let hold = Literal::u32_unsuffixed(hold);
+        calls.push(quote! { .commit_hold(#hold) });
+    }
     if config.retry > 0 {
         let retry = Literal::u32_unsuffixed(config.retry);
         calls.push(quote! { .retry(#retry) });

@@ -187,6 +187,12 @@ pub(super) fn check_stream_keys(args: &ResilientArgs, streaming: bool, errors: &
                 "`timeout` would cut a stream that is still answering: this function streams, so bound it with `first_item_timeout` (to the first item, connect included), `idle_timeout` (between items) and `deadline` (to the last item)",
             );
         }
+        if let (Some(hold), None) = (&args.commit_hold, &args.commit_when) {
+            errors.push(
+                hold.key,
+                "`commit_hold` bounds the items held before the one `commit_when` names, but without `commit_when` the first item commits and nothing is held: add `commit_when = Chunk::has_content`, or remove `commit_hold`",
+            );
+        }
         return;
     }
     for (name, key) in [
@@ -197,9 +203,10 @@ pub(super) fn check_stream_keys(args: &ResilientArgs, streaming: bool, errors: &
         ("idle_timeout", args.idle_timeout.as_ref().map(|s| s.key)),
         ("complete_when", args.complete_when.as_ref().map(|s| s.key)),
         ("commit_when", args.commit_when.as_ref().map(|s| s.key)),
+        ("commit_hold", args.commit_hold.as_ref().map(|s| s.key)),
     ] {
         if let Some(key) = key {
-            let instead = if name.ends_with("_when") {
+            let instead = if name.starts_with("commit") || name.ends_with("_when") {
                 format!("remove `{name}`")
             } else {
                 "use `timeout` for one call".to_owned()

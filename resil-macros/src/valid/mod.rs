@@ -60,6 +60,7 @@ pub(crate) struct StreamShape {
     pub(crate) idle_timeout: Option<Duration>,
     pub(crate) complete_when: Option<syn::Path>,
     pub(crate) commit_when: Option<syn::Path>,
+    pub(crate) commit_hold: Option<u32>,
 }
 
 /// `shared = true`: where it was written, and its tuning.
@@ -224,6 +225,7 @@ pub(crate) fn check(
             idle_timeout: args.idle_timeout.map(|s| s.value),
             complete_when: args.complete_when.map(|s| s.value),
             commit_when: args.commit_when.map(|s| s.value),
+            commit_hold: args.commit_hold.map(|s| s.value),
         }),
     })
 }

@@ -126,7 +126,7 @@ impl<'p> Progress<'p> {
     pub(super) fn reject<T, E: From<Rejected>>(&mut self, rejected: Rejected) -> Next<T, E> {
         self.outcome(match &rejected {
             Rejected::OverBurst { .. } => "rate_limited",
-            Rejected::Idle { .. } | Rejected::Incomplete => "error",
+            Rejected::Idle { .. } | Rejected::Incomplete | Rejected::Uncommitted { .. } => "error",
             other => other.kind(),
         });
         #[cfg(feature = "tracing")]

@@ -9,7 +9,7 @@ use futures_core::Stream;
 use super::{Execution, Next};
 use crate::key::Key;
 use crate::policy::{BreakerRef, Keyed, Policy};
-use crate::stream::ResilientStream;
+use crate::stream::{Commit, ResilientStream};
 use crate::{Rejected, Transient};
 
 impl Policy {
@@ -40,32 +40,47 @@ impl Policy {
         S: Stream<Item = Result<T, E>>,
         E: Transient + From<Rejected>,
     {
-        self.run_stream_until(|_| true, make_attempt).await
+        self.run_stream_until(Commit::first_item(), make_attempt)
+            .await
     }
 
-    /// [`Policy::run_stream`], committing at the first item that `commits` accepts (the items
-    /// before it are held, then handed over): a stall before the content is retried.
+    /// [`Policy::run_stream`], committing at the item that `commit` accepts (the items before
+    /// it are held, then handed over): a stall before the content is retried. What
+    /// `commit_when` and `complete_when` do on the attribute, with the same outcome for the
+    /// same stream.
     ///
     /// ```
     /// use futures::StreamExt;
+    /// use resil_runtime::stream::Commit;
     /// use resil_runtime::{Policy, Rejected};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
     /// let policy = Policy::builder().retry(1).build().unwrap();
+    /// let commit = Commit::when(|chunk: &&str| !chunk.is_empty());
     /// let stream = policy
-    ///     .run_stream_until(
-    ///         |chunk: &&str| !chunk.is_empty(),
-    ///         || async { Ok::<_, Rejected>(futures::stream::iter(["", "Hello"].map(Ok))) },
-    ///     )
+    ///     .run_stream_until(commit, || async {
+    ///         Ok::<_, Rejected>(futures::stream::iter(["", "Hello"].map(Ok)))
+    ///     })
     ///     .await
     ///     .unwrap();
     /// let chunks: Vec<_> = stream.collect().await;
     /// assert_eq!(chunks, [Ok(""), Ok("Hello")]);
+    ///
+    /// // Complete without content: the final item commits too.
+    /// let commit = commit.complete_when(|chunk| *chunk == "[DONE]");
+    /// let stream = policy
+    ///     .run_stream_until(commit, || async {
+    ///         Ok::<_, Rejected>(futures::stream::iter(["", "[DONE]"].map(Ok)))
+    ///     })
+    ///     .await
+    ///     .unwrap();
+    /// let chunks: Vec<_> = stream.collect().await;
+    /// assert_eq!(chunks, [Ok(""), Ok("[DONE]")]);
     /// # }
     /// ```
     pub async fn run_stream_until<T, E, S, F, Fut>(
         &self,
-        commits: fn(&T) -> bool,
+        commit: Commit<T>,
         make_attempt: F,
     ) -> Result<ResilientStream<'_, T, E, S>, E>
     where
@@ -74,7 +89,7 @@ impl Policy {
         S: Stream<Item = Result<T, E>>,
         E: Transient + From<Rejected>,
     {
-        drive_stream(self.execute(), make_attempt, commits).await
+        drive_stream(self.execute(), make_attempt, commit).await
     }
 
     /// Starts one operation by hand: takes the bulkhead permit and starts the deadline.
@@ -112,7 +127,25 @@ impl Policy<Keyed> {
         S: Stream<Item = Result<T, E>>,
         E: Transient + From<Rejected>,
     {
-        drive_stream(self.execute_keyed(key), make_attempt, |_| true).await
+        self.run_stream_keyed_until(key, Commit::first_item(), make_attempt)
+            .await
+    }
+
+    /// [`Policy::run_stream_until`] through the state of `key`.
+    pub async fn run_stream_keyed_until<Q, T, E, S, F, Fut>(
+        &self,
+        key: &Q,
+        commit: Commit<T>,
+        make_attempt: F,
+    ) -> Result<ResilientStream<'_, T, E, S>, E>
+    where
+        Q: Key + ?Sized,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        drive_stream(self.execute_keyed(key), make_attempt, commit).await
     }
 
     /// [`Policy::execute`] through the state of `key`.
@@ -144,7 +177,7 @@ where
 async fn drive_stream<'p, T, E, S, F, Fut>(
     mut execution: Execution<'p, E>,
     mut make_attempt: F,
-    commits: fn(&T) -> bool,
+    commit: Commit<T>,
 ) -> Result<ResilientStream<'p, T, E, S>, E>
 where
     F: FnMut() -> Fut,
@@ -153,10 +186,7 @@ where
     E: Transient + From<Rejected>,
 {
     loop {
-        if let Next::Done(outcome) = execution
-            .attempt_stream_until(make_attempt(), commits)
-            .await
-        {
+        if let Next::Done(outcome) = execution.attempt_stream_until(make_attempt(), commit).await {
             return execution.commit(outcome).into_result();
         }
     }

@@ -6,7 +6,7 @@ use std::future::Future;
 use futures_core::Stream;
 
 use super::{Attempt, Execution, Outcome};
-use crate::stream::{committing_item, Committed, Holdings, ResilientStream};
+use crate::stream::{committing_item, Commit, Committed, Holdings, ResilientStream};
 use crate::Rejected;
 
 impl<'p, E> Execution<'p, E> {
@@ -21,29 +21,25 @@ impl<'p, E> Execution<'p, E> {
         S: Stream<Item = Result<T, E>>,
         E: From<Rejected>,
     {
-        self.attempt(committing_item(connect, |_| true))
+        self.attempt_stream_until(connect, Commit::first_item())
     }
 
-    /// [`Execution::attempt_stream`] whose commit point is the first item that `commits`
-    /// accepts: the items before it are held and handed over at the commit (see
+    /// [`Execution::attempt_stream`] whose commit point is the item that `commit` accepts:
+    /// the items before it are held (at most the policy's
+    /// [`commit_hold`](crate::PolicyBuilder::commit_hold)) and handed over at the commit (see
     /// [`crate::stream`]).
-    pub fn attempt_stream_until<T, S, Fut, C>(
+    pub fn attempt_stream_until<T, S, Fut>(
         &mut self,
         connect: Fut,
-        commits: C,
-    ) -> Attempt<
-        '_,
-        'p,
-        impl Future<Output = Result<Committed<T, S>, E>> + use<'p, T, E, S, Fut, C>,
-        E,
-    >
+        commit: Commit<T>,
+    ) -> Attempt<'_, 'p, impl Future<Output = Result<Committed<T, S>, E>> + use<'p, T, E, S, Fut>, E>
     where
         Fut: Future<Output = Result<S, E>>,
         S: Stream<Item = Result<T, E>>,
         E: From<Rejected>,
-        C: Fn(&T) -> bool,
     {
-        self.attempt(committing_item(connect, commits))
+        let hold = self.progress.settings.commit_hold;
+        self.attempt(committing_item(connect, commit, hold))
     }
 
     /// Ends a streaming operation: a committed stream takes over the bulkhead permit, the

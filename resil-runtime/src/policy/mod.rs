@@ -105,6 +105,8 @@ pub(crate) struct Settings {
     pub(crate) admits: bool,
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) independent: bool,
+    /// The most items a stream's attempt holds before the one that commits it.
+    pub(crate) commit_hold: usize,
     pub(crate) listener: Option<Arc<dyn Listener>>,
     /// The metrics' handles, registered at the first call.
     #[cfg(feature = "metrics")]

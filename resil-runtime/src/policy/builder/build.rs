@@ -196,6 +196,7 @@ impl<K> PolicyBuilder<K> {
             admits,
             budget,
             independent: self.independent,
+            commit_hold: self.commit_hold,
             listener: self.listener,
             #[cfg(feature = "metrics")]
             meters,

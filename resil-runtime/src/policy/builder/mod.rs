@@ -51,6 +51,7 @@ pub struct PolicyBuilder<K = Unkeyed> {
     timeout: Option<Duration>,
     deadline: Option<Duration>,
     idle: Option<Duration>,
+    commit_hold: usize,
     retry: u32,
     retry_after_max: Duration,
     backoff: Option<(Duration, Duration)>,
@@ -98,6 +99,7 @@ impl Default for PolicyBuilder {
             timeout: None,
             deadline: None,
             idle: None,
+            commit_hold: resil_spec::defaults::COMMIT_HOLD,
             retry: 0,
             retry_after_max: PolicyBuilder::DEFAULT_RETRY_AFTER_MAX,
             backoff: None,
@@ -173,6 +175,15 @@ impl<K> PolicyBuilder<K> {
     /// past it the stream yields [`crate::Rejected::Idle`] and ends.
     pub fn idle_timeout(mut self, idle: Duration) -> Self {
         self.idle = Some(idle);
+        self
+    }
+
+    /// For streams that commit past their first item ([`crate::stream::Commit`]): the most
+    /// items held before the one that commits (default 10 000). One more ends the attempt
+    /// with [`crate::Rejected::Uncommitted`], a transient error, instead of holding all that
+    /// a provider sends without ever committing.
+    pub fn commit_hold(mut self, items: usize) -> Self {
+        self.commit_hold = items;
         self
     }
 
@@ -359,6 +370,7 @@ impl<K> PolicyBuilder<K> {
             timeout: self.timeout,
             deadline: self.deadline,
             idle: self.idle,
+            commit_hold: self.commit_hold,
             retry: self.retry,
             retry_after_max: self.retry_after_max,
             backoff: self.backoff,
