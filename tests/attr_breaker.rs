@@ -95,12 +95,9 @@ async fn per_arg_with_an_enum_argument() {
         "the retry met the open breaker: the provider's error, not a rejection"
     );
     assert_eq!(calls.count(), 1);
-    // A type other than text and numbers is named with its type, so that two types that
-    // print alike never share a breaker.
-    assert!(is_open(
-        &by_enum(Model::Large, &calls).await,
-        r#"model=attr_breaker::Model("large")"#
-    ));
+    // A type other than text and numbers is named as it prints, the same in every build (its
+    // state here is found by its value: two types that print alike never share a breaker).
+    assert!(is_open(&by_enum(Model::Large, &calls).await, "model=large"));
     assert_eq!(calls.count(), 1, "no call while open");
     assert_eq!(by_enum(Model::Small, &calls).await, Ok("small".into()));
 }

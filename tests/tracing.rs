@@ -200,3 +200,60 @@ async fn an_unreachable_shared_store_is_one_warn_event() {
     assert_eq!(warnings[0].fields["store"], "redis://127.0.0.1:1/");
     assert!(!warnings[0].fields["reason"].is_empty());
 }
+
+/// What a call started by hand outside an operation sees when it is first polled inside one:
+/// its id and its deadline.
+async fn started_outside_polled_inside() -> (String, String, Option<std::time::Duration>) {
+    use resil::execution::{Next, Outcome};
+    use resil::{Operation, Policy, Rejected};
+    let outer = Policy::builder()
+        .deadline(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let inner = Policy::builder().build().unwrap();
+    let mut started = inner.execute::<Rejected>();
+    let mut enclosing = outer.execute::<Rejected>();
+    let next = enclosing
+        .attempt(async {
+            let outer_id = Operation::current().unwrap().id().to_string();
+            let seen = started
+                .attempt(async {
+                    let inside = Operation::current().unwrap();
+                    Ok::<_, Rejected>((inside.id().to_string(), inside.remaining()))
+                })
+                .await;
+            match seen {
+                Next::Done(Outcome::Completed(Ok((id, remaining)))) => {
+                    Ok((outer_id, id, remaining))
+                }
+                other => panic!("{other:?}"),
+            }
+        })
+        .await;
+    match next {
+        Next::Done(Outcome::Completed(Ok(seen))) => seen,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Whether a hand-started call is nested in the operation it is first polled in does not
+/// depend on a subscriber: it joins at its first poll, traced or not.
+#[tokio::test(start_paused = true)]
+async fn a_call_started_by_hand_joins_the_operation_of_its_first_poll_traced_or_not() {
+    let untraced = started_outside_polled_inside().await;
+    let recorder = Recorder::default();
+    let subscriber = tracing_subscriber::registry().with(recorder.clone());
+    let traced = {
+        let _default = tracing::subscriber::set_default(subscriber);
+        started_outside_polled_inside().await
+    };
+    for (outer, inner, remaining) in [&untraced, &traced] {
+        assert_eq!(*inner, format!("{outer}.1"), "nested in the enclosing call");
+        assert_eq!(*remaining, Some(std::time::Duration::from_secs(10)));
+    }
+    let ids: Vec<_> = (recorder.0.lock().unwrap().values())
+        .filter(|seen| seen.name == "resil.operation")
+        .map(|seen| seen.fields.get("resil.id").cloned())
+        .collect();
+    assert!(ids.contains(&Some(traced.1.clone())), "{ids:?}");
+}

@@ -1,28 +1,35 @@
 //! [`Key`]: a value that keys a breaker, a bulkhead or a rate gate, and the one bounded name it
-//! gets ([`KeyName`]), which is what keyed state is found by, shown as and shared under.
+//! gets ([`KeyName`]), which is what keyed state is shown as and shared under.
 //!
-//! Two keys share state only when they are equal as values, so the name must tell apart every
-//! two values that differ, whatever a request puts in them (`,`, `=`, `"`, newlines, a
-//! megabyte). The encoding, part by part:
-//! - a string (or a `char`) is written as it is when it is made of letters, digits and
-//!   `- _ . / @ + ~` and does not read as a number or a boolean; otherwise it is quoted and
-//!   escaped as Rust writes a string literal (`"gpt-4o, mini"`);
+//! Here, in this process, two keys share state only when they are equal as values: strings
+//! (`str`, `String`, `Arc<str>`, `char`...) by their text, integers by their value whatever
+//! their type, and a key of any other type by its `Eq`, whatever it prints as (two unequal
+//! tenants that print alike, or two types of one name, stay apart).
+//!
+//! The name is what a store shared by many instances (Redis) and the metrics see, so it is
+//! made of the key's text only, the same in every build and every instance. It tells apart
+//! every two strings and integers, whatever a request puts in them (`,`, `=`, `"`, newlines,
+//! a megabyte); a key of another type is named by its `Display`, which must therefore print
+//! distinct values distinctly, and alike in every build, for state shared through a store.
+//! The encoding, part by part:
+//! - a string (or a `char`, or a value of another type, as it prints) is written as it is when
+//!   it is made of letters, digits and `- _ . / @ + ~` and does not read as a number or a
+//!   boolean; otherwise it is quoted and escaped as Rust writes a string literal
+//!   (`"gpt-4o, mini"`);
 //! - an integer or a boolean is written as it prints (`42`, `true`): integers of different
 //!   types are the same key when their values are equal;
-//! - any other type is written as its type's path and its `Display` output quoted
-//!   (`app::Model("gpt-4o")`), so two types that print alike stay apart;
 //! - a [`KeyTuple`] is `(part, part)`.
 //!
 //! No plain string contains `"`, `(`, `)`, `,` or `#`, and every quoted part ends at its first
-//! unescaped `"`, so the name can be read back into its parts: distinct keys, distinct names.
+//! unescaped `"`, so the name can be read back into its parts: distinct texts, distinct names.
 //! A name longer than [`MAX_KEY_BYTES`] is kept as `#` + the SHA-256 of the whole name + `:` +
 //! its start: bounded, the same in every instance (a Redis key is made from it), and a hostile
 //! key cannot be made to collide with another's.
 
-use std::any::{type_name, Any, TypeId};
+use std::any::{Any, TypeId};
 use std::borrow::Cow;
 use std::fmt::{self, Display, Write};
-use std::hash::Hash;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -35,11 +42,15 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// `Clone + Hash + Eq + Display + Send + Sync + 'static` type (an enum of models, a tenant
 /// id...), or a [`KeyTuple`] of those (per `(provider, model)`).
 ///
-/// A key is found by its name, an unambiguous encoding of its value (see the module docs):
-/// `gpt-4o` stays `gpt-4o`, `"gpt-4o, mini"` is quoted, `42u32` is `42`, and a value of
-/// another type is named with its type (`app::Model("large")`, so that two types that print
-/// alike never share state): key on its text (`key = model.as_str()`) for a shorter name. A
-/// lookup writes the name on the stack and allocates nothing for a key seen before.
+/// In this process a key is found by its value (see the module docs): strings by their text,
+/// integers by their value, other types by their `Eq`, so two unequal values never share
+/// state, whatever they print as. Its name, shown in events and metrics and used as its key in
+/// a shared store, is its text: `gpt-4o` stays `gpt-4o`, `"gpt-4o, mini"` is quoted, `42u32`
+/// is `42`, and a value of another type is named as it prints (`Model::Large` printing `large`
+/// is `large`). For a policy shared through Redis (`shared = true`), a key type's `Display`
+/// must print distinct values distinctly, and alike in every build and instance: two values
+/// that print alike share the store's state (and their metrics' series). A lookup allocates
+/// nothing for a key seen before.
 ///
 /// ```
 /// use resil_runtime::{BreakerConfig, KeyTuple, KeyedBreakers};
@@ -64,6 +75,43 @@ pub trait Key: sealed::Sealed {
     #[doc(hidden)]
     fn plain(&self) -> Option<&str> {
         None
+    }
+
+    /// Hands `visit` the parts of the key that are neither strings nor integers, in order:
+    /// what tells apart, beside the name, two keys that print alike.
+    #[doc(hidden)]
+    fn values<'k>(&'k self, _visit: &mut dyn FnMut(&'k dyn KeyValue)) {}
+}
+
+/// A key's part compared as a value: its type and its `Eq`, hashed by its `Hash`.
+#[doc(hidden)]
+pub trait KeyValue: Send + Sync + 'static {
+    /// Is `other` of this type, and equal?
+    fn same(&self, other: &dyn KeyValue) -> bool;
+    /// Feeds the type and the value to `state`.
+    fn hash_into(&self, state: &mut dyn Hasher);
+    /// A copy to keep with the key's state.
+    fn kept(&self) -> Box<dyn KeyValue>;
+    /// For `same`'s downcast.
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<T: Clone + Hash + Eq + Send + Sync + 'static> KeyValue for T {
+    fn same(&self, other: &dyn KeyValue) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+
+    fn hash_into(&self, mut state: &mut dyn Hasher) {
+        TypeId::of::<T>().hash(&mut state);
+        self.hash(&mut state);
+    }
+
+    fn kept(&self) -> Box<dyn KeyValue> {
+        Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -91,14 +139,14 @@ impl Key for str {
 impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> Key for T {
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match kind::<T>() {
-            Kind::String => write_string(self, f),
+            Kind::String | Kind::Other => write_string(self, f),
             Kind::Literal => Display::fmt(self, f),
-            Kind::Other => {
-                f.write_str(type_name::<T>())?;
-                f.write_str("(\"")?;
-                write!(Escaped(&mut *f), "{self}")?;
-                f.write_str("\")")
-            }
+        }
+    }
+
+    fn values<'k>(&'k self, visit: &mut dyn FnMut(&'k dyn KeyValue)) {
+        if let Kind::Other = kind::<T>() {
+            visit(self);
         }
     }
 
@@ -117,6 +165,7 @@ enum Kind {
     String,
     /// Prints as nothing a plain string can print as: integers and booleans.
     Literal,
+    /// Compared by its `Eq`, named as it prints.
     Other,
 }
 
@@ -255,6 +304,10 @@ macro_rules! key_tuple {
                     self.0.$index.write(f)?;
                 )+
                 f.write_str(")")
+            }
+
+            fn values<'k>(&'k self, visit: &mut dyn FnMut(&'k dyn KeyValue)) {
+                $(self.0.$index.values(visit);)+
             }
         }
     };

@@ -77,17 +77,6 @@ pub(crate) struct Frame {
 }
 
 impl Frame {
-    /// Is this call nested in another (or in a carried operation)?
-    pub(crate) fn is_nested(&self) -> bool {
-        self.nested
-    }
-
-    /// The operation's deadline as this call sees it: the earliest of its own and every
-    /// enclosing one.
-    pub(crate) fn deadline(&self) -> Option<Instant> {
-        self.deadline
-    }
-
     /// A new attempt of this call: its nested calls are numbered afresh, so a retried parent
     /// re-derives the same ids.
     pub(crate) fn new_attempt(&mut self) {
@@ -126,12 +115,6 @@ pub(crate) struct Opening<'a> {
 }
 
 impl Opening<'_> {
-    /// The frame of a call starting now, nested in the call being polled, if any.
-    #[cfg(feature = "tracing")]
-    pub(crate) fn start(self) -> Frame {
-        STACK.with(|stack| self.frame(&mut stack.borrow_mut()))
-    }
-
     /// The frame, nested in the top of `stack` if there is one.
     #[inline]
     fn frame(self, stack: &mut [Frame]) -> Frame {

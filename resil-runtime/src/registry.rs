@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
-use crate::key::{Key, KeyName};
+use crate::key::{Key, KeyName, KeyValue};
 use crate::sync::lock_std;
 
 /// What a registry holds per key.
@@ -26,9 +26,10 @@ pub(crate) trait Member: Send + Sync + 'static {
 /// the least recently used first. An entry in use by a call is never forgotten, so the bound
 /// can be exceeded only by keys in flight at once.
 ///
-/// Entries are found by the key's [`KeyName`], which tells apart any two distinct values, of
-/// any [`Key`] type, and bounds what a key costs (equal hashes are told apart by comparing the
-/// stored name). A lookup takes no lock and, for a key seen before, allocates nothing.
+/// Entries are found by the key's value: its [`KeyName`], which tells apart any two distinct
+/// strings and integers and bounds what they cost, and the parts of other types
+/// ([`Key::values`]), compared by their `Eq`, so two unequal values that print alike never
+/// share an entry. A lookup takes no lock and, for a key seen before, allocates nothing.
 pub(crate) struct Registry<T> {
     max_keys: usize,
     hasher: foldhash::fast::RandomState,
@@ -64,6 +65,47 @@ impl<T> Clone for Entry<T> {
 struct Cell<T> {
     lease: Lease,
     value: T,
+    /// The key's parts that its name does not tell apart (see [`Key::values`]).
+    parts: Box<[Box<dyn KeyValue>]>,
+}
+
+/// A key's parts compared as values, as a lookup sees them: on the stack for up to four.
+#[derive(Default)]
+struct Parts<'k> {
+    first: [Option<&'k dyn KeyValue>; 4],
+    more: Vec<&'k dyn KeyValue>,
+}
+
+impl<'k> Parts<'k> {
+    fn of<K: Key + ?Sized>(key: &'k K) -> Self {
+        let mut parts = Parts::default();
+        let mut len = 0;
+        key.values(&mut |part| {
+            match parts.first.get_mut(len) {
+                Some(slot) => *slot = Some(part),
+                None => parts.more.push(part),
+            }
+            len += 1;
+        });
+        parts
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &'k dyn KeyValue> + '_ {
+        self.first
+            .iter()
+            .map_while(|part| *part)
+            .chain(self.more.iter().copied())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first[0].is_none()
+    }
+
+    /// Whether these are the parts `kept` with an entry.
+    fn matches(&self, kept: &[Box<dyn KeyValue>]) -> bool {
+        self.iter().count() == kept.len()
+            && self.iter().zip(kept).all(|(part, kept)| part.same(&**kept))
+    }
 }
 
 /// How many calls hold an entry, and whether the registry retired it. One word, so a lookup
@@ -164,20 +206,43 @@ impl<T: Member> Registry<T> {
     }
 
     /// The entry for `key`, made by `make` from the key's name on first use.
+    #[inline]
     pub(crate) fn get<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&str) -> T) -> Held<T> {
-        let written;
-        let name = match key.plain() {
-            Some(text) => text,
-            None => {
-                written = KeyName::of(key);
-                written.as_str()
-            }
+        // A plain string is its own name, with no other part: the common case pays for none.
+        let Some(text) = key.plain() else {
+            return self.get_written(key, make);
         };
-        let hash = self.hasher.hash_one(name);
-        if let Some(held) = self.find(hash, name) {
-            return held;
+        let hash = self.hasher.hash_one(text);
+        let found = self.find(hash, |entry| {
+            *entry.name == *text && entry.cell.parts.is_empty()
+        });
+        match found {
+            Some(held) => held,
+            None => self.insert(hash, text, None, make),
         }
-        self.insert(hash, name, make)
+    }
+
+    /// [`Registry::get`] for a key whose name is written, and whose parts other than strings
+    /// and integers are compared as values.
+    #[inline(never)]
+    fn get_written<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&str) -> T) -> Held<T> {
+        let name = KeyName::of(key);
+        let name = name.as_str();
+        let parts = Parts::of(key);
+        let mut hash = self.hasher.hash_one(name);
+        if !parts.is_empty() {
+            let mut state = self.hasher.build_hasher();
+            state.write_u64(hash);
+            parts.iter().for_each(|part| part.hash_into(&mut state));
+            hash = state.finish();
+        }
+        let found = self.find(hash, |entry| {
+            *entry.name == *name && parts.matches(&entry.cell.parts)
+        });
+        match found {
+            Some(held) => held,
+            None => self.insert(hash, name, Some(&parts), make),
+        }
     }
 
     /// Every entry now (a snapshot: entries may come and go meanwhile).
@@ -190,9 +255,10 @@ impl<T: Member> Registry<T> {
         }
     }
 
-    fn find(&self, hash: u64, name: &str) -> Option<Held<T>> {
+    #[inline]
+    fn find(&self, hash: u64, is_key: impl Fn(&Entry<T>) -> bool) -> Option<Held<T>> {
         let guard = self.map.guard();
-        let entry = (self.map.get(&hash, &guard)?.iter()).find(|entry| *entry.name == *name)?;
+        let entry = (self.map.get(&hash, &guard)?.iter()).find(|entry| is_key(entry))?;
         let lease = &entry.cell.lease;
         if !lease.take() {
             return None;
@@ -202,9 +268,22 @@ impl<T: Member> Registry<T> {
     }
 
     #[cold]
-    fn insert(&self, hash: u64, name: &str, make: impl FnOnce(&str) -> T) -> Held<T> {
+    fn insert(
+        &self,
+        hash: u64,
+        name: &str,
+        parts: Option<&Parts<'_>>,
+        make: impl FnOnce(&str) -> T,
+    ) -> Held<T> {
         let mut len = self.size();
-        if let Some(held) = self.find(hash, name) {
+        let found = self.find(hash, |entry| {
+            *entry.name == *name
+                && match parts {
+                    Some(parts) => parts.matches(&entry.cell.parts),
+                    None => entry.cell.parts.is_empty(),
+                }
+        });
+        if let Some(held) = found {
             return held;
         }
         if *len >= self.max_keys {
@@ -213,6 +292,9 @@ impl<T: Member> Registry<T> {
         let cell = Arc::new(Cell {
             lease: Lease::default(),
             value: make(name),
+            parts: parts.map_or_else(Box::default, |parts| {
+                parts.iter().map(KeyValue::kept).collect()
+            }),
         });
         cell.lease.take();
         cell.lease.seen(self.sweeps.load(Ordering::Relaxed));

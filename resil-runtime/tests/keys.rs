@@ -290,3 +290,100 @@ async fn integers_and_strings_that_print_alike_are_two_keys() {
     assert_eq!(text.breaker().unwrap().name(), r#"user="42""#);
     assert_eq!(text.breaker().unwrap().state(), BreakerState::Closed);
 }
+
+/// A tenant named by its region: two tenants of one region print alike.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
+struct Tenant {
+    id: u64,
+    region: &'static str,
+}
+
+impl std::fmt::Display for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.region)
+    }
+}
+
+/// Local state is found by the key's value, whatever it prints as; the name (what a store
+/// and the metrics see) is what it prints, with no type path, so it is the same in every build.
+#[tokio::test(start_paused = true)]
+async fn unequal_keys_that_print_alike_keep_their_own_state_under_one_stable_name() {
+    let policy = Policy::builder()
+        .breaker_per_key("tenant", 1, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let (first, second) = (
+        Tenant {
+            id: 1,
+            region: "eu",
+        },
+        Tenant {
+            id: 2,
+            region: "eu",
+        },
+    );
+    let failed: Result<(), TestError> = policy
+        .run_keyed(&first, || async { Err(TestError::Busy) })
+        .await;
+    assert_eq!(failed, Err(TestError::Busy));
+    let keys = policy.keys().unwrap();
+    let (opened, other) = (keys.get(&first), keys.get(&second));
+    assert_eq!(opened.breaker().unwrap().state(), BreakerState::Open);
+    assert_eq!(
+        other.breaker().unwrap().state(),
+        BreakerState::Closed,
+        "an unequal tenant that prints alike has a breaker of its own"
+    );
+    assert_eq!(opened.breaker().unwrap().name(), "tenant=eu");
+    assert_eq!(other.breaker().unwrap().name(), "tenant=eu");
+    assert_eq!(keys.len(), 2);
+    let again = Tenant {
+        id: 1,
+        region: "eu",
+    };
+    assert_eq!(
+        keys.get(&again).breaker().unwrap().state(),
+        BreakerState::Open,
+        "an equal value is the same key"
+    );
+}
+
+/// Two types declared in two blocks of one function have one type name; they are two keys.
+#[tokio::test(start_paused = true)]
+async fn two_types_of_one_name_are_two_keys() {
+    let policy = Policy::builder()
+        .breaker_per_key("id", 1, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    {
+        #[derive(Clone, Hash, PartialEq, Eq)]
+        struct Id(u32);
+        impl std::fmt::Display for Id {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "id-{}", self.0)
+            }
+        }
+        let failed: Result<(), TestError> = policy
+            .run_keyed(&Id(7), || async { Err(TestError::Busy) })
+            .await;
+        assert_eq!(failed, Err(TestError::Busy));
+        let keys = policy.keys().unwrap();
+        assert_eq!(
+            keys.get(&Id(7)).breaker().unwrap().state(),
+            BreakerState::Open
+        );
+    }
+    {
+        #[derive(Clone, Hash, PartialEq, Eq)]
+        struct Id(u32);
+        impl std::fmt::Display for Id {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "id-{}", self.0)
+            }
+        }
+        let keys = policy.keys().unwrap();
+        let other = keys.get(&Id(7));
+        assert_eq!(other.breaker().unwrap().state(), BreakerState::Closed);
+        assert_eq!(other.breaker().unwrap().name(), "id=id-7");
+    }
+}

@@ -89,11 +89,11 @@ pub enum Violation {
         /// The timeout given.
         timeout: Duration,
     },
-    /// A policy has had as many distinct tunings as it keeps (an operation may still run under
-    /// any of them, so none is forgotten).
-    TooManyTunings {
-        /// The most a policy keeps.
-        limit: usize,
+    /// A tuning set by hand breaks a rule once the configuration's overrides of its policy are
+    /// written over it.
+    Overridden {
+        /// The rule the overridden tuning breaks.
+        rule: Box<Violation>,
     },
     /// A named breaker is already in use with other settings.
     BreakerConflict {
@@ -181,9 +181,9 @@ impl fmt::Display for Violation {
                 human(*timeout),
                 human(MAX_SHARED_TIMEOUT)
             ),
-            Violation::TooManyTunings { limit } => write!(
+            Violation::Overridden { rule } => write!(
                 f,
-                "this policy has had {limit} distinct tunings, the most it keeps: apply one of those again (a tuning applied before is found, not added), or change the tunings' values less often"
+                "with the configuration's overrides of this policy written over it, the tuning breaks a rule ({rule}): set one that fits them, or change the configuration"
             ),
             Violation::BreakerConflict {
                 name,

@@ -38,13 +38,19 @@
 //! editors truncate first: an empty file is refused as a version caught mid-write (to set
 //! nothing, leave a comment in it), and a half-written one is refused if it does not parse.
 //!
-//! Variables that start with `RESIL_` but are not of the form `RESIL_<NAME>__<KEY>` belong to
-//! other programs and are ignored, except one that ends with a key
-//! (`RESIL_BILLING_CHARGE_TIMEOUT`), which is a misspelt override and refused with the form.
+//! Only a variable that names a policy is configuration: others that start with `RESIL_` belong
+//! to other programs and are ignored (`RESIL_LOG`, `RESIL_CACHE__DIR`), whatever they hold,
+//! except one that ends with a key but is not of the form (`RESIL_BILLING_CHARGE_TIMEOUT`),
+//! which is a misspelt override and refused with the form.
 //!
-//! A policy is known once it exists: a `#[resilient]` function's at its first call. A name
-//! that matches no policy yet is a problem (so a typo is caught), unless it is listed as
-//! expected with [`Overrides::expect`].
+//! A policy is known once it exists: a `#[resilient]` function's at its first call. A name in
+//! the file that matches no policy yet is a problem (so a typo is caught), unless it is listed
+//! as expected with [`Overrides::expect`]; a watched file is read again once a policy is built.
+//!
+//! A policy's tuning may change as often as a service likes: each change costs the same, and
+//! a tuning no operation runs under any more is freed. A tuning set by hand
+//! ([`Policy::set_tuning`](crate::Policy::set_tuning)) becomes the defaults the configuration
+//! last applied is written over at once.
 
 pub use crate::config_error::ConfigError;
 

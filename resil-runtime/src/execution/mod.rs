@@ -25,7 +25,7 @@ use crate::breaker::Breaker;
 use crate::deadline::{later, Limits};
 use crate::events::{Event, GiveUp};
 use crate::operation::{self, Frame, Opening, Pushed};
-use crate::policy::{BreakerRef, Scope, Settings, Tuning};
+use crate::policy::{BreakerRef, Current, Scope, Settings, Tuning};
 use crate::registry::Held;
 use crate::{Rejected, Transient};
 
@@ -67,7 +67,7 @@ pub struct Execution<'p, E> {
 struct Progress<'p> {
     settings: &'p Settings,
     /// The limits and retries this operation started with, kept to its end.
-    tuning: &'p Tuning,
+    tuning: Current<'p>,
     /// What stands before each call (breaker, bulkhead, gates), when anything does.
     admission: Option<Admission<'p>>,
     /// The attempts made so far.
@@ -271,62 +271,17 @@ impl<'p> Progress<'p> {
         scope: Option<Held<Scope>>,
     ) -> Self {
         let tuning = settings.tunings.current();
-        let admission = Admission::start(settings, tuning, breaker, scope);
-        let own_deadline = tuning
+        let deadline = tuning
             .deadline
             .map(|deadline| later(Instant::now(), deadline));
-        let listening = settings.listener().is_some();
-        // No subscriber wants INFO: no span is made, moved or entered (one atomic load).
-        #[cfg(feature = "tracing")]
-        if tracing::level_enabled!(tracing::Level::INFO) {
-            return Progress::traced(settings, tuning, admission, listening, own_deadline);
-        }
-        Progress::assemble(settings, tuning, admission, listening, own_deadline, None)
-    }
-
-    /// An operation whose span is opened: the span names the operation's id, so the frame is
-    /// made now rather than at the first poll. Out of line: only a traced call pays for it.
-    #[cfg(feature = "tracing")]
-    #[cold]
-    #[inline(never)]
-    fn traced(
-        settings: &'p Settings,
-        tuning: &'p Tuning,
-        admission: Option<Admission<'p>>,
-        listening: bool,
-        own_deadline: Option<Instant>,
-    ) -> Self {
-        let breaker = admission.as_ref().and_then(Admission::breaker);
-        let mut frame = opening(settings, tuning, listening, own_deadline, breaker).start();
-        let spans = Box::new(Spans::start(&settings.name, &mut frame));
-        let mut progress = Progress::assemble(
-            settings,
-            tuning,
-            admission,
-            listening,
-            own_deadline,
-            Some(frame),
-        );
-        progress.report.spans = Some(spans);
-        progress
-    }
-
-    #[inline(always)]
-    fn assemble(
-        settings: &'p Settings,
-        tuning: &'p Tuning,
-        admission: Option<Admission<'p>>,
-        listening: bool,
-        own_deadline: Option<Instant>,
-        frame: Option<Frame>,
-    ) -> Self {
+        // Made in place: a temporary admission would be moved into the execution once more.
         Progress {
             settings,
+            admission: Admission::start(settings, &tuning, breaker, scope),
             tuning,
-            admission,
             tries: Tries::default(),
             report: Report {
-                listening,
+                listening: settings.listener().is_some(),
                 #[cfg(feature = "tracing")]
                 spans: None,
                 #[cfg(feature = "metrics")]
@@ -337,14 +292,17 @@ impl<'p> Progress<'p> {
                 #[cfg(not(feature = "metrics"))]
                 policy: std::marker::PhantomData,
             },
-            deadline: frame.as_ref().map_or(own_deadline, Frame::deadline),
-            nested: frame.as_ref().is_some_and(Frame::is_nested),
-            frame,
+            deadline,
+            frame: None,
+            nested: false,
         }
     }
 
     /// This call's frame on the thread's stack for one poll: kept from the last poll, or
     /// started now, at the first, in place (the deadline it sees then becomes the attempt's).
+    /// The first poll is where a call joins the operation around it, with or without a
+    /// tracing subscriber: an execution started outside a call and first polled inside one
+    /// is nested in it.
     #[inline]
     fn push_frame(&mut self, limits: &mut Limits) -> Pushed {
         if let Some(frame) = self.frame.take() {
@@ -352,7 +310,7 @@ impl<'p> Progress<'p> {
         }
         let opening = opening(
             self.settings,
-            self.tuning,
+            &self.tuning,
             self.report.listening,
             self.deadline,
             self.breaker(),
@@ -360,7 +318,23 @@ impl<'p> Progress<'p> {
         let (pushed, deadline, nested) = operation::enter(opening);
         (self.deadline, self.nested) = (deadline, nested);
         limits.deadline = deadline;
+        // No subscriber wants INFO: no span is made, moved or entered (one atomic load).
+        #[cfg(feature = "tracing")]
+        if tracing::level_enabled!(tracing::Level::INFO) {
+            self.trace();
+        }
         pushed
+    }
+
+    /// Opens the operation's span, named by the id of the frame just pushed, and its first
+    /// attempt's. Out of line: only a traced call pays for it.
+    #[cfg(feature = "tracing")]
+    #[cold]
+    #[inline(never)]
+    fn trace(&mut self) {
+        let mut spans = Box::new(Spans::start(&self.settings.name));
+        spans.attempt(self.tries.attempt);
+        self.report.spans = Some(spans);
     }
 
     fn limits(&self) -> Limits {

@@ -91,14 +91,17 @@ pub(super) struct Spans {
 
 #[cfg(feature = "tracing")]
 impl Spans {
-    pub(super) fn start(name: &str, frame: &mut crate::operation::Frame) -> Self {
+    /// The span of the operation whose frame is on top of the thread's stack.
+    pub(super) fn start(name: &str) -> Self {
         let operation = tracing::info_span!(
             "resil.operation",
             "resil.fn" = name,
             "resil.id" = tracing::field::Empty
         );
         if !operation.is_disabled() {
-            operation.record("resil.id", tracing::field::display(frame.id()));
+            if let Some(id) = operation::current_id() {
+                operation.record("resil.id", tracing::field::display(id));
+            }
         }
         Spans {
             operation,

@@ -28,7 +28,7 @@ impl<'p> Progress<'p> {
     /// A transient failure (whose error asked to wait `asked`, if it did): the wait before
     /// the next attempt, with the retry drawn, or why there is none.
     pub(super) fn plan_retry(&mut self, asked: Option<Duration>) -> Result<Duration, GiveUp> {
-        let (settings, tuning) = (self.settings, self.tuning);
+        let (settings, tuning) = (self.settings, &*self.tuning);
         if tuning.retry == 0 {
             return Err(GiveUp::NoRetries);
         }

@@ -12,10 +12,13 @@ mod tuning;
 pub use builder::PolicyBuilder;
 pub(crate) use keys::Scope;
 pub use keys::{KeyScope, Keys};
-#[cfg(feature = "config")]
-pub(crate) use tuning::registered as registered_tunings;
 pub use tuning::Tuning;
-pub(crate) use tuning::Tunings;
+#[cfg(feature = "config")]
+#[cfg(feature = "config")]
+pub(crate) use tuning::{
+    built as policies_built, registered as registered_tunings, Overlay, Revising,
+};
+pub(crate) use tuning::{Current, Tunings};
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -133,7 +136,7 @@ impl<K> fmt::Debug for Policy<K> {
         let settings = &self.settings;
         let mut d = f.debug_struct("Policy");
         d.field("name", &settings.name)
-            .field("tuning", settings.tunings.current())
+            .field("tuning", &*settings.tunings.current())
             .field("breaker", &settings.breaker)
             .field("keys", &settings.keys)
             .field("bulkhead", &settings.bulkhead)
@@ -184,12 +187,13 @@ impl<K> Policy<K> {
 
     /// Makes `tuning` the one new operations start with; operations in flight finish under
     /// the one they started with. Refused, with the fix, if it breaks a rule (the policy then
-    /// keeps its tuning), or if the policy has had 256 distinct tunings already.
+    /// keeps its tuning). As often as you like: a tuning no operation holds any more is freed.
     ///
     /// A tuning set by hand takes the place of the attribute's (or the builder's) values as
-    /// the policy's defaults: configuration ([`crate::config`]) overrides it key by key, and a
-    /// configuration that does not mention the policy returns it to this tuning, not to the
-    /// attribute's.
+    /// the policy's defaults: configuration ([`crate::config`]) overrides it key by key, at once
+    /// (the overrides last applied are written over it; refused with
+    /// [`ConfigError::Overridden`] if the two break a rule together), and a configuration that
+    /// does not mention the policy returns it to this tuning, not to the attribute's.
     pub fn set_tuning(&self, tuning: Tuning) -> Result<(), ConfigError> {
         self.settings.tunings.set(tuning)
     }

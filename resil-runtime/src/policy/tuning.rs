@@ -1,11 +1,15 @@
 //! [`Tuning`]: the numbers of a policy that configuration may change while it runs.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use resil_spec::rules;
 
+use crate::sync::lock_std;
 use crate::{Backoff, ConfigError};
 
 /// The numbers of a policy that may change at run time: its limits, its retries and whether it
@@ -76,24 +80,73 @@ impl Tuning {
     }
 }
 
-/// Every tuning a policy has had, which one is current, and which are its defaults. Tunings
-/// are never removed while the policy lives, so an operation may hold a reference to the one
-/// it started with; a tuning applied again is found, not added, so memory grows with the
-/// distinct tunings applied, not with the reloads, and at most [`Tunings::MAX`] are kept.
+/// A policy's tunings: the one new operations start with, and the defaults configuration
+/// overrides and returns to.
+///
+/// An operation keeps the tuning it started with to its end. Under the policy's own (the
+/// attribute's or the builder's values: what every policy never tuned runs under) it borrows
+/// it, at no cost; under a tuning applied since, it holds a count on it, and a tuning no
+/// operation holds any more is freed. So a service may change a policy's values as often as it
+/// likes (a reloaded file, an adaptive controller calling [`crate::Policy::set_tuning`]): each
+/// change costs the same, and memory holds the current tuning and those in flight, not every
+/// tuning there has been.
 ///
 /// The defaults are what configuration overrides and returns to: the attribute's or the
-/// builder's values, or the last tuning set by hand ([`crate::Policy::set_tuning`]).
-#[derive(Debug)]
+/// builder's values, or the last tuning set by hand. The configuration's overrides of this
+/// policy are kept too, so a tuning set by hand is overridden key by key, as the file says,
+/// without waiting for the file to change.
 pub(crate) struct Tunings {
     #[cfg(feature = "config")]
     name: Arc<str>,
     /// What the policy was built with: the attribute's or the builder's values.
     base: Tuning,
-    applied: boxcar::Vec<Tuning>,
-    /// 0: `base`; n: `applied[n - 1]`.
-    current: AtomicUsize,
-    /// The defaults, as `current`.
-    defaults: AtomicUsize,
+    /// The tuning new operations start with, when it is not `base`.
+    current: ArcSwapOption<Tuning>,
+    /// Whether `current` holds one: a policy never tuned pays this one load per operation.
+    tuned: AtomicBool,
+    /// Changes are made one at a time, from the defaults and the overrides kept here.
+    revision: Mutex<Revision>,
+}
+
+#[derive(Default)]
+struct Revision {
+    /// What configuration overrides and returns to, when it is not `base`.
+    defaults: Option<Tuning>,
+    /// The configuration's overrides of this policy, written over the defaults.
+    #[cfg(feature = "config")]
+    overlay: Option<Overlay>,
+}
+
+/// The configuration's overrides of one policy: its defaults in, its tuning out.
+#[cfg(feature = "config")]
+pub(crate) type Overlay = Arc<dyn Fn(&Tuning) -> Tuning + Send + Sync>;
+
+/// The tuning an operation runs under, for as long as it runs.
+pub(crate) enum Current<'t> {
+    /// The policy's own: borrowed, nothing to count.
+    Base(&'t Tuning),
+    /// One applied since: held, so it lives until the operation ends.
+    Applied(Arc<Tuning>),
+}
+
+impl Deref for Current<'_> {
+    type Target = Tuning;
+
+    #[inline]
+    fn deref(&self) -> &Tuning {
+        match self {
+            Current::Base(tuning) => tuning,
+            Current::Applied(tuning) => tuning,
+        }
+    }
+}
+
+impl fmt::Debug for Tunings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tunings")
+            .field("current", &*self.current())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Tunings {
@@ -102,94 +155,143 @@ impl Tunings {
             #[cfg(feature = "config")]
             name: _name,
             base,
-            applied: boxcar::Vec::new(),
-            current: AtomicUsize::new(0),
-            defaults: AtomicUsize::new(0),
+            current: ArcSwapOption::empty(),
+            tuned: AtomicBool::new(false),
+            revision: Mutex::default(),
         });
         #[cfg(feature = "config")]
         registry::register(&tunings);
         tunings
     }
 
-    /// The most distinct tunings a policy keeps: enough for any reloaded configuration,
-    /// small enough that finding one again stays cheap.
-    pub(crate) const MAX: usize = 256;
-
     /// The tuning new operations start with.
     #[inline]
-    pub(crate) fn current(&self) -> &Tuning {
-        self.at(self.current.load(Ordering::Acquire))
+    pub(crate) fn current(&self) -> Current<'_> {
+        if !self.tuned.load(Ordering::Acquire) {
+            return Current::Base(&self.base);
+        }
+        self.applied()
     }
 
-    fn at(&self, index: usize) -> &Tuning {
-        match index {
-            0 => &self.base,
-            n => self.applied.get(n - 1).unwrap_or(&self.base),
+    #[cold]
+    fn applied(&self) -> Current<'_> {
+        match self.current.load_full() {
+            Some(tuning) => Current::Applied(tuning),
+            // Back to the base meanwhile.
+            None => Current::Base(&self.base),
         }
     }
 
-    /// The policy's name.
+    /// Holds the policy's tunings still while a configuration is checked against its
+    /// defaults and applied: a tuning set by hand meanwhile waits, so what was checked is
+    /// what applies.
     #[cfg(feature = "config")]
+    pub(crate) fn revise(&self) -> Revising<'_> {
+        Revising {
+            tunings: self,
+            revision: lock_std(&self.revision),
+        }
+    }
+
+    /// Makes `tuning` the defaults, and current under the configuration's overrides (by
+    /// hand). Refused, changing nothing, if it breaks a rule alone or under the overrides.
+    pub(crate) fn set(&self, tuning: Tuning) -> Result<(), ConfigError> {
+        tuning.check()?;
+        let mut revision = lock_std(&self.revision);
+        #[cfg(feature = "config")]
+        if let Some(overlay) = &revision.overlay {
+            let overridden = overlay(&tuning);
+            overridden.check().map_err(|rule| ConfigError::Overridden {
+                rule: Box::new(rule),
+            })?;
+            self.make_current(overridden)?;
+            revision.defaults = Some(tuning);
+            return Ok(());
+        }
+        self.make_current(tuning.clone())?;
+        revision.defaults = Some(tuning);
+        Ok(())
+    }
+
+    /// Makes `tuning` current for new operations, after checking it: whether it changed.
+    /// Called with the revision held, so changes apply in the order they are made.
+    fn make_current(&self, tuning: Tuning) -> Result<bool, ConfigError> {
+        tuning.check()?;
+        Ok(self.install(tuning))
+    }
+
+    /// Makes `tuning`, checked, current for new operations: whether it changed (compared as
+    /// operations run it, so a policy switched off again is no change).
+    fn install(&self, tuning: Tuning) -> bool {
+        let tuning = if tuning.enabled { tuning } else { tuning.off() };
+        if *self.current() == tuning {
+            return false;
+        }
+        if tuning == self.base {
+            self.tuned.store(false, Ordering::Release);
+            self.current.store(None);
+        } else {
+            // Stored before it is announced: a reader told `tuned` finds it.
+            self.current.store(Some(Arc::new(tuning)));
+            self.tuned.store(true, Ordering::Release);
+        }
+        true
+    }
+}
+
+/// A policy's tunings held still by a configuration being applied (see [`Tunings::revise`]).
+#[cfg(feature = "config")]
+pub(crate) struct Revising<'t> {
+    tunings: &'t Tunings,
+    revision: std::sync::MutexGuard<'t, Revision>,
+}
+
+#[cfg(feature = "config")]
+impl Revising<'_> {
+    /// The policy's name.
     pub(crate) fn name(&self) -> &str {
-        &self.name
+        &self.tunings.name
     }
 
     /// What configuration overrides and returns to.
-    #[cfg(feature = "config")]
     pub(crate) fn defaults(&self) -> &Tuning {
-        self.at(self.defaults.load(Ordering::Acquire))
+        self.revision
+            .defaults
+            .as_ref()
+            .unwrap_or(&self.tunings.base)
     }
 
-    /// Makes `tuning` current for new operations, after checking it (configuration).
-    #[cfg(feature = "config")]
-    pub(crate) fn apply(&self, tuning: Tuning) -> Result<(), ConfigError> {
-        let index = self.index(tuning)?;
-        self.current.store(index, Ordering::Release);
-        Ok(())
-    }
-
-    /// Makes `tuning` current and the defaults configuration returns to (by hand).
-    pub(crate) fn set(&self, tuning: Tuning) -> Result<(), ConfigError> {
-        let index = self.index(tuning)?;
-        self.defaults.store(index, Ordering::Release);
-        self.current.store(index, Ordering::Release);
-        Ok(())
-    }
-
-    /// Where `tuning` is kept, added if new.
-    fn index(&self, tuning: Tuning) -> Result<usize, ConfigError> {
-        tuning.check()?;
-        let tuning = if tuning.enabled { tuning } else { tuning.off() };
-        if tuning == self.base {
-            return Ok(0);
-        }
-        if let Some((at, _)) = self.applied.iter().find(|(_, known)| **known == tuning) {
-            return Ok(at + 1);
-        }
-        if self.applied.count() >= Self::MAX {
-            return Err(ConfigError::TooManyTunings { limit: Self::MAX });
-        }
-        Ok(self.applied.push(tuning) + 1)
+    /// Makes `overlay` (none: the defaults as they are) the policy's configuration, and
+    /// `tuning`, the defaults under it, checked by the caller, current for new operations.
+    /// Whether the tuning changed.
+    pub(crate) fn configure(&mut self, overlay: Option<Overlay>, tuning: Tuning) -> bool {
+        self.revision.overlay = overlay;
+        self.tunings.install(tuning)
     }
 }
 
 #[cfg(feature = "config")]
-pub(crate) use registry::registered;
+pub(crate) use registry::{built, registered};
 
 /// Every live policy's tunings: what configuration applies to.
 #[cfg(feature = "config")]
 mod registry {
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::{Arc, Mutex, OnceLock, Weak};
 
     use super::Tunings;
     use crate::sync::lock_std;
 
     static REGISTERED: OnceLock<Mutex<Vec<Weak<Tunings>>>> = OnceLock::new();
+    /// Counts the policies built: a watched configuration refused for naming one not built
+    /// yet is read again once another is.
+    static BUILT: AtomicU64 = AtomicU64::new(0);
 
     pub(super) fn register(tunings: &Arc<Tunings>) {
         let mut all = lock_std(REGISTERED.get_or_init(Default::default));
         all.retain(|known| known.strong_count() > 0);
         all.push(Arc::downgrade(tunings));
+        BUILT.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Every live policy.
@@ -197,5 +299,10 @@ mod registry {
         REGISTERED.get().map_or_else(Vec::new, |all| {
             lock_std(all).iter().filter_map(Weak::upgrade).collect()
         })
+    }
+
+    /// How many policies have been built so far.
+    pub(crate) fn built() -> u64 {
+        BUILT.load(Ordering::Acquire)
     }
 }

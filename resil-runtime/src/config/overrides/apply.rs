@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use resil_spec::names::did_you_mean;
@@ -10,7 +11,7 @@ use resil_spec::profiles;
 
 use super::{Overrides, Problem, Refused, Setting, Value};
 use crate::events::{self, Event};
-use crate::policy::{registered_tunings, Tuning, Tunings};
+use crate::policy::{policies_built, registered_tunings, Overlay, Revising, Tuning};
 use crate::Backoff;
 
 /// The values of the profile called `name`: the configuration's own (a later definition of a
@@ -36,7 +37,7 @@ fn profile_values(name: &str, defined: &[Setting]) -> Option<Vec<Value>> {
 
 /// `base` with `settings` written over it, in order, after the profile they name (whose
 /// values the keys beside it override).
-fn tuned(base: &Tuning, settings: &[&Setting], defined: &[Setting]) -> Tuning {
+fn tuned(base: &Tuning, settings: &[Setting], defined: &[Setting]) -> Tuning {
     let profile = settings
         .iter()
         .rev()
@@ -96,15 +97,32 @@ fn announce(refused: Refused) -> Refused {
 
 fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
     let policies = registered_tunings();
+    // Every policy held still from the check to the apply, so what is checked is what applies.
+    let mut revising: Vec<Revising<'_>> = policies.iter().map(|policy| policy.revise()).collect();
+    let known = |site: &str| {
+        revising.iter().any(|policy| policy.name() == site)
+            || overrides.expected.iter().any(|expected| expected == site)
+    };
     let mut problems = Vec::new();
-    let mut by_site: BTreeMap<&str, Vec<&Setting>> = BTreeMap::new();
+    let mut by_site: BTreeMap<&str, Vec<Setting>> = BTreeMap::new();
     for setting in &overrides.settings {
-        by_site.entry(&setting.site).or_default().push(setting);
+        // Another program's `RESIL_<X>__<Y>` names no policy: not configuration.
+        if setting.from_env && !known(&setting.site) {
+            continue;
+        }
+        by_site
+            .entry(&setting.site)
+            .or_default()
+            .push(setting.clone());
     }
+    problems.extend(
+        (overrides.unresolved.iter())
+            .filter(|problem| known(&problem.site))
+            .cloned(),
+    );
     for (site, settings) in &by_site {
-        let known = policies.iter().any(|policy| policy.name() == *site);
-        if !known && !overrides.expected.iter().any(|expected| expected == site) {
-            let names: Vec<&str> = policies.iter().map(|policy| policy.name()).collect();
+        if !known(site) {
+            let names: Vec<&str> = revising.iter().map(|policy| policy.name()).collect();
             let hint = did_you_mean(site, names.iter().copied())
                 .map_or_else(String::new, |name| format!(" (did you mean `{name}`?)"));
             problems.push(Problem {
@@ -115,30 +133,17 @@ fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
             });
         }
     }
-    let mut targets: Vec<(&Tunings, Tuning)> = Vec::new();
-    for policy in &policies {
-        let settings = by_site.get(policy.name()).map_or(&[][..], Vec::as_slice);
-        for setting in settings {
+    let mut tunings = Vec::with_capacity(revising.len());
+    for policy in &revising {
+        let settings = by_site.remove(policy.name()).unwrap_or_default();
+        for setting in &settings {
             if let Value::Profile(name) = &setting.value {
                 if profile_values(name, &overrides.profiles).is_none() {
-                    let defined = overrides.profiles.iter().map(|s| s.site.as_str());
-                    let known: Vec<&str> = profiles::ALL
-                        .iter()
-                        .map(|p| p.name)
-                        .chain(defined)
-                        .collect();
-                    let hint = did_you_mean(name, known.iter().copied())
-                        .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
-                    problems.push(Problem {
-                        at: setting.at.clone(),
-                        site: policy.name().to_owned(),
-                        key: "profile".to_owned(),
-                        message: format!("unknown profile \"{name}\"{hint}: use a built-in one ({}) or define it under [profiles.{name}]", profiles::ALL.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")),
-                    });
+                    problems.push(unknown_profile(policy.name(), setting, name, overrides));
                 }
             }
         }
-        let tuning = tuned(policy.defaults(), settings, &overrides.profiles);
+        let tuning = tuned(policy.defaults(), &settings, &overrides.profiles);
         if let Err(rule) = tuning.check() {
             let last = settings.last();
             problems.push(Problem {
@@ -147,9 +152,13 @@ fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
                 key: last.map_or_else(String::new, |s| s.key.to_owned()),
                 message: rule.to_string(),
             });
-            continue;
         }
-        targets.push((policy, tuning));
+        // Kept, to write over the defaults a tuning set by hand later makes.
+        let overlay = (!settings.is_empty()).then(|| {
+            let profiles = overrides.profiles.clone();
+            Arc::new(move |defaults: &Tuning| tuned(defaults, &settings, &profiles)) as Overlay
+        });
+        tunings.push((overlay, tuning));
     }
     if !problems.is_empty() {
         return Err(Refused {
@@ -157,22 +166,40 @@ fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
             problems,
         });
     }
-    let mut changed = 0;
-    for (policy, tuning) in targets {
-        if *policy.current() == tuning {
-            continue;
-        }
-        // Checked above: it cannot be refused now.
-        if policy.apply(tuning).is_ok() {
-            changed += 1;
-            if let Some(listener) = events::resolve(None) {
-                listener.on_event(&Event::Reconfigured {
-                    site: policy.name(),
-                });
-            }
+    let mut changed = Vec::new();
+    for (policy, (overlay, tuning)) in revising.iter_mut().zip(tunings) {
+        if policy.configure(overlay, tuning) {
+            changed.push(policy.name().to_owned());
         }
     }
-    Ok(changed)
+    // The tunings are in place before any listener hears of them.
+    drop(revising);
+    if let Some(listener) = events::resolve(None) {
+        for site in &changed {
+            listener.on_event(&Event::Reconfigured { site });
+        }
+    }
+    Ok(changed.len())
+}
+
+fn unknown_profile(site: &str, setting: &Setting, name: &str, overrides: &Overrides) -> Problem {
+    let defined = overrides.profiles.iter().map(|s| s.site.as_str());
+    let known: Vec<&str> = profiles::ALL
+        .iter()
+        .map(|p| p.name)
+        .chain(defined)
+        .collect();
+    let hint = did_you_mean(name, known.iter().copied())
+        .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
+    Problem {
+        at: setting.at.clone(),
+        site: site.to_owned(),
+        key: "profile".to_owned(),
+        message: format!(
+            "unknown profile \"{name}\"{hint}: use a built-in one ({}) or define it under [profiles.{name}]",
+            profiles::ALL.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+        ),
+    }
 }
 
 /// Reads `path`, then the environment, and applies both (see [`apply`]); a refusal, whether
@@ -186,18 +213,22 @@ pub fn load(path: impl AsRef<Path>) -> Result<usize, Refused> {
 
 /// Loads `path` now and again whenever its contents change, looking every `every`, for as
 /// long as the returned task runs (abort it to stop). A refused version changes nothing and
-/// is announced to the listeners; the task keeps watching for the next one.
+/// is announced to the listeners; the task keeps watching for the next one. A policy built
+/// since the last load (a function called for the first time, a policy built at run time) is
+/// configured at the next look: the file is read again, and a version refused for naming a
+/// policy that did not exist yet applies once it does.
 pub fn watch(path: impl Into<PathBuf>, every: Duration) -> tokio::task::JoinHandle<()> {
     let path = path.into();
     let every = every.max(Duration::from_millis(10));
     tokio::spawn(async move {
-        let mut seen: Option<Result<String, std::io::ErrorKind>> = None;
+        let mut seen: Option<(Result<String, std::io::ErrorKind>, u64)> = None;
         loop {
             let now = std::fs::read_to_string(&path).map_err(|error| error.kind());
-            if seen.as_ref() != Some(&now) {
+            let built = policies_built();
+            if seen.as_ref() != Some(&(now.clone(), built)) {
                 // A refusal reaches the listeners from `load`; the last good tuning stays.
                 let _ = load(&path);
-                seen = Some(now);
+                seen = Some((now, built));
             }
             tokio::time::sleep(every).await;
         }

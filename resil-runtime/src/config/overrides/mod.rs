@@ -57,6 +57,8 @@ struct Setting {
     value: Value,
     /// Where it was written: `resil.toml:12`, or the variable's name.
     at: String,
+    /// Set by a variable: configuration only if its policy exists.
+    from_env: bool,
 }
 
 /// Overrides for policies by name, parsed and each value checked; [`apply`] checks them
@@ -73,6 +75,8 @@ struct Setting {
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
     settings: Vec<Setting>,
+    /// Problems of variables, which are problems only if their policy exists.
+    unresolved: Vec<Problem>,
     /// The profiles the configuration defines: `site` is the profile's name.
     profiles: Vec<Setting>,
     expected: Vec<String>,
@@ -254,9 +258,11 @@ impl Overrides {
     }
 
     /// Variables `RESIL_<NAME>__<KEY>=value`: the name's `::` written `__`, upper or lower
-    /// case (`RESIL_BILLING__CHARGE__TIMEOUT=5s`). Other variables are ignored, those of other
-    /// programs that start with `RESIL_` too, except one that ends with a key
-    /// (`RESIL_BILLING_CHARGE_TIMEOUT`): that is a misspelt override, and refused with the fix.
+    /// case (`RESIL_BILLING__CHARGE__TIMEOUT=5s`). Only a variable that names a policy is
+    /// configuration: other programs' variables that start with `RESIL_` too are ignored
+    /// when [`apply`] finds no policy of that name (`RESIL_CACHE__DIR`), and so are their
+    /// problems. One that ends with a key but is not of the form
+    /// (`RESIL_BILLING_CHARGE_TIMEOUT`) is a misspelt override, and refused here with the fix.
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, Refused> {
         let mut overrides = Overrides {
             origin: "environment".to_owned(),
@@ -289,7 +295,18 @@ impl Overrides {
                     .parse()
                     .map_or_else(|_| Raw::Text(text.to_owned()), Raw::Integer),
             };
-            overrides.add(&site, &key.to_lowercase(), raw, name.clone(), &mut problems);
+            let mut unresolved = Vec::new();
+            overrides.add(
+                &site,
+                &key.to_lowercase(),
+                raw,
+                name.clone(),
+                &mut unresolved,
+            );
+            overrides.unresolved.extend(unresolved);
+        }
+        for setting in &mut overrides.settings {
+            setting.from_env = true;
         }
         if problems.is_empty() {
             Ok(overrides)
@@ -305,6 +322,7 @@ impl Overrides {
     /// environment).
     pub fn then(mut self, later: Overrides) -> Self {
         self.settings.extend(later.settings);
+        self.unresolved.extend(later.unresolved);
         self.profiles.extend(later.profiles);
         self.expected.extend(later.expected);
         self.origin = match (self.origin.is_empty(), later.origin.is_empty()) {
@@ -354,6 +372,7 @@ impl Overrides {
                 key,
                 value,
                 at,
+                from_env: false,
             }),
             Err(message) => problems.push(problem(key, message)),
         }
