@@ -1,7 +1,9 @@
 //! The runtime's layers, kept: each module imports only from the layers its row of the crate
-//! docs' table allows (`src/lib.rs`, "Layers"). Imports are read as Rust (syn): `use` trees,
-//! paths in code and types, and `crate::` inside macro invocations; a name re-exported at the
-//! crate root counts as the module it comes from.
+//! docs' table allows (`src/lib.rs`, "Layers"). Imports are read as Rust (syn): `use` trees
+//! (globs included), paths in code and types, and paths inside macro invocations. A path is
+//! resolved from the module of the file that writes it, whether it starts with `crate::`,
+//! `super::` or `self::`, to the top-level module it lands in; a name re-exported at the crate
+//! root counts as the module it comes from, and a glob of the crate root as every module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -91,59 +93,156 @@ fn leaves(tree: &syn::UseTree, names: &mut Vec<String>) {
     }
 }
 
-/// Every first segment after `crate::` in a file.
-#[derive(Default)]
-struct CratePaths(BTreeSet<String>);
+/// The module a file under `src/` is: `a/b.rs` is `a::b`, `a/mod.rs` is `a`.
+fn module_of(file: &str) -> Vec<String> {
+    let mut module: Vec<String> = file
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_owned)
+        .collect();
+    if module.len() > 1 && module.last().is_some_and(|last| last == "mod") {
+        module.pop();
+    }
+    module
+}
 
-impl CratePaths {
-    fn use_tree(&mut self, tree: &syn::UseTree, under_crate: bool) {
+/// Where the paths of one file land: for each path into this crate, the first segment of
+/// its resolved path from the crate root (the top-level item it names), or `None` for the
+/// crate root itself (a glob of it).
+struct Landings<'f> {
+    file: &'f str,
+    /// The module being read: the file's, plus the inline `mod x { … }` blocks entered.
+    module: Vec<String>,
+    found: BTreeSet<Option<String>>,
+}
+
+impl Landings<'_> {
+    fn of(file: &str, text: &str) -> BTreeSet<Option<String>> {
+        let mut landings = Landings {
+            file,
+            module: module_of(file),
+            found: BTreeSet::new(),
+        };
+        let parsed = syn::parse_file(text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        landings.visit_file(&parsed);
+        landings.found
+    }
+
+    /// Resolves `segments` as written from the current module and notes where they land.
+    /// A path that starts elsewhere (another crate, a name in scope) is not this test's.
+    fn land(&mut self, segments: &[String]) {
+        let Some(first) = segments.first() else {
+            return;
+        };
+        let mut path = match first.as_str() {
+            "crate" => Vec::new(),
+            "self" | "super" => self.module.clone(),
+            _ => return,
+        };
+        for segment in &segments[usize::from(first == "crate")..] {
+            match segment.as_str() {
+                // `super::super::…`: one level up each.
+                "super" => assert!(
+                    path.pop().is_some(),
+                    "{}: `{}` climbs above the crate root",
+                    self.file,
+                    segments.join("::")
+                ),
+                // `self::…`, or `{self, …}` in a use group: the module named so far.
+                "self" => {}
+                _ => path.push(segment.clone()),
+            }
+        }
+        self.found.insert(path.into_iter().next());
+    }
+
+    /// `prefix` is the path of the use tree above `tree`.
+    fn use_tree(&mut self, tree: &syn::UseTree, prefix: &mut Vec<String>) {
         match tree {
-            syn::UseTree::Path(path) if under_crate => {
-                self.0.insert(path.ident.to_string());
+            syn::UseTree::Path(path) => {
+                prefix.push(path.ident.to_string());
+                self.use_tree(&path.tree, prefix);
+                prefix.pop();
             }
-            syn::UseTree::Path(path) => self.use_tree(&path.tree, path.ident == "crate"),
-            syn::UseTree::Name(name) if under_crate => {
-                self.0.insert(name.ident.to_string());
+            syn::UseTree::Name(name) => {
+                self.land(&[prefix.as_slice(), &[name.ident.to_string()]].concat());
             }
-            syn::UseTree::Rename(rename) if under_crate => {
-                self.0.insert(rename.ident.to_string());
+            syn::UseTree::Rename(rename) => {
+                self.land(&[prefix.as_slice(), &[rename.ident.to_string()]].concat());
             }
+            // A glob lands in the module its prefix names.
+            syn::UseTree::Glob(_) => self.land(prefix),
             syn::UseTree::Group(group) => {
                 for tree in &group.items {
-                    self.use_tree(tree, under_crate);
+                    self.use_tree(tree, prefix);
                 }
             }
-            _ => {}
         }
     }
 
+    /// Paths in a macro's tokens: `crate`, `$crate`, `self` or `super` followed by `::` and
+    /// more segments, where no `::` comes before it.
     fn tokens(&mut self, tokens: proc_macro2::TokenStream) {
+        use proc_macro2::TokenTree;
         let tokens: Vec<_> = tokens.into_iter().collect();
+        let colons = |at: usize| {
+            [at, at + 1].iter().all(|&at| {
+                matches!(tokens.get(at), Some(TokenTree::Punct(punct)) if punct.as_char() == ':')
+            })
+        };
         for (at, token) in tokens.iter().enumerate() {
             match token {
-                proc_macro2::TokenTree::Ident(ident) if ident == "crate" => {
-                    if let Some(proc_macro2::TokenTree::Ident(next)) = tokens.get(at + 3) {
-                        self.0.insert(next.to_string());
+                TokenTree::Ident(ident)
+                    if ["crate", "self", "super"].contains(&ident.to_string().as_str())
+                        && !(at >= 2 && colons(at - 2)) =>
+                {
+                    let mut segments = vec![ident.to_string()];
+                    let mut next = at + 1;
+                    while colons(next) {
+                        let Some(TokenTree::Ident(segment)) = tokens.get(next + 2) else {
+                            break;
+                        };
+                        segments.push(segment.to_string());
+                        next += 3;
+                    }
+                    if segments.len() > 1 {
+                        self.land(&segments);
                     }
                 }
-                proc_macro2::TokenTree::Group(group) => self.tokens(group.stream()),
+                TokenTree::Group(group) => self.tokens(group.stream()),
                 _ => {}
             }
         }
     }
 }
 
-impl<'ast> Visit<'ast> for CratePaths {
+impl<'ast> Visit<'ast> for Landings<'_> {
     fn visit_item_use(&mut self, use_: &'ast syn::ItemUse) {
-        self.use_tree(&use_.tree, false);
+        if use_.leading_colon.is_none() {
+            self.use_tree(&use_.tree, &mut Vec::new());
+        }
     }
 
+    fn visit_item_mod(&mut self, module: &'ast syn::ItemMod) {
+        // An inline `mod x { … }` is a level of its own (`super` inside it is this module); a
+        // `mod x;` is read from its own file.
+        if module.content.is_some() {
+            self.module.push(module.ident.to_string());
+            syn::visit::visit_item_mod(self, module);
+            self.module.pop();
+        }
+    }
+
+    // `pub(super)`, `pub(in crate::…)` say who may see an item; they import nothing.
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {}
+
     fn visit_path(&mut self, path: &'ast syn::Path) {
-        let mut segments = path.segments.iter();
-        if let (Some(first), Some(second)) = (segments.next(), segments.next()) {
-            if first.ident == "crate" {
-                self.0.insert(second.ident.to_string());
-            }
+        // A lone `self` is a receiver, not a module.
+        if path.leading_colon.is_none() && path.segments.len() > 1 {
+            let segments: Vec<String> = (path.segments.iter())
+                .map(|segment| segment.ident.to_string())
+                .collect();
+            self.land(&segments);
         }
         syn::visit::visit_path(self, path);
     }
@@ -165,12 +264,11 @@ fn rust_files(dir: &Path, files: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every import across layers that the table does not allow, as (file, module imported).
-fn breaches() -> BTreeSet<(String, String)> {
-    let src = src();
-    let lib_text = std::fs::read_to_string(src.join("lib.rs")).unwrap();
-    let layers = layers(&lib_text);
-    let (modules, reexported) = root(&syn::parse_file(&lib_text).unwrap());
+/// Every import across layers that the table in `lib` does not allow, in `files` (each a
+/// path under `src/` and its text), as (file, module imported).
+fn breaches_in(lib: &str, files: &[(String, String)]) -> BTreeSet<(String, String)> {
+    let layers = layers(lib);
+    let (modules, reexported) = root(&syn::parse_file(lib).unwrap());
     let layer_of = |module: &str| {
         layers
             .iter()
@@ -182,41 +280,53 @@ fn breaches() -> BTreeSet<(String, String)> {
             "module `{module}` is in no row of the layers table in src/lib.rs: add it to one"
         );
     }
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
     let mut found = BTreeSet::new();
-    for file in files {
-        let name = file
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        if name == "lib.rs" {
-            continue;
-        }
-        let module = name.split('/').next().unwrap().trim_end_matches(".rs");
+    for (name, text) in files {
+        let module = &module_of(name)[0];
         let own = &layers[layer_of(module).unwrap_or_else(|| panic!("{name}: no layer"))];
-        let text = std::fs::read_to_string(&file).unwrap();
-        let mut paths = CratePaths::default();
-        paths.visit_file(&syn::parse_file(&text).unwrap_or_else(|e| panic!("{name}: {e}")));
-        for first in paths.0 {
-            let imported = if modules.contains(&first) {
-                first.clone()
-            } else if let Some(module) = reexported.get(&first) {
-                module.clone()
-            } else {
-                panic!("{name}: cannot tell which module `crate::{first}` is");
-            };
+        let mut imported = BTreeSet::new();
+        for landing in Landings::of(name, text) {
+            match landing {
+                None => imported.extend(modules.iter().cloned()),
+                Some(first) if modules.contains(&first) => {
+                    imported.insert(first);
+                }
+                Some(first) => match reexported.get(&first) {
+                    Some(module) => {
+                        imported.insert(module.clone());
+                    }
+                    None => panic!("{name}: cannot tell which module `crate::{first}` is"),
+                },
+            }
+        }
+        for imported in imported {
             let Some(theirs) = layer_of(&imported) else {
                 continue;
             };
             let theirs = &layers[theirs].name;
-            if imported != module && theirs != &own.name && !own.may_import.contains(theirs) {
+            if &imported != module && theirs != &own.name && !own.may_import.contains(theirs) {
                 found.insert((name.clone(), imported));
             }
         }
     }
     found
+}
+
+/// [`breaches_in`] the runtime's sources.
+fn breaches() -> BTreeSet<(String, String)> {
+    let src = src();
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    let files: Vec<(String, String)> = paths
+        .into_iter()
+        .map(|path| {
+            let name = (path.strip_prefix(&src).unwrap().to_string_lossy()).replace('\\', "/");
+            (name, std::fs::read_to_string(&path).unwrap())
+        })
+        .filter(|(name, _)| name != "lib.rs")
+        .collect();
+    breaches_in(&lib, &files)
 }
 
 #[test]
@@ -227,4 +337,79 @@ fn each_module_imports_only_from_the_layers_its_row_allows() {
         "imports from a layer the table does not allow (src/lib.rs, \"Layers\"): {found:#?}\n\
          depend on a seam defined below instead, or move the item to the layer both use"
     );
+}
+
+/// The checker itself, on small sources set in the real table's layers: `gate` is a
+/// primitive, `policy` and `execution` are above it, `sync` is below.
+mod checker {
+    use super::*;
+
+    fn breaches_of(file: &str, text: &str) -> BTreeSet<(String, String)> {
+        let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+        breaches_in(&lib, &[(file.to_owned(), text.to_owned())])
+    }
+
+    fn breach(file: &str, module: &str) -> (String, String) {
+        (file.to_owned(), module.to_owned())
+    }
+
+    #[test]
+    fn a_primitive_reaching_the_policy_through_super_super_is_reported() {
+        let found = breaches_of("gate/model.rs", "use super::super::policy::Policy;");
+        assert_eq!(found, BTreeSet::from([breach("gate/model.rs", "policy")]));
+    }
+
+    #[test]
+    fn a_glob_of_its_own_module_in_mod_tests_is_not_reported() {
+        let text =
+            "#[cfg(test)]\nmod tests {\n    use super::*;\n    use super::super::RateGate;\n}";
+        assert_eq!(breaches_of("gate/model.rs", text), BTreeSet::new());
+    }
+
+    #[test]
+    fn inside_an_inline_module_super_climbs_one_level_more() {
+        let text = "#[cfg(test)]\nmod tests {\n    use super::super::policy::Policy;\n}";
+        assert_eq!(
+            breaches_of("gate.rs", text),
+            BTreeSet::from([breach("gate.rs", "policy")])
+        );
+    }
+
+    #[test]
+    fn globs_of_a_higher_module_and_of_the_crate_root_are_reported() {
+        let found = breaches_of("gate.rs", "use crate::policy::*;");
+        assert_eq!(found, BTreeSet::from([breach("gate.rs", "policy")]));
+        // The root's glob brings in every module: those above a primitive are reported,
+        // those below it are not.
+        let found = breaches_of("gate/model.rs", "use super::super::*;");
+        assert!(
+            found.contains(&breach("gate/model.rs", "policy")),
+            "{found:?}"
+        );
+        assert!(
+            found.contains(&breach("gate/model.rs", "execution")),
+            "{found:?}"
+        );
+        assert!(
+            !found.contains(&breach("gate/model.rs", "sync")),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn paths_in_code_types_and_macros_are_resolved_from_the_file_module() {
+        let text = "fn f() -> self::super::super::operation::OperationId {\n\
+                    \x20   super::super::execution::start();\n\
+                    \x20   format!(\"{}\", $crate::events::NAME)\n\
+                    }";
+        let found = breaches_of("gate/model.rs", text);
+        let expected = ["operation", "execution", "events"].map(|m| breach("gate/model.rs", m));
+        assert_eq!(found, BTreeSet::from(expected));
+    }
+
+    #[test]
+    fn a_visibility_and_a_path_to_the_own_layer_are_not_imports() {
+        let text = "pub(super) fn f(d: super::super::deadline::Limits) -> self::Slot { d.0 }";
+        assert_eq!(breaches_of("gate/model.rs", text), BTreeSet::new());
+    }
 }
