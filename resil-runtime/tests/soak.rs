@@ -1,9 +1,12 @@
 //! The soak: many operations on a multi-thread runtime through named and keyed breakers,
 //! bulkheads and nested calls, with random transient and permanent errors, cancellations at
 //! every await point, panics in bodies and in listeners, and hostile `Retry-After` values.
-//! At the end every permit is back, no breaker is stuck half-open, the keyed registry is within
-//! its bound, and every kind of fault was seen to fire (an error of each kind, a cancellation,
-//! a panic in a body and in a listener).
+//! At the end every permit is back, the keyed registry is within its bound, every breaker that
+//! lived through the run lets the next caller through at once (none stuck half-open with its
+//! probe slot taken, none refusing past its cooldown), the listener that panics now and then
+//! was told of every call to the provider and still hears after its last panic, and every kind
+//! of fault was seen to fire (an error of each kind, a cancellation, a panic in a body and in a
+//! listener).
 //!
 //! Ignored by default (it runs on the real clock). `.ci/run` runs it in release with 10⁵
 //! operations; the documented size is 10⁶:
@@ -15,7 +18,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,25 +27,48 @@ use futures::{FutureExt, StreamExt};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use resil_runtime::events::{Event, Listener};
-use resil_runtime::{Keyed, Policy};
+use resil_runtime::{BreakerState, Keyed, Policy, Verdict};
 
 const MAX_KEYS: usize = 64;
 const KEYS: u64 = 200;
 
-/// Panics on one event in `every`, counting what it saw.
+/// Panics on one event in `every` until it is calmed, counting what it saw.
 #[derive(Debug)]
 struct Unreliable {
     every: u64,
     seen: AtomicU64,
     panicked: AtomicU64,
+    /// Panics that no event has reached it after.
+    unfollowed: AtomicU64,
+    /// Attempts it heard start (and did not panic on): each call to the provider has one.
+    started: AtomicU64,
+    calm: AtomicBool,
+}
+
+impl Unreliable {
+    fn new(every: u64) -> Self {
+        Unreliable {
+            every,
+            seen: AtomicU64::new(0),
+            panicked: AtomicU64::new(0),
+            unfollowed: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            calm: AtomicBool::new(false),
+        }
+    }
 }
 
 impl Listener for Unreliable {
-    fn on_event(&self, _event: &Event<'_>) {
+    fn on_event(&self, event: &Event<'_>) {
         let seen = self.seen.fetch_add(1, Ordering::Relaxed);
-        if seen % self.every == self.every - 1 {
+        if seen % self.every == self.every - 1 && !self.calm.load(Ordering::Relaxed) {
             self.panicked.fetch_add(1, Ordering::Relaxed);
+            self.unfollowed.fetch_add(1, Ordering::Relaxed);
             panic!("a listener that panics");
+        }
+        self.unfollowed.store(0, Ordering::Relaxed);
+        if matches!(event, Event::AttemptStarted { .. }) {
+            self.started.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -167,11 +193,7 @@ fn soak() {
         .enable_time()
         .build()
         .unwrap();
-    let listener = Arc::new(Unreliable {
-        every: 997,
-        seen: AtomicU64::new(0),
-        panicked: AtomicU64::new(0),
-    });
+    let listener = Arc::new(Unreliable::new(997));
     let stack = Arc::new(stack(listener.clone()));
     let outcomes = Arc::new(Mutex::new(BTreeMap::<&'static str, u64>::new()));
     let started = std::time::Instant::now();
@@ -216,9 +238,10 @@ fn soak() {
         println!("  {kind:<18} {count}");
     }
     println!(
-        "  listener: {} events, {} panics",
+        "  listener: {} events, {} panics, {} attempts heard starting",
         listener.seen.load(Ordering::Relaxed),
-        listener.panicked.load(Ordering::Relaxed)
+        listener.panicked.load(Ordering::Relaxed),
+        listener.started.load(Ordering::Relaxed)
     );
     // Every kind of fault fired, so what follows checks that each one's effects were undone.
     for kind in [
@@ -234,14 +257,18 @@ fn soak() {
             "no operation ended `{kind}`: the soak did not exercise it ({outcomes:?})"
         );
     }
-    let (seen, panicked) = (
-        listener.seen.load(Ordering::Relaxed),
-        listener.panicked.load(Ordering::Relaxed),
-    );
+    let panicked = listener.panicked.load(Ordering::Relaxed);
     assert!(panicked > 0, "the listener never panicked");
+    // Every call to the provider was announced to the listener first (an attempt whose
+    // announcement panicked makes no call): events kept reaching it between its panics, not
+    // only up to the first. (Only its last panic can lack a later event: another takes 996.)
+    let (started, calls) = (
+        listener.started.load(Ordering::Relaxed),
+        u64::from(stack.provider.calls()),
+    );
     assert!(
-        seen >= panicked * listener.every,
-        "events stopped reaching a listener that had panicked: {seen} seen, {panicked} panics"
+        started >= calls,
+        "the listener heard {started} attempts start, for {calls} provider calls: events stopped reaching it after a panic"
     );
     assert_eq!(stack.outer.bulkhead().unwrap().in_flight(), 0);
     assert_eq!(stack.inner.bulkhead().unwrap().in_flight(), 0);
@@ -249,15 +276,43 @@ fn soak() {
     println!("  keyed breakers held: {} (bound {MAX_KEYS})", keys.len());
     assert!(keys.len() <= MAX_KEYS, "{}", keys.len());
 
-    // Past every cooldown, no breaker keeps a caller waiting on a probe nobody runs.
+    // The breakers that lived through the run, as they are (asking the policy for a key would
+    // make a fresh one): the named one and each key's that the registry kept.
+    let breakers = resil_runtime::breaker::breakers();
+    assert_eq!(breakers.len(), keys.len() + 1, "{breakers:#?}");
+    let open = (breakers.iter())
+        .filter(|status| status.state != BreakerState::Closed)
+        .count();
+    println!("  breakers swept: {} ({open} not closed)", breakers.len());
+    // Past every cooldown, each lets the next caller through at once: a closed one as a call,
+    // an open or half-open one as its probe. None keeps it waiting on a probe nobody runs, and
+    // none refuses it.
     std::thread::sleep(Duration::from_millis(20));
     runtime.block_on(async {
-        let named = stack.outer.breaker().unwrap();
-        assert!(named.admit().now_or_never().is_some(), "{named:?}");
-        for key in 0..KEYS {
-            let key = keys.get(&key);
-            let breaker = key.breaker().unwrap();
-            assert!(breaker.admit().now_or_never().is_some(), "{breaker:?}");
+        for status in &breakers {
+            let breaker = &status.breaker;
+            let closed = status.state == BreakerState::Closed;
+            if closed {
+                assert!(status.failures < breaker.config().threshold(), "{status:?}");
+            }
+            let admission = match breaker.admit().now_or_never() {
+                Some(Ok(admission)) => admission,
+                Some(Err(refused)) => panic!("{status:?} refuses past its cooldown: {refused}"),
+                None => panic!("{status:?} keeps its caller waiting on a probe nobody runs"),
+            };
+            assert_eq!(admission.is_probe(), !closed, "{status:?}");
+            admission.record(Verdict::Success);
+            assert_eq!(breaker.state(), BreakerState::Closed, "{status:?}");
         }
     });
+
+    // The listener still hears after its last panic.
+    listener.calm.store(true, Ordering::Relaxed);
+    let after = runtime.block_on(stack.outer.run(|| stack.provider.answer(Ok(1))));
+    assert_eq!(after, Ok(1));
+    assert_eq!(
+        listener.unfollowed.load(Ordering::Relaxed),
+        0,
+        "no event reached the listener after its last panic"
+    );
 }
