@@ -128,3 +128,47 @@ async fn a_queue_lets_callers_wait_for_the_bulkhead() {
         .count();
     assert_eq!((calls.count(), full), (5, 1));
 }
+
+/// A 429 on its first call, then answers: the gate's limit known exactly or not.
+async fn throttled_once(calls: &Calls) -> Result<(), ApiError> {
+    if calls.add() == 1 {
+        return Err(ApiError::Throttled(Duration::from_secs(1)));
+    }
+    Ok(())
+}
+
+#[resilient(rate = "2/s", retry = 1, jitter = "none")]
+async fn guessed(calls: &Calls) -> Result<(), ApiError> {
+    throttled_once(calls).await
+}
+
+#[resilient(rate = "2/s, exact", retry = 1, jitter = "none")]
+async fn known(calls: &Calls) -> Result<(), ApiError> {
+    throttled_once(calls).await
+}
+
+/// After a 429 both gates wait out its second; then a gate declared `exact` goes on at its
+/// 2/s, and one that guessed its limit goes 20 % slower for a while.
+#[tokio::test(start_paused = true)]
+async fn a_gate_declared_exact_is_held_by_a_429_but_not_slowed() {
+    for exact in [false, true] {
+        let calls = Calls::default();
+        let origin = Instant::now();
+        let call = || async {
+            match exact {
+                true => known(&calls).await,
+                false => guessed(&calls).await,
+            }
+        };
+        call().await.unwrap();
+        assert_eq!(origin.elapsed(), Duration::from_secs(1), "the 429's wait");
+        call().await.unwrap();
+        let spacing = origin.elapsed() - Duration::from_secs(1);
+        match exact {
+            true => assert_eq!(spacing, Duration::from_millis(500)),
+            // 20 % slower, fading over ten periods: a tenth of it gone after the 1 s wait
+            // (612.5 ms, which tokio's timer rounds up to its millisecond).
+            false => assert_eq!(spacing, Duration::from_millis(613)),
+        }
+    }
+}

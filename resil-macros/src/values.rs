@@ -55,6 +55,8 @@ pub(crate) struct Rate {
     pub(crate) count: u64,
     pub(crate) period: Duration,
     pub(crate) burst: u64,
+    /// `"10/s, exact"`: the provider's limit exactly; a 429 does not slow the gate down.
+    pub(crate) exact: bool,
     /// `"60/min per key"`: one gate per value of the key.
     pub(crate) per_key: bool,
 }
@@ -92,7 +94,7 @@ pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
         ));
     };
     let rate = parse_rate(name, rate, per_key).ok_or_else(|| {
-        syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a rate: write a count per `s`, `min` or `h`, such as \"60/min\", optionally with a burst, such as \"10/s, burst 20\", and ` per key` for a gate per key"))
+        syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a rate: write a count per `s`, `min` or `h`, such as \"60/min\", optionally with a burst, such as \"10/s, burst 20\", `, exact` for a limit known exactly (a 429 does not slow the gate), and ` per key` for a gate per key"))
     })?;
     rules::rate(name, rate.count, rate.period, rate.burst)
         .map_err(|rule| syn::Error::new(value.span(), rule))?;
@@ -135,13 +137,11 @@ pub(crate) fn default_burst(name: &str, count: u64) -> u64 {
     }
 }
 
-/// `"60/min"` or `"10/s, burst 20"`; the [`default_burst`] unless given.
+/// `"60/min"`, `"10/s, burst 20"`, `"10/s, exact"` or both, in either order; the
+/// [`default_burst`] unless given.
 fn parse_rate(name: &str, text: &str, per_key: bool) -> Option<Rate> {
-    let (rate, burst) = match text.split_once(',') {
-        Some((rate, burst)) => (rate, Some(burst)),
-        None => (text, None),
-    };
-    let (count, unit) = rate.split_once('/')?;
+    let mut parts = text.split(',');
+    let (count, unit) = parts.next()?.split_once('/')?;
     let count: u64 = count.trim().parse().ok()?;
     let period = match unit.trim() {
         "s" => Duration::from_secs(1),
@@ -149,14 +149,19 @@ fn parse_rate(name: &str, text: &str, per_key: bool) -> Option<Rate> {
         "h" => Duration::from_secs(3600),
         _ => return None,
     };
-    let burst = match burst {
-        None => default_burst(name, count),
-        Some(burst) => burst.trim().strip_prefix("burst")?.trim().parse().ok()?,
-    };
+    let (mut burst, mut exact) = (None, false);
+    for part in parts.map(str::trim) {
+        match part.strip_prefix("burst") {
+            Some(n) if burst.is_none() => burst = Some(n.trim().parse().ok()?),
+            None if part == "exact" && !exact => exact = true,
+            _ => return None,
+        }
+    }
     Some(Rate {
         count,
         period,
-        burst,
+        burst: burst.unwrap_or_else(|| default_burst(name, count)),
+        exact,
         per_key,
     })
 }

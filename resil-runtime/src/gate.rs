@@ -9,6 +9,8 @@ use std::time::Duration;
 use resil_spec::rules;
 use tokio::time::Instant;
 
+#[cfg(feature = "redis")]
+use crate::deadline::later;
 use crate::deadline::NEVER;
 use crate::sync::lock_std;
 use crate::{ConfigError, Rejected};
@@ -71,9 +73,12 @@ pub struct RateGate {
     /// Counts throttles: a slot reserved under an older one is revoked.
     epoch: AtomicU64,
     /// Nanoseconds added to the interval by the latest slowdown, fading to none over
-    /// [`RECOVERY`] periods from `slowed_at` (see [`RateGate::slow_down`]).
+    /// [`RateGate::fade`] from `slowed_at` (see [`RateGate::slow_down`]).
     slowdown: AtomicU64,
     slowed_at: AtomicU64,
+    /// The declared limit is the provider's exactly: a throttle holds the gate for its wait
+    /// but does not slow it down.
+    exact: bool,
     /// Serialises a refund's check with a throttle's revocation (both rare; reservations
     /// never take it).
     revising: Mutex<()>,
@@ -89,6 +94,7 @@ impl fmt::Debug for RateGate {
             .field("count", &self.count)
             .field("period", &self.period)
             .field("burst", &self.burst)
+            .field("exact", &self.exact)
             .finish_non_exhaustive()
     }
 }
@@ -126,6 +132,7 @@ impl RateGate {
             epoch: AtomicU64::new(0),
             slowdown: AtomicU64::new(0),
             slowed_at: AtomicU64::new(0),
+            exact: false,
             revising: Mutex::new(()),
             // Offsets are unsigned: an origin a little in the past keeps `now` after it even
             // when the gate is made and used at once.
@@ -150,6 +157,7 @@ impl RateGate {
             epoch: AtomicU64::new(0),
             slowdown: AtomicU64::new(0),
             slowed_at: AtomicU64::new(0),
+            exact: self.exact,
             revising: Mutex::new(()),
             origin: Instant::now(),
             #[cfg(feature = "redis")]
@@ -158,6 +166,25 @@ impl RateGate {
                 .as_ref()
                 .map(|link| link.for_key(&format!("{label}={key}"))),
         }
+    }
+
+    /// A gate whose limit is the provider's exactly (`rate = "10/s, exact"`): a throttle
+    /// holds it for the wait it asks, but does not slow it down ([`RateGate::slow_down`]).
+    ///
+    /// ```
+    /// use resil_runtime::RateGate;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let gate = RateGate::new(5, Duration::from_secs(1), 1).unwrap().exact();
+    /// gate.slow_down();
+    /// assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+    /// assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(200)), "still 5/s");
+    /// # }
+    /// ```
+    pub fn exact(mut self) -> Self {
+        self.exact = true;
+        self
     }
 
     /// Keeps the gate in its policy's shared store too, as `resil:{what}:{name}`.
@@ -308,6 +335,15 @@ impl RateGate {
         self.hold_here(wait);
     }
 
+    /// When the latest throttle's hold ends, if it is still in force at `now`: a shared gate
+    /// asks the store for no slot before then, since the store may not have heard of a hold
+    /// this instance made (it goes there in the background) or heard of.
+    #[cfg(feature = "redis")]
+    pub(crate) fn held_until(&self, now: Instant) -> Option<Instant> {
+        let until = self.held_until.load(Ordering::Acquire);
+        (until > self.offset(now)).then(|| later(self.origin, Duration::from_nanos(until)))
+    }
+
     /// [`RateGate::hold`] in this instance only: what another instance's throttle does here.
     pub(crate) fn hold_here(&self, wait: Duration) {
         let now = self.offset(Instant::now());
@@ -335,8 +371,14 @@ impl RateGate {
     /// network bunched calls the gate spaced. The gate takes 20 % off the rate it ran at (at
     /// most once a period, since calls already in flight collide too; never below a
     /// sixteenth of the declared rate), and returns to the declared rate linearly over the
-    /// next ten periods without a throttle. A gate at a provider's exact limit thus collides
-    /// once, not again each time it resumes.
+    /// next ten periods without a throttle, and at most [`RateGate::FADE_AT_MOST`]: a gate of
+    /// 1000 a day is slowed for a minute, not for ten days. A gate at a provider's exact limit
+    /// thus collides once, not again each time it resumes; one declared
+    /// [`exact`](RateGate::exact) is not slowed at all.
+    ///
+    /// The slowdown is the gate's, for every caller through it: when the provider limits
+    /// each model, API key or user on its own, one key's 429s would slow the others, so
+    /// declare the gate per key (`rate = "500/min per key"`).
     ///
     /// ```
     /// use resil_runtime::RateGate;
@@ -353,10 +395,15 @@ impl RateGate {
     /// # }
     /// ```
     pub fn slow_down(&self) {
+        if self.exact {
+            return;
+        }
         let now = self.offset(Instant::now());
         let _revising = lock_std(&self.revising);
         let since = now.saturating_sub(self.slowed_at.load(Ordering::Acquire));
-        if self.slowdown.load(Ordering::Acquire) > 0 && since < nanos(self.period.min(NEVER)) {
+        let fade = self.fade();
+        // Once a period, or once the last slowdown has faded, whichever is sooner.
+        if self.slowdown.load(Ordering::Acquire) > 0 && since < nanos(self.period).min(fade) {
             return;
         }
         let interval = self.interval_at(now);
@@ -366,6 +413,17 @@ impl RateGate {
             .saturating_sub(self.interval);
         self.slowed_at.store(now, Ordering::Release);
         self.slowdown.store(slowdown, Ordering::Release);
+    }
+
+    /// The longest a slowdown lasts, whatever the period.
+    pub const FADE_AT_MOST: Duration = Duration::from_secs(60);
+
+    /// How long a slowdown takes to fade, in nanoseconds: ten periods, at most
+    /// [`RateGate::FADE_AT_MOST`].
+    fn fade(&self) -> u64 {
+        nanos(self.period.min(NEVER))
+            .saturating_mul(RECOVERY)
+            .min(nanos(Self::FADE_AT_MOST))
     }
 
     /// Nanoseconds of credit a full burst stands for.
@@ -385,10 +443,10 @@ impl RateGate {
         if slowdown == 0 {
             return self.interval;
         }
-        let recovery = nanos(self.period.min(NEVER)).saturating_mul(RECOVERY);
+        let fade = self.fade();
         let since = at.saturating_sub(self.slowed_at.load(Ordering::Acquire));
-        let left = u128::from(recovery.saturating_sub(since));
-        let fading = u128::from(slowdown) * left / u128::from(recovery.max(1));
+        let left = u128::from(fade.saturating_sub(since));
+        let fading = u128::from(slowdown) * left / u128::from(fade.max(1));
         self.interval
             .saturating_add(u64::try_from(fading).unwrap_or(u64::MAX))
     }
@@ -428,7 +486,7 @@ impl Slot {
     }
 }
 
-/// Periods over which a slowdown fades.
+/// Periods over which a slowdown fades (at most [`RateGate::FADE_AT_MOST`]).
 const RECOVERY: u64 = 10;
 
 fn nanos(duration: Duration) -> u64 {

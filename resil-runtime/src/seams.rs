@@ -265,14 +265,16 @@ impl GateLink {
         self.sharing.store.usable()
     }
 
-    /// Throttles other instances saw: part of the local gate's epoch.
+    /// Throttles other instances saw, and the store's returns: part of the local gate's epoch.
     pub(crate) fn holds(&self) -> u64 {
         self.holds.load(Ordering::Acquire)
     }
 
-    /// Another instance was throttled: the slots this instance waits for are revoked (they
-    /// take new ones from the store, after the wait).
-    pub(crate) fn peer_held(&self) {
+    /// The slots this instance waits for are revoked: they take new ones from the store.
+    /// When another instance was throttled (the new ones come after its wait), and when the
+    /// store answers again after an outage (slots the local gate promised meanwhile would run
+    /// beside the store's schedule, which does not count them).
+    pub(crate) fn revoke_waiting(&self) {
         self.holds.fetch_add(1, Ordering::AcqRel);
     }
 

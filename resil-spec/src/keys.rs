@@ -252,10 +252,10 @@ pub const KEYS: &[KeyDoc] = &[
         name: "rate",
         example: r#"rate = "60/min""#,
         summary: "attempts per period, retries included",
-        meaning: "at most 60 attempts a minute, evenly spaced (`/s`, `/min`, `/h`); `\", burst N\"` lets N start at once; an attempt waits for its slot if the wait fits its deadline, else fails at once with `Rejected::RateLimited`; `\" per key\"`: a gate per value of the key",
+        meaning: "at most 60 attempts a minute, evenly spaced (`/s`, `/min`, `/h`); `\", burst N\"` lets N start at once; an attempt waits for its slot if the wait fits its deadline, else fails at once with `Rejected::RateLimited`; a 429 holds the gate for its wait and slows it for at most a minute, unless `\", exact\"` says the limit is the provider's exactly; `\" per key\"`: a gate per value of the key",
         default: "none",
         constraints: "count and burst at least 1; `per key` needs `key`",
-        builder: "`rate(count, period, burst)`, `rate_per_key()`",
+        builder: "`rate(count, period, burst)`, `rate_exact()`, `rate_per_key()`",
     },
     KeyDoc {
         name: "token_rate",
@@ -264,7 +264,7 @@ pub const KEYS: &[KeyDoc] = &[
         meaning: "at most 90 000 units of cost a minute, each attempt costing `rate_cost`; a cost above the burst fails at once with `Rejected::OverBurst`",
         default: "none",
         constraints: "as `rate`; needs `rate_cost`",
-        builder: "`token_rate(count, period, burst)`, `token_rate_per_key()`",
+        builder: "`token_rate(count, period, burst)`, `token_rate_exact()`, `token_rate_per_key()`",
     },
     KeyDoc {
         name: "rate_cost",

@@ -113,10 +113,11 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
             60 => "min",
             _ => "h",
         };
+        let exact = if rate.exact { ", exact" } else { "" };
         if rate.burst == default_burst(name, rate.count) {
-            format!("{}/{unit}", rate.count)
+            format!("{}/{unit}{exact}", rate.count)
         } else {
-            format!("{}/{unit} (burst {})", rate.count, rate.burst)
+            format!("{}/{unit} (burst {}){exact}", rate.count, rate.burst)
         }
     };
     if let Some(limit) = &config.rate {

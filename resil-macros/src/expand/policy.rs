@@ -118,6 +118,9 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
     if let Some(rate) = &config.rate {
         let arguments = gate(rate);
         calls.push(quote! { .rate #arguments });
+        if rate.exact {
+            calls.push(quote! { .rate_exact() });
+        }
         if rate.per_key {
             calls.push(quote! { .rate_per_key() });
         }
@@ -125,6 +128,9 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
     if let Some((rate, _)) = &config.token_rate {
         let arguments = gate(rate);
         calls.push(quote! { .token_rate #arguments });
+        if rate.exact {
+            calls.push(quote! { .token_rate_exact() });
+        }
         if rate.per_key {
             calls.push(quote! { .token_rate_per_key() });
         }

@@ -10,6 +10,17 @@ use super::Progress;
 use crate::gate::{RateGate, Slot};
 use crate::Rejected;
 
+/// How an attempt of a policy with shared gates starts.
+#[cfg(feature = "redis")]
+pub(super) enum SharedStart {
+    /// Ask the store for this attempt's slots.
+    Ask(super::attempt::SharedWait),
+    /// Wait for a throttle's hold to end first, then start again.
+    Held(Instant),
+    /// The local gates decide.
+    Local,
+}
+
 impl<'p> Progress<'p> {
     /// Reserves this attempt's slots in the rate gates: the wait until the later of them, or
     /// the refusal of a gate whose slot would come after the deadline (nothing is then held).
@@ -51,25 +62,41 @@ impl<'p> Progress<'p> {
     }
 
     /// For a shared policy whose store answers, the request for this attempt's slots in the
-    /// shared gates; `None` when the local gates decide alone (no shared gate, or the store is
+    /// shared gates; `Local` when the local gates decide alone (no shared gate, or the store is
     /// known to be down and the policy fails open). Out of line: only gated policies get
     /// here, and the attempt's own code stays small.
     #[cfg(feature = "redis")]
     #[inline(never)]
-    pub(super) fn shared_slots(&mut self) -> Result<Option<super::attempt::SharedWait>, Rejected> {
+    pub(super) fn shared_slots(&mut self) -> Result<SharedStart, Rejected> {
         if !self.tuning.enabled {
-            return Ok(None);
+            return Ok(SharedStart::Local);
         }
         let (rate, tokens) = (self.rate(), self.token_rate());
         let shared = |gate: Option<&RateGate>| gate.and_then(|gate| gate.shared()).cloned();
         let (rate_link, token_link) = (shared(rate), shared(tokens));
         let Some(link) = rate_link.as_ref().or(token_link.as_ref()) else {
-            return Ok(None);
+            return Ok(SharedStart::Local);
         };
         if !link.is_available() {
-            return self.refuse_if_failing_closed().map(|()| None);
+            return self.refuse_if_failing_closed().map(|()| SharedStart::Local);
         }
         self.refuse_if_open()?;
+        // A throttle this instance knows of holds it, whatever the store says: the store may
+        // not have heard yet (the hold goes there in the background).
+        let now = Instant::now();
+        let held = [rate, tokens]
+            .into_iter()
+            .flatten()
+            .filter_map(|gate| gate.held_until(now))
+            .max();
+        if let Some(until) = held {
+            if self.deadline.is_some_and(|deadline| until > deadline) {
+                return Err(Rejected::RateLimited {
+                    retry_in: until.saturating_duration_since(now),
+                });
+            }
+            return Ok(SharedStart::Held(until));
+        }
         if let Some(gate) = tokens.filter(|gate| self.cost() > gate.burst()) {
             return Err(Rejected::OverBurst {
                 cost: self.cost(),
@@ -84,7 +111,7 @@ impl<'p> Progress<'p> {
             rate_link.map(|link| (link, 1, interval(rate))),
             token_link.map(|link| (link, self.cost(), interval(tokens))),
         ];
-        Ok(Some(crate::seams::reserve(gates, limit)))
+        Ok(SharedStart::Ask(crate::seams::reserve(gates, limit)))
     }
 
     /// What the shared gates answered: the wait for the slot (the local gates then count the

@@ -43,7 +43,8 @@ struct Model {
     interval: u64,
     burst: u64,
     period: u64,
-    /// The latest slowdown: extra nanoseconds per unit, fading over ten periods from when.
+    /// The latest slowdown: extra nanoseconds per unit, fading over ten periods (at most a
+    /// minute) from when.
     slowdown: (u64, u64),
     /// When the schedule ends: the next unit goes `interval` after it, less the burst's credit.
     tat: u64,
@@ -56,7 +57,7 @@ struct Model {
 impl Model {
     fn interval(&self, now: u64) -> u64 {
         let (extra, since) = self.slowdown;
-        let fade = 10 * self.period;
+        let fade = self.fade();
         let left = fade.saturating_sub(now - since);
         self.interval + (u128::from(extra) * u128::from(left) / u128::from(fade)) as u64
     }
@@ -87,10 +88,16 @@ impl Model {
         true
     }
 
-    /// 20 % slower than now, at most once a period and down to a sixteenth of the rate.
+    /// Ten periods, at most a minute.
+    fn fade(&self) -> u64 {
+        (10 * self.period).min(60_000_000_000)
+    }
+
+    /// 20 % slower than now, at most once a period (or once faded) and down to a sixteenth
+    /// of the rate.
     fn slow_down(&mut self, now: u64) {
         let (extra, since) = self.slowdown;
-        if extra > 0 && now - since < self.period {
+        if extra > 0 && now - since < self.period.min(self.fade()) {
             return;
         }
         let slower = self.interval(now) * 5 / 4;

@@ -78,3 +78,43 @@ async fn hostile_values_saturate() {
     assert_eq!(slow.reserve(1, None), Ok(Duration::ZERO));
     assert!(slow.reserve(1, Some(Instant::now())).is_err());
 }
+
+/// A slowdown fades over ten periods, but within a minute: a 429 on a gate of 60 an hour does
+/// not slow it for ten hours, and one a minute later may slow it again.
+#[tokio::test(start_paused = true)]
+async fn a_slowdown_fades_within_a_minute_whatever_the_period() {
+    let gate = RateGate::new(60, Duration::from_secs(3600), 1).unwrap();
+    gate.slow_down();
+    assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+    assert_eq!(
+        gate.reserve(1, None),
+        Ok(Duration::from_secs(75)),
+        "20 % slower"
+    );
+    tokio::time::advance(Duration::from_secs(150)).await;
+    assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+    assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(60)), "faded");
+    tokio::time::advance(Duration::from_secs(120)).await;
+    gate.slow_down();
+    assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+    assert_eq!(
+        gate.reserve(1, None),
+        Ok(Duration::from_secs(75)),
+        "slowed again"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exact_gate_is_held_by_a_throttle_but_not_slowed() {
+    let gate = RateGate::new(10, Duration::from_secs(1), 1)
+        .unwrap()
+        .exact();
+    gate.slow_down();
+    gate.hold(Duration::from_secs(2));
+    assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(2)));
+    assert_eq!(
+        gate.reserve(1, None),
+        Ok(Duration::from_millis(2100)),
+        "its declared 10/s after the hold"
+    );
+}

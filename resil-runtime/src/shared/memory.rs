@@ -27,6 +27,9 @@ pub(crate) struct Hub {
     state: Mutex<State>,
 }
 
+/// A throttle's hold on its way to the store: who sent it, for which gate, how long.
+type InFlight = (usize, Arc<str>, u64, u64, Duration);
+
 #[derive(Default)]
 struct State {
     /// Until when each breaker is open (µs since the origin).
@@ -37,6 +40,8 @@ struct State {
     breakers: Vec<(usize, Arc<str>, Weak<Breaker>)>,
     links: Vec<(usize, Weak<GateLink>)>,
     instances: usize,
+    /// While holds are late (as Redis's are: sent in the background), those not arrived yet.
+    late: Option<Vec<InFlight>>,
 }
 
 /// A gate's hash in Redis.
@@ -67,7 +72,8 @@ impl Hub {
     }
 
     /// The store stops answering, or answers again: then, as Redis's re-sync does, what was
-    /// not heard is told, and every breaker learns of the openings in force.
+    /// not heard is told, every breaker learns of the openings in force, and the slots the
+    /// local gates promised meanwhile are revoked (taken again from the store).
     pub(crate) fn set_available(&self, available: bool) {
         self.available.store(available, Ordering::Release);
         if !available {
@@ -95,6 +101,63 @@ impl Hub {
                 }
             }
             link.pending.published(pending);
+        }
+        let links: Vec<_> = lock_std(&self.state)
+            .links
+            .iter()
+            .filter_map(|(_, link)| link.upgrade())
+            .collect();
+        for link in links {
+            link.revoke_waiting();
+        }
+    }
+
+    /// Throttles' holds arrive late from now on, as Redis's may: the store decides without
+    /// them until [`Hub::deliver_holds`].
+    pub(crate) fn delay_holds(&self) {
+        lock_std(&self.state).late.get_or_insert_with(Vec::new);
+    }
+
+    /// The holds on their way arrive, and later ones arrive at once again.
+    pub(crate) fn deliver_holds(&self) {
+        let late = lock_std(&self.state).late.take().unwrap_or_default();
+        for (instance, key, credit, interval, wait) in late {
+            self.hold(instance, &key, credit, interval, wait);
+        }
+    }
+
+    /// HOLD: no slot of the gate `key` before `wait` from now, the slots after it revoked, the
+    /// other instances told.
+    fn hold(&self, instance: usize, key: &Arc<str>, credit: u64, interval: u64, wait: Duration) {
+        let now = self.now();
+        let held = now.saturating_add(whole_micros(wait));
+        let peers: Vec<_> = {
+            let mut state = lock_std(&self.state);
+            if let Some(late) = &mut state.late {
+                late.push((instance, Arc::clone(key), credit, interval, wait));
+                return;
+            }
+            let kept = state.gates.entry(Arc::clone(key)).or_default();
+            if kept.held >= held {
+                return;
+            }
+            let used = kept.tat.unwrap_or(0).min(now.saturating_add(credit));
+            let tat = (held + credit).saturating_sub(interval).max(used);
+            *kept = Gate {
+                tat: Some(tat),
+                epoch: kept.epoch + 1,
+                held,
+            };
+            state
+                .links
+                .iter()
+                .filter(|(of, _)| *of != instance)
+                .filter_map(|(_, link)| link.upgrade())
+                .filter(|link| link.key == *key)
+                .collect()
+        };
+        for peer in peers {
+            peer.revoke_waiting();
         }
     }
 
@@ -257,36 +320,10 @@ impl SharedStore for Memory {
     }
 
     fn hold(&self, gate: &GateLink, wait: Duration) {
-        if !self.hub.up() {
-            return;
-        }
-        let now = self.hub.now();
-        let held = now.saturating_add(whole_micros(wait));
-        let peers: Vec<_> = {
-            let mut state = lock_std(&self.hub.state);
-            let kept = state.gates.entry(Arc::clone(&gate.key)).or_default();
-            if kept.held >= held {
-                return;
-            }
-            let used = kept.tat.unwrap_or(0).min(now.saturating_add(gate.credit()));
-            let tat = (held + gate.credit())
-                .saturating_sub(gate.interval)
-                .max(used);
-            *kept = Gate {
-                tat: Some(tat),
-                epoch: kept.epoch + 1,
-                held,
-            };
-            state
-                .links
-                .iter()
-                .filter(|(of, _)| *of != self.instance)
-                .filter_map(|(_, link)| link.upgrade())
-                .filter(|link| link.key == gate.key)
-                .collect()
-        };
-        for peer in peers {
-            peer.peer_held();
+        if self.hub.up() {
+            let (credit, interval) = (gate.credit(), gate.interval);
+            self.hub
+                .hold(self.instance, &gate.key, credit, interval, wait);
         }
     }
 }
@@ -341,158 +378,4 @@ impl Memory {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::AtomicU32;
-
-    use super::*;
-    use crate::{BreakerConfig, Policy, PolicyBuilder, Transient};
-
-    const COOLDOWN: Duration = Duration::from_secs(30);
-
-    #[derive(Debug, PartialEq)]
-    enum Error {
-        Down,
-        Rejected(Rejected),
-    }
-
-    impl Transient for Error {
-        fn is_transient(&self) -> bool {
-            match self {
-                Error::Down => true,
-                Error::Rejected(rejected) => rejected.is_transient(),
-            }
-        }
-    }
-
-    impl From<Rejected> for Error {
-        fn from(rejected: Rejected) -> Self {
-            Error::Rejected(rejected)
-        }
-    }
-
-    /// The policy of one instance, its state shared through `store`.
-    fn instance(builder: PolicyBuilder, store: Arc<Memory>) -> Policy {
-        let mut builder = builder;
-        builder.sharing(|| store as Arc<dyn SharedStore>);
-        builder.build().unwrap()
-    }
-
-    fn breaker_policy(hub: &Arc<Hub>) -> Policy {
-        let breaker = Breaker::new("memory", BreakerConfig::new(2, COOLDOWN).unwrap());
-        instance(Policy::builder().breaker(Arc::new(breaker)), hub.instance())
-    }
-
-    async fn call(
-        policy: &Policy,
-        calls: &AtomicU32,
-        answer: Result<(), Error>,
-    ) -> Result<(), Error> {
-        policy
-            .run(|| {
-                let answer = match &answer {
-                    Ok(()) => Ok(()),
-                    Err(_) => Err(Error::Down),
-                };
-                async move {
-                    calls.fetch_add(1, Ordering::Relaxed);
-                    answer
-                }
-            })
-            .await
-    }
-
-    fn is_open(answer: &Result<(), Error>) -> bool {
-        matches!(answer, Err(Error::Rejected(Rejected::BreakerOpen { .. })))
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_opening_reaches_the_other_instance_and_one_probe_goes_out_for_both() {
-        let hub = Hub::new();
-        let (a, b) = (breaker_policy(&hub), breaker_policy(&hub));
-        let calls = AtomicU32::new(0);
-        for _ in 0..2 {
-            assert_eq!(call(&a, &calls, Err(Error::Down)).await, Err(Error::Down));
-        }
-        assert_eq!(b.breaker().unwrap().state(), BreakerState::Open);
-        assert!(
-            is_open(&call(&b, &calls, Ok(())).await),
-            "refused without a call"
-        );
-        assert_eq!(calls.load(Ordering::Relaxed), 2);
-
-        tokio::time::advance(COOLDOWN).await;
-        let probe = a.run(|| async {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            Ok::<_, Error>(())
-        });
-        let (probed, refused) = tokio::join!(probe, async {
-            tokio::task::yield_now().await;
-            call(&b, &calls, Ok(())).await
-        });
-        assert_eq!(probed, Ok(()));
-        assert!(is_open(&refused), "A probes for both: {refused:?}");
-        assert_eq!(
-            b.breaker().unwrap().state(),
-            BreakerState::Closed,
-            "A's closing reached B"
-        );
-        assert_eq!(call(&b, &calls, Ok(())).await, Ok(()));
-    }
-
-    fn gated(hub: &Arc<Hub>, fail_closed: bool) -> Policy {
-        let builder = Policy::builder()
-            .name("memory::gate")
-            .rate(1, Duration::from_secs(1), 1);
-        let mut policy = builder;
-        policy
-            .sharing(|| hub.instance() as Arc<dyn SharedStore>)
-            .fail_closed = fail_closed;
-        policy.build().unwrap()
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_shared_gate_holds_its_rate_across_instances() {
-        let hub = Hub::new();
-        let (a, b) = (gated(&hub, false), gated(&hub, false));
-        let calls = AtomicU32::new(0);
-        let start = Instant::now();
-        call(&a, &calls, Ok(())).await.unwrap();
-        call(&b, &calls, Ok(())).await.unwrap();
-        call(&a, &calls, Ok(())).await.unwrap();
-        assert_eq!(
-            start.elapsed(),
-            Duration::from_secs(2),
-            "1/s across both, not each"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn while_the_store_is_down_instances_decide_alone_and_catch_up_when_it_is_back() {
-        let hub = Hub::new();
-        let calls = AtomicU32::new(0);
-        hub.set_available(false);
-        let (open, closed) = (gated(&hub, false), gated(&hub, true));
-        assert_eq!(call(&open, &calls, Ok(())).await, Ok(()), "fails open");
-        assert_eq!(
-            call(&closed, &calls, Ok(())).await,
-            Err(Error::Rejected(Rejected::SharedUnavailable)),
-            "fails closed"
-        );
-
-        let (a, b) = (breaker_policy(&hub), breaker_policy(&hub));
-        for _ in 0..2 {
-            let _ = call(&a, &calls, Err(Error::Down)).await;
-        }
-        assert_eq!(
-            b.breaker().unwrap().state(),
-            BreakerState::Closed,
-            "not heard"
-        );
-        hub.set_available(true);
-        assert_eq!(
-            b.breaker().unwrap().state(),
-            BreakerState::Open,
-            "told at the re-sync"
-        );
-    }
-}
+mod tests;

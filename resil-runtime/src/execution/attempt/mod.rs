@@ -19,6 +19,8 @@ use std::task::{Context as TaskContext, Poll};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
+#[cfg(feature = "redis")]
+use super::slots::SharedStart;
 use super::{Decision, Execution, Failure, Next, Progress};
 use crate::breaker::{Breaker, Ticket, Transition, Verdict};
 use crate::bulkhead::BulkheadPermit;
@@ -45,6 +47,10 @@ enum Stage {
     Start,
     /// The rate gates' slot is reserved: waiting for its time (the timer stands for it).
     AwaitingSlot,
+    /// A throttle's hold is in force: waiting for its end (the timer stands for it), then
+    /// starting again.
+    #[cfg(feature = "redis")]
+    Held,
     Call,
     Backoff,
     Done,
@@ -256,8 +262,23 @@ where
                         *this.wait = Some(wait);
                         continue;
                     }
+                    #[cfg(feature = "redis")]
+                    Ok(Begin::Held(until)) => {
+                        set_timer(this.timer.as_mut(), until);
+                        *this.stage = Stage::Held;
+                        continue;
+                    }
                     Err(rejected) => Err(Failure::Rejected(rejected)),
                 },
+                #[cfg(feature = "redis")]
+                Stage::Held => {
+                    if !fired(this.timer.as_mut(), cx) {
+                        return Poll::Pending;
+                    }
+                    this.timer.set(None);
+                    *this.stage = Stage::Start;
+                    continue;
+                }
                 Stage::AwaitingSlot => {
                     if !fired(this.timer.as_mut(), cx) {
                         return Poll::Pending;
@@ -370,6 +391,9 @@ enum Begin<'p> {
     Slot(Instant),
     /// First a wait: for a place in the bulkhead's queue, or for the shared gates' answer.
     Wait(Wait<'p>),
+    /// First the end of a throttle's hold, then the checks again.
+    #[cfg(feature = "redis")]
+    Held(Instant),
 }
 
 /// The checks before the breaker: bulkhead, deadline, rate gates.
@@ -382,8 +406,10 @@ fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
     }
     #[cfg(feature = "redis")]
     if progress.settings.gated {
-        if let Some(wait) = progress.shared_slots()? {
-            return Ok(Begin::Wait(Wait::Shared(wait)));
+        match progress.shared_slots()? {
+            SharedStart::Ask(wait) => return Ok(Begin::Wait(Wait::Shared(wait))),
+            SharedStart::Held(until) => return Ok(Begin::Held(until)),
+            SharedStart::Local => {}
         }
     }
     let wait = progress.reserve_slots()?;

@@ -77,12 +77,15 @@ impl<K> PolicyBuilder<K> {
             .bulkhead
             .map(|limit| Bulkhead::with_queue(limit, self.bulkhead_queue))
             .transpose()?;
-        let gate = |key, rate: Option<(u64, Duration, u64)>| {
-            rate.map(|(count, period, burst)| RateGate::for_key(key, count, period, burst))
-                .transpose()
+        let gate = |key, rate: Option<(u64, Duration, u64)>, exact: bool| {
+            rate.map(|(count, period, burst)| {
+                let gate = RateGate::for_key(key, count, period, burst)?;
+                Ok::<_, ConfigError>(if exact { gate.exact() } else { gate })
+            })
+            .transpose()
         };
-        let mut rate = gate("rate", self.rate)?;
-        let mut token_rate = gate("token_rate", self.token_rate)?;
+        let mut rate = gate("rate", self.rate, self.exact.rate)?;
+        let mut token_rate = gate("token_rate", self.token_rate, self.exact.token_rate)?;
         let name = self.name.unwrap_or_else(|| Arc::from("policy"));
         let budget = self
             .budget

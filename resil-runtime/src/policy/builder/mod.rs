@@ -67,6 +67,7 @@ pub struct PolicyBuilder<K = Unkeyed> {
     bulkhead_queue: usize,
     rate: Option<(u64, Duration, u64)>,
     token_rate: Option<(u64, Duration, u64)>,
+    exact: Exact,
     budget: Option<(f64, f64)>,
     independent: bool,
     listener: Option<Arc<dyn Listener>>,
@@ -82,6 +83,13 @@ enum BreakerSpec {
     Named(String, u32, Duration),
     PerKey(u32, Duration),
     Given(Arc<Breaker>),
+}
+
+/// Which gates' limits are the provider's exactly (see [`crate::RateGate::exact`]).
+#[derive(Debug, Default, Clone, Copy)]
+struct Exact {
+    rate: bool,
+    token_rate: bool,
 }
 
 /// Which of the bulkhead and gates each key has its own of.
@@ -114,6 +122,7 @@ impl Default for PolicyBuilder {
             bulkhead_queue: 0,
             rate: None,
             token_rate: None,
+            exact: Exact::default(),
             budget: None,
             independent: false,
             listener: None,
@@ -309,6 +318,19 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
+    /// The rate gate's limit is the provider's exactly (`rate = "10/s, exact"`): a 429 holds
+    /// it for the wait it asks, and does not slow it down (see [`crate::RateGate::exact`]).
+    pub fn rate_exact(mut self) -> Self {
+        self.exact.rate = true;
+        self
+    }
+
+    /// The token gate's limit is the provider's exactly (see [`PolicyBuilder::rate_exact`]).
+    pub fn token_rate_exact(mut self) -> Self {
+        self.exact.token_rate = true;
+        self
+    }
+
     /// Retries may add at most `ratio` (0.2 for 20 %) to first attempts over a sliding
     /// 10-second window, plus `min_per_sec` retries per second (see [`RetryBudget`](crate::RetryBudget)).
     pub fn retry_budget(mut self, ratio: f64, min_per_sec: f64) -> Self {
@@ -385,6 +407,7 @@ impl<K> PolicyBuilder<K> {
             bulkhead_queue: self.bulkhead_queue,
             rate: self.rate,
             token_rate: self.token_rate,
+            exact: self.exact,
             budget: self.budget,
             independent: self.independent,
             listener: self.listener,

@@ -240,6 +240,15 @@ impl Store {
             .await
             .map_err(|error| format!("re-sync failed: {error}"))?;
         self.available.store(true, Ordering::Release);
+        // The slots the local gates promised meanwhile are taken again from Redis: run beside
+        // its schedule, which does not count them, they would double the rate.
+        let gates: Vec<_> = lock_std(&self.gates)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for gate in gates {
+            gate.revoke_waiting();
+        }
         self.outage_ends();
         Ok(())
     }
@@ -257,7 +266,7 @@ impl Store {
                 .get(message.id)
                 .and_then(Weak::upgrade);
             if let Some(gate) = gate {
-                gate.peer_held();
+                gate.revoke_waiting();
             }
             return;
         }
