@@ -5,8 +5,8 @@ use std::future::Future;
 pub use core::time::Duration;
 pub use resil_runtime::stream::{Commit, Committed, OrFallback, ResilientStream, Stream};
 pub use resil_runtime::{
-    BreakerKind, Execution, Jitter, KeyTuple, Keyed, Next, Outcome, Policy, PolicyBuilder,
-    Rejected, Transient,
+    Attempt, BreakerKind, Execution, FromRejected, Jitter, KeyTuple, Keyed, Next, Outcome, Policy,
+    PolicyBuilder, Rejected, Transient,
 };
 pub use std::sync::LazyLock;
 
@@ -61,17 +61,6 @@ macro_rules! __resil_shared {
     };
 }
 
-/// `From<Rejected>`, with an error message written for a person.
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot carry resil's own failures (timeouts, open breaker, full bulkhead): it does not implement `From<resil::Rejected>`",
-    label = "this error type needs `From<resil::Rejected>`",
-    note = "add a variant such as `#[error(transparent)] #[transient(transparent)] Rejected(#[from] resil::Rejected)`, or implement `From<resil::Rejected>` by hand"
-)]
-pub trait FromRejected: From<Rejected> {}
-
-#[diagnostic::do_not_recommend]
-impl<E: From<Rejected>> FromRejected for E {}
-
 /// Starts an operation of `policy` on the state of `key`. A key expression of the wrong type
 /// is reported here, by this name, rather than inside the runtime.
 #[inline]
@@ -96,14 +85,15 @@ impl<T, E> ResultType for Result<T, E> {
 }
 
 /// One attempt, with the attempt's output type fixed to the function's return type so that
-/// `?` in the body infers its conversion.
+/// `?` in the body infers its conversion. The error type's bounds (`Transient`, `From<Rejected>`)
+/// are those of the attempt's `Future`: checked once, where the expansion awaits it, so a
+/// missing one is one error.
 pub fn attempt<'a, 'p, R, F>(
     execution: &'a mut Execution<'p, R::Err>,
     attempt: F,
-) -> impl Future<Output = Next<R::Ok, R::Err>> + use<'a, 'p, R, F>
+) -> Attempt<'a, 'p, F, R::Err>
 where
     R: ResultType,
-    R::Err: Transient + FromRejected,
     F: Future<Output = Result<R::Ok, R::Err>>,
 {
     execution.attempt(attempt)
@@ -121,13 +111,14 @@ pub fn site_policy<K>(builder: PolicyBuilder<K>) -> Policy<K> {
 /// One attempt of a streaming function: the body connects, then the items are awaited up to
 /// the one that `commit` accepts. `T` and `E` come from the declared
 /// `Result<impl Stream<Item = Result<T, E>>, E>`, so `?` in the body infers its conversion.
+/// `Transient` is checked once, where the expansion awaits the attempt (see [`attempt`]).
 pub fn stream_attempt<'a, 'p, T, E, S, F>(
     execution: &'a mut Execution<'p, E>,
     connect: F,
     commit: Commit<T>,
-) -> impl Future<Output = Next<Committed<T, S>, E>> + use<'a, 'p, T, E, S, F>
+) -> Attempt<'a, 'p, impl Future<Output = Result<Committed<T, S>, E>> + use<'p, T, E, S, F>, E>
 where
-    E: Transient + FromRejected,
+    E: FromRejected,
     F: Future<Output = Result<S, E>>,
     S: Stream<Item = Result<T, E>>,
 {

@@ -150,6 +150,6 @@ pub use key::{Key, KeyTuple, MAX_KEY_BYTES};
 pub use latency::worst_case;
 pub use operation::{Operation, OperationId};
 pub use policy::{KeyScope, Keyed, Keys, Policy, PolicyBuilder, Tuning, Unkeyed};
-pub use rejected::Rejected;
+pub use rejected::{FromRejected, Rejected};
 pub use resil_spec::profiles;
 pub use transient::Transient;

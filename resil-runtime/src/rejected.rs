@@ -141,6 +141,19 @@ impl Transient for Rejected {
     }
 }
 
+/// `From<Rejected>`, with an error message written for a person: what an error type needs so
+/// that an operation can fail with the runtime's own failures.
+#[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot carry resil's own failures (timeouts, open breaker, full bulkhead): it does not implement `From<resil::Rejected>`",
+    label = "this error type needs `From<resil::Rejected>`",
+    note = "add a variant such as `#[error(transparent)] #[transient(transparent)] Rejected(#[from] resil::Rejected)`, or implement `From<resil::Rejected>` by hand"
+)]
+pub trait FromRejected: From<Rejected> {}
+
+#[diagnostic::do_not_recommend]
+impl<E: From<Rejected>> FromRejected for E {}
+
 /// A duration written for people: `250ms`, `1.5s`, `12s`, `2m30s`, `3h20m`. Rounded up to the
 /// unit shown, so a "retry in" is never shorter than the real wait.
 #[derive(Debug, Clone, Copy)]

@@ -48,11 +48,9 @@ fn keyed_breaker_lookup_of_a_known_key_allocates_nothing() {
     );
 }
 
-/// The docs of `Keys` promise what a key costs whatever a request puts in it: keys of a
-/// megabyte each, through a policy with everything per key, keep at most that many bytes.
-#[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
-    let policy = Policy::builder()
+/// A policy with everything per key: a breaker, a bulkhead, rate and token gates.
+fn everything_per_key() -> resil_runtime::PolicyBuilder<resil_runtime::Keyed> {
+    Policy::builder()
         .breaker_per_key("user", 5, Duration::from_secs(30))
         .bulkhead(8)
         .bulkhead_per_key()
@@ -60,11 +58,13 @@ async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
         .rate_per_key()
         .token_rate(90_000, Duration::from_secs(60), 1_000)
         .token_rate_per_key()
-        .build()
-        .unwrap();
+}
+
+/// The bytes each of 100 keys of `size` bytes keeps through `policy`.
+async fn bytes_per_key(policy: &Policy<resil_runtime::Keyed>, size: usize) -> i64 {
     const KEYS: usize = 100;
     let keys: Vec<String> = (0..KEYS)
-        .map(|i| format!("{i}:{}", "x".repeat(1 << 20)))
+        .map(|i| format!("{i}:{}", "x".repeat(size)))
         .collect();
     let before = live_bytes();
     for key in &keys {
@@ -73,13 +73,40 @@ async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
             .await
             .unwrap();
     }
-    let per_key = (live_bytes() - before) / KEYS as i64;
     assert_eq!(policy.keys().unwrap().len(), KEYS);
-    assert!(
-        per_key <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
-        "a key costs {per_key} bytes"
-    );
-    println!("a key of 1 MiB costs {per_key} bytes");
+    (live_bytes() - before) / KEYS as i64
+}
+
+/// The docs of `Keys` promise what a key costs whatever a request puts in it: keys of 4 KiB
+/// and of a megabyte each, through a policy with everything per key, keep at most that many
+/// bytes.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
+    for size in [4 << 10, 1 << 20] {
+        let policy = everything_per_key().build().unwrap();
+        let per_key = bytes_per_key(&policy, size).await;
+        assert!(
+            per_key <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
+            "a key of {size} bytes costs {per_key} bytes"
+        );
+        println!("a key of {size} bytes costs {per_key} bytes");
+    }
+}
+
+/// The same through a policy shared through Redis, whose keys also keep their place in the
+/// store (it need not be connected: the links are made when the key is).
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_shared_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
+    for size in [4 << 10, 1 << 20] {
+        let policy = everything_per_key().shared().build().unwrap();
+        let per_key = bytes_per_key(&policy, size).await;
+        assert!(
+            per_key <= resil_runtime::Keys::MAX_BYTES_PER_SHARED_KEY as i64,
+            "a shared key of {size} bytes costs {per_key} bytes"
+        );
+        println!("a shared key of {size} bytes costs {per_key} bytes");
+    }
 }
 
 /// The guide's figure for a keyed breaker (`resil::guide::costs`) (the breaker, its key and its map entry): the

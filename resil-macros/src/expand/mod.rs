@@ -106,7 +106,11 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     let output = respan(output.to_token_stream(), blame);
     let attempt = match &config.stream {
         None => quote_spanned! {blame=>
-            ::resil::__private::attempt::<#output, _>(&mut __resil_execution, async #block).await
+            // Awaited from a binding: a missing bound of the error type is one error, at it.
+            {
+                let __resil_attempt = ::resil::__private::attempt::<#output, _>(&mut __resil_execution, async #block);
+                __resil_attempt.await
+            }
         },
         Some(StreamShape {
             item,
@@ -129,7 +133,10 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
                 },
             };
             quote_spanned! {blame=>
-                ::resil::__private::stream_attempt::<#item, #error, _, _>(&mut __resil_execution, async #block, #commit).await
+                {
+                    let __resil_attempt = ::resil::__private::stream_attempt::<#item, #error, _, _>(&mut __resil_execution, async #block, #commit);
+                    __resil_attempt.await
+                }
             }
         }
     };

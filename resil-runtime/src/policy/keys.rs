@@ -155,6 +155,12 @@ impl Keys {
     /// bounds a keyed policy to about 20 MB. Checked by `tests/alloc.rs`.
     pub const MAX_BYTES_PER_KEY: usize = 2048;
 
+    /// [`Keys::MAX_BYTES_PER_KEY`] for a policy shared through Redis, whose keys also keep
+    /// their places in the store (a Redis key per gate and per breaker, each holding the
+    /// key's name): about 30 MB for 10 000 keys. Checked by `tests/alloc.rs`.
+    #[cfg(feature = "redis")]
+    pub const MAX_BYTES_PER_SHARED_KEY: usize = 3072;
+
     pub(crate) fn new(
         label: Arc<str>,
         max_keys: usize,

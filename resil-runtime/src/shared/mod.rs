@@ -65,6 +65,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// `shared_timeout` unless set: 50 ms.
+#[deprecated(
+    since = "0.1.1",
+    note = "unused by resil: the default, 50 ms, is documented on `PolicyBuilder::shared_timeout`"
+)]
 pub const DEFAULT_TIMEOUT: Duration = resil_spec::defaults::SHARED_TIMEOUT;
 
 /// A Redis store for shared state: a connection, a subscription to the breakers' channel,

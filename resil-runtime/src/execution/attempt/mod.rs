@@ -27,7 +27,7 @@ use crate::bulkhead::BulkheadPermit;
 use crate::deadline::{later, Cut, Limits};
 use crate::events::AttemptOutcome;
 use crate::policy::BreakerRef;
-use crate::{Rejected, Transient};
+use crate::{FromRejected, Rejected, Transient};
 
 mod probe;
 
@@ -123,7 +123,7 @@ impl<'e, 'p, F, E> Attempt<'e, 'p, F, E> {
 impl<'p, T, E, F> Future for Attempt<'_, 'p, F, E>
 where
     F: Future<Output = Result<T, E>>,
-    E: Transient + From<Rejected>,
+    E: Transient + FromRejected,
 {
     type Output = Next<T, E>;
 

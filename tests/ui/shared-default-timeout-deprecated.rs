@@ -1,0 +1,5 @@
+#![deny(deprecated)]
+
+fn main() {
+    let _ = resil::shared::DEFAULT_TIMEOUT;
+}
