@@ -47,18 +47,14 @@ fn the_readmes_commands_are_the_demo_and_the_ci_test_command() {
         .1;
     assert_eq!(
         commands,
-        [
-            "cargo run --example retry_storm",
-            "cargo test --workspace --all-features"
-        ]
+        ["cargo run --example retry_storm", "cargo xtask test"]
     );
     assert!(Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/retry_storm.rs")
         .exists());
     let ci = read(".ci/run");
     assert!(
-        ci.lines()
-            .any(|line| line.trim() == "cargo test --workspace --all-features"),
+        ci.lines().any(|line| line.trim() == "cargo xtask test"),
         ".ci/run does not run the README's test command as written"
     );
 }
