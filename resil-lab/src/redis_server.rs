@@ -110,17 +110,28 @@ impl RedisServer {
     /// Runs one command on a connection of its own (redis-rs, blocking), for a test's look at
     /// the server or a fault (`DEBUG SLEEP 1`). `None` if the server does not answer.
     pub fn query<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Option<T> {
-        let client = redis::Client::open(self.url()).ok()?;
-        let mut connection = client
-            .get_connection_with_timeout(Duration::from_secs(1))
-            .ok()?;
-        command.query(&mut connection).ok()
+        self.try_query(command).ok()
+    }
+
+    /// [`RedisServer::query`], with the error when the server does not answer or refuses.
+    pub fn try_query<T: redis::FromRedisValue>(
+        &self,
+        command: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        let client = redis::Client::open(self.url())?;
+        let mut connection = client.get_connection_with_timeout(Duration::from_secs(1))?;
+        command.query(&mut connection)
     }
 
     /// The keys whose name starts with `prefix`.
+    ///
+    /// Panics, with the error, if the server does not answer: "no key left" must not pass
+    /// because nobody could look.
     pub fn keys(&self, prefix: &str) -> Vec<String> {
-        self.query(redis::cmd("KEYS").arg(format!("{prefix}*")))
-            .unwrap_or_default()
+        self.try_query(redis::cmd("KEYS").arg(format!("{prefix}*")))
+            .unwrap_or_else(|error| {
+                panic!("KEYS {prefix}* on redis-server port {}: {error}", self.port)
+            })
     }
 }
 
