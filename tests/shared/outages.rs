@@ -64,26 +64,19 @@ async fn redis_killed_mid_run_fails_open_and_resyncs_when_back() {
     assert_eq!(call(&b.policy, &calls, Ok(())).await, Ok(()));
 }
 
-#[tokio::test]
-async fn a_slow_redis_fails_open_within_shared_timeout() {
-    let Some(server) = RedisServer::start() else {
-        return;
-    };
-    let shape = |p: resil::PolicyBuilder| {
-        p.rate(100, Duration::from_secs(1), 100)
-            .shared_timeout(Duration::from_millis(50))
-    };
-    let a = instance(&server, shape).await;
-    let calls = Calls::default();
-    assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
-
+/// Puts `server` to sleep for `seconds` (`DEBUG SLEEP`, from a thread of its own: a blocking
+/// task would hold a paused clock still) and returns once it no longer answers.
+async fn asleep(
+    server: &RedisServer,
+    seconds: u64,
+) -> std::thread::JoinHandle<redis::RedisResult<()>> {
     let url = server.url();
-    let sleeper = tokio::task::spawn_blocking(move || {
-        let client = redis::Client::open(url).unwrap();
-        let mut connection = client.get_connection().unwrap();
+    let sleeper = std::thread::spawn(move || {
+        let client = redis::Client::open(url)?;
+        let mut connection = client.get_connection()?;
         redis::cmd("DEBUG")
             .arg("SLEEP")
-            .arg(5)
+            .arg(seconds)
             .query::<()>(&mut connection)
     });
     let url = server.url();
@@ -97,23 +90,79 @@ async fn a_slow_redis_fails_open_within_shared_timeout() {
         redis::cmd("PING").query::<String>(&mut connection).is_err()
     })
     .await;
+    sleeper
+}
+
+#[tokio::test]
+async fn a_slow_redis_fails_open_within_shared_timeout() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let shape = |p: resil::PolicyBuilder| {
+        p.rate(100, Duration::from_secs(1), 100)
+            .shared_timeout(Duration::from_millis(50))
+    };
+    let a = instance(&server, shape).await;
+    let calls = Calls::default();
+    assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+
+    let sleeper = asleep(&server, 2).await;
     assert!(a.store.is_available(), "nothing has waited on Redis yet");
     let started = Instant::now();
     assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
-    // A lower bound holds however loaded the machine is; the upper one is Redis's sleep.
+    // Both bounds hold however loaded the machine is: 50 ms waited at least, and well short
+    // of the 2 s a call waiting for Redis would take (the exact 50 ms is checked on the
+    // paused clock below).
+    let waited = started.elapsed();
     assert!(
-        started.elapsed() >= Duration::from_millis(50),
-        "waited shared_timeout for Redis: {:?}",
-        started.elapsed()
+        waited >= Duration::from_millis(50),
+        "waited shared_timeout for Redis: {waited:?}"
+    );
+    assert!(
+        waited < Duration::from_secs(1),
+        "decided locally, not after Redis's sleep: {waited:?}"
     );
     assert!(
         !sleeper.is_finished(),
         "decided locally after shared_timeout, while Redis still sleeps"
     );
     assert!(!a.store.is_available());
-    sleeper.await.unwrap().unwrap();
+    let slept = tokio::task::spawn_blocking(move || sleeper.join()).await;
+    slept.unwrap().unwrap().unwrap();
     eventually("the store is back", || a.store.is_available()).await;
     assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+}
+
+/// Fail-open's bound is Redis's store's (its scripts run under `shared_timeout` by tokio's
+/// clock): connected on the real clock, then paused while Redis sleeps for longer than this
+/// test lasts, the call decides when the 50 ms are over, however loaded the machine is. To
+/// the timer's millisecond: timers round up to one, and a clock paused mid-run keeps its
+/// fraction of a millisecond.
+#[test]
+fn a_sleeping_redis_is_given_up_after_shared_timeout_on_the_paused_clock() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let a = instance(&server, |p| p.rate(100, Duration::from_secs(1), 100)).await;
+        let calls = Calls::default();
+        assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+        // Killed with the server when the test ends.
+        let _sleeper = asleep(&server, 30).await;
+        tokio::time::pause();
+        let asked = tokio::time::Instant::now();
+        assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()), "fails open");
+        let waited = asked.elapsed();
+        assert!(
+            waited >= Duration::from_millis(50) && waited <= Duration::from_millis(51),
+            "the default shared_timeout, 50 ms: {waited:?}"
+        );
+        assert!(!a.store.is_available());
+    });
 }
 
 #[tokio::test]

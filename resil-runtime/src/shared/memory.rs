@@ -24,6 +24,8 @@ use crate::Rejected;
 pub(crate) struct Hub {
     origin: Instant,
     available: AtomicBool,
+    /// Whether its answers come too late (see [`Hub::set_slow`]).
+    slow: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -57,6 +59,7 @@ impl Hub {
         Arc::new(Hub {
             origin: Instant::now(),
             available: AtomicBool::new(true),
+            slow: AtomicBool::new(false),
             state: Mutex::default(),
         })
     }
@@ -110,6 +113,16 @@ impl Hub {
         for link in links {
             link.revoke_waiting();
         }
+    }
+
+    /// The store answers too late from now on (`true`), as a Redis in `DEBUG SLEEP` does, or in
+    /// time again: a reservation or a probe's lock gets no answer, and is given up after the
+    /// policy's `shared_timeout` as Redis's store gives it up (`Store::eval`; which then decides
+    /// locally at once until Redis answers again, where every question here waits it out). The
+    /// seam leaves that bound to the store: the execution waits for a store's answer within
+    /// the deadline only.
+    pub(crate) fn set_slow(&self, slow: bool) {
+        self.slow.store(slow, Ordering::Release);
     }
 
     /// Throttles' holds arrive late from now on, as Redis's may: the store decides without
@@ -169,6 +182,10 @@ impl Hub {
         self.available.load(Ordering::Acquire)
     }
 
+    fn slow(&self) -> bool {
+        self.slow.load(Ordering::Acquire)
+    }
+
     /// The other instances' breakers named `id`.
     fn peers(&self, instance: usize, id: &str) -> Vec<Arc<Breaker>> {
         lock_std(&self.state)
@@ -217,6 +234,15 @@ fn release(locks: &mut HashMap<Arc<str>, (usize, u64)>, id: &str, instance: usiz
     }
 }
 
+/// A question a slow store never answers: `unanswered` once `timeout` is over, as Redis's
+/// store bounds its scripts.
+async fn too_late<T>(timeout: Duration, unanswered: T) -> T {
+    let never = std::future::pending::<T>();
+    tokio::time::timeout(timeout, never)
+        .await
+        .unwrap_or(unanswered)
+}
+
 /// One instance's store.
 pub(crate) struct Memory {
     hub: Arc<Hub>,
@@ -261,6 +287,9 @@ impl SharedStore for Memory {
         link: &'a BreakerLink,
         limit: Duration,
     ) -> StoreFuture<'a, ProbeAnswer> {
+        if self.hub.up() && self.hub.slow() {
+            return Box::pin(too_late(link.sharing.timeout, ProbeAnswer::Unavailable));
+        }
         let answer = if self.hub.up() {
             let now = self.hub.now();
             let mut state = lock_std(&self.hub.state);
@@ -304,6 +333,10 @@ impl SharedStore for Memory {
         gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
         limit: Option<Duration>,
     ) -> StoreFuture<'static, SharedSlots> {
+        let first = gates.iter().flatten().next();
+        if let Some((gate, ..)) = first.filter(|_| self.hub.up() && self.hub.slow()) {
+            return Box::pin(too_late(gate.sharing.timeout, SharedSlots::Unavailable));
+        }
         Box::pin(std::future::ready(self.reserve_now(&gates, limit)))
     }
 
