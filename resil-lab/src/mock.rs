@@ -19,6 +19,7 @@
 //!   completions endpoint (a sliding window, as nginx's `limit_req` without burst would
 //!   count); the others get 429 with `Retry-After: 1`, and are not billed.
 //! - [`MockProvider::set_down`] starts and ends an outage: meanwhile completions answer 503.
+//! - [`MockProvider::answer_together`] holds the first requests' answers until they are all in.
 //! - `/hang`: accepts the request and never answers.
 //! - `/401`: answers 401 Unauthorized. `/503`: 503 with `Retry-After: 1`. `/quota`: 429
 //!   whose body says `insufficient_quota` (the account is out of credit; no wait helps).
@@ -75,6 +76,10 @@ struct State {
     answers: Mutex<HashMap<String, watch::Receiver<Answer>>>,
     /// An outage: completions answer 503 until it ends.
     down: AtomicBool,
+    /// Requests whose answers wait until this many have come in (0: none wait).
+    together: AtomicU32,
+    /// Wakes the waiting requests once the last of them is in.
+    all_in: tokio::sync::Notify,
 }
 
 /// The running server; stopped when dropped or by [`MockProvider::stop`].
@@ -160,6 +165,16 @@ impl MockProvider {
         self.state.down.store(down, Ordering::SeqCst);
     }
 
+    /// Holds the answers of the first `requests` requests (counted from the start) until the
+    /// last of them is in, then answers them all; later requests are answered at once. So that
+    /// callers started together all reach the provider before any answer comes back, however
+    /// late the scheduler runs the last of them: a breaker then sees every first attempt start
+    /// before its first failure. A request that never comes leaves the others waiting: the
+    /// count must be what the callers send.
+    pub fn answer_together(&self, requests: u32) {
+        self.state.together.store(requests, Ordering::SeqCst);
+    }
+
     /// What it has done so far.
     pub fn stats(&self) -> Stats {
         let load = |n: &AtomicU32| n.load(Ordering::SeqCst);
@@ -221,7 +236,8 @@ async fn handle(
     state: Arc<State>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
-    state.requests.fetch_add(1, Ordering::SeqCst);
+    let arrived = state.requests.fetch_add(1, Ordering::SeqCst) + 1;
+    together(&state, arrived).await;
     let response = match request.uri().path() {
         "/hang" => std::future::pending().await,
         "/401" => full(StatusCode::UNAUTHORIZED, r#"{"error":"invalid api key"}"#),
@@ -235,6 +251,29 @@ async fn handle(
         _ => full(StatusCode::NOT_FOUND, r#"{"error":"no such endpoint"}"#),
     };
     Ok(response)
+}
+
+/// Waits, if `arrived` (this request's number) is one of those [`MockProvider::answer_together`]
+/// holds, until the last of them is in.
+async fn together(state: &State, arrived: u32) {
+    let together = state.together.load(Ordering::SeqCst);
+    if arrived > together {
+        return;
+    }
+    if arrived == together {
+        state.all_in.notify_waiters();
+        return;
+    }
+    loop {
+        let all_in = state.all_in.notified();
+        tokio::pin!(all_in);
+        // Registered before the count is read: the last request's wake-up cannot slip by.
+        all_in.as_mut().enable();
+        if state.requests.load(Ordering::SeqCst) >= together {
+            return;
+        }
+        all_in.await;
+    }
 }
 
 fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> {

@@ -95,6 +95,8 @@ async fn cooldown_over(server: &RedisServer) {
 struct StoreEvents {
     url: String,
     seen: Mutex<Vec<&'static str>>,
+    /// When the first outage was said.
+    first_outage: Mutex<Option<Instant>>,
 }
 
 impl Listener for StoreEvents {
@@ -102,6 +104,10 @@ impl Listener for StoreEvents {
         match event {
             Event::SharedUnavailable { store, .. } if *store == self.url => {
                 self.seen.lock().unwrap().push("unavailable");
+                self.first_outage
+                    .lock()
+                    .unwrap()
+                    .get_or_insert_with(Instant::now);
             }
             Event::SharedRestored { store } if *store == self.url => {
                 self.seen.lock().unwrap().push("restored");
@@ -115,6 +121,7 @@ fn listen(server: &RedisServer) -> Arc<StoreEvents> {
     let listener = Arc::new(StoreEvents {
         url: server.url(),
         seen: Mutex::default(),
+        first_outage: Mutex::default(),
     });
     events::add_global_listener(Arc::clone(&listener) as Arc<dyn Listener>);
     listener
