@@ -3,8 +3,10 @@
 //!
 //! Here, in this process, two keys share state only when they are equal as values: strings
 //! (`str`, `String`, `Arc<str>`, `char`...) by their text, integers by their value whatever
-//! their type, and a key of any other type by its `Eq`, whatever it prints as (two unequal
-//! tenants that print alike, or two types of one name, stay apart).
+//! their type, and a key of any other type by its type and what its `Hash` writes, whatever it
+//! prints as (two unequal tenants that print alike, or two types of one name, stay apart). That
+//! part is kept as a SHA-256, so its cost is bounded whatever the value holds, and a hostile
+//! value cannot be made to collide with another.
 //!
 //! The name is what a store shared by many instances (Redis) and the metrics see, so it is
 //! made of the key's text only, the same in every build and every instance. It tells apart
@@ -43,8 +45,9 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// id...), or a [`KeyTuple`] of those (per `(provider, model)`).
 ///
 /// In this process a key is found by its value (see the module docs): strings by their text,
-/// integers by their value, other types by their `Eq`, so two unequal values never share
-/// state, whatever they print as. Its name, shown in events and metrics and used as its key in
+/// integers by their value, other types by what their `Hash` writes (kept as its SHA-256, so a
+/// key of a megabyte costs what one of a byte does), which for a `Hash` and an `Eq` that agree,
+/// as derived ones do, tells apart every two unequal values, whatever they print as. Its name, shown in events and metrics and used as its key in
 /// a shared store, is its text: `gpt-4o` stays `gpt-4o`, `"gpt-4o, mini"` is quoted, `42u32`
 /// is `42`, and a value of another type is named as it prints (`Model::Large` printing `large`
 /// is `large`). For a policy shared through Redis (`shared = true`), a key type's `Display`
@@ -83,35 +86,17 @@ pub trait Key: sealed::Sealed {
     fn values<'k>(&'k self, _visit: &mut dyn FnMut(&'k dyn KeyValue)) {}
 }
 
-/// A key's part compared as a value: its type and its `Eq`, hashed by its `Hash`.
+/// A key's part told apart by what it is: its type and what its `Hash` writes.
 #[doc(hidden)]
 pub trait KeyValue: Send + Sync + 'static {
-    /// Is `other` of this type, and equal?
-    fn same(&self, other: &dyn KeyValue) -> bool;
     /// Feeds the type and the value to `state`.
     fn hash_into(&self, state: &mut dyn Hasher);
-    /// A copy to keep with the key's state.
-    fn kept(&self) -> Box<dyn KeyValue>;
-    /// For `same`'s downcast.
-    fn as_any(&self) -> &dyn Any;
 }
 
-impl<T: Clone + Hash + Eq + Send + Sync + 'static> KeyValue for T {
-    fn same(&self, other: &dyn KeyValue) -> bool {
-        other.as_any().downcast_ref::<T>() == Some(self)
-    }
-
+impl<T: Hash + Send + Sync + 'static> KeyValue for T {
     fn hash_into(&self, mut state: &mut dyn Hasher) {
         TypeId::of::<T>().hash(&mut state);
         self.hash(&mut state);
-    }
-
-    fn kept(&self) -> Box<dyn KeyValue> {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

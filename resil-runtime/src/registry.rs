@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
-use crate::key::{Key, KeyName, KeyValue};
+use sha2::{Digest as _, Sha256};
+
+use crate::key::{Key, KeyName};
 use crate::sync::lock_std;
 
 /// What a registry holds per key.
@@ -27,9 +29,8 @@ pub(crate) trait Member: Send + Sync + 'static {
 /// can be exceeded only by keys in flight at once.
 ///
 /// Entries are found by the key's value: its [`KeyName`], which tells apart any two distinct
-/// strings and integers and bounds what they cost, and the parts of other types
-/// ([`Key::values`]), compared by their `Eq`, so two unequal values that print alike never
-/// share an entry. A lookup takes no lock and, for a key seen before, allocates nothing.
+/// strings and integers and bounds what they cost, and the digest of its parts of other types
+/// ([`Key::values`]), so two unequal values that print alike never share an entry. A lookup takes no lock and, for a key seen before, allocates nothing.
 pub(crate) struct Registry<T> {
     max_keys: usize,
     hasher: foldhash::fast::RandomState,
@@ -65,46 +66,35 @@ impl<T> Clone for Entry<T> {
 struct Cell<T> {
     lease: Lease,
     value: T,
-    /// The key's parts that its name does not tell apart (see [`Key::values`]).
-    parts: Box<[Box<dyn KeyValue>]>,
+    /// The SHA-256 of the key's parts that its name does not tell apart (see
+    /// [`Key::values`]), if it has any.
+    parts: Option<Parts>,
 }
 
-/// A key's parts compared as values, as a lookup sees them: on the stack for up to four.
-#[derive(Default)]
-struct Parts<'k> {
-    first: [Option<&'k dyn KeyValue>; 4],
-    more: Vec<&'k dyn KeyValue>,
+/// What a key's parts other than text and integers write through their `Hash` (each with its
+/// type), digested: bounded whatever they hold, and not collidable by a hostile value.
+type Parts = [u8; 32];
+
+/// The parts of `key` that its name does not tell apart, digested; `None` when it has none.
+fn parts<K: Key + ?Sized>(key: &K) -> Option<Parts> {
+    let mut digest: Option<Digest> = None;
+    key.values(&mut |part| {
+        part.hash_into(digest.get_or_insert_with(|| Digest(Sha256::new())));
+    });
+    digest.map(|digest| digest.0.finalize().into())
 }
 
-impl<'k> Parts<'k> {
-    fn of<K: Key + ?Sized>(key: &'k K) -> Self {
-        let mut parts = Parts::default();
-        let mut len = 0;
-        key.values(&mut |part| {
-            match parts.first.get_mut(len) {
-                Some(slot) => *slot = Some(part),
-                None => parts.more.push(part),
-            }
-            len += 1;
-        });
-        parts
+/// A `Hasher` that feeds a SHA-256.
+struct Digest(Sha256);
+
+impl Hasher for Digest {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
     }
 
-    fn iter(&self) -> impl Iterator<Item = &'k dyn KeyValue> + '_ {
-        self.first
-            .iter()
-            .map_while(|part| *part)
-            .chain(self.more.iter().copied())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.first[0].is_none()
-    }
-
-    /// Whether these are the parts `kept` with an entry.
-    fn matches(&self, kept: &[Box<dyn KeyValue>]) -> bool {
-        self.iter().count() == kept.len()
-            && self.iter().zip(kept).all(|(part, kept)| part.same(&**kept))
+    fn finish(&self) -> u64 {
+        let digest = self.0.clone().finalize();
+        u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
     }
 }
 
@@ -214,7 +204,7 @@ impl<T: Member> Registry<T> {
         };
         let hash = self.hasher.hash_one(text);
         let found = self.find(hash, |entry| {
-            *entry.name == *text && entry.cell.parts.is_empty()
+            *entry.name == *text && entry.cell.parts.is_none()
         });
         match found {
             Some(held) => held,
@@ -223,25 +213,22 @@ impl<T: Member> Registry<T> {
     }
 
     /// [`Registry::get`] for a key whose name is written, and whose parts other than strings
-    /// and integers are compared as values.
+    /// and integers are told apart by their digest.
     #[inline(never)]
     fn get_written<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&str) -> T) -> Held<T> {
         let name = KeyName::of(key);
         let name = name.as_str();
-        let parts = Parts::of(key);
+        let parts = parts(key);
         let mut hash = self.hasher.hash_one(name);
-        if !parts.is_empty() {
-            let mut state = self.hasher.build_hasher();
-            state.write_u64(hash);
-            parts.iter().for_each(|part| part.hash_into(&mut state));
-            hash = state.finish();
+        if let Some(parts) = &parts {
+            hash ^= self.hasher.hash_one(parts);
         }
         let found = self.find(hash, |entry| {
-            *entry.name == *name && parts.matches(&entry.cell.parts)
+            *entry.name == *name && entry.cell.parts == parts
         });
         match found {
             Some(held) => held,
-            None => self.insert(hash, name, Some(&parts), make),
+            None => self.insert(hash, name, parts, make),
         }
     }
 
@@ -272,16 +259,12 @@ impl<T: Member> Registry<T> {
         &self,
         hash: u64,
         name: &str,
-        parts: Option<&Parts<'_>>,
+        parts: Option<Parts>,
         make: impl FnOnce(&str) -> T,
     ) -> Held<T> {
         let mut len = self.size();
         let found = self.find(hash, |entry| {
-            *entry.name == *name
-                && match parts {
-                    Some(parts) => parts.matches(&entry.cell.parts),
-                    None => entry.cell.parts.is_empty(),
-                }
+            *entry.name == *name && entry.cell.parts == parts
         });
         if let Some(held) = found {
             return held;
@@ -292,9 +275,7 @@ impl<T: Member> Registry<T> {
         let cell = Arc::new(Cell {
             lease: Lease::default(),
             value: make(name),
-            parts: parts.map_or_else(Box::default, |parts| {
-                parts.iter().map(KeyValue::kept).collect()
-            }),
+            parts,
         });
         cell.lease.take();
         cell.lease.seen(self.sweeps.load(Ordering::Relaxed));

@@ -60,31 +60,54 @@ fn everything_per_key() -> resil_runtime::PolicyBuilder<resil_runtime::Keyed> {
         .token_rate_per_key()
 }
 
-/// The bytes each of 100 keys of `size` bytes keeps through `policy`.
-async fn bytes_per_key(policy: &Policy<resil_runtime::Keyed>, size: usize) -> i64 {
+/// A tenant's id: a key of a type other than text, which holds what a request put in it.
+#[derive(Clone, Hash, PartialEq, Eq)]
+struct TenantId(String);
+
+impl std::fmt::Display for TenantId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The most bytes each of 100 keys of `size` bytes keeps through `policy`, as strings and as
+/// values of another type.
+async fn bytes_per_key(policy: impl Fn() -> Policy<resil_runtime::Keyed>, size: usize) -> i64 {
     const KEYS: usize = 100;
-    let keys: Vec<String> = (0..KEYS)
+    let texts: Vec<String> = (0..KEYS)
         .map(|i| format!("{i}:{}", "x".repeat(size)))
         .collect();
+    let strings = policy();
     let before = live_bytes();
-    for key in &keys {
-        policy
+    for key in &texts {
+        strings
             .run_keyed(key, || async { Ok::<_, Rejected>(()) })
             .await
             .unwrap();
     }
-    assert_eq!(policy.keys().unwrap().len(), KEYS);
-    (live_bytes() - before) / KEYS as i64
+    let by_string = live_bytes() - before;
+    let values = policy();
+    let ids: Vec<TenantId> = texts.into_iter().map(TenantId).collect();
+    let before = live_bytes();
+    for key in &ids {
+        values
+            .run_keyed(key, || async { Ok::<_, Rejected>(()) })
+            .await
+            .unwrap();
+    }
+    let by_value = live_bytes() - before;
+    assert_eq!(strings.keys().unwrap().len(), KEYS);
+    assert_eq!(values.keys().unwrap().len(), KEYS);
+    by_string.max(by_value) / KEYS as i64
 }
 
 /// The docs of `Keys` promise what a key costs whatever a request puts in it: keys of 4 KiB
-/// and of a megabyte each, through a policy with everything per key, keep at most that many
-/// bytes.
+/// and of a megabyte each, strings or values of another type, through a policy with
+/// everything per key, keep at most that many bytes.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
     for size in [4 << 10, 1 << 20] {
-        let policy = everything_per_key().build().unwrap();
-        let per_key = bytes_per_key(&policy, size).await;
+        let per_key = bytes_per_key(|| everything_per_key().build().unwrap(), size).await;
         assert!(
             per_key <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
             "a key of {size} bytes costs {per_key} bytes"
@@ -99,8 +122,8 @@ async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_shared_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
     for size in [4 << 10, 1 << 20] {
-        let policy = everything_per_key().shared().build().unwrap();
-        let per_key = bytes_per_key(&policy, size).await;
+        let policy = || everything_per_key().shared().build().unwrap();
+        let per_key = bytes_per_key(policy, size).await;
         assert!(
             per_key <= resil_runtime::Keys::MAX_BYTES_PER_SHARED_KEY as i64,
             "a shared key of {size} bytes costs {per_key} bytes"

@@ -279,3 +279,69 @@ fn other_programs_variables_are_not_configuration() {
     assert_eq!(policy.retries(), 1, "nothing applied");
     config::apply(&Overrides::default()).unwrap();
 }
+
+/// Policies built with one name (a policy per client instance, or the builder's unnamed
+/// ones) are each configured by what the configuration says of that name.
+#[test]
+fn every_policy_of_a_name_is_configured() {
+    let _turn = TURN.blocking_lock();
+    let twins: Vec<Policy> = (0..2)
+        .map(|_| {
+            Policy::builder()
+                .name("reconf::twin")
+                .timeout(10 * SECOND)
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let changed = config::apply(&parse("[\"reconf::twin\"]\ntimeout = \"1s\"\n")).unwrap();
+    assert_eq!(changed, 2);
+    for twin in &twins {
+        assert_eq!(twin.tuning().timeout, Some(SECOND));
+    }
+    config::apply(&Overrides::default()).unwrap();
+}
+
+/// A configuration applied while a tuning is set by hand never undoes the hand's: each apply
+/// holds the policy from its check to its apply, and writes its keys over the latest defaults.
+#[test]
+fn a_configuration_applied_meanwhile_never_undoes_a_tuning_set_by_hand() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let _turn = TURN.blocking_lock();
+    let policy = Policy::builder()
+        .name("reconf::race")
+        .timeout(10 * SECOND)
+        .build()
+        .unwrap();
+    let done = AtomicBool::new(false);
+    let retry = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for n in 0..5_000u64 {
+                let ms = 1000 + n % 2 * 1000;
+                let text = format!("[\"reconf::race\"]\ntimeout = \"{ms}ms\"\n");
+                config::apply(&parse(&text)).unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+        });
+        // While the other thread applies thousands of configurations.
+        let mut retry = 0;
+        while !done.load(Ordering::Relaxed) {
+            assert_eq!(
+                policy.retries(),
+                retry,
+                "a configuration undid the hand's tuning"
+            );
+            retry += 1;
+            let mut tuning = policy.tuning();
+            tuning.retry = retry;
+            policy.set_tuning(tuning).unwrap();
+        }
+        retry
+    });
+    assert_eq!(
+        policy.retries(),
+        retry,
+        "a configuration undid the hand's tuning"
+    );
+    config::apply(&Overrides::default()).unwrap();
+}

@@ -135,7 +135,8 @@ fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
     }
     let mut tunings = Vec::with_capacity(revising.len());
     for policy in &revising {
-        let settings = by_site.remove(policy.name()).unwrap_or_default();
+        // Cloned, not taken: policies may share a name, and each gets what it says.
+        let settings = by_site.get(policy.name()).cloned().unwrap_or_default();
         for setting in &settings {
             if let Value::Profile(name) = &setting.value {
                 if profile_values(name, &overrides.profiles).is_none() {
