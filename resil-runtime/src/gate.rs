@@ -370,9 +370,10 @@ impl RateGate {
     /// A call through the gate was throttled (a 429): the limit is lower than declared, or the
     /// network bunched calls the gate spaced. The gate takes 20 % off the rate it ran at (at
     /// most once a period, since calls already in flight collide too; never below a
-    /// sixteenth of the declared rate), and returns to the declared rate linearly over the
-    /// next ten periods without a throttle, and at most [`RateGate::FADE_AT_MOST`]: a gate of
-    /// 1000 a day is slowed for a minute, not for ten days. A gate at a provider's exact limit
+    /// sixteenth of the declared rate, and never by more than [`RateGate::FADE_AT_MOST`] a
+    /// unit), and returns to the declared rate linearly over the next ten periods without a
+    /// throttle, and within [`RateGate::FADE_AT_MOST`]: a gate of 1000 a day is slowed for a
+    /// minute, not for ten days. A gate at a provider's exact limit
     /// thus collides once, not again each time it resumes; one declared
     /// [`exact`](RateGate::exact) is not slowed at all.
     ///
@@ -408,9 +409,11 @@ impl RateGate {
         }
         let interval = self.interval_at(now);
         let slower = interval.saturating_add(interval / 4);
+        // A unit slowed by more than the fade's length would outlast it in the schedule.
         let slowdown = slower
             .min(self.interval.saturating_mul(16))
-            .saturating_sub(self.interval);
+            .saturating_sub(self.interval)
+            .min(nanos(Self::FADE_AT_MOST));
         self.slowed_at.store(now, Ordering::Release);
         self.slowdown.store(slowdown, Ordering::Release);
     }

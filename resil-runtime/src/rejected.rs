@@ -86,7 +86,7 @@ pub enum Rejected {
     /// A stream sent `held` items without the one that commits it (`commit_when`), more than
     /// the policy holds before a commit (`commit_hold`): the attempt ends rather than keep
     /// them. Transient: retried like a stall before the commit.
-    #[error("the stream sent {held} items without one that commits it")]
+    #[error("the stream sent {held} item{} without one that commits it", if *held == 1 { "" } else { "s" })]
     Uncommitted {
         /// The items it sent before the attempt ended.
         held: usize,

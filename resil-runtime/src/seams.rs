@@ -199,6 +199,9 @@ pub(crate) struct GateLink {
     pub(crate) burst: u64,
     /// Throttles that other instances saw (each revokes the slots this instance waits for).
     holds: AtomicU64,
+    /// Times the store answered again after an outage (each revokes the slots this instance's
+    /// gate promised alone, meanwhile).
+    returns: AtomicU64,
 }
 
 impl GateLink {
@@ -233,6 +236,7 @@ impl GateLink {
             interval,
             burst,
             holds: AtomicU64::new(0),
+            returns: AtomicU64::new(0),
         });
         sharing.store.register_gate(&link);
         link
@@ -265,17 +269,27 @@ impl GateLink {
         self.sharing.store.usable()
     }
 
-    /// Throttles other instances saw, and the store's returns: part of the local gate's epoch.
+    /// Throttles other instances saw: part of the local gate's epoch.
     pub(crate) fn holds(&self) -> u64 {
         self.holds.load(Ordering::Acquire)
     }
 
-    /// The slots this instance waits for are revoked: they take new ones from the store.
-    /// When another instance was throttled (the new ones come after its wait), and when the
-    /// store answers again after an outage (slots the local gate promised meanwhile would run
-    /// beside the store's schedule, which does not count them).
+    /// Another instance was throttled: the slots this instance waits for are revoked (they
+    /// take new ones from the store, after the wait).
     pub(crate) fn revoke_waiting(&self) {
         self.holds.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Times the store answered again after an outage, so far.
+    pub(crate) fn returns(&self) -> u64 {
+        self.returns.load(Ordering::Acquire)
+    }
+
+    /// The store answers again after an outage: the slots the local gate promised alone
+    /// meanwhile are revoked (they would run beside the store's schedule, which does not count
+    /// them, and are taken again from it); those the store granted stand.
+    pub(crate) fn store_returned(&self) {
+        self.returns.fetch_add(1, Ordering::AcqRel);
     }
 
     pub(crate) fn refund(&self, slot: RemoteSlot) {

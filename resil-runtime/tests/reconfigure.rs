@@ -270,13 +270,25 @@ fn other_programs_variables_are_not_configuration() {
     );
     assert_eq!(policy.retries(), 1, "and the variable naming the policy");
 
-    let typo = vars(&[("RESIL_RECONF__ENV__TIMOUT", "1s")]);
-    let refused = config::apply(&typo).unwrap_err();
-    assert!(
-        refused.to_string().contains("did you mean `timeout`"),
-        "a variable naming a policy is checked: {refused}"
-    );
+    let mistakes = [
+        ("RESIL_RECONF__ENV__TIMOUT", "did you mean `timeout`"),
+        ("RESIL_RECONF__ENVV__TIMEOUT", "did you mean `reconf::env`"),
+        ("RESIL_RECONF_ENV_TIMEOUT", "RESIL_BILLING__CHARGE__TIMEOUT"),
+    ];
+    for (variable, fix) in mistakes {
+        let refused = config::apply(&vars(&[(variable, "1s")])).unwrap_err();
+        assert!(
+            refused.to_string().contains(fix),
+            "{variable} is near a policy's and refused with the fix: {refused}"
+        );
+    }
     assert_eq!(policy.retries(), 1, "nothing applied");
+    let another = vars(&[("RESIL_HTTP_TIMEOUT", "1s"), ("RESIL_WORKER_RETRY", "3")]);
+    assert_eq!(
+        config::apply(&another).unwrap(),
+        1,
+        "ignored: back to the defaults"
+    );
     config::apply(&Overrides::default()).unwrap();
 }
 

@@ -204,6 +204,67 @@ async fn keys_that_print_alike_never_share_redis_state() {
     assert!(opened.iter().all(|key| key.len() < 400), "{opened:.200?}");
 }
 
+/// A tenant named by its region: two tenants of one region print alike.
+#[derive(Debug, Clone, Hash, PartialEq, Eq)]
+struct Tenant {
+    id: u64,
+    region: &'static str,
+}
+
+impl std::fmt::Display for Tenant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.region)
+    }
+}
+
+/// Unequal keys that print alike keep a breaker each in one instance, and share one name in
+/// Redis (as documented: a shared key is its name): an opening published under that name
+/// reaches every breaker of the name in the other instance, not the last one it listed.
+#[tokio::test]
+async fn keys_that_print_alike_share_their_name_in_redis_and_all_hear_it() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let keyed = || async {
+        let store = Redis::open(&server.url()).await.unwrap();
+        let policy = Policy::builder()
+            .name("two::tenants")
+            .breaker_per_key("tenant", 1, Duration::from_secs(60))
+            .shared_in(&store)
+            .build()
+            .unwrap();
+        (store, policy)
+    };
+    let ((_a_store, a), (_b_store, b)) = (keyed().await, keyed().await);
+    let (first, second) = (
+        Tenant {
+            id: 1,
+            region: "eu",
+        },
+        Tenant {
+            id: 2,
+            region: "eu",
+        },
+    );
+    for tenant in [&first, &second] {
+        assert_eq!(
+            b.run_keyed(tenant, || async { Ok::<(), ApiError>(()) })
+                .await,
+            Ok(())
+        );
+    }
+    let failed = a
+        .run_keyed(&first, || async { Err::<(), ApiError>(ApiError::Busy) })
+        .await;
+    assert_eq!(failed, Err(ApiError::Busy));
+    let state = |tenant: &Tenant| b.keys().unwrap().get(tenant).breaker().unwrap().state();
+    eventually(
+        "both of B's breakers named tenant=eu hear the opening",
+        || state(&first) == BreakerState::Open && state(&second) == BreakerState::Open,
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn keys_expire_once_cooldowns_and_windows_pass() {
     let Some(server) = RedisServer::start() else {

@@ -12,6 +12,7 @@ mod support;
 mod breakers;
 mod gates;
 mod outages;
+mod returns;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
 }
 
 fn test(args: &[String]) -> ExitCode {
-    if env::var_os("RESIL_SKIP_REDIS").is_none() {
+    if !skips_redis() {
         if let Err(line) = redis_server() {
             eprintln!("{line}");
             return ExitCode::FAILURE;
@@ -126,7 +126,7 @@ const MANAGERS: &[Manager] = &[
     Manager {
         probe: "pacman",
         refresh: None,
-        install: &["pacman", "-S", "--noconfirm", "redis"],
+        install: &["pacman", "-Sy", "--noconfirm", "redis"],
         as_root: true,
     },
     Manager {
@@ -136,6 +136,11 @@ const MANAGERS: &[Manager] = &[
         as_root: false,
     },
 ];
+
+/// `RESIL_SKIP_REDIS` set to anything but empty or `0`, as the Redis tests read it.
+fn skips_redis() -> bool {
+    env::var_os("RESIL_SKIP_REDIS").is_some_and(|value| !value.is_empty() && value != "0")
+}
 
 /// Whether `program` runs and succeeds with `args`, quietly.
 fn runs(program: &str, args: &[&str]) -> bool {

@@ -39,9 +39,10 @@
 //! nothing, leave a comment in it), and a half-written one is refused if it does not parse.
 //!
 //! Only a variable that names a policy is configuration: others that start with `RESIL_` belong
-//! to other programs and are ignored (`RESIL_LOG`, `RESIL_CACHE__DIR`), whatever they hold,
-//! except one that ends with a key but is not of the form (`RESIL_BILLING_CHARGE_TIMEOUT`),
-//! which is a misspelt override and refused with the form.
+//! to other programs and are ignored (`RESIL_LOG`, `RESIL_CACHE__DIR`, `RESIL_HTTP_TIMEOUT`),
+//! whatever they hold. A variable whose name is close to a policy's (a typo), and one not of
+//! the form whose name with `_` for `::` is a policy's (`RESIL_BILLING_CHARGE_TIMEOUT`, a
+//! misspelt override), are refused with the fix.
 //!
 //! A policy is known once it exists: a `#[resilient]` function's at its first call. A name in
 //! the file that matches no policy yet is a problem (so a typo is caught), unless it is listed

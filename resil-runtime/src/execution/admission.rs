@@ -38,6 +38,10 @@ pub(super) struct Reserved {
     /// The same slots in Redis, when the shared gates granted them.
     #[cfg(feature = "redis")]
     pub(super) remote: Option<Box<crate::seams::RemoteSlots>>,
+    /// For slots of shared gates that the local gates promised alone (the store down): the
+    /// store's returns then, so that one since revokes them.
+    #[cfg(feature = "redis")]
+    pub(super) returns: Option<u64>,
 }
 
 /// How the operation stands with its bulkhead before the first call.

@@ -46,8 +46,22 @@ impl<'p> Progress<'p> {
                 }
             }
         }
+        #[cfg(feature = "redis")]
+        {
+            reserved.returns = self.store_returns();
+        }
         self.hold(reserved);
         Ok(wait)
+    }
+
+    /// For a policy with shared gates, the times their store answered again after an outage.
+    #[cfg(feature = "redis")]
+    fn store_returns(&self) -> Option<u64> {
+        [self.rate(), self.token_rate()]
+            .into_iter()
+            .flatten()
+            .find_map(RateGate::shared)
+            .map(|link| link.returns())
     }
 
     /// A call the breaker will refuse does not wait for a slot first.
@@ -134,6 +148,7 @@ impl<'p> Progress<'p> {
                     rate: mirror(self.rate(), rate),
                     tokens: mirror(self.token_rate(), tokens),
                     remote: Some(Box::new([rate, tokens])),
+                    returns: None,
                 });
                 Ok(granted.wait)
             }
@@ -159,8 +174,8 @@ impl<'p> Progress<'p> {
         }
     }
 
-    /// Did a throttle revoke a slot this attempt waits for? Then the attempt must reserve
-    /// again: what a throttle revoked is gone, and what it did not (the other gate's slot)
+    /// Did a throttle (or the store's return, for slots the local gates promised alone)
+    /// revoke a slot this attempt waits for? Then the attempt must reserve again: what a throttle revoked is gone, and what it did not (the other gate's slot)
     /// goes back.
     pub(super) fn slots_revoked(&mut self) -> bool {
         let revoked = |gate: Option<&RateGate>, slot: Option<Slot>| {
@@ -172,6 +187,12 @@ impl<'p> Progress<'p> {
         };
         let revoked =
             revoked(self.rate(), reserved.rate) || revoked(self.token_rate(), reserved.tokens);
+        // Promised by the local gates alone while the store was down, and the store is back.
+        #[cfg(feature = "redis")]
+        let revoked = revoked
+            || reserved
+                .returns
+                .is_some_and(|then| Some(then) != self.store_returns());
         if revoked {
             self.refund_slots();
         }

@@ -101,7 +101,8 @@ impl Model {
             return;
         }
         let slower = self.interval(now) * 5 / 4;
-        self.slowdown = (slower.min(16 * self.interval) - self.interval, now);
+        let extra = (slower.min(16 * self.interval) - self.interval).min(self.fade());
+        self.slowdown = (extra, now);
     }
 
     /// Whether the hold changed anything (a shorter one than in force does not).

@@ -85,13 +85,11 @@ async fn hostile_values_saturate() {
 async fn a_slowdown_fades_within_a_minute_whatever_the_period() {
     let gate = RateGate::new(60, Duration::from_secs(3600), 1).unwrap();
     gate.slow_down();
+    tokio::time::advance(Duration::from_secs(59)).await;
+    // 59 s on, a sixtieth of the 15 s slowdown is left.
     assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
-    assert_eq!(
-        gate.reserve(1, None),
-        Ok(Duration::from_secs(75)),
-        "20 % slower"
-    );
-    tokio::time::advance(Duration::from_secs(150)).await;
+    assert_eq!(gate.reserve(1, None), Ok(Duration::from_millis(60_250)));
+    tokio::time::advance(Duration::from_secs(121)).await;
     assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
     assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(60)), "faded");
     tokio::time::advance(Duration::from_secs(120)).await;
@@ -102,6 +100,17 @@ async fn a_slowdown_fades_within_a_minute_whatever_the_period() {
         Ok(Duration::from_secs(75)),
         "slowed again"
     );
+}
+
+/// However long the period, a slowed unit adds at most the fade's minute to the schedule:
+/// a gate of one a day, slowed, waits a day and a minute for its next unit, not a day and six
+/// hours.
+#[tokio::test(start_paused = true)]
+async fn a_slowed_unit_adds_at_most_a_minute() {
+    let gate = RateGate::new(1, Duration::from_secs(86_400), 1).unwrap();
+    gate.slow_down();
+    assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO));
+    assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(86_460)));
 }
 
 #[tokio::test(start_paused = true)]

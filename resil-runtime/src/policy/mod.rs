@@ -14,7 +14,6 @@ pub(crate) use keys::Scope;
 pub use keys::{KeyScope, Keys};
 pub use tuning::Tuning;
 #[cfg(feature = "config")]
-#[cfg(feature = "config")]
 pub(crate) use tuning::{
     built as policies_built, registered as registered_tunings, Overlay, Revising,
 };

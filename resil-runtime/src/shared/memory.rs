@@ -111,7 +111,7 @@ impl Hub {
             .filter_map(|(_, link)| link.upgrade())
             .collect();
         for link in links {
-            link.revoke_waiting();
+            link.store_returned();
         }
     }
 

@@ -103,11 +103,21 @@ fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
         revising.iter().any(|policy| policy.name() == site)
             || overrides.expected.iter().any(|expected| expected == site)
     };
+    let names: Vec<&str> = revising.iter().map(|policy| policy.name()).collect();
     let mut problems = Vec::new();
     let mut by_site: BTreeMap<&str, Vec<Setting>> = BTreeMap::new();
     for setting in &overrides.settings {
-        // Another program's `RESIL_<X>__<Y>` names no policy: not configuration.
+        // Another program's `RESIL_<X>__<Y>` names no policy: not configuration, unless its
+        // name is so close to a policy's that it is a typo.
         if setting.from_env && !known(&setting.site) {
+            if let Some(name) = did_you_mean(&setting.site, names.iter().copied()) {
+                problems.push(Problem {
+                    at: setting.at.clone(),
+                    site: setting.site.clone(),
+                    key: setting.key.to_owned(),
+                    message: format!("no policy has this name (did you mean `{name}`?): write the policy's name with `__` for `::`, such as RESIL_BILLING__CHARGE__TIMEOUT for billing::charge"),
+                });
+            }
             continue;
         }
         by_site
@@ -120,9 +130,14 @@ fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
             .filter(|problem| known(&problem.site))
             .cloned(),
     );
+    let flat = |name: &str| name.replace("::", "_");
+    problems.extend(
+        (overrides.misspelt.iter())
+            .filter(|(site, _)| names.iter().any(|name| flat(name) == *site))
+            .map(|(_, problem)| problem.clone()),
+    );
     for (site, settings) in &by_site {
         if !known(site) {
-            let names: Vec<&str> = revising.iter().map(|policy| policy.name()).collect();
             let hint = did_you_mean(site, names.iter().copied())
                 .map_or_else(String::new, |name| format!(" (did you mean `{name}`?)"));
             problems.push(Problem {

@@ -77,6 +77,10 @@ pub struct Overrides {
     settings: Vec<Setting>,
     /// Problems of variables, which are problems only if their policy exists.
     unresolved: Vec<Problem>,
+    /// Variables that end with a key without the `__` form (`RESIL_BILLING_CHARGE_TIMEOUT`),
+    /// by the name they would give a policy with `_` for `::` (`billing_charge`): misspelt
+    /// overrides if a policy has that name, another program's otherwise.
+    misspelt: Vec<(String, Problem)>,
     /// The profiles the configuration defines: `site` is the profile's name.
     profiles: Vec<Setting>,
     expected: Vec<String>,
@@ -260,30 +264,34 @@ impl Overrides {
     /// Variables `RESIL_<NAME>__<KEY>=value`: the name's `::` written `__`, upper or lower
     /// case (`RESIL_BILLING__CHARGE__TIMEOUT=5s`). Only a variable that names a policy is
     /// configuration: other programs' variables that start with `RESIL_` too are ignored
-    /// when [`apply`] finds no policy of that name (`RESIL_CACHE__DIR`), and so are their
-    /// problems. One that ends with a key but is not of the form
-    /// (`RESIL_BILLING_CHARGE_TIMEOUT`) is a misspelt override, and refused here with the fix.
+    /// when [`apply`] finds no policy of that name (`RESIL_CACHE__DIR`, `RESIL_HTTP_TIMEOUT`),
+    /// and so are their problems. [`apply`] refuses, with the fix, one whose policy name is
+    /// close to a policy's (a typo), and one not of the form whose name, with `_` for `::`,
+    /// is a policy's (`RESIL_BILLING_CHARGE_TIMEOUT`: a misspelt override).
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<Self, Refused> {
         let mut overrides = Overrides {
             origin: "environment".to_owned(),
             ..Overrides::default()
         };
-        let mut problems = Vec::new();
         for (name, value) in vars {
             let Some(rest) = name.strip_prefix("RESIL_") else {
                 continue;
             };
             let Some((site, key)) = rest.rsplit_once("__") else {
-                // Not of the form: another program's variable (RESIL_SOAK_OPERATIONS), unless
-                // it ends with one of the keys, as a misspelt override would.
-                let tail = rest.rsplit_once('_').map(|(_, tail)| tail.to_lowercase());
-                if tail.is_some_and(|tail| KEYS.contains(&tail.as_str())) {
-                    problems.push(Problem {
+                // Not of the form: another program's variable (RESIL_SOAK_OPERATIONS,
+                // RESIL_HTTP_TIMEOUT), unless a policy has the name before its key, as a
+                // misspelt override would (RESIL_BILLING_CHARGE_TIMEOUT).
+                let misspelt = rest
+                    .rsplit_once('_')
+                    .filter(|(_, tail)| KEYS.contains(&tail.to_lowercase().as_str()));
+                if let Some((flat, _)) = misspelt {
+                    let problem = Problem {
                         at: name.clone(),
                         site: String::new(),
                         key: String::new(),
                         message: "is not RESIL_<NAME>__<KEY>: write the policy's name with `__` for `::`, then `__` and the key, such as RESIL_BILLING__CHARGE__TIMEOUT".to_owned(),
-                    });
+                    };
+                    overrides.misspelt.push((flat.to_lowercase(), problem));
                 }
                 continue;
             };
@@ -308,14 +316,7 @@ impl Overrides {
         for setting in &mut overrides.settings {
             setting.from_env = true;
         }
-        if problems.is_empty() {
-            Ok(overrides)
-        } else {
-            Err(Refused {
-                origin: "environment".to_owned(),
-                problems,
-            })
-        }
+        Ok(overrides)
     }
 
     /// These overrides, then `later`'s: where both set a key, `later` wins (a file, then the
@@ -323,6 +324,7 @@ impl Overrides {
     pub fn then(mut self, later: Overrides) -> Self {
         self.settings.extend(later.settings);
         self.unresolved.extend(later.unresolved);
+        self.misspelt.extend(later.misspelt);
         self.profiles.extend(later.profiles);
         self.expected.extend(later.expected);
         self.origin = match (self.origin.is_empty(), later.origin.is_empty()) {

@@ -45,11 +45,12 @@ pub(crate) struct Store {
     available: AtomicBool,
     /// Whether the current outage was told (from the first failure to the next answer).
     in_outage: AtomicBool,
-    /// The shared breakers of this process, by their Redis name.
-    breakers: Mutex<HashMap<Arc<str>, Weak<Breaker>>>,
+    /// The shared breakers of this process, by their Redis name (several, for keys of a
+    /// keyed policy that are unequal but print alike: they share the name, and hear its news).
+    breakers: Listed<Breaker>,
     /// The shared gates of this process, by their Redis key: other instances' throttles
     /// reach them.
-    gates: Mutex<HashMap<Arc<str>, Weak<GateLink>>>,
+    gates: Listed<GateLink>,
     /// Wakes the task when an operation failed: it checks whether Redis still answers.
     check: Arc<Notify>,
 }
@@ -73,8 +74,8 @@ impl Store {
             connection: RwLock::new(None),
             available: AtomicBool::new(false),
             in_outage: AtomicBool::new(false),
-            breakers: Mutex::new(HashMap::new()),
-            gates: Mutex::new(HashMap::new()),
+            breakers: Listed::default(),
+            gates: Listed::default(),
             check: Arc::new(Notify::new()),
         })
     }
@@ -122,13 +123,7 @@ impl Store {
     /// Lists a shared breaker, so that what peers publish about it reaches it; a breaker
     /// listed while Redis answers learns at once of an opening in force.
     fn register(&self, id: &Arc<str>, breaker: &Arc<Breaker>) {
-        {
-            let mut breakers = lock_std(&self.breakers);
-            if breakers.len() % 256 == 255 {
-                breakers.retain(|_, breaker| breaker.strong_count() > 0);
-            }
-            breakers.insert(Arc::clone(id), Arc::downgrade(breaker));
-        }
+        self.breakers.list(id, breaker);
         let runtime = tokio::runtime::Handle::try_current();
         if let (true, Ok(runtime), Some(store)) = (self.is_available(), runtime, self.me.upgrade())
         {
@@ -232,22 +227,15 @@ impl Store {
     /// cannot be re-synced ends the session: the task reconnects.
     async fn up(&self, connection: MultiplexedConnection) -> Result<(), String> {
         *write_std(&self.connection) = Some(connection.clone());
-        let breakers: Vec<Arc<Breaker>> = lock_std(&self.breakers)
-            .values()
-            .filter_map(Weak::upgrade)
-            .collect();
+        let breakers = self.breakers.all();
         sync(self, &connection, &breakers)
             .await
             .map_err(|error| format!("re-sync failed: {error}"))?;
         self.available.store(true, Ordering::Release);
         // The slots the local gates promised meanwhile are taken again from Redis: run beside
         // its schedule, which does not count them, they would double the rate.
-        let gates: Vec<_> = lock_std(&self.gates)
-            .values()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for gate in gates {
-            gate.revoke_waiting();
+        for gate in self.gates.all() {
+            gate.store_returned();
         }
         self.outage_ends();
         Ok(())
@@ -262,20 +250,53 @@ impl Store {
             return;
         }
         if let News::Held(_) = message.news {
-            let gate = lock_std(&self.gates)
-                .get(message.id)
-                .and_then(Weak::upgrade);
-            if let Some(gate) = gate {
+            for gate in self.gates.named(message.id) {
                 gate.revoke_waiting();
             }
             return;
         }
-        let breaker = lock_std(&self.breakers)
-            .get(message.id)
-            .and_then(Weak::upgrade);
-        if let Some(breaker) = breaker {
+        for breaker in self.breakers.named(message.id) {
             message.apply(&breaker);
         }
+    }
+}
+
+/// What a store lists by name, each entry held weakly: several may share a name.
+struct Listed<T>(Mutex<HashMap<Arc<str>, Vec<Weak<T>>>>);
+
+impl<T> Default for Listed<T> {
+    fn default() -> Self {
+        Listed(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<T> Listed<T> {
+    fn list(&self, name: &Arc<str>, entry: &Arc<T>) {
+        let mut listed = lock_std(&self.0);
+        if listed.len() % 256 == 255 {
+            listed.retain(|_, entries| {
+                entries.retain(|entry| entry.strong_count() > 0);
+                !entries.is_empty()
+            });
+        }
+        let entries = listed.entry(Arc::clone(name)).or_default();
+        entries.retain(|entry| entry.strong_count() > 0);
+        entries.push(Arc::downgrade(entry));
+    }
+
+    fn named(&self, name: &str) -> Vec<Arc<T>> {
+        let listed = lock_std(&self.0);
+        let entries = listed.get(name).map_or(&[][..], Vec::as_slice);
+        entries.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    fn all(&self) -> Vec<Arc<T>> {
+        let listed = lock_std(&self.0);
+        listed
+            .values()
+            .flatten()
+            .filter_map(Weak::upgrade)
+            .collect()
     }
 }
 

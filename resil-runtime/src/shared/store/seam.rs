@@ -11,7 +11,6 @@ use crate::breaker::{Breaker, BreakerState};
 use crate::seams::{
     BreakerLink, GateLink, ProbeAnswer, RemoteSlot, SharedSlots, SharedStore, StoreFuture,
 };
-use crate::sync::lock_std;
 
 /// Redis, as the seam the breakers and gates of shared policies hold.
 impl SharedStore for Store {
@@ -34,11 +33,7 @@ impl SharedStore for Store {
 
     /// Lists a shared gate, so that other instances' throttles reach it.
     fn register_gate(&self, link: &Arc<GateLink>) {
-        let mut gates = lock_std(&self.gates);
-        if gates.len() % 256 == 255 {
-            gates.retain(|_, link| link.strong_count() > 0);
-        }
-        gates.insert(Arc::clone(&link.key), Arc::downgrade(link));
+        self.gates.list(&link.key, link);
     }
 
     fn announce(&self, link: &BreakerLink, breaker: &Breaker, to: BreakerState) {

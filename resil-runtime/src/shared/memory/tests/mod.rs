@@ -190,6 +190,36 @@ async fn a_throttled_instance_waits_out_its_own_hold_before_the_store_hears_of_i
     hub.deliver_holds();
 }
 
+/// A call whose deadline ends inside the instance's own hold is refused at once, saying when
+/// the gate opens, instead of waiting out the hold to fail at its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_deadline_ends_inside_the_hold_is_refused_at_once() {
+    let hub = Hub::new();
+    let mut builder = Policy::builder()
+        .name("memory::gate")
+        .rate(1, Duration::from_secs(1), 1)
+        .deadline(Duration::from_millis(500));
+    builder.sharing(|| hub.instance() as Arc<dyn SharedStore>);
+    let a = builder.build().unwrap();
+    hub.delay_holds();
+    let throttled = a
+        .run(|| async { Err::<(), _>(Error::Throttled(Duration::from_secs(2))) })
+        .await;
+    assert_eq!(throttled, Err(Error::Throttled(Duration::from_secs(2))));
+    let asked = Instant::now();
+    let calls = AtomicU32::new(0);
+    let refused = call(&a, &calls, Ok(())).await;
+    assert_eq!(
+        refused,
+        Err(Error::Rejected(Rejected::RateLimited {
+            retry_in: Duration::from_secs(2)
+        }))
+    );
+    assert_eq!(asked.elapsed(), Duration::ZERO);
+    assert_eq!(calls.load(Ordering::Relaxed), 0);
+    hub.deliver_holds();
+}
+
 /// A gate of 10/s shared by two instances.
 fn gated_ten(hub: &Arc<Hub>) -> Policy {
     let builder = Policy::builder()
