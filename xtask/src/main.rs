@@ -54,18 +54,19 @@ fn redis_server() -> Result<(), String> {
     else {
         return Err("the shared-state tests need redis-server (https://redis.io/downloads/): install it, then run `cargo xtask test` again (or `RESIL_SKIP_REDIS=1 cargo xtask test` to skip them)".to_owned());
     };
-    let sudo = if manager.as_root { "sudo " } else { "" };
-    let line = manager
-        .steps()
-        .map(|step| format!("{sudo}{}", step.join(" ")))
-        .collect::<Vec<_>>()
-        .join(" && ");
+    let line = |sudo: &str| {
+        let steps = manager
+            .steps()
+            .map(|step| format!("{sudo}{}", step.join(" ")));
+        steps.collect::<Vec<_>>().join(" && ")
+    };
     if !is_root() {
+        let line = line(if manager.as_root { "sudo " } else { "" });
         return Err(format!(
             "the shared-state tests need redis-server: run `{line}`, then `cargo xtask test` again (or `RESIL_SKIP_REDIS=1 cargo xtask test` to skip them)"
         ));
     }
-    eprintln!("cargo xtask: installing redis-server: {line}");
+    eprintln!("cargo xtask: installing redis-server: {}", line(""));
     for step in manager.steps() {
         let installed = Command::new(step[0])
             .args(&step[1..])
