@@ -26,6 +26,17 @@ fn flood(
     })
 }
 
+/// The outcome of a streaming call through `policy` whose every connect floods a million
+/// items that never commit, counting them in `read`.
+async fn flooded(policy: &Policy, read: &Arc<AtomicUsize>) -> Result<(), TestError> {
+    policy
+        .run_stream_until(Commit::when(has_content), || async {
+            Ok::<_, TestError>(flood(read, 1_000_000))
+        })
+        .await
+        .map(drop)
+}
+
 fn has_content(chunk: &&str) -> bool {
     !chunk.is_empty()
 }
@@ -53,11 +64,7 @@ async fn a_ready_flood_before_the_commit_is_cut_by_the_first_item_timeout() {
         .build()
         .unwrap();
     let read = Arc::new(AtomicUsize::new(0));
-    let outcome = policy
-        .run_stream_until(Commit::when(has_content), || async {
-            Ok::<_, TestError>(flood(&read, 1_000_000))
-        })
-        .await;
+    let outcome = flooded(&policy, &read).await;
     clock.abort();
     assert!(
         matches!(outcome, Err(TestError::Rejected(Rejected::Timeout { .. }))),
@@ -79,11 +86,7 @@ async fn a_provider_that_never_commits_ends_the_attempt_at_the_hold_and_is_retri
         .build()
         .unwrap();
     let read = Arc::new(AtomicUsize::new(0));
-    let outcome = policy
-        .run_stream_until(Commit::when(has_content), || async {
-            Ok::<_, TestError>(flood(&read, 1_000_000))
-        })
-        .await;
+    let outcome = flooded(&policy, &read).await;
     let uncommitted = Rejected::Uncommitted { held: 10_001 };
     assert_eq!(
         outcome.err(),

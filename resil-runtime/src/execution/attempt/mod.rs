@@ -30,8 +30,10 @@ use crate::policy::BreakerRef;
 use crate::{FromRejected, Rejected, Transient};
 
 mod probe;
+mod timer;
 
 use probe::through_breaker;
+use timer::{fired, lapsed, limited, set_timer};
 
 type Admitted = (Ticket, Option<Transition>);
 type ProbeWait<'p> = Pin<Box<dyn Future<Output = Result<Admitted, Rejected>> + Send + 'p>>;
@@ -417,55 +419,6 @@ fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
         return Ok(Begin::Breaker);
     }
     Ok(Begin::Slot(later(Instant::now(), wait)))
-}
-
-fn set_timer(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
-    match timer.as_mut().as_pin_mut() {
-        Some(sleep) => sleep.reset(at),
-        None => timer.set(Some(tokio::time::sleep_until(at))),
-    }
-}
-
-/// `ready` under the attempt's limits: see [`lapsed`].
-fn limited<T>(
-    ready: Poll<T>,
-    timer: Pin<&mut Option<Sleep>>,
-    limits: &Limits,
-    cut: &mut Option<Cut>,
-    cx: &mut TaskContext<'_>,
-) -> Poll<Result<T, Rejected>> {
-    match ready {
-        Poll::Ready(output) => Poll::Ready(Ok(output)),
-        Poll::Pending => lapsed(timer, limits, cut, cx).map(Err),
-    }
-}
-
-/// Whether the attempt's limits ran out while what it waits for is pending: the one timer is
-/// armed only here, when a first poll returned `Pending` (an answer ready at once costs no
-/// timer), and then stands for whichever limit ends the attempt first.
-fn lapsed(
-    mut timer: Pin<&mut Option<Sleep>>,
-    limits: &Limits,
-    cut: &mut Option<Cut>,
-    cx: &mut TaskContext<'_>,
-) -> Poll<Rejected> {
-    if timer.is_none() {
-        let Some((at, limit)) = limits.end(Instant::now) else {
-            return Poll::Pending;
-        };
-        *cut = Some(limit);
-        timer.set(Some(tokio::time::sleep_until(at)));
-    }
-    if !fired(timer, cx) {
-        return Poll::Pending;
-    }
-    Poll::Ready(cut.map_or(Rejected::DeadlineExceeded, Cut::rejection))
-}
-
-fn fired(timer: Pin<&mut Option<Sleep>>, cx: &mut TaskContext<'_>) -> bool {
-    timer
-        .as_pin_mut()
-        .is_some_and(|sleep| sleep.poll(cx).is_ready())
 }
 
 /// How the attempt counts for the breaker: an attempt timeout is a failure of the

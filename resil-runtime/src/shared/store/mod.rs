@@ -1,7 +1,6 @@
 //! [`Store`]: one connection to Redis, one subscription to the breakers' channel, and the
 //! task that keeps both up, tells when Redis is gone and re-syncs when it is back.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
@@ -22,6 +21,9 @@ use crate::events;
 use crate::seams::{GateLink, Pending, SharedStore};
 use crate::sync::{lock_std, read_std, write_std};
 
+mod listed;
+
+use listed::Listed;
 mod seam;
 
 /// How long connecting (TCP, handshake, subscription) may take before it counts as failed.
@@ -258,45 +260,6 @@ impl Store {
         for breaker in self.breakers.named(message.id) {
             message.apply(&breaker);
         }
-    }
-}
-
-/// What a store lists by name, each entry held weakly: several may share a name.
-struct Listed<T>(Mutex<HashMap<Arc<str>, Vec<Weak<T>>>>);
-
-impl<T> Default for Listed<T> {
-    fn default() -> Self {
-        Listed(Mutex::new(HashMap::new()))
-    }
-}
-
-impl<T> Listed<T> {
-    fn list(&self, name: &Arc<str>, entry: &Arc<T>) {
-        let mut listed = lock_std(&self.0);
-        if listed.len() % 256 == 255 {
-            listed.retain(|_, entries| {
-                entries.retain(|entry| entry.strong_count() > 0);
-                !entries.is_empty()
-            });
-        }
-        let entries = listed.entry(Arc::clone(name)).or_default();
-        entries.retain(|entry| entry.strong_count() > 0);
-        entries.push(Arc::downgrade(entry));
-    }
-
-    fn named(&self, name: &str) -> Vec<Arc<T>> {
-        let listed = lock_std(&self.0);
-        let entries = listed.get(name).map_or(&[][..], Vec::as_slice);
-        entries.iter().filter_map(Weak::upgrade).collect()
-    }
-
-    fn all(&self) -> Vec<Arc<T>> {
-        let listed = lock_std(&self.0);
-        listed
-            .values()
-            .flatten()
-            .filter_map(Weak::upgrade)
-            .collect()
     }
 }
 

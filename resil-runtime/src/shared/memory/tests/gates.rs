@@ -155,3 +155,88 @@ async fn a_throttle_the_store_hears_of_late_revokes_the_slots_still_ahead() {
         "the slot at 500 ms was due before anyone knew; the others wait from 700 ms + 3 s"
     );
 }
+
+/// The hold a 429 asks for reaches the store in the background (Redis's HOLD is sent by a
+/// task of its own): the instance that was throttled waits it out all the same.
+#[tokio::test(start_paused = true)]
+async fn a_throttled_instance_waits_out_its_own_hold_before_the_store_hears_of_it() {
+    let hub = Hub::new();
+    let a = instance(shared(1, SECOND, 1), hub.instance());
+    hub.delay_holds();
+    throttle(&a, 2 * SECOND).await;
+    let asked = Instant::now();
+    call(&a, &AtomicU32::new(0), Ok(())).await.unwrap();
+    assert_eq!(
+        asked.elapsed(),
+        2 * SECOND,
+        "the 429's wait, not the gate's next slot (1 s)"
+    );
+    hub.deliver_holds();
+}
+
+/// A call whose deadline ends inside the instance's own hold is refused at once, saying when
+/// the gate opens, instead of waiting out the hold to fail at its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_call_whose_deadline_ends_inside_the_hold_is_refused_at_once() {
+    let hub = Hub::new();
+    let builder = shared(1, SECOND, 1).deadline(Duration::from_millis(500));
+    let a = instance(builder, hub.instance());
+    hub.delay_holds();
+    throttle(&a, 2 * SECOND).await;
+    let asked = Instant::now();
+    let calls = AtomicU32::new(0);
+    let refused = call(&a, &calls, Ok(())).await;
+    assert_eq!(
+        refused,
+        Err(Error::Rejected(Rejected::RateLimited {
+            retry_in: 2 * SECOND
+        }))
+    );
+    assert_eq!(asked.elapsed(), Duration::ZERO);
+    assert_eq!(calls.load(Ordering::Relaxed), 0);
+    hub.deliver_holds();
+}
+
+/// A call through `policy` that notes when it started, and by which instance.
+async fn timed(policy: &Policy, who: &'static str, started: &Mutex<Vec<(&'static str, Instant)>>) {
+    policy
+        .run(|| async {
+            started.lock().unwrap().push((who, Instant::now()));
+            Ok::<_, Error>(())
+        })
+        .await
+        .unwrap();
+}
+
+/// While the store is down, A's local gate queues calls; when it is back, B calls through the
+/// store. A's queued slots are taken again from the store rather than run beside its schedule:
+/// in the second after the store is back, the two together start at most the gate's 10.
+#[tokio::test(start_paused = true)]
+async fn after_the_store_is_back_one_schedule_serves_both_instances() {
+    let hub = Hub::new();
+    let (a, b) = (
+        instance(shared(10, SECOND, 1), hub.instance()),
+        instance(shared(10, SECOND, 1), hub.instance()),
+    );
+    let started = Mutex::new(Vec::new());
+    hub.set_available(false);
+    let origin = Instant::now();
+    let queued = futures::future::join_all((0..8).map(|_| timed(&a, "a", &started)));
+    let after = async {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        hub.set_available(true);
+        futures::future::join_all((0..8).map(|_| timed(&b, "b", &started))).await;
+    };
+    tokio::join!(queued, after);
+    let back = origin + Duration::from_millis(150);
+    let started = started.into_inner().unwrap();
+    let in_the_second = started
+        .iter()
+        .filter(|(_, at)| *at >= back && *at < back + SECOND)
+        .count();
+    assert!(
+        in_the_second <= 10,
+        "{in_the_second} calls started in the second after the store came back: {started:?}"
+    );
+    assert_eq!(started.len(), 16);
+}
