@@ -47,8 +47,8 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// In this process a key is found by its value (see the module docs): strings by their text,
 /// integers by their value, other types by what their `Hash` writes (kept as its SHA-256, so a
 /// key of a megabyte costs what one of a byte does), which for a `Hash` and an `Eq` that agree,
-/// as derived ones do, tells apart every two unequal values, whatever they print as. Its name, shown in events and metrics and used as its key in
-/// a shared store, is its text: `gpt-4o` stays `gpt-4o`, `"gpt-4o, mini"` is quoted, `42u32`
+/// as derived ones do, tells apart every two unequal values, whatever they print as. Its name,
+/// shown in events and metrics and used as its key in a shared store, is its text: `gpt-4o` stays `gpt-4o`, `"gpt-4o, mini"` is quoted, `42u32`
 /// is `42`, and a value of another type is named as it prints (`Model::Large` printing `large`
 /// is `large`). For a policy shared through Redis (`shared = true`), a key type's `Display`
 /// must print distinct values distinctly, and alike in every build and instance: two values
@@ -150,7 +150,7 @@ enum Kind {
     String,
     /// Prints as nothing a plain string can print as: integers and booleans.
     Literal,
-    /// Compared by its `Eq`, named as it prints.
+    /// Told apart by its type and what its `Hash` writes, named as it prints.
     Other,
 }
 

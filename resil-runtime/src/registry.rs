@@ -30,7 +30,8 @@ pub(crate) trait Member: Send + Sync + 'static {
 ///
 /// Entries are found by the key's value: its [`KeyName`], which tells apart any two distinct
 /// strings and integers and bounds what they cost, and the digest of its parts of other types
-/// ([`Key::values`]), so two unequal values that print alike never share an entry. A lookup takes no lock and, for a key seen before, allocates nothing.
+/// ([`Key::values`]), so two unequal values that print alike never share an entry. A lookup
+/// takes no lock and, for a key seen before, allocates nothing.
 pub(crate) struct Registry<T> {
     max_keys: usize,
     hasher: foldhash::fast::RandomState,

@@ -175,8 +175,8 @@ impl<'p> Progress<'p> {
     }
 
     /// Did a throttle (or the store's return, for slots the local gates promised alone)
-    /// revoke a slot this attempt waits for? Then the attempt must reserve again: what a throttle revoked is gone, and what it did not (the other gate's slot)
-    /// goes back.
+    /// revoke a slot this attempt waits for? Then the attempt must reserve again: what was
+    /// revoked is gone, and what was not (the other gate's slot) goes back.
     pub(super) fn slots_revoked(&mut self) -> bool {
         let revoked = |gate: Option<&RateGate>, slot: Option<Slot>| {
             gate.zip(slot)

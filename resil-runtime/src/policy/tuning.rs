@@ -199,25 +199,22 @@ impl Tunings {
         tuning.check()?;
         let mut revision = lock_std(&self.revision);
         #[cfg(feature = "config")]
-        if let Some(overlay) = &revision.overlay {
-            let overridden = overlay(&tuning);
-            overridden.check().map_err(|rule| ConfigError::Overridden {
-                rule: Box::new(rule),
-            })?;
-            self.make_current(overridden)?;
-            revision.defaults = Some(tuning);
-            return Ok(());
-        }
-        self.make_current(tuning.clone())?;
+        let current = match &revision.overlay {
+            Some(overlay) => {
+                let overridden = overlay(&tuning);
+                overridden.check().map_err(|rule| ConfigError::Overridden {
+                    rule: Box::new(rule),
+                })?;
+                overridden
+            }
+            None => tuning.clone(),
+        };
+        #[cfg(not(feature = "config"))]
+        let current = tuning.clone();
+        // Under the revision, so changes apply in the order they are made.
+        self.install(current);
         revision.defaults = Some(tuning);
         Ok(())
-    }
-
-    /// Makes `tuning` current for new operations, after checking it: whether it changed.
-    /// Called with the revision held, so changes apply in the order they are made.
-    fn make_current(&self, tuning: Tuning) -> Result<bool, ConfigError> {
-        tuning.check()?;
-        Ok(self.install(tuning))
     }
 
     /// Makes `tuning`, checked, current for new operations: whether it changed (compared as

@@ -99,11 +99,10 @@ fn check_and_apply(overrides: &Overrides) -> Result<usize, Refused> {
     let policies = registered_tunings();
     // Every policy held still from the check to the apply, so what is checked is what applies.
     let mut revising: Vec<Revising<'_>> = policies.iter().map(|policy| policy.revise()).collect();
-    let known = |site: &str| {
-        revising.iter().any(|policy| policy.name() == site)
-            || overrides.expected.iter().any(|expected| expected == site)
-    };
     let names: Vec<&str> = revising.iter().map(|policy| policy.name()).collect();
+    let known = |site: &str| {
+        names.contains(&site) || overrides.expected.iter().any(|expected| expected == site)
+    };
     let mut problems = Vec::new();
     let mut by_site: BTreeMap<&str, Vec<Setting>> = BTreeMap::new();
     for setting in &overrides.settings {
