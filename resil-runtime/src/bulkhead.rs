@@ -133,6 +133,11 @@ impl Bulkhead {
             .map_or(0, |queue| queue.waiting.load(Ordering::Acquire))
     }
 
+    /// Whether an operation arriving now would get a place or one in the queue.
+    pub(crate) fn has_room(&self) -> bool {
+        self.in_flight() < self.limit || self.waiting() < self.queue()
+    }
+
     fn full(&self) -> Rejected {
         Rejected::BulkheadFull { limit: self.limit }
     }

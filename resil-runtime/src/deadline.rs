@@ -19,7 +19,7 @@ pub(crate) fn later(at: Instant, after: Duration) -> Instant {
 }
 
 /// The limits one attempt runs under.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Limits {
     /// The attempt's own limit.
     pub(crate) timeout: Option<Duration>,

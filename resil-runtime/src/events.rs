@@ -74,6 +74,31 @@ pub enum Event<'a> {
         /// [`GiveUp::RetryAfterTooLong`] or [`GiveUp::DeadlineTooClose`], the wait refused.
         asked: Option<Duration>,
     },
+    /// A routed operation (`route = model in [...]`) sends its next attempt to `target`.
+    Routed {
+        /// The logical operation.
+        operation: Option<&'a OperationId>,
+        /// The policy's name.
+        site: &'a str,
+        /// The attempt about to start (0 for the first).
+        attempt: u32,
+        /// The target's name: the routed key's value.
+        target: &'a str,
+        /// Whether the attempt is a hedge, racing attempts still in flight.
+        hedge: bool,
+    },
+    /// A routed operation passed over `target` without calling it: its breaker is open (or
+    /// its probe is out), its gate has no slot within the deadline, or its bulkhead is full.
+    Skipped {
+        /// The logical operation.
+        operation: Option<&'a OperationId>,
+        /// The policy's name.
+        site: &'a str,
+        /// The target's name.
+        target: &'a str,
+        /// What the target would have answered.
+        rejected: &'a Rejected,
+    },
     /// A breaker changed state.
     BreakerTransition {
         /// The breaker's name.
@@ -136,6 +161,8 @@ impl<'a> Event<'a> {
             | Event::Waiting { site, .. }
             | Event::Rejected { site, .. }
             | Event::GaveUp { site, .. }
+            | Event::Routed { site, .. }
+            | Event::Skipped { site, .. }
             | Event::ConfigConflict { site, .. }
             | Event::Reconfigured { site } => Some(site),
             Event::BreakerTransition { .. }

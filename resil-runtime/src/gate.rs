@@ -259,9 +259,7 @@ impl RateGate {
             // of the schedule: the slowdown delays the units after it, never adds credit.
             let from = tat.max(at);
             let next = from.saturating_add(interval.saturating_mul(cost));
-            let allowed = from
-                .saturating_add(self.interval.saturating_mul(cost))
-                .saturating_sub(self.credit());
+            let allowed = self.allowed(from, cost);
             let wait = allowed.saturating_sub(at);
             if limit.is_some_and(|limit| allowed > limit) {
                 return Err(Rejected::RateLimited {
@@ -276,6 +274,26 @@ impl RateGate {
                 return Ok((Duration::from_nanos(wait), slot));
             }
         }
+    }
+
+    /// When `cost` units starting from `from` may pass, in nanoseconds since the origin.
+    #[inline]
+    fn allowed(&self, from: u64, cost: u64) -> u64 {
+        from.saturating_add(self.interval.saturating_mul(cost))
+            .saturating_sub(self.credit())
+    }
+
+    /// The wait before `cost` units could pass, reserving nothing (`None`: never, the cost is
+    /// above the burst): what a route asks of a target's gate before choosing it.
+    pub(crate) fn wait_for(&self, cost: u64) -> Option<Duration> {
+        if cost > self.burst {
+            return None;
+        }
+        let at = self.offset(Instant::now());
+        let from = self.tat.load(Ordering::Acquire).max(at);
+        Some(Duration::from_nanos(
+            self.allowed(from, cost).saturating_sub(at),
+        ))
     }
 
     /// Counts, in this instance's schedule, a slot that the shared gate granted: `ahead` is

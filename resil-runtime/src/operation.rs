@@ -90,6 +90,11 @@ impl Frame {
         self.sequence
     }
 
+    /// The breaker the call now goes through (its address; 0: none): a route's next target's.
+    pub(crate) fn set_breaker(&mut self, breaker: usize) {
+        self.breaker = breaker;
+    }
+
     pub(crate) fn id(&mut self) -> OperationId {
         OperationId::new(self.sequence(), self.path.clone())
     }

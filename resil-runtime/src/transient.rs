@@ -60,6 +60,15 @@ pub trait Transient {
     fn is_throttle(&self) -> bool {
         false
     }
+
+    /// Is this a permanent error of this target only, worth sending to another one (a
+    /// context too long for this model, a content filter, a model not found)? A route
+    /// (`route = model in [...]`) moves on from it at once and never sends the request to
+    /// that target again; without a route it is permanent like any other. It does not count
+    /// toward opening a breaker.
+    fn moves_on(&self) -> bool {
+        false
+    }
 }
 
 impl<T: Transient + ?Sized> Transient for &T {
@@ -72,6 +81,9 @@ impl<T: Transient + ?Sized> Transient for &T {
     fn is_throttle(&self) -> bool {
         (**self).is_throttle()
     }
+    fn moves_on(&self) -> bool {
+        (**self).moves_on()
+    }
 }
 
 impl<T: Transient + ?Sized> Transient for Box<T> {
@@ -83,6 +95,9 @@ impl<T: Transient + ?Sized> Transient for Box<T> {
     }
     fn is_throttle(&self) -> bool {
         (**self).is_throttle()
+    }
+    fn moves_on(&self) -> bool {
+        (**self).moves_on()
     }
 }
 

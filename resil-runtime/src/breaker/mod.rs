@@ -367,6 +367,17 @@ impl Breaker {
         self.cooling(now)
     }
 
+    /// Why a call arriving now would make no call: the breaker is open and cooling down, or
+    /// half-open with its probe out. What a route asks before choosing this breaker's key.
+    pub(crate) fn turns_away(&self, now: Instant) -> Option<Rejected> {
+        match self.load().state() {
+            CLOSED => None,
+            OPEN if !self.cooling(now).is_zero() => Some(self.rejection(self.cooling(now))),
+            OPEN => None,
+            _ => (*lock(&self.probing)).then(|| self.rejection(Duration::ZERO)),
+        }
+    }
+
     /// The rejection for a call that met this breaker open.
     pub(crate) fn rejection(&self, retry_in: Duration) -> Rejected {
         Rejected::BreakerOpen {

@@ -90,6 +90,27 @@ impl<'p> Admission<'p> {
         self.breaker.as_ref().map(BreakerRef::get)
     }
 
+    /// Moves the operation to another key's state, for a route's next target: its breaker
+    /// and gates, and a place in its bulkhead when the bulkhead is per key (the last key's
+    /// place is given back first). A bulkhead of all calls keeps the place the operation has.
+    pub(super) fn retarget(
+        &mut self,
+        settings: &Settings,
+        breaker: Option<BreakerRef<'p>>,
+        scope: Option<Held<Scope>>,
+    ) {
+        self.breaker = breaker;
+        if settings.bulkhead.is_none() {
+            self.permit = None;
+            let own = scope.as_ref().and_then(|scope| scope.bulkhead.as_ref());
+            (self.permit, self.entry) = match own {
+                Some(bulkhead) => enter(bulkhead, bulkhead.try_acquire_owned()),
+                None => (None, Entry::Admitted),
+            };
+        }
+        self.scope = scope;
+    }
+
     /// The bulkhead: all calls', or this key's.
     #[inline]
     pub(super) fn bulkhead<'s>(&'s self, settings: &'s Settings) -> Option<&'s Bulkhead> {

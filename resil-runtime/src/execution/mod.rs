@@ -4,11 +4,13 @@ mod admission;
 mod attempt;
 mod report;
 mod retry;
+mod route;
 mod run;
 mod slots;
 mod streams;
 
 pub use attempt::Attempt;
+pub use route::Route;
 
 use admission::Admission;
 use report::Report;
@@ -207,6 +209,17 @@ impl<'p, E> Execution<'p, E> {
         Attempt::new(self, future)
     }
 
+    /// Moves the next attempts to another key's state: a route's next target.
+    fn retarget(&mut self, breaker: Option<BreakerRef<'p>>, scope: Option<Held<Scope>>) {
+        let progress = &mut self.progress;
+        if let Some(frame) = &mut progress.frame {
+            frame.set_breaker(breaker.as_ref().map_or(0, |breaker| address(breaker.get())));
+        }
+        if let Some(admission) = &mut progress.admission {
+            admission.retarget(progress.settings, breaker, scope);
+        }
+    }
+
     /// The call is about to be made.
     #[inline]
     fn started(&mut self) {
@@ -228,7 +241,7 @@ impl<'p, E> Execution<'p, E> {
                 progress.outcome("ok");
                 return Decision::Done(Next::Done(Outcome::Completed(Ok(value))));
             }
-            Err(Failure::Error(error)) if !error.is_transient() => {
+            Err(Failure::Error(error)) if !error.is_transient() && !progress.moves_on(&error) => {
                 progress.outcome("error");
                 return Decision::Done(Next::Done(Outcome::Completed(Err(error))));
             }
@@ -253,10 +266,16 @@ impl<'p, E> Execution<'p, E> {
             Err(Failure::Rejected(rejected)) => return Decision::Done(progress.reject(rejected)),
         };
         let asked = error.retry_after();
-        match progress.plan_retry(asked) {
+        let moves_on = !error.is_transient();
+        match progress.plan_retry(asked, error.is_throttle(), moves_on) {
             Ok(wait) => {
                 self.last_error = Some(error);
                 Decision::Wait(wait)
+            }
+            // No other target after all: what this one said is permanent.
+            Err(_) if moves_on => {
+                progress.outcome("error");
+                Decision::Done(Next::Done(Outcome::Completed(Err(error))))
             }
             Err(reason) => Decision::Done(progress.give_up(error, reason, kind, asked)),
         }
@@ -378,6 +397,12 @@ impl<'p> Progress<'p> {
                 attempt,
             })
         });
+    }
+
+    /// Whether a route moves on from `error`, a permanent error of its target only.
+    #[inline]
+    fn moves_on<E: Transient>(&self, error: &E) -> bool {
+        self.tries.routing.other && error.moves_on()
     }
 
     /// The backoff wait is over: the next attempt begins.

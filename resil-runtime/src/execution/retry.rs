@@ -22,12 +22,34 @@ pub(super) struct Tries {
     pub(super) last_wait: u64,
     /// Whether an attempt has called the provider (the retry budget counts calls).
     pub(super) called: bool,
+    /// Where a routed operation may go after the current attempt.
+    pub(super) routing: Routing,
+}
+
+/// Where a routed operation may go if the current attempt fails, as its route saw the other
+/// targets before the attempt. All false without a route.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Routing {
+    /// The operation is routed: a breaker that opened on this target ends nothing.
+    pub(super) routed: bool,
+    /// A target not yet tried admits: a failure moves there at once.
+    pub(super) fresh: bool,
+    /// Another target admits now: a throttle moves there at once.
+    pub(super) now: bool,
+    /// Another target may serve what this one refused for good ([`crate::Transient::moves_on`]).
+    pub(super) other: bool,
 }
 
 impl<'p> Progress<'p> {
-    /// A transient failure (whose error asked to wait `asked`, if it did): the wait before
-    /// the next attempt, with the retry drawn, or why there is none.
-    pub(super) fn plan_retry(&mut self, asked: Option<Duration>) -> Result<Duration, GiveUp> {
+    /// A transient failure (whose error asked to wait `asked`, if it did; a throttle, or an
+    /// error that `moves_on`): the wait before the next attempt, with the retry drawn, or why
+    /// there is none. A route moving to a target that has not failed yet does not wait.
+    pub(super) fn plan_retry(
+        &mut self,
+        asked: Option<Duration>,
+        throttle: bool,
+        moves_on: bool,
+    ) -> Result<Duration, GiveUp> {
         let (settings, tuning) = (self.settings, &*self.tuning);
         if tuning.retry == 0 {
             return Err(GiveUp::NoRetries);
@@ -35,19 +57,25 @@ impl<'p> Progress<'p> {
         if self.tries.attempt >= tuning.retry {
             return Err(GiveUp::RetriesExhausted);
         }
-        if let Some(breaker) = self.breaker() {
+        let routing = self.tries.routing;
+        let at_once = routing.fresh || moves_on || (throttle && routing.now);
+        if let Some(breaker) = self.breaker().filter(|_| !routing.routed) {
             // Opened meanwhile (by this failure or another caller's) and not yet cooled down.
             if breaker.state() == BreakerState::Open && !breaker.retry_in(Instant::now()).is_zero()
             {
                 return Err(GiveUp::BreakerOpen);
             }
         }
-        if asked.is_some_and(|asked| asked > tuning.retry_after_max) {
+        if !at_once && asked.is_some_and(|asked| asked > tuning.retry_after_max) {
             return Err(GiveUp::RetryAfterTooLong);
         }
         let previous =
             (self.tries.last_wait > 0).then(|| Duration::from_nanos(self.tries.last_wait));
-        let wait = settings.wait(&tuning.backoff, self.tries.attempt, previous, asked);
+        let wait = if at_once {
+            Duration::ZERO
+        } else {
+            settings.wait(&tuning.backoff, self.tries.attempt, previous, asked)
+        };
         if let Some(deadline) = self.deadline {
             // No wait is started that cannot end, with time for the call, before the deadline.
             if later(Instant::now(), wait) >= deadline {

@@ -1,12 +1,11 @@
 //! The ways to run a [`Policy`]: whole operations ([`Policy::run`], streams, per key), or
 //! one attempt at a time from an [`Execution`].
 
-use std::future::Future;
-use std::sync::Arc;
-
 use futures_core::Stream;
+use std::future::Future;
 
-use super::{Execution, Next};
+use super::route::breaker_of;
+use super::{Execution, Next, Route};
 use crate::key::Key;
 use crate::policy::{BreakerRef, Keyed, Policy};
 use crate::stream::{Commit, ResilientStream};
@@ -153,11 +152,116 @@ impl Policy<Keyed> {
     pub fn execute_keyed<Q: Key + ?Sized, E>(&self, key: &Q) -> Execution<'_, E> {
         let settings = &self.settings;
         let scope = settings.keys.as_ref().map(|keys| keys.held(key));
-        let breaker = match scope.as_ref().and_then(|scope| scope.breaker.as_ref()) {
-            Some(breaker) => Some(BreakerRef::Keyed(Arc::clone(breaker))),
-            None => settings.breaker.as_deref().map(BreakerRef::Shared),
-        };
+        let breaker = breaker_of(settings, scope.as_ref());
         Execution::start(settings, breaker, scope)
+    }
+
+    /// Runs one operation over several targets, values of the policy's key: `first`, then
+    /// `others` in order. Each attempt goes to a target whose breaker, bulkhead and gates
+    /// would call now (one that would not is skipped, which costs no retry); a transient
+    /// failure moves to the next target at once, and coming back to one that failed waits
+    /// the backoff. `make_attempt` gets the attempt's target. See [`Route`].
+    ///
+    /// ```
+    /// use resil_runtime::{Policy, Rejected};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = Policy::builder()
+    ///     .retry(2)
+    ///     .breaker_per_key("model", 1, Duration::from_secs(30))
+    ///     .build()
+    ///     .unwrap();
+    /// let answer = |model: &'static str| async move {
+    ///     if model == "gpt-4o" { Err(Rejected::Incomplete) } else { Ok(model) }
+    /// };
+    /// let first = policy.run_routed("gpt-4o", ["claude-sonnet"], answer).await;
+    /// assert_eq!(first, Ok("claude-sonnet"));
+    /// // gpt-4o's breaker is open now: the next call skips it without calling it.
+    /// let second = policy.run_routed("gpt-4o", ["claude-sonnet"], answer).await;
+    /// assert_eq!(second, Ok("claude-sonnet"));
+    /// # }
+    /// ```
+    pub async fn run_routed<'k, K, T, E, F, Fut>(
+        &self,
+        first: &'k K,
+        others: impl IntoIterator<Item = &'k K>,
+        mut make_attempt: F,
+    ) -> Result<T, E>
+    where
+        K: Key + PartialEq + ?Sized,
+        F: FnMut(&'k K) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        let mut route = self.route(first, others);
+        loop {
+            let target = match route.target() {
+                Ok(target) => *target,
+                Err(outcome) => return outcome.into_result(),
+            };
+            if let Next::Done(outcome) = route.execution().attempt(make_attempt(target)).await {
+                return outcome.into_result();
+            }
+        }
+    }
+
+    /// [`Policy::run_routed`] for a streaming call, committing at the item `commit` accepts:
+    /// a target whose stream fails or stalls before its commit hands the operation to the
+    /// next; after the commit nothing moves.
+    pub async fn run_stream_routed<'k, K, T, E, S, F, Fut>(
+        &self,
+        first: &'k K,
+        others: impl IntoIterator<Item = &'k K>,
+        commit: Commit<T>,
+        mut make_attempt: F,
+    ) -> Result<ResilientStream<'_, T, E, S>, E>
+    where
+        K: Key + PartialEq + ?Sized,
+        F: FnMut(&'k K) -> Fut,
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        let mut route = self.route(first, others);
+        let outcome = loop {
+            let target = match route.target() {
+                Ok(target) => *target,
+                Err(outcome) => break outcome,
+            };
+            let attempt = route
+                .execution()
+                .attempt_stream_until(make_attempt(target), commit);
+            if let Next::Done(outcome) = attempt.await {
+                break outcome;
+            }
+        };
+        route.into_execution().commit(outcome).into_result()
+    }
+
+    /// Starts a routed operation by hand, over targets borrowed for it: see [`Route`].
+    pub fn route<'k, K, E>(
+        &self,
+        first: &'k K,
+        others: impl IntoIterator<Item = &'k K>,
+    ) -> Route<'_, &'k K, K, E>
+    where
+        K: Key + PartialEq + ?Sized,
+    {
+        Route::new(self, |target| *target, first, others)
+    }
+
+    /// [`Policy::route`] over targets the route owns (the values of an argument taken by
+    /// value).
+    pub fn route_owned<K, E>(
+        &self,
+        first: K,
+        others: impl IntoIterator<Item = K>,
+    ) -> Route<'_, K, K, E>
+    where
+        K: Key + PartialEq,
+    {
+        Route::new(self, |target| target, first, others)
     }
 }
 

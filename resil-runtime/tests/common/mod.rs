@@ -38,6 +38,8 @@ pub fn paused_runtime() -> tokio::runtime::Runtime {
 pub enum TestError {
     Busy,
     BadRequest,
+    /// A permanent error of this target only ("context too long for this model").
+    TooLong,
     RetryAfter(Duration),
     /// A 429: "too fast", with the wait asked for.
     Throttled(Duration),
@@ -48,12 +50,15 @@ impl Transient for TestError {
     fn is_transient(&self) -> bool {
         match self {
             TestError::Busy | TestError::RetryAfter(_) | TestError::Throttled(_) => true,
-            TestError::BadRequest => false,
+            TestError::BadRequest | TestError::TooLong => false,
             TestError::Rejected(rejected) => rejected.is_transient(),
         }
     }
     fn is_throttle(&self) -> bool {
         matches!(self, TestError::Throttled(_))
+    }
+    fn moves_on(&self) -> bool {
+        matches!(self, TestError::TooLong)
     }
     fn retry_after(&self) -> Option<Duration> {
         match self {
@@ -75,6 +80,7 @@ impl TestError {
         match self {
             TestError::Busy => "busy",
             TestError::BadRequest => "bad_request",
+            TestError::TooLong => "too_long",
             TestError::RetryAfter(_) => "retry_after",
             TestError::Throttled(_) => "throttled",
             TestError::Rejected(rejected) => rejected.kind(),
@@ -154,6 +160,12 @@ impl Listener for Recorder {
                 format!("breaker {breaker} {} -> {}", transition.from, transition.to)
             }
             Event::ConfigConflict { message, .. } => format!("conflict {message}"),
+            Event::Routed { target, hedge, .. } => {
+                format!("{} {target}", if *hedge { "hedge" } else { "route" })
+            }
+            Event::Skipped {
+                target, rejected, ..
+            } => format!("skip {target} {}", rejected.kind()),
             _ => format!("{event:?}"),
         };
         self.0.lock().unwrap().push(line);
