@@ -6,7 +6,7 @@ pub use core::time::Duration;
 pub use resil_runtime::stream::{Commit, Committed, OrFallback, ResilientStream, Stream};
 pub use resil_runtime::{
     Attempt, BreakerKind, Execution, FromRejected, Jitter, KeyTuple, Keyed, Next, Outcome, Policy,
-    PolicyBuilder, Rejected, Transient,
+    PolicyBuilder, Rejected, Route, Transient,
 };
 pub use std::sync::LazyLock;
 
@@ -69,6 +69,33 @@ where
     Q: resil_runtime::Key + ?Sized,
 {
     policy.execute_keyed(key)
+}
+
+/// Starts an operation of `policy` routed over `first`, a routed argument taken by reference,
+/// then `others`, each converted to the argument's type.
+#[inline]
+pub fn route<'p, 'k, P, K, E, I>(
+    policy: &'p Policy<P>,
+    first: &'k K,
+    others: I,
+) -> Route<'p, &'k K, K, E>
+where
+    K: resil_runtime::Key + PartialEq + ?Sized,
+    I: IntoIterator,
+    I::Item: Into<&'k K>,
+{
+    policy.route(first, others.into_iter().map(Into::into))
+}
+
+/// [`route`] for a routed argument taken by value.
+#[inline]
+pub fn route_owned<'p, P, K, E, I>(policy: &'p Policy<P>, first: K, others: I) -> Route<'p, K, K, E>
+where
+    K: resil_runtime::Key + PartialEq,
+    I: IntoIterator,
+    I::Item: Into<K>,
+{
+    policy.route_owned(first, others.into_iter().map(Into::into))
 }
 
 /// `Result<T, E>` split into its parts, so the expansion can name them from the return type.

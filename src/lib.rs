@@ -158,6 +158,9 @@ pub mod execution {
 ///   provider asked us to wait. The backoff never waits less.
 /// - `#[transient(transparent)]` on a variant or struct with one field: that field's own
 ///   `Transient` decides, as for a wrapped [`Rejected`].
+/// - `#[transient(route)]`: permanent, but only for this target (a context too long for this
+///   model, a content filter, a model not found): a route (`route = model in [...]`) moves on
+///   from it at once and never sends the request to that target again.
 ///
 /// ```
 /// use resil::{Rejected, Transient};

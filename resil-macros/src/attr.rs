@@ -3,10 +3,10 @@
 //! accepts is in the table of `keys.rs`.
 
 use proc_macro2::TokenStream;
-use syn::parse::Parser;
+use syn::parse::{Parse, ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
-use syn::{Meta, Token};
+use syn::{Expr, Meta, MetaNameValue, Token};
 
 use crate::errors::Errors;
 use crate::keys::{did_you_mean, ResilientArgs, KEYS};
@@ -14,10 +14,10 @@ use crate::keys::{did_you_mean, ResilientArgs, KEYS};
 /// Parses the attribute's arguments. A syntax error is fatal; every other mistake is
 /// collected in `errors` and the setting left out, so later checks still run.
 pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> syn::Result<ResilientArgs> {
-    let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(args)?;
+    let metas = Punctuated::<Pair, Token![,]>::parse_terminated.parse2(args)?;
     let mut parsed = ResilientArgs::default();
     let mut seen: Vec<String> = Vec::new();
-    for meta in metas {
+    for Pair(meta) in metas {
         let Meta::NameValue(pair) = &meta else {
             errors.push(
                 meta.span(),
@@ -58,4 +58,32 @@ pub(crate) fn parse(args: TokenStream, errors: &mut Errors) -> syn::Result<Resil
         }
     }
     Ok(parsed)
+}
+
+/// One item of the attribute. `route`'s value, `model in [...]`, is no expression: it is
+/// kept as its tokens, up to the next comma outside brackets, for `values::route` to read.
+struct Pair(Meta);
+
+impl Parse for Pair {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if !(input.peek(syn::Ident) && input.peek2(Token![=]) && !input.peek2(Token![==])) {
+            return input.parse().map(Pair);
+        }
+        let key: syn::Ident = input.parse()?;
+        let eq_token = input.parse()?;
+        let value = if key == "route" {
+            let mut tokens = TokenStream::new();
+            while !input.is_empty() && !input.peek(Token![,]) {
+                tokens.extend([input.parse::<proc_macro2::TokenTree>()?]);
+            }
+            Expr::Verbatim(tokens)
+        } else {
+            input.parse()?
+        };
+        Ok(Pair(Meta::NameValue(MetaNameValue {
+            path: key.into(),
+            eq_token,
+            value,
+        })))
+    }
 }

@@ -13,7 +13,7 @@ pub(crate) use resil_spec::names::did_you_mean;
 use resil_spec::profiles::Profile;
 use resil_spec::Jitter;
 
-use crate::values::{self, BreakerArg, Budget, Bulkhead, KindName, Rate};
+use crate::values::{self, BreakerArg, Budget, Bulkhead, KindName, Rate, Route};
 
 /// A value with where it was written.
 pub(crate) struct Setting<T> {
@@ -79,6 +79,7 @@ keys! {
     rate: Rate = values::rate;
     token_rate: Rate = values::rate;
     rate_cost: Expr = values::expression;
+    route: Route = values::route;
     fallback: syn::Path = values::fallback;
     listener: syn::Path = values::listener;
     retry_budget: Budget = values::budget;

@@ -22,14 +22,17 @@ enum Marking {
         retry_after: Option<Member>,
     },
     Transparent,
+    /// `#[transient(route)]`: permanent here, worth another target of a route.
+    MovesOn,
 }
 
-/// The match arms of the three methods, one or more per variant.
+/// The match arms of the methods, one or more per variant.
 #[derive(Default)]
 struct Arms {
     is_transient: Vec<TokenStream>,
     retry_after: Vec<TokenStream>,
     is_throttle: Vec<TokenStream>,
+    moves_on: Vec<TokenStream>,
 }
 
 pub(crate) fn derive(input: TokenStream) -> TokenStream {
@@ -109,6 +112,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
         is_transient,
         retry_after,
         is_throttle,
+        moves_on,
     } = arms;
     let is_transient = if is_transient.is_empty() {
         quote! { false }
@@ -138,6 +142,13 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                     _ => false,
                 }
             }
+            fn moves_on(&self) -> bool {
+                #[allow(unreachable_patterns)]
+                match self {
+                    #(#moves_on)*
+                    _ => false,
+                }
+            }
         }
     })
 }
@@ -164,6 +175,10 @@ impl Arms {
         };
         match marking {
             Marking::Permanent => self.is_transient.push(quote! { #pattern #all => false, }),
+            Marking::MovesOn => {
+                self.is_transient.push(quote! { #pattern #all => false, });
+                self.moves_on.push(quote! { #pattern #all => true, });
+            }
             Marking::Transient {
                 retry_after,
                 throttle,
@@ -178,6 +193,7 @@ impl Arms {
                 self.is_transient
                     .push(delegate(&field, quote!(is_transient)));
                 self.is_throttle.push(delegate(&field, quote!(is_throttle)));
+                self.moves_on.push(delegate(&field, quote!(moves_on)));
                 self.retry_after.push(match &retry_after {
                     Some(retry_after) => wait(retry_after),
                     None => delegate(&field, quote!(retry_after)),
@@ -194,6 +210,7 @@ impl Arms {
                     .push(delegate(&field, quote!(is_transient)));
                 self.retry_after.push(delegate(&field, quote!(retry_after)));
                 self.is_throttle.push(delegate(&field, quote!(is_throttle)));
+                self.moves_on.push(delegate(&field, quote!(moves_on)));
             }
         }
     }
@@ -238,6 +255,7 @@ fn marking(
     }
     let mut transparent = None;
     let mut throttle = None;
+    let mut route = None;
     let mut by = None;
     let mut retry_after = None;
     let field = |meta: &syn::meta::ParseNestedMeta<'_>, example: &str| {
@@ -250,12 +268,14 @@ fn marking(
             transparent = Some(meta.path.span());
         } else if meta.path.is_ident("throttle") {
             throttle = Some(meta.path.span());
+        } else if meta.path.is_ident("route") {
+            route = Some(meta.path.span());
         } else if meta.path.is_ident("by") {
             by = Some(field(&meta, "`by` names the field that decides, such as `#[transient(by = status)]` for a status code field")?);
         } else if meta.path.is_ident("retry_after") {
             retry_after = Some(field(&meta, "`retry_after` names the field that holds the wait, such as `#[transient(retry_after = wait)]` or `retry_after = 0` for a tuple field")?);
         } else {
-            return Err(meta.error("#[transient] takes `retry_after = field`, `throttle`, `by = field` or `transparent`, such as `#[transient(retry_after = wait)]`"));
+            return Err(meta.error("#[transient] takes `retry_after = field`, `throttle`, `by = field`, `transparent` or `route`, such as `#[transient(retry_after = wait)]`"));
         }
         Ok(())
     });
@@ -272,6 +292,16 @@ fn marking(
             errors.push(member.span(), format!("no such field here: {what}"));
             return None;
         }
+    }
+    if let Some(span) = route {
+        if transparent.is_some() || throttle.is_some() || by.is_some() || retry_after.is_some() {
+            errors.push(
+                span,
+                "`route` marks a permanent error of one target (a context too long for this model, a model not found): it is never retried on that target, so it takes no other option; remove them",
+            );
+            return None;
+        }
+        return Some(Marking::MovesOn);
     }
     if let Some(span) = transparent {
         if throttle.is_some() || by.is_some() || retry_after.is_some() {

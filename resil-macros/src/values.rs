@@ -171,6 +171,38 @@ pub(crate) fn expression(_name: &'static str, value: &Expr) -> syn::Result<Expr>
     Ok(value.clone())
 }
 
+/// `route = model in ["claude-sonnet", "gpt-4o-mini"]`: the argument whose value each attempt
+/// may change, and the other values, in order.
+pub(crate) struct Route {
+    pub(crate) argument: syn::Ident,
+    pub(crate) targets: Expr,
+}
+
+impl syn::parse::Parse for Route {
+    fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<Self> {
+        let argument = input.parse()?;
+        input.parse::<syn::Token![in]>()?;
+        let targets = input.parse()?;
+        Ok(Route { argument, targets })
+    }
+}
+
+/// `route = model in [...]` (the tokens after `=`, kept as they were written).
+pub(crate) fn route(_name: &'static str, value: &Expr) -> syn::Result<Route> {
+    let malformed = || {
+        syn::Error::new(
+            value.span(),
+            "`route` takes an argument and the other values it may take, in order: `route = model in [\"claude-sonnet\", \"gpt-4o-mini\"]`, or `route = model in self.fallbacks()`",
+        )
+    };
+    match value {
+        Expr::Verbatim(tokens) if !tokens.is_empty() => {
+            syn::parse2(tokens.clone()).map_err(|_| malformed())
+        }
+        _ => Err(malformed()),
+    }
+}
+
 /// `backoff = "300ms..8s"`.
 pub(crate) fn range(name: &'static str, value: &Expr) -> syn::Result<(Duration, Duration)> {
     let text = string_value(name, value, &["\"300ms..8s\""])?;

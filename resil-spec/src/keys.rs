@@ -276,6 +276,15 @@ pub const KEYS: &[KeyDoc] = &[
         builder: "`Execution::set_cost(u64)`",
     },
     KeyDoc {
+        name: "route",
+        example: r#"route = model in ["claude-sonnet", "gpt-4o-mini"]"#,
+        summary: "other values of an argument to send attempts to: models, providers, regions",
+        meaning: "each attempt goes to a target: the caller's value of the argument, then the listed values in order (or any expression whose items convert to the argument's type, evaluated once per call); a target whose breaker is open, whose gate has no slot within the deadline or whose bulkhead is full is skipped without a call; a transient failure moves to the next target at once, coming back to one that failed waits the backoff; an error whose `moves_on()` is true (`#[transient(route)]`) moves on and never goes back; the body sees the argument bound to the attempt's target. One deadline, one retry allowance, one operation id. With `retry = 0` or no state per key of that argument, a route only skips, or only moves on",
+        default: "none",
+        constraints: "names an argument other than `self`; state per key, if any, keyed by that argument",
+        builder: "`Policy::run_routed(first, others, ..)`, `run_stream_routed`, `route`",
+    },
+    KeyDoc {
         name: "fallback",
         example: "fallback = Self::cached",
         summary: "an async fn with the same arguments",

@@ -135,6 +135,13 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
             cost.to_token_stream().to_string().replace(' ', "")
         ));
     }
+    if let Some(route) = &config.route {
+        let targets = route.targets.to_token_stream().to_string();
+        parts.push(format!(
+            "routed: `{}`, then `{targets}`, skipping a target that would make no call and moving on after a failure",
+            route.argument.ident
+        ));
+    }
     if let (Some(_), Some(max_keys)) = (key, config.max_keys) {
         parts.push(format!("at most {max_keys} keys"));
     }

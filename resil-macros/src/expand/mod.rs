@@ -73,6 +73,9 @@ fn not_a_function(error: syn::Error, item: &TokenStream) -> syn::Error {
 //             };
 //             __resil_outcome.into_result() // or the fallback, once the execution gave back its permit
 //         }
+// With `route = model in [..]`, a `Route` over the caller's `model` and the listed values
+// stands for the execution: each turn of the loop binds `model` to the route's next target and
+// runs the attempt on the route's execution, which ends the operation as above.
 // With `rate_cost`, each attempt first sets its cost (`__resil_execution.set_cost(..)`). A
 // streaming fn (`Result<impl Stream<Item = Result<T, E>>, E>`) calls `stream_attempt::<T, E>`
 // instead, with a `Commit` that names its committing and final items, and
@@ -104,11 +107,16 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     // at the error type, rather than once per place the compiler checks it.
     let blame = error_type_span(&output);
     let output = respan(output.to_token_stream(), blame);
+    // A route's attempts run on the route's execution, borrowed for each.
+    let execution_ref = match &config.route {
+        None => quote! { &mut __resil_execution },
+        Some(_) => quote! { __resil_execution },
+    };
     let attempt = match &config.stream {
         None => quote_spanned! {blame=>
             // Awaited from a binding: a missing bound of the error type is one error, at it.
             {
-                let __resil_attempt = ::resil::__private::attempt::<#output, _>(&mut __resil_execution, async #block);
+                let __resil_attempt = ::resil::__private::attempt::<#output, _>(#execution_ref, async #block);
                 __resil_attempt.await
             }
         },
@@ -134,7 +142,7 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             };
             quote_spanned! {blame=>
                 {
-                    let __resil_attempt = ::resil::__private::stream_attempt::<#item, #error, _, _>(&mut __resil_execution, async #block, #commit);
+                    let __resil_attempt = ::resil::__private::stream_attempt::<#item, #error, _, _>(#execution_ref, async #block, #commit);
                     __resil_attempt.await
                 }
             }
@@ -148,7 +156,23 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
         },
         None => clones,
     };
-    let outcome = if config.retry > 0 {
+    let outcome = if let Some(route) = &config.route {
+        // The argument is bound to each attempt's target; every target skipped ends the loop.
+        let argument = &route.argument.ident;
+        quote! {
+            loop {
+                let #argument = match __resil_route.target() {
+                    ::core::result::Result::Ok(__resil_target) => ::core::clone::Clone::clone(__resil_target),
+                    ::core::result::Result::Err(__resil_outcome) => break __resil_outcome,
+                };
+                let __resil_execution = __resil_route.execution();
+                #clones
+                if let ::resil::__private::Next::Done(__resil_outcome) = #attempt {
+                    break __resil_outcome;
+                }
+            }
+        }
+    } else if config.retry > 0 {
         quote! {
             loop {
                 #clones
@@ -162,6 +186,18 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             #clones
             ::resil::__private::single(#attempt)
         }}
+    };
+    // After a route's attempts, its execution ends the operation as any other's.
+    let (routed, outcome) = match &config.route {
+        None => (TokenStream::new(), outcome),
+        Some(_) => (
+            quote! {
+                let __resil_routed = #outcome;
+                #[allow(unused_mut)]
+                let mut __resil_execution = __resil_route.into_execution();
+            },
+            quote! { __resil_routed },
+        ),
     };
     // A failure the fallback will serve counts as such (outcome `fallback` in the metrics).
     let outcome = match &config.fallback {
@@ -212,6 +248,10 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             __resil_execution.commit(__resil_outcome)
         }},
     };
+    let start = match &config.route {
+        None => quote! { __resil_execution },
+        Some(_) => quote! { __resil_route },
+    };
     let policy_type = if config.key.is_some() {
         quote! { ::resil::__private::Policy<::resil::__private::Keyed> }
     } else {
@@ -231,7 +271,8 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             ::resil::__resil_site!(__RESIL_POLICY);
             #shared
             let __resil_outcome = {
-                let mut __resil_execution = #execution;
+                let mut #start = #execution;
+                #routed
                 #outcome
             };
             #finish
@@ -271,6 +312,15 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
 }
 
 fn execution(config: &Config) -> TokenStream {
+    if let Some(route) = &config.route {
+        let (argument, targets) = (&route.argument.ident, &route.targets);
+        let targets = quote_spanned! {route.span=> #targets };
+        return if route.argument.by_ref {
+            quote! { ::resil::__private::route(&__RESIL_POLICY, #argument, #targets) }
+        } else {
+            quote! { ::resil::__private::route_owned(&__RESIL_POLICY, ::core::clone::Clone::clone(&#argument), #targets) }
+        };
+    }
     let Some(key) = &config.key else {
         return quote! { __RESIL_POLICY.execute() };
     };

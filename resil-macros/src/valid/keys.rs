@@ -220,7 +220,7 @@ pub(super) fn check_stream_keys(args: &ResilientArgs, streaming: bool, errors: &
 }
 
 /// The argument bound to `name`, if the function has one.
-fn key_argument(sig: &Signature, name: &str) -> Option<KeyArgument> {
+pub(super) fn key_argument(sig: &Signature, name: &str) -> Option<KeyArgument> {
     sig.inputs.iter().find_map(|input| match input {
         FnArg::Typed(arg) => match &*arg.pat {
             Pat::Ident(ident) if ident.ident == name => Some(KeyArgument {

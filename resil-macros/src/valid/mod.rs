@@ -10,9 +10,11 @@ use syn::{FnArg, Pat, Signature, Type};
 use resil_spec::{defaults, rules, BreakerKind, Jitter};
 
 mod keys;
+mod route;
 mod signature;
 
 use keys::{check_gate_keys, check_key, check_stream_keys};
+use route::check_route;
 pub(crate) use signature::is_reference;
 use signature::{check_signature, stream_shape};
 
@@ -49,6 +51,15 @@ pub(crate) struct Config {
     pub(crate) shared: Option<Shared>,
     /// Set when the function returns a stream.
     pub(crate) stream: Option<StreamShape>,
+    /// Set when each attempt may go to another value of an argument.
+    pub(crate) route: Option<Route>,
+}
+
+/// `route = model in [...]`: the argument, and the expression of its other values.
+pub(crate) struct Route {
+    pub(crate) argument: KeyArgument,
+    pub(crate) targets: syn::Expr,
+    pub(crate) span: Span,
 }
 
 /// `Result<impl Stream<Item = Result<T, E>>, E>`: the parts the expansion names.
@@ -107,9 +118,9 @@ pub(crate) struct KeyArgument {
 
 impl Config {
     /// Does an attempt need its own copy of the by-value arguments? Yes when there may be
-    /// another attempt, or a fallback that gets the originals.
+    /// another attempt (a route's loop may make one), or a fallback that gets the originals.
     pub(crate) fn clones_arguments(&self) -> bool {
-        self.retry > 0 || self.fallback.is_some()
+        self.retry > 0 || self.fallback.is_some() || self.route.is_some()
     }
 }
 
@@ -150,6 +161,7 @@ pub(crate) fn check(
     }
     let kind = check_breaker_tuning(&args, &mut errors);
     let key = check_key(&args, sig, &mut errors);
+    let route = check_route(&args, sig, key.as_ref(), &mut errors);
     if args.retry.as_ref().is_none_or(|retry| retry.value == 0) {
         for (name, key) in [
             ("retry_budget", args.retry_budget.as_ref().map(|s| s.key)),
@@ -227,6 +239,7 @@ pub(crate) fn check(
             commit_when: args.commit_when.map(|s| s.value),
             commit_hold: args.commit_hold.map(|s| s.value),
         }),
+        route,
     })
 }
 

@@ -241,7 +241,10 @@ impl<'p, E> Execution<'p, E> {
                 progress.outcome("ok");
                 return Decision::Done(Next::Done(Outcome::Completed(Ok(value))));
             }
-            Err(Failure::Error(error)) if !error.is_transient() && !progress.moves_on(&error) => {
+            Err(Failure::Error(error)) if !error.is_transient() => {
+                if progress.tries.routing.other && error.moves_on() {
+                    return self.move_on(error);
+                }
                 progress.outcome("error");
                 return Decision::Done(Next::Done(Outcome::Completed(Err(error))));
             }
@@ -266,18 +269,31 @@ impl<'p, E> Execution<'p, E> {
             Err(Failure::Rejected(rejected)) => return Decision::Done(progress.reject(rejected)),
         };
         let asked = error.retry_after();
-        let moves_on = !error.is_transient();
-        match progress.plan_retry(asked, error.is_throttle(), moves_on) {
+        // Only a route asks: a call without one does not look at the error again.
+        let throttle = progress.tries.routing.now && error.is_throttle();
+        match progress.plan_retry(asked, throttle, false) {
             Ok(wait) => {
                 self.last_error = Some(error);
                 Decision::Wait(wait)
             }
-            // No other target after all: what this one said is permanent.
-            Err(_) if moves_on => {
-                progress.outcome("error");
+            Err(reason) => Decision::Done(progress.give_up(error, reason, kind, asked)),
+        }
+    }
+
+    /// A route moves on from `error`, a permanent error of its target only, at once; with no
+    /// attempt left, what the target said is permanent.
+    #[cold]
+    #[inline(never)]
+    fn move_on<T>(&mut self, error: E) -> Decision<T, E> {
+        match self.progress.plan_retry(None, false, true) {
+            Ok(wait) => {
+                self.last_error = Some(error);
+                Decision::Wait(wait)
+            }
+            Err(_) => {
+                self.progress.outcome("error");
                 Decision::Done(Next::Done(Outcome::Completed(Err(error))))
             }
-            Err(reason) => Decision::Done(progress.give_up(error, reason, kind, asked)),
         }
     }
 }
@@ -397,12 +413,6 @@ impl<'p> Progress<'p> {
                 attempt,
             })
         });
-    }
-
-    /// Whether a route moves on from `error`, a permanent error of its target only.
-    #[inline]
-    fn moves_on<E: Transient>(&self, error: &E) -> bool {
-        self.tries.routing.other && error.moves_on()
     }
 
     /// The backoff wait is over: the next attempt begins.

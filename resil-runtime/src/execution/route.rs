@@ -17,11 +17,11 @@ use super::{Decision, Execution, Failure, Next, Outcome};
 use crate::deadline::{later, Limits};
 use crate::events::Event;
 use crate::key::{Key, KeyName};
-use crate::policy::{BreakerRef, Keyed, Policy, Scope, Settings};
+use crate::policy::{BreakerRef, Scope, Settings};
 use crate::registry::Held;
 use crate::{Rejected, Transient};
 
-/// An operation routed over several targets: see [`Policy::run_routed`], which drives one,
+/// An operation routed over several targets: see [`crate::Policy::run_routed`], which drives one,
 /// and `route = model in [...]` on `#[resilient]`, which expands to one.
 ///
 /// Ask [`Route::target`] for each attempt's target, then run the attempt on
@@ -49,7 +49,7 @@ use crate::{Rejected, Transient};
 /// # }
 /// ```
 pub struct Route<'p, Q, K: ?Sized, E> {
-    policy: &'p Policy<Keyed>,
+    settings: &'p Settings,
     /// The key a target's state is kept under.
     key: fn(&Q) -> &K,
     execution: Execution<'p, E>,
@@ -94,7 +94,7 @@ where
     /// Starts the operation on `first`, with `others` after it in order (a value equal to
     /// one before it is not repeated).
     pub(crate) fn new(
-        policy: &'p Policy<Keyed>,
+        settings: &'p Settings,
         key: fn(&Q) -> &K,
         first: Q,
         others: impl IntoIterator<Item = Q>,
@@ -105,9 +105,10 @@ where
                 targets.push(Target::new(value));
             }
         }
-        let execution = policy.execute_keyed(key(&targets[0].value));
+        let scope = (settings.keys.as_ref()).map(|keys| keys.held(key(&targets[0].value)));
+        let execution = Execution::start(settings, breaker_of(settings, scope.as_ref()), scope);
         Route {
-            policy,
+            settings,
             key,
             execution,
             targets,
@@ -180,7 +181,7 @@ where
             return self.targets.iter().map(|_| Standing::Now).collect();
         };
         let (settings, deadline, cost) = (progress.settings, progress.deadline, admission.cost);
-        let keys = self.policy.settings.keys.as_deref();
+        let keys = self.settings.keys.as_deref();
         let now = Instant::now();
         (self.targets.iter())
             .map(|target| match keys {
@@ -199,7 +200,7 @@ where
     /// Moves the operation to target `i` and notes where a failure there may go.
     fn go_to(&mut self, i: usize, standings: &[Standing]) {
         if i != self.current {
-            let settings = &self.policy.settings;
+            let settings = self.settings;
             let scope = settings
                 .keys
                 .as_ref()

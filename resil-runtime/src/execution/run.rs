@@ -155,7 +155,11 @@ impl Policy<Keyed> {
         let breaker = breaker_of(settings, scope.as_ref());
         Execution::start(settings, breaker, scope)
     }
+}
 
+/// Routes: over the values of the key of a keyed policy, each with its own state; over any
+/// values for a policy without keys, which then moves on after failures but skips nothing.
+impl<P> Policy<P> {
     /// Runs one operation over several targets, values of the policy's key: `first`, then
     /// `others` in order. Each attempt goes to a target whose breaker, bulkhead and gates
     /// would call now (one that would not is skipped, which costs no retry); a transient
@@ -248,7 +252,7 @@ impl Policy<Keyed> {
     where
         K: Key + PartialEq + ?Sized,
     {
-        Route::new(self, |target| *target, first, others)
+        Route::new(&self.settings, |target| *target, first, others)
     }
 
     /// [`Policy::route`] over targets the route owns (the values of an argument taken by
@@ -261,7 +265,7 @@ impl Policy<Keyed> {
     where
         K: Key + PartialEq,
     {
-        Route::new(self, |target| target, first, others)
+        Route::new(&self.settings, |target| target, first, others)
     }
 }
 
