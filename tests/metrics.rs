@@ -152,6 +152,39 @@ fn an_opened_breaker_shows_in_its_gauge_and_the_outcomes() {
     ));
 }
 
+#[resilient(retry = 1, breaker = "per_model", breaker_threshold = 1, route = model in ["claude"])]
+async fn routed(model: &str) -> Result<u32, ApiError> {
+    match model {
+        "gpt" => Err(ApiError::Busy),
+        _ => Ok(1),
+    }
+}
+
+#[test]
+fn a_route_counts_what_it_sent_and_skipped_per_target() {
+    let snapshot = recorded(async {
+        assert_eq!(routed("gpt").await, Ok(1));
+        // gpt's breaker is open: skipped.
+        assert_eq!(routed("gpt").await, Ok(1));
+    });
+    let route = |target, outcome| {
+        value(
+            &snapshot,
+            "resil_route_total",
+            &[("target", target), ("outcome", outcome)],
+        )
+    };
+    assert!(matches!(route("gpt", "sent"), Some(DebugValue::Counter(1))));
+    assert!(matches!(
+        route("gpt", "skipped"),
+        Some(DebugValue::Counter(1))
+    ));
+    assert!(matches!(
+        route("claude", "sent"),
+        Some(DebugValue::Counter(2))
+    ));
+}
+
 #[resilient(retry = 1, backoff = "1ms..1ms", fallback = cached)]
 async fn with_fallback(calls: &Calls) -> Result<u32, ApiError> {
     calls.add();

@@ -158,3 +158,10 @@ pub(crate) fn breaker_state(label: &str, key: Option<&str>, transition: Transiti
     gauge!(series::BREAKER_STATE.name, "breaker" => label.to_owned(), "key" => key.to_owned())
         .set(state);
 }
+
+/// A routed attempt sent to `target`, or `target` skipped: looked up each time, as only
+/// routed calls report it.
+pub(crate) fn routed(name: &str, target: &str, outcome: &'static str) {
+    counter!(series::ROUTE.name, "fn" => name.to_owned(), "target" => target.to_owned(), "outcome" => outcome)
+        .increment(1);
+}

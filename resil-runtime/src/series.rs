@@ -95,6 +95,15 @@ pub const BREAKER_STATE: Series = Series {
     query: "max by (breaker, key) (resil_breaker_state) == 2",
 };
 
+/// A routed operation's attempts and skips, per target.
+pub const ROUTE: Series = Series {
+    name: "resil_route_total",
+    kind: "counter",
+    labels: &["fn", "target", "outcome"],
+    meaning: "with `route`: one per attempt sent to a target (`outcome=\"sent\"`) and one per target passed over without a call (`outcome=\"skipped\"`: its breaker open, no rate slot within the deadline, its bulkhead full)",
+    query: r#"sum by (fn, target) (rate(resil_route_total{outcome="skipped"}[5m]))"#,
+};
+
 /// Calls in flight through a bulkhead all calls share.
 pub const BULKHEAD_IN_USE: Series = Series {
     name: "resil_bulkhead_in_use",
@@ -121,6 +130,7 @@ pub const ALL: &[Series] = &[
     OPERATION_SECONDS,
     FIRST_ITEM_SECONDS,
     BREAKER_STATE,
+    ROUTE,
     BULKHEAD_IN_USE,
     SHARED_AVAILABLE,
 ];

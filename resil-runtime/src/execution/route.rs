@@ -218,6 +218,8 @@ where
             other: others().next().is_some(),
         };
         let progress = &self.execution.progress;
+        #[cfg(feature = "metrics")]
+        crate::meter::routed(&progress.settings.name, self.name(i).as_str(), "sent");
         if progress.report.listening {
             let (attempt, name) = (progress.tries.attempt, self.name(i));
             progress.notify(|listener, site, operation| {
@@ -260,6 +262,8 @@ where
 
     fn skipped(&self, i: usize, rejected: &Rejected) {
         let progress = &self.execution.progress;
+        #[cfg(feature = "metrics")]
+        crate::meter::routed(&progress.settings.name, self.name(i).as_str(), "skipped");
         if progress.report.listening {
             let name = self.name(i);
             progress.notify(|listener, site, operation| {
