@@ -3,6 +3,7 @@
 //! accepts is in the table of `keys.rs`.
 
 use proc_macro2::TokenStream;
+use syn::parse::discouraged::Speculative;
 use syn::parse::{Parse, ParseStream, Parser};
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned;
@@ -10,6 +11,7 @@ use syn::{Expr, Meta, MetaNameValue, Token};
 
 use crate::errors::Errors;
 use crate::keys::{did_you_mean, ResilientArgs, KEYS};
+use crate::values::Route;
 
 /// Parses the attribute's arguments. A syntax error is fatal; every other mistake is
 /// collected in `errors` and the setting left out, so later checks still run.
@@ -72,11 +74,22 @@ impl Parse for Pair {
         let key: syn::Ident = input.parse()?;
         let eq_token = input.parse()?;
         let value = if key == "route" {
-            let mut tokens = TokenStream::new();
-            while !input.is_empty() && !input.peek(Token![,]) {
-                tokens.extend([input.parse::<proc_macro2::TokenTree>()?]);
+            // Parsed as `ARG in EXPR` where it is one (a comma in a generic list stays in the
+            // expression); otherwise the tokens up to the next comma, for the key's error.
+            let fork = input.fork();
+            match fork.parse::<Route>() {
+                Ok(Route { argument, targets }) if fork.is_empty() || fork.peek(Token![,]) => {
+                    input.advance_to(&fork);
+                    Expr::Verbatim(quote::quote! { #argument in #targets })
+                }
+                _ => {
+                    let mut tokens = TokenStream::new();
+                    while !input.is_empty() && !input.peek(Token![,]) {
+                        tokens.extend([input.parse::<proc_macro2::TokenTree>()?]);
+                    }
+                    Expr::Verbatim(tokens)
+                }
             }
-            Expr::Verbatim(tokens)
         } else {
             input.parse()?
         };

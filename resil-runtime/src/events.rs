@@ -195,6 +195,9 @@ pub enum GiveUp {
     /// The rate gate has no slot before the deadline: the operation ends with the provider's
     /// last error.
     RateLimited,
+    /// Every target of the route would make no call (breaker open, no slot within the
+    /// deadline, bulkhead full): the operation ends with the provider's last error.
+    NoTarget,
 }
 
 impl GiveUp {
@@ -209,6 +212,7 @@ impl GiveUp {
             GiveUp::RetryAfterTooLong => "asked to wait longer than retry_after_max",
             GiveUp::BreakerOpen => "the breaker opened",
             GiveUp::RateLimited => "no rate slot before the deadline",
+            GiveUp::NoTarget => "no target of the route would call",
         }
     }
 }

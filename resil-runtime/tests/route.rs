@@ -316,7 +316,7 @@ async fn a_listed_value_equal_to_the_callers_is_not_repeated() {
 async fn a_stream_that_fails_before_its_commit_moves_to_the_next_target() {
     let policy = keyed(2).build().unwrap();
     let stream = policy
-        .run_stream_routed("gpt", MODELS, Commit::first_item(), |model| async move {
+        .run_stream_routed_until("gpt", MODELS, Commit::first_item(), |model| async move {
             let items: Vec<Result<String, TestError>> = match model {
                 "gpt" => vec![Err(TestError::Busy)],
                 _ => vec![Ok(format!("{model}: Hello")), Ok(format!("{model}: world"))],
@@ -340,7 +340,7 @@ async fn a_stream_that_stalls_before_its_commit_moves_to_the_next_target() {
     let policy = keyed(2).timeout(Duration::from_secs(1)).build().unwrap();
     let start = Instant::now();
     let stream = policy
-        .run_stream_routed("gpt", MODELS, Commit::first_item(), |model| async move {
+        .run_stream_routed_until("gpt", MODELS, Commit::first_item(), |model| async move {
             let delay = if model == "gpt" { 60 } else { 0 };
             let items = futures::stream::once(async move {
                 tokio::time::sleep(Duration::from_secs(delay)).await;

@@ -148,20 +148,29 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             }
         }
     };
-    // The cost is evaluated once per attempt, over that attempt's arguments.
-    let clones = match &config.token_rate {
-        Some((_, cost)) => quote_spanned! {cost.span()=>
+    // The cost is evaluated once per attempt, over that attempt's arguments; a route judges
+    // the targets' token gates with it, so it is set before the route chooses.
+    let cost = config.token_rate.as_ref().map(|(_, cost)| {
+        quote_spanned! {cost.span()=> ::resil::__private::cost(#cost) }
+    });
+    let clones = match (&cost, &config.route) {
+        (Some(cost), None) => quote! {
             #clones
-            __resil_execution.set_cost(::resil::__private::cost(#cost));
+            __resil_execution.set_cost(#cost);
         },
-        None => clones,
+        _ => clones,
+    };
+    let route_cost = match (&cost, &config.route) {
+        (Some(cost), Some(_)) => quote! { __resil_route.execution().set_cost(#cost); },
+        _ => TokenStream::new(),
     };
     let outcome = if let Some(route) = &config.route {
         // The argument is bound to each attempt's target; every target skipped ends the loop.
         let argument = &route.argument.ident;
         quote! {
             loop {
-                let #argument = match __resil_route.target() {
+                #route_cost
+                let #argument = match __resil_route.target().await {
                     ::core::result::Result::Ok(__resil_target) => ::core::clone::Clone::clone(__resil_target),
                     ::core::result::Result::Err(__resil_outcome) => break __resil_outcome,
                 };

@@ -269,9 +269,7 @@ impl<'p, E> Execution<'p, E> {
             Err(Failure::Rejected(rejected)) => return Decision::Done(progress.reject(rejected)),
         };
         let asked = error.retry_after();
-        // Only a route asks: a call without one does not look at the error again.
-        let throttle = progress.tries.routing.now && error.is_throttle();
-        match progress.plan_retry(asked, throttle, false) {
+        match progress.plan_retry(asked) {
             Ok(wait) => {
                 self.last_error = Some(error);
                 Decision::Wait(wait)
@@ -285,7 +283,7 @@ impl<'p, E> Execution<'p, E> {
     #[cold]
     #[inline(never)]
     fn move_on<T>(&mut self, error: E) -> Decision<T, E> {
-        match self.progress.plan_retry(None, false, true) {
+        match self.progress.plan_retry(None) {
             Ok(wait) => {
                 self.last_error = Some(error);
                 Decision::Wait(wait)

@@ -26,62 +26,78 @@ pub(super) struct Tries {
     pub(super) routing: Routing,
 }
 
-/// Where a routed operation may go if the current attempt fails, as its route saw the other
-/// targets before the attempt. All false without a route.
+/// What a route told its execution about the current attempt. All false without a route.
 #[derive(Debug, Default, Clone, Copy)]
 pub(super) struct Routing {
-    /// The operation is routed: a breaker that opened on this target ends nothing.
+    /// The operation is routed: after a failure the route chooses the next target, then
+    /// waits and draws the retry (see [`super::Route::target`]).
     pub(super) routed: bool,
-    /// A target not yet tried admits: a failure moves there at once.
-    pub(super) fresh: bool,
-    /// Another target admits now: a throttle moves there at once.
-    pub(super) now: bool,
     /// Another target may serve what this one refused for good ([`crate::Transient::moves_on`]).
     pub(super) other: bool,
 }
 
 impl<'p> Progress<'p> {
-    /// A transient failure (whose error asked to wait `asked`, if it did; a throttle, or an
-    /// error that `moves_on`): the wait before the next attempt, with the retry drawn, or why
-    /// there is none. A route moving to a target that has not failed yet does not wait.
-    pub(super) fn plan_retry(
-        &mut self,
-        asked: Option<Duration>,
-        throttle: bool,
-        moves_on: bool,
-    ) -> Result<Duration, GiveUp> {
-        let (settings, tuning) = (self.settings, &*self.tuning);
+    /// A transient failure (whose error asked to wait `asked`, if it did): the wait before
+    /// the next attempt, with the retry drawn, or why there is none. A routed operation only
+    /// checks that retries remain here: its route chooses the target, then waits and draws.
+    pub(super) fn plan_retry(&mut self, asked: Option<Duration>) -> Result<Duration, GiveUp> {
+        let tuning = &*self.tuning;
         if tuning.retry == 0 {
             return Err(GiveUp::NoRetries);
         }
         if self.tries.attempt >= tuning.retry {
             return Err(GiveUp::RetriesExhausted);
         }
-        let routing = self.tries.routing;
-        let at_once = routing.fresh || moves_on || (throttle && routing.now);
-        if let Some(breaker) = self.breaker().filter(|_| !routing.routed) {
+        if self.tries.routing.routed {
+            return Ok(Duration::ZERO);
+        }
+        if let Some(breaker) = self.breaker() {
             // Opened meanwhile (by this failure or another caller's) and not yet cooled down.
             if breaker.state() == BreakerState::Open && !breaker.retry_in(Instant::now()).is_zero()
             {
                 return Err(GiveUp::BreakerOpen);
             }
         }
-        if !at_once && asked.is_some_and(|asked| asked > tuning.retry_after_max) {
+        let attempt = self.tries.attempt;
+        let wait = self.backoff(attempt, asked)?;
+        self.draw_retry(attempt, wait, asked)?;
+        Ok(wait)
+    }
+
+    /// The backoff after attempt `attempt` failed, no shorter than `asked`; refused when
+    /// `asked` is too long or the wait would not end, with time for the call, before the
+    /// deadline.
+    pub(super) fn backoff(
+        &self,
+        attempt: u32,
+        asked: Option<Duration>,
+    ) -> Result<Duration, GiveUp> {
+        let (settings, tuning) = (self.settings, &*self.tuning);
+        if asked.is_some_and(|asked| asked > tuning.retry_after_max) {
             return Err(GiveUp::RetryAfterTooLong);
         }
         let previous =
             (self.tries.last_wait > 0).then(|| Duration::from_nanos(self.tries.last_wait));
-        let wait = if at_once {
-            Duration::ZERO
-        } else {
-            settings.wait(&tuning.backoff, self.tries.attempt, previous, asked)
-        };
+        let wait = settings.wait(&tuning.backoff, attempt, previous, asked);
         if let Some(deadline) = self.deadline {
             // No wait is started that cannot end, with time for the call, before the deadline.
             if later(Instant::now(), wait) >= deadline {
                 return Err(GiveUp::DeadlineTooClose);
             }
         }
+        Ok(wait)
+    }
+
+    /// Draws the attempt after attempt `attempt` from the operation's allowance and the retry
+    /// budget, and tells the listeners of the `wait` before it (`asked` by the last error, if
+    /// it did).
+    pub(super) fn draw_retry(
+        &mut self,
+        attempt: u32,
+        wait: Duration,
+        asked: Option<Duration>,
+    ) -> Result<(), GiveUp> {
+        let settings = self.settings;
         if operation::allowance() == Some(0) {
             return Err(GiveUp::AllowanceSpent);
         }
@@ -93,7 +109,6 @@ impl<'p> Progress<'p> {
             }
         }
         operation::draw();
-        let attempt = self.tries.attempt;
         #[cfg(feature = "metrics")]
         settings.meters.retry();
         #[cfg(feature = "tracing")]
@@ -115,7 +130,7 @@ impl<'p> Progress<'p> {
             })
         });
         self.tries.last_wait = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-        Ok(wait)
+        Ok(())
     }
 
     /// Ends the operation with the provider's `error` (`outcome`: `error` or `timeout`), which

@@ -2,20 +2,24 @@
 //! providers, regions), each with its own breaker, bulkhead and gates.
 //!
 //! Before each attempt the route looks at its targets in order, from the one after the last
-//! it tried, wrapping around, and takes the first that would call, those not yet tried first.
-//! A target whose breaker is open (or whose probe is out), whose gate has no slot within the
-//! deadline, or whose bulkhead is full with no place in its queue is skipped: no attempt, no
-//! retry spent. A transient failure moves to a target not yet tried at once (a throttle, to
-//! any target that admits now); going back to a target that failed waits the backoff and its
+//! it tried, wrapping around. A target whose breaker is open (or whose probe is out), whose
+//! gate has no slot within the deadline, or whose bulkhead is full with no place in its queue
+//! is skipped: no attempt, no retry spent. Of the others it takes one not yet tried before
+//! one that failed, one that calls at once before one that would wait for its slot or its
+//! queue, then the first in order. The choice after a failure is made then, from what the
+//! targets say then: moving to a target not yet tried waits nothing (a throttle never waits
+//! while another target admits); going back to one that failed waits the backoff and its
 //! Retry-After, as a retry would. The operation stays one: one deadline, one retry
 //! allowance, one id.
+
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::retry::Routing;
-use super::{Decision, Execution, Failure, Next, Outcome};
+use super::{Execution, Next, Outcome};
 use crate::deadline::{later, Limits};
-use crate::events::Event;
+use crate::events::{Event, GiveUp};
 use crate::key::{Key, KeyName};
 use crate::policy::{BreakerRef, Scope, Settings};
 use crate::registry::Held;
@@ -24,8 +28,8 @@ use crate::{Rejected, Transient};
 /// An operation routed over several targets: see [`crate::Policy::run_routed`], which drives one,
 /// and `route = model in [...]` on `#[resilient]`, which expands to one.
 ///
-/// Ask [`Route::target`] for each attempt's target, then run the attempt on
-/// [`Route::execution`]:
+/// Ask [`Route::target`] for each attempt's target (it waits there when it goes back to a
+/// target that failed), then run the attempt on [`Route::execution`]:
 ///
 /// ```
 /// use resil_runtime::{Next, Policy, Rejected};
@@ -34,7 +38,7 @@ use crate::{Rejected, Transient};
 /// let policy = Policy::builder().retry(2).breaker_per_key("model", 5, std::time::Duration::from_secs(30)).build().unwrap();
 /// let mut route = policy.route("gpt-4o", ["claude-sonnet"]);
 /// let outcome = loop {
-///     let model = match route.target() {
+///     let model = match route.target().await {
 ///         Ok(model) => *model,
 ///         Err(outcome) => break outcome,
 ///     };
@@ -127,14 +131,41 @@ where
         self.execution
     }
 
-    /// The target of the next attempt, its state in place; or, when every target would make
-    /// no call, how the operation ends: with the first one's rejection, or after a failure
-    /// with what the provider said last.
-    pub fn target<T>(&mut self) -> Result<&Q, Outcome<T, E>>
+    /// The target of the next attempt, its state in place; or how the operation ends when
+    /// every target would make no call (before any call, with the rejection of the first
+    /// target looked at; after a failure, with what the provider said last).
+    ///
+    /// After a failure this is where the route waits: the backoff (and the error's
+    /// Retry-After) when it goes back to a target that failed, nothing when it moves to one
+    /// not yet tried; and where the next attempt is drawn from the operation's allowance and
+    /// the retry budget. Set the attempt's cost ([`Execution::set_cost`]) before asking: the
+    /// token gates are judged with it.
+    pub async fn target<T>(&mut self) -> Result<&Q, Outcome<T, E>>
     where
         E: Transient + From<Rejected>,
     {
-        let from = if self.started {
+        // The frame goes on the stack, as at an attempt's poll: the deadline the targets are
+        // judged by includes the enclosing calls', the allowance is the operation's, and the
+        // events carry the id.
+        let mut limits = Limits::default();
+        let pushed = self.execution.progress.push_frame(&mut limits);
+        let chosen = self.choose();
+        self.execution.progress.frame = pushed.pop();
+        let (i, wait) = chosen?;
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        Ok(&self.targets[i].value)
+    }
+
+    /// Chooses the next target and moves the operation to it, with the wait before its
+    /// attempt; or ends the operation.
+    fn choose<T>(&mut self) -> Result<(usize, Duration), Outcome<T, E>>
+    where
+        E: Transient + From<Rejected>,
+    {
+        let failed = self.started;
+        let from = if failed {
             let moves_on = (self.execution.last_error.as_ref())
                 .is_some_and(|error| !error.is_transient() && error.moves_on());
             let target = &mut self.targets[self.current];
@@ -145,33 +176,56 @@ where
             0
         };
         self.started = true;
-        // The frame goes on the stack now, as at an attempt's first poll: the deadline the
-        // targets are judged by includes the enclosing calls', and the events carry the id.
-        let mut limits = Limits::default();
-        let pushed = self.execution.progress.push_frame(&mut limits);
         let standings = self.standings();
         let order: Vec<usize> = (0..self.targets.len())
             .map(|i| (from + i) % self.targets.len())
             .filter(|&i| !self.targets[i].banned)
             .collect();
-        let admits = |i: &usize| !matches!(standings[*i], Standing::Skip(_));
+        // Not yet tried before tried, calling at once before waiting, then the order.
         let chosen = (order.iter().copied())
-            .find(|i| admits(i) && !self.targets[*i].tried)
-            .or_else(|| order.iter().copied().find(admits));
-        for &i in order.iter().take_while(|&&i| Some(i) != chosen) {
+            .filter_map(|i| match standings[i] {
+                Standing::Skip(_) => None,
+                Standing::Later => Some(((self.targets[i].tried, true), i)),
+                Standing::Now => Some(((self.targets[i].tried, false), i)),
+            })
+            .min_by_key(|(rank, _)| *rank)
+            .map(|(_, i)| i);
+        for &i in &order {
             if let Standing::Skip(rejected) = &standings[i] {
                 self.skipped(i, rejected);
             }
         }
-        let result = match chosen {
-            Some(i) => {
-                self.go_to(i, &standings);
-                Ok(i)
-            }
-            None => Err(self.turned_away(&order, standings)),
+        let Some(i) = chosen else {
+            return Err(self.turned_away(&order, standings));
         };
-        self.execution.progress.frame = pushed.pop();
-        result.map(|i| &self.targets[i].value)
+        let wait = if failed {
+            self.draw(i)?
+        } else {
+            Duration::ZERO
+        };
+        self.go_to(i);
+        Ok((i, wait))
+    }
+
+    /// After a failure, the attempt on target `i`: the wait before it (none for a target not
+    /// yet tried), drawn from the allowance and the budget; or the operation's end.
+    fn draw<T>(&mut self, i: usize) -> Result<Duration, Outcome<T, E>>
+    where
+        E: Transient + From<Rejected>,
+    {
+        let progress = &mut self.execution.progress;
+        let failed = progress.tries.attempt.saturating_sub(1);
+        let asked = (i == self.current)
+            .then(|| self.execution.last_error.as_ref()?.retry_after())
+            .flatten();
+        let wait = match self.targets[i].tried {
+            true => progress.backoff(failed, asked),
+            false => Ok(Duration::ZERO),
+        };
+        match wait.and_then(|wait| progress.draw_retry(failed, wait, asked).map(|()| wait)) {
+            Ok(wait) => Ok(wait),
+            Err(reason) => Err(self.give_up(reason)),
+        }
     }
 
     /// How each target would take an attempt now. A policy switched off skips nothing.
@@ -183,39 +237,34 @@ where
         let (settings, deadline, cost) = (progress.settings, progress.deadline, admission.cost);
         let keys = self.settings.keys.as_deref();
         let now = Instant::now();
-        (self.targets.iter())
-            .map(|target| match keys {
-                Some(keys) => standing(
-                    settings,
-                    &keys.held((self.key)(&target.value)),
-                    deadline,
-                    cost,
-                    now,
-                ),
+        (self.targets.iter().enumerate())
+            .map(|(i, target)| match keys {
+                Some(keys) => {
+                    // The operation's own place in the current target's bulkhead is no other
+                    // caller's.
+                    let placed = i == self.current && admission.permit.is_some();
+                    let scope = keys.held((self.key)(&target.value));
+                    standing(settings, &scope, deadline, cost, placed, now)
+                }
                 None => Standing::Now,
             })
             .collect()
     }
 
-    /// Moves the operation to target `i` and notes where a failure there may go.
-    fn go_to(&mut self, i: usize, standings: &[Standing]) {
+    /// Moves the operation to target `i` and tells who listens.
+    fn go_to(&mut self, i: usize) {
         if i != self.current {
             let settings = self.settings;
-            let scope = settings
-                .keys
-                .as_ref()
-                .map(|keys| keys.held((self.key)(&self.targets[i].value)));
+            let key = (self.key)(&self.targets[i].value);
+            let scope = settings.keys.as_ref().map(|keys| keys.held(key));
             let breaker = breaker_of(settings, scope.as_ref());
             self.execution.retarget(breaker, scope);
             self.current = i;
         }
-        let others = || (0..self.targets.len()).filter(|&j| j != i && !self.targets[j].banned);
+        let other = (0..self.targets.len()).any(|j| j != i && !self.targets[j].banned);
         self.execution.progress.tries.routing = Routing {
             routed: true,
-            fresh: others()
-                .any(|j| !self.targets[j].tried && !matches!(standings[j], Standing::Skip(_))),
-            now: others().any(|j| matches!(standings[j], Standing::Now)),
-            other: others().next().is_some(),
+            other,
         };
         let progress = &self.execution.progress;
         #[cfg(feature = "metrics")]
@@ -234,12 +283,15 @@ where
         }
     }
 
-    /// Every target would make no call: the operation ends as if the first in `order` had
-    /// been called and had refused.
+    /// Every target would make no call: before any call, the operation ends as if the first
+    /// in `order` had been called and had refused; after a failure, with that failure.
     fn turned_away<T>(&mut self, order: &[usize], mut standings: Vec<Standing>) -> Outcome<T, E>
     where
         E: Transient + From<Rejected>,
     {
+        if self.execution.last_error.is_some() {
+            return self.give_up(GiveUp::NoTarget);
+        }
         let rejected = order
             .first()
             .and_then(
@@ -249,14 +301,32 @@ where
                 },
             )
             .unwrap_or(Rejected::Incomplete);
-        match self
-            .execution
-            .decide(Err::<T, _>(Failure::Rejected(rejected)))
-        {
-            Decision::Done(Next::Done(outcome)) => outcome,
-            Decision::Done(Next::Retry) | Decision::Wait(_) => {
-                unreachable!("a rejection before any call ends the operation")
-            }
+        match self.execution.progress.reject(rejected) {
+            Next::Done(outcome) => outcome,
+            Next::Retry => unreachable!("a rejection ends the operation"),
+        }
+    }
+
+    /// Ends the operation after a failure with what the provider said last: an error that
+    /// moves on, with no target left for it, is permanent.
+    fn give_up<T>(&mut self, reason: GiveUp) -> Outcome<T, E>
+    where
+        E: Transient + From<Rejected>,
+    {
+        let progress = &mut self.execution.progress;
+        // The attempt counted for the next target was never made.
+        progress.tries.attempt = progress.tries.attempt.saturating_sub(1);
+        let Some(error) = self.execution.last_error.take() else {
+            return Outcome::Failed(E::from(Rejected::Incomplete));
+        };
+        if !error.is_transient() {
+            progress.outcome("error");
+            return Outcome::Completed(Err(error));
+        }
+        let asked = error.retry_after();
+        match progress.give_up(error, reason, "error", asked) {
+            Next::Done(outcome) => outcome,
+            Next::Retry => unreachable!("giving up ends the operation"),
         }
     }
 
@@ -303,12 +373,14 @@ pub(super) fn breaker_of<'p>(
     }
 }
 
-/// How a call on `scope` would be taken at `now`, costing `cost` tokens, under `deadline`.
+/// How a call on `scope` would be taken at `now`, costing `cost` tokens, under `deadline`;
+/// `placed`: the operation holds a place in its bulkhead already.
 fn standing(
     settings: &Settings,
     scope: &Scope,
     deadline: Option<Instant>,
     cost: u64,
+    placed: bool,
     now: Instant,
 ) -> Standing {
     let breaker = scope.breaker.as_deref().or(settings.breaker.as_deref());
@@ -316,7 +388,7 @@ fn standing(
         return Standing::Skip(rejected);
     }
     let mut at_once = true;
-    if let Some(bulkhead) = &scope.bulkhead {
+    if let Some(bulkhead) = scope.bulkhead.as_ref().filter(|_| !placed) {
         if !bulkhead.has_room() {
             return Standing::Skip(Rejected::BulkheadFull {
                 limit: bulkhead.limit(),

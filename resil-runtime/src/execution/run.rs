@@ -200,7 +200,7 @@ impl<P> Policy<P> {
     {
         let mut route = self.route(first, others);
         loop {
-            let target = match route.target() {
+            let target = match route.target().await {
                 Ok(target) => *target,
                 Err(outcome) => return outcome.into_result(),
             };
@@ -210,10 +210,27 @@ impl<P> Policy<P> {
         }
     }
 
-    /// [`Policy::run_routed`] for a streaming call, committing at the item `commit` accepts:
-    /// a target whose stream fails or stalls before its commit hands the operation to the
-    /// next; after the commit nothing moves.
+    /// [`Policy::run_routed`] for a streaming call: a target whose stream fails or stalls
+    /// before its first item hands the operation to the next; after it nothing moves.
     pub async fn run_stream_routed<'k, K, T, E, S, F, Fut>(
+        &self,
+        first: &'k K,
+        others: impl IntoIterator<Item = &'k K>,
+        make_attempt: F,
+    ) -> Result<ResilientStream<'_, T, E, S>, E>
+    where
+        K: Key + PartialEq + ?Sized,
+        F: FnMut(&'k K) -> Fut,
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        self.run_stream_routed_until(first, others, Commit::first_item(), make_attempt)
+            .await
+    }
+
+    /// [`Policy::run_stream_routed`] committing at the item `commit` accepts.
+    pub async fn run_stream_routed_until<'k, K, T, E, S, F, Fut>(
         &self,
         first: &'k K,
         others: impl IntoIterator<Item = &'k K>,
@@ -229,7 +246,7 @@ impl<P> Policy<P> {
     {
         let mut route = self.route(first, others);
         let outcome = loop {
-            let target = match route.target() {
+            let target = match route.target().await {
                 Ok(target) => *target,
                 Err(outcome) => break outcome,
             };

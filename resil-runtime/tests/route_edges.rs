@@ -1,0 +1,228 @@
+//! Routes at their edges, on tokio's paused clock: the route's own bulkhead place, a target
+//! that closes while another fails, going back after an error that moves on, a throttle with
+//! a choice of targets, and the end when every target is skipped after a failure.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Recorder, TestError};
+use resil_runtime::{Jitter, Keyed, Policy, PolicyBuilder};
+use tokio::time::Instant;
+
+#[derive(Default, Clone)]
+struct Calls(Arc<Mutex<Vec<(String, u128)>>>);
+
+impl Calls {
+    fn record(&self, target: &str, start: Instant) {
+        let at = start.elapsed().as_millis();
+        self.0.lock().unwrap().push((target.to_owned(), at));
+    }
+    fn seen(&self) -> Vec<(String, u128)> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+fn keyed(retry: u32, threshold: u32) -> PolicyBuilder<Keyed> {
+    Policy::builder()
+        .retry(retry)
+        .backoff(Duration::from_secs(1), Duration::from_secs(8))
+        .jitter(Jitter::None)
+        .breaker_per_key("model", threshold, Duration::from_secs(30))
+}
+
+fn seen(calls: &[(&str, u128)]) -> Vec<(String, u128)> {
+    calls.iter().map(|(t, at)| ((*t).to_owned(), *at)).collect()
+}
+
+/// A per-key bulkhead of 1 with nothing in flight: the caller's target is idle and is
+/// called; the place the route itself holds in it does not make it look full.
+#[tokio::test(start_paused = true)]
+async fn an_idle_first_target_with_a_bulkhead_of_one_is_called() {
+    let policy = keyed(2, 5).bulkhead(1).bulkhead_per_key().build().unwrap();
+    let calls = Calls::default();
+    let start = Instant::now();
+    let answer = policy
+        .run_routed("gpt", ["claude"], |model| {
+            calls.record(model, start);
+            async move { Ok::<_, TestError>(model) }
+        })
+        .await;
+    assert_eq!(answer, Ok("gpt"));
+    assert_eq!(calls.seen(), seen(&[("gpt", 0)]));
+}
+
+/// The same with one target only: it is called, not refused.
+#[tokio::test(start_paused = true)]
+async fn a_route_of_one_target_with_a_bulkhead_of_one_calls_it() {
+    let policy = keyed(2, 5).bulkhead(1).bulkhead_per_key().build().unwrap();
+    let answer = policy
+        .run_routed("gpt", [], |model| async move { Ok::<_, TestError>(model) })
+        .await;
+    assert_eq!(answer, Ok("gpt"));
+}
+
+/// A per-key bulkhead of 2 with one other call in flight: the route holds the free place,
+/// and calls.
+#[tokio::test(start_paused = true)]
+async fn a_first_target_with_a_free_place_is_called() {
+    let policy = keyed(2, 5).bulkhead(2).bulkhead_per_key().build().unwrap();
+    let (other, answer) = tokio::join!(
+        policy.run_keyed("gpt", || async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<_, TestError>("other")
+        }),
+        async {
+            tokio::task::yield_now().await;
+            policy
+                .run_routed("gpt", [], |model| async move { Ok::<_, TestError>(model) })
+                .await
+        }
+    );
+    assert_eq!(other, Ok("other"));
+    assert_eq!(answer, Ok("gpt"));
+}
+
+/// The choice after a failure is made then: another caller opened claude's breaker during
+/// gpt's call, so the route goes back to gpt, after the backoff, as a retry would.
+#[tokio::test(start_paused = true)]
+async fn going_back_to_a_failed_target_waits_the_backoff_even_if_the_fresh_one_closed_meanwhile() {
+    let policy = keyed(2, 10).build().unwrap();
+    let keys = policy.keys().unwrap();
+    let calls = Calls::default();
+    let start = Instant::now();
+    let answer = policy
+        .run_routed("gpt", ["claude"], |model| {
+            calls.record(model, start);
+            let first = calls.seen().len() == 1;
+            async move {
+                if first {
+                    // Another caller's failures open claude's breaker during gpt's call.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    keys.get("claude").breaker().unwrap().force_open();
+                    Err(TestError::Busy)
+                } else {
+                    Ok(model)
+                }
+            }
+        })
+        .await;
+    assert_eq!(answer, Ok("gpt"));
+    // Back to gpt, which just failed: after the backoff of attempt 0 (1 s), as a retry.
+    assert_eq!(calls.seen(), seen(&[("gpt", 0), ("gpt", 1100)]));
+}
+
+/// gpt fails (503), claude refuses for good (`moves_on`): going back to gpt, which failed,
+/// waits the backoff.
+#[tokio::test(start_paused = true)]
+async fn going_back_after_an_error_that_moves_on_waits_the_backoff() {
+    let policy = keyed(3, 10).build().unwrap();
+    let calls = Calls::default();
+    let start = Instant::now();
+    let answer = policy
+        .run_routed("gpt", ["claude"], |model| {
+            calls.record(model, start);
+            let n = calls.seen().len();
+            async move {
+                match (model, n) {
+                    ("gpt", 1) => Err(TestError::Busy),
+                    ("claude", _) => Err(TestError::TooLong),
+                    _ => Ok(model),
+                }
+            }
+        })
+        .await;
+    assert_eq!(answer, Ok("gpt"));
+    // The backoff of attempt 1 (base · 2, no jitter), as in the suite's own
+    // coming_back_to_a_target_that_failed_waits_the_backoff.
+    assert_eq!(
+        calls.seen(),
+        seen(&[("gpt", 0), ("claude", 0), ("gpt", 2000)])
+    );
+}
+
+/// A throttle never waits while another target admits now: gpt throttles, claude's gate has
+/// its next slot 10 s away (within the deadline, so not skipped), mini admits now: mini.
+#[tokio::test(start_paused = true)]
+async fn a_throttle_goes_to_a_target_that_admits_now_rather_than_one_that_waits() {
+    let policy = keyed(2, 5)
+        .rate(1, Duration::from_secs(10), 1)
+        .rate_per_key()
+        .deadline(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    // claude's slot is used: its next one is 10 s away.
+    assert_eq!(
+        policy
+            .run_keyed("claude", || async { Ok::<_, TestError>(()) })
+            .await,
+        Ok(())
+    );
+    let calls = Calls::default();
+    let start = Instant::now();
+    let answer = policy
+        .run_routed("gpt", ["claude", "mini"], |model| {
+            calls.record(model, start);
+            async move {
+                match model {
+                    "gpt" => Err(TestError::Throttled(Duration::from_secs(20))),
+                    _ => Ok(model),
+                }
+            }
+        })
+        .await;
+    assert_eq!(answer, Ok("mini"));
+    assert_eq!(calls.seen(), seen(&[("gpt", 0), ("mini", 0)]));
+}
+
+/// gpt fails and its breaker opens (threshold 1); claude is skipped (its bulkhead is full).
+/// Every target skipped after a failure ends with what the provider said last, whatever
+/// the skip.
+#[tokio::test(start_paused = true)]
+async fn after_a_failure_every_target_skipped_ends_with_the_providers_error_whatever_the_skip() {
+    let policy = keyed(2, 1).bulkhead(2).bulkhead_per_key().build().unwrap();
+    let busy = || async {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Ok::<_, TestError>("other")
+    };
+    let (one, two, answer) = tokio::join!(
+        policy.run_keyed("claude", busy),
+        policy.run_keyed("claude", busy),
+        async {
+            tokio::task::yield_now().await;
+            policy
+                .run_routed("gpt", ["claude"], |_| async {
+                    Err::<(), _>(TestError::Busy)
+                })
+                .await
+        }
+    );
+    assert_eq!((one, two), (Ok("other"), Ok("other")));
+    assert_eq!(answer, Err(TestError::Busy));
+}
+
+/// After a failure, when every target would be skipped, the operation ends at once with the
+/// provider's error, as an unrouted retry that finds its breaker open does: no wait, no
+/// Waiting event, no retry drawn for an attempt never made.
+#[tokio::test(start_paused = true)]
+async fn after_a_failure_with_every_target_skipped_nothing_is_waited_nor_drawn() {
+    let recorder = Recorder::new();
+    let policy = keyed(2, 1).listener(recorder.clone()).build().unwrap();
+    policy
+        .keys()
+        .unwrap()
+        .get("claude")
+        .breaker()
+        .unwrap()
+        .force_open();
+    let start = Instant::now();
+    let answer = policy
+        .run_routed("gpt", ["claude"], |_| async {
+            Err::<(), _>(TestError::Busy)
+        })
+        .await;
+    assert_eq!(answer, Err(TestError::Busy));
+    assert_eq!(recorder.waits(), [], "{:?}", recorder.lines());
+    assert_eq!(start.elapsed(), Duration::ZERO);
+}
