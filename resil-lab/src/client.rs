@@ -52,6 +52,11 @@ impl Transient for ClientError {
             _ => None,
         }
     }
+
+    /// A 429: a gate then holds its callers for the wait, and a route moves on at once.
+    fn is_throttle(&self) -> bool {
+        matches!(self, ClientError::Status { status, .. } if status.is_throttle())
+    }
 }
 
 /// One event of a streamed answer.
@@ -154,8 +159,9 @@ impl ChatClient {
     }
 
     /// Sends the request (with the operation's id as `Idempotency-Key`) and decodes the
-    /// answer's server-sent events into chunks.
-    async fn events(
+    /// answer's server-sent events into chunks: one attempt of a streamed call, once the
+    /// answer's headers are in.
+    pub async fn events(
         &self,
         path: &str,
     ) -> Result<impl Stream<Item = Result<Chunk, ClientError>> + Send + 'static, ClientError> {

@@ -17,6 +17,7 @@ pub mod rate_limits;
 pub mod redis_server;
 pub mod report;
 pub mod retry_storm;
+pub mod routing;
 pub mod streaming;
 pub mod thundering_herd;
 pub mod timeline;

@@ -19,6 +19,8 @@
 //!   completions endpoint (a sliding window, as nginx's `limit_req` without burst would
 //!   count); the others get 429 with `Retry-After: 1`, and are not billed.
 //! - [`MockProvider::set_down`] starts and ends an outage: meanwhile completions answer 503.
+//! - [`MockProvider::with_quota`]: N completions, then 429s. [`MockProvider::slow_tail`]: every
+//!   N-th answer slow to its first token.
 //! - [`MockProvider::answer_together`] holds the first requests' answers until they are all in.
 //! - `/hang`: accepts the request and never answers.
 //! - `/401`: answers 401 Unauthorized. `/503`: 503 with `Retry-After: 1`. `/quota`: 429
@@ -41,6 +43,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+
+mod quirks;
 
 type Body = BoxBody<Bytes, std::io::Error>;
 /// A finished answer's chunks, published when generation ends.
@@ -80,6 +84,8 @@ struct State {
     together: AtomicU32,
     /// Wakes the waiting requests once the last of them is in.
     all_in: tokio::sync::Notify,
+    /// A quota and a slow tail ([`MockProvider::with_quota`], [`MockProvider::slow_tail`]).
+    quirks: quirks::Quirks,
 }
 
 /// The running server; stopped when dropped or by [`MockProvider::stop`].
@@ -247,6 +253,7 @@ async fn handle(
             r#"{"error":{"code":"insufficient_quota","message":"You exceeded your current quota"}}"#,
         ),
         "/v1/chat/completions" if state.down.load(Ordering::SeqCst) => unavailable(),
+        "/v1/chat/completions" if state.quirks.over_quota() => too_many_requests(&state),
         "/v1/chat/completions" => completions(state, request),
         _ => full(StatusCode::NOT_FOUND, r#"{"error":"no such endpoint"}"#),
     };
@@ -426,6 +433,7 @@ async fn generate(
     finished: watch::Sender<Answer>,
 ) {
     let mut chunks = Vec::with_capacity(generation.tokens);
+    tokio::time::sleep(state.quirks.first_token_wait()).await;
     for n in 0..generation.tokens {
         tokio::time::sleep(generation.delay).await;
         if generation.hold == Some(n) {

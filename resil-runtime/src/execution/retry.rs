@@ -95,7 +95,7 @@ impl<'p> Progress<'p> {
         &mut self,
         attempt: u32,
         wait: Duration,
-        asked: Option<Duration>,
+        #[cfg_attr(not(feature = "tracing"), allow(unused_variables))] asked: Option<Duration>,
     ) -> Result<(), GiveUp> {
         let settings = self.settings;
         if operation::allowance() == Some(0) {
