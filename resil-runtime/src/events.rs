@@ -87,6 +87,15 @@ pub enum Event<'a> {
         /// Whether the attempt is a hedge, racing attempts still in flight.
         hedge: bool,
     },
+    /// A hedge started: one more attempt beside those in flight, which keep running.
+    Hedged {
+        /// The logical operation.
+        operation: Option<&'a OperationId>,
+        /// The policy's name.
+        site: &'a str,
+        /// The hedge's attempt number.
+        attempt: u32,
+    },
     /// A routed operation passed over `target` without calling it: its breaker is open (or
     /// its probe is out), its gate has no slot within the deadline, or its bulkhead is full.
     Skipped {
@@ -162,6 +171,7 @@ impl<'a> Event<'a> {
             | Event::Rejected { site, .. }
             | Event::GaveUp { site, .. }
             | Event::Routed { site, .. }
+            | Event::Hedged { site, .. }
             | Event::Skipped { site, .. }
             | Event::ConfigConflict { site, .. }
             | Event::Reconfigured { site } => Some(site),

@@ -165,3 +165,13 @@ pub(crate) fn routed(name: &str, target: &str, outcome: &'static str) {
     counter!(series::ROUTE.name, "fn" => name.to_owned(), "target" => target.to_owned(), "outcome" => outcome)
         .increment(1);
 }
+
+/// A race's hedges: `won` (0 or 1) and `lost`, counted when the race ends.
+pub(crate) fn hedged(name: &str, won: u64, lost: u64) {
+    for (outcome, count) in [("won", won), ("lost", lost)] {
+        if count > 0 {
+            counter!(series::HEDGES.name, "fn" => name.to_owned(), "outcome" => outcome)
+                .increment(count);
+        }
+    }
+}

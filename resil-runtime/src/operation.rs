@@ -225,6 +225,16 @@ pub(crate) fn draw() {
     });
 }
 
+/// Swaps the polled call's count of nested calls with `children`: each racer of a hedged call
+/// numbers its own nested calls, so that every racer derives the same ids for the same call.
+pub(crate) fn swap_children(children: &mut u32) {
+    with_stack(|stack| {
+        if let Some(top) = stack.last_mut() {
+            std::mem::swap(&mut top.children, children);
+        }
+    });
+}
+
 /// The id of the polled call.
 pub(crate) fn current_id() -> Option<OperationId> {
     with_stack(|stack| stack.last_mut().map(Frame::id)).flatten()

@@ -104,6 +104,15 @@ pub const ROUTE: Series = Series {
     query: r#"sum by (fn, target) (rate(resil_route_total{outcome="skipped"}[5m]))"#,
 };
 
+/// Hedges, by whether they won their race.
+pub const HEDGES: Series = Series {
+    name: "resil_hedges_total",
+    kind: "counter",
+    labels: &["fn", "outcome"],
+    meaning: "with `hedge`: one per hedge started, counted when its race ends: `won` when it answered (or committed) first, `lost` when another racer did or every racer failed",
+    query: r#"sum by (fn) (rate(resil_hedges_total{outcome="won"}[5m])) / sum by (fn) (rate(resil_hedges_total[5m]))"#,
+};
+
 /// Calls in flight through a bulkhead all calls share.
 pub const BULKHEAD_IN_USE: Series = Series {
     name: "resil_bulkhead_in_use",
@@ -131,6 +140,7 @@ pub const ALL: &[Series] = &[
     FIRST_ITEM_SECONDS,
     BREAKER_STATE,
     ROUTE,
+    HEDGES,
     BULKHEAD_IN_USE,
     SHARED_AVAILABLE,
 ];

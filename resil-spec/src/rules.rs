@@ -46,6 +46,17 @@ pub enum Violation {
     },
     /// A retry budget's share or minimum is negative or not a number.
     InvalidRetryBudget,
+    /// A hedge that could never start, or more than three at once.
+    Hedge {
+        /// Hedges at most (`N` of `"N after DELAY"`).
+        count: u32,
+        /// How long an attempt runs before the next hedge starts.
+        delay: Duration,
+        /// The limit of one attempt (`timeout`, or `first_item_timeout` for a stream).
+        timeout: Option<Duration>,
+        /// Extra attempts after the first: hedges draw from them.
+        retry: u32,
+    },
     /// A rate gate that lets nothing through: a count or burst of zero.
     ZeroRate {
         /// The setting (`rate`, `token_rate`).
@@ -123,6 +134,23 @@ impl fmt::Display for Violation {
                 human(*base),
                 human(*cap)
             ),
+            Violation::Hedge {
+                count,
+                delay,
+                timeout,
+                retry,
+            } => {
+                if !(1..=3).contains(count) {
+                    write!(f, "a hedge starts 1 to 3 more attempts, not {count}: write `hedge = \"1 after 800ms\"`")
+                } else if delay.is_zero() {
+                    f.write_str("a hedge after 0 would race every call from its start: give the time an attempt runs alone, such as `hedge = \"1 after 800ms\"`")
+                } else if *retry == 0 {
+                    f.write_str("hedges are attempts drawn from `retry`, and this function makes none: add `retry = 2` (or more), or remove `hedge`")
+                } else {
+                    let timeout = timeout.map(human).unwrap_or_default();
+                    write!(f, "a hedge after {} would start once the attempt's limit ({timeout}) has cut it: make the delay shorter than the limit, such as a p95 of the time to the answer or first token", human(*delay))
+                }
+            }
             Violation::ZeroBulkhead => f.write_str(
                 "a bulkhead of 0 would reject every call: give the number of calls allowed in flight at once, such as 8",
             ),
@@ -207,6 +235,29 @@ impl std::error::Error for Violation {}
 pub fn positive(key: &'static str, duration: Duration) -> Result<(), Violation> {
     if duration.is_zero() {
         return Err(Violation::ZeroDuration { key });
+    }
+    Ok(())
+}
+
+/// A hedge of `count` attempts after `delay`, under an attempt's limit of `timeout` and
+/// `retry` extra attempts.
+pub fn hedge(
+    count: u32,
+    delay: Duration,
+    timeout: Option<Duration>,
+    retry: u32,
+) -> Result<(), Violation> {
+    let violation = Violation::Hedge {
+        count,
+        delay,
+        timeout,
+        retry,
+    };
+    if !(1..=3).contains(&count) || delay.is_zero() || retry == 0 {
+        return Err(violation);
+    }
+    if timeout.is_some_and(|timeout| delay >= timeout) {
+        return Err(violation);
     }
     Ok(())
 }

@@ -90,6 +90,19 @@ impl<'p> Admission<'p> {
         self.breaker.as_ref().map(BreakerRef::get)
     }
 
+    /// A hedge's admission: the same breaker, key and gates, slots of its own, and the
+    /// operation's place in the bulkhead (it takes none of its own).
+    pub(super) fn hedge(&self) -> Self {
+        Admission {
+            breaker: self.breaker.as_ref().map(BreakerRef::clone_ref),
+            scope: self.scope.clone(),
+            permit: None,
+            entry: Entry::Admitted,
+            cost: self.cost,
+            reserved: Reserved::default(),
+        }
+    }
+
     /// Moves the operation to another key's state, for a route's next target: its breaker
     /// and gates, and a place in its bulkhead when the bulkhead is per key (the last key's
     /// place is given back first). A bulkhead of all calls keeps the place the operation has.

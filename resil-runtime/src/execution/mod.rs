@@ -9,7 +9,7 @@ mod run;
 mod slots;
 mod streams;
 
-pub use attempt::Attempt;
+pub use attempt::{Attempt, Race};
 pub use route::Route;
 
 use admission::Admission;
@@ -186,6 +186,11 @@ impl<'p, E> Execution<'p, E> {
         if let Some(admission) = &mut self.progress.admission {
             admission.cost = cost;
         }
+    }
+
+    /// Whether the policy hedges: its attempts then run as a [`Race`] ([`Execution::race`]).
+    pub fn hedges(&self) -> bool {
+        self.progress.settings.hedge.is_some() && self.progress.tuning.enabled
     }
 
     /// 0 during the first attempt, 1 during the first retry, ...

@@ -133,6 +133,22 @@ impl<'p> Progress<'p> {
         Ok(())
     }
 
+    /// Draws a hedge, an attempt beside the one in flight, from the operation's allowance
+    /// and the retry budget: whether both allow it.
+    pub(super) fn draw_hedge(&mut self) -> bool {
+        if operation::allowance() == Some(0) {
+            return false;
+        }
+        if let Some(budget) = &self.settings.budget {
+            if self.tries.called && !budget.try_withdraw() {
+                return false;
+            }
+        }
+        operation::draw();
+        self.tries.attempt += 1;
+        true
+    }
+
     /// Ends the operation with the provider's `error` (`outcome`: `error` or `timeout`), which
     /// asked to wait `asked` if it did.
     pub(super) fn give_up<T, E>(

@@ -292,6 +292,13 @@ where
     Fut: Future<Output = Result<T, E>>,
     E: Transient + From<Rejected>,
 {
+    if execution.hedges() {
+        loop {
+            if let Next::Done(outcome) = execution.race(&mut make_attempt).await {
+                return outcome.into_result();
+            }
+        }
+    }
     loop {
         if let Next::Done(outcome) = execution.attempt(make_attempt()).await {
             return outcome.into_result();
@@ -310,6 +317,13 @@ where
     S: Stream<Item = Result<T, E>>,
     E: Transient + From<Rejected>,
 {
+    if execution.hedges() {
+        loop {
+            if let Next::Done(outcome) = execution.race_stream_until(&mut make_attempt, commit).await {
+                return execution.commit(outcome).into_result();
+            }
+        }
+    }
     loop {
         if let Next::Done(outcome) = execution.attempt_stream_until(make_attempt(), commit).await {
             return execution.commit(outcome).into_result();

@@ -5,9 +5,9 @@ use std::future::Future;
 
 use futures_core::Stream;
 
-use super::{Attempt, Execution, Outcome};
+use super::{Attempt, Execution, Next, Outcome};
 use crate::stream::{committing_item, Commit, Committed, Holdings, ResilientStream};
-use crate::Rejected;
+use crate::{Rejected, Transient};
 
 impl<'p, E> Execution<'p, E> {
     /// One attempt of a streaming call: `connect`, then the stream's first item, under the
@@ -40,6 +40,23 @@ impl<'p, E> Execution<'p, E> {
     {
         let hold = self.progress.settings.commit_hold;
         self.attempt(committing_item(connect, commit, hold))
+    }
+
+    /// [`Execution::race`] for a streaming call: each racer connects with what `connect`
+    /// returns and holds its items up to the one `commit` accepts; the first to commit wins.
+    pub fn race_stream_until<T, S, Fut, M>(
+        &mut self,
+        mut connect: M,
+        commit: Commit<T>,
+    ) -> impl Future<Output = Next<Committed<T, S>, E>> + use<'_, 'p, T, E, S, Fut, M>
+    where
+        M: FnMut() -> Fut,
+        Fut: Future<Output = Result<S, E>>,
+        S: Stream<Item = Result<T, E>>,
+        E: Transient + From<Rejected>,
+    {
+        let hold = self.progress.settings.commit_hold;
+        self.race(move || committing_item(connect(), commit, hold))
     }
 
     /// Ends a streaming operation: a committed stream takes over the bulkhead permit, the

@@ -109,10 +109,20 @@ pub(crate) struct Settings {
     pub(crate) independent: bool,
     /// The most items a stream's attempt holds before the one that commits it.
     pub(crate) commit_hold: usize,
+    /// Hedged attempts, when declared.
+    pub(crate) hedge: Option<Hedge>,
     pub(crate) listener: Option<Arc<dyn Listener>>,
     /// The metrics' handles, registered at the first call.
     #[cfg(feature = "metrics")]
     pub(crate) meters: crate::meter::Slot,
+}
+
+/// `hedge = "N after DELAY"`: up to `count` more attempts, each started when the racers so
+/// far have run `delay` without an answer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Hedge {
+    pub(crate) count: u32,
+    pub(crate) delay: Duration,
 }
 
 /// The breaker one operation goes through.
@@ -122,6 +132,15 @@ pub(crate) enum BreakerRef<'p> {
 }
 
 impl BreakerRef<'_> {
+    /// Another handle on the same breaker, for what outlives this borrow (a probe's wait, a
+    /// hedge's admission).
+    pub(crate) fn clone_ref(&self) -> Self {
+        match self {
+            BreakerRef::Shared(breaker) => BreakerRef::Shared(breaker),
+            BreakerRef::Keyed(breaker) => BreakerRef::Keyed(Arc::clone(breaker)),
+        }
+    }
+
     pub(crate) fn get(&self) -> &Breaker {
         match self {
             BreakerRef::Shared(breaker) => breaker,

@@ -13,7 +13,6 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use pin_project_lite::pin_project;
@@ -26,11 +25,13 @@ use crate::breaker::{Breaker, Ticket, Transition, Verdict};
 use crate::bulkhead::BulkheadPermit;
 use crate::deadline::{later, Cut, Limits};
 use crate::events::AttemptOutcome;
-use crate::policy::BreakerRef;
 use crate::{FromRejected, Rejected, Transient};
 
 mod probe;
+mod race;
 mod timer;
+
+pub use race::Race;
 
 use probe::through_breaker;
 use timer::{fired, lapsed, limited, set_timer};
@@ -92,17 +93,38 @@ pin_project! {
     impl<'e, 'p, F, E> PinnedDrop for Attempt<'e, 'p, F, E> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            // A cancelled probe frees the slot for the next caller; a cancelled call counts
-            // for nothing.
-            if let Some(ticket) = this.admitted.take().filter(|ticket| ticket.probe) {
-                if let Some(breaker) = this.execution.progress.breaker() {
-                    breaker.record(ticket, Verdict::Neutral);
-                }
-            }
-            // A cancelled wait for a rate slot gives the slot back.
-            this.execution.progress.refund_slots();
+            cancel(this.admitted, &mut this.execution.progress);
         }
     }
+}
+
+/// Where a race keeps its racer's result: nowhere for an attempt, which decides itself (a
+/// unit, so that an attempt's step takes nothing more).
+pub(super) trait Keep<R> {
+    fn keep(&mut self, result: R);
+}
+
+impl<R> Keep<R> for () {
+    #[inline(always)]
+    fn keep(&mut self, _: R) {}
+}
+
+impl<R> Keep<R> for Option<R> {
+    fn keep(&mut self, result: R) {
+        *self = Some(result);
+    }
+}
+
+/// An attempt dropped before its end: a cancelled probe frees the slot for the next caller, a
+/// cancelled call counts for nothing, and a wait for a rate slot gives the slot back.
+#[inline(always)]
+fn cancel(admitted: &mut Option<Ticket>, progress: &mut Progress<'_>) {
+    if let Some(ticket) = admitted.take().filter(|ticket| ticket.probe) {
+        if let Some(breaker) = progress.breaker() {
+            breaker.record(ticket, Verdict::Neutral);
+        }
+    }
+    progress.refund_slots();
 }
 
 impl<'e, 'p, F, E> Attempt<'e, 'p, F, E> {
@@ -140,7 +162,7 @@ where
         let spans = this.execution.progress.report.spans.take();
         #[cfg(feature = "tracing")]
         let entered = spans.as_ref().map(|spans| spans.attempt.enter());
-        let poll = step(&mut this, cx);
+        let poll = step::<_, _, _, true>(&mut this, cx, &mut ());
         #[cfg(feature = "tracing")]
         {
             drop(entered);
@@ -155,9 +177,14 @@ where
     }
 }
 
-fn step<'p, T, E, F>(
+/// The attempt to its end. With `DECIDE`, the decision and the backoff wait follow the call
+/// and the attempt ends with what comes next; without, the call's result, reported (the
+/// breaker's verdict recorded, the listeners told), goes to `call` for a race to decide on.
+/// One body for both: an attempt's code is what it was before races.
+fn step<'p, T, E, F, const DECIDE: bool>(
     this: &mut AttemptProjection<'_, '_, 'p, F, E>,
     cx: &mut TaskContext<'_>,
+    call: &mut impl Keep<Result<T, Failure<E>>>,
 ) -> Poll<Next<T, E>>
 where
     F: Future<Output = Result<T, E>>,
@@ -341,6 +368,11 @@ where
             let started = this.limits.started;
             this.execution.progress.ended(outcome(&result), started);
         }
+        if !DECIDE {
+            *this.stage = Stage::Done;
+            call.keep(result);
+            return Poll::Ready(Next::Retry);
+        }
         match this.execution.decide(result) {
             Decision::Done(next) => {
                 *this.stage = Stage::Done;
@@ -442,15 +474,5 @@ fn outcome<'r, T, E: Transient>(result: &'r Result<T, Failure<E>>) -> AttemptOut
         Err(Failure::Error(error)) if error.is_transient() => AttemptOutcome::Transient,
         Err(Failure::Error(_)) => AttemptOutcome::Permanent,
         Err(Failure::Rejected(rejected)) => AttemptOutcome::Rejected(rejected),
-    }
-}
-
-impl BreakerRef<'_> {
-    /// Another handle on the same breaker, for the probe wait that outlives this borrow.
-    fn clone_ref(&self) -> Self {
-        match self {
-            BreakerRef::Shared(breaker) => BreakerRef::Shared(breaker),
-            BreakerRef::Keyed(breaker) => BreakerRef::Keyed(Arc::clone(breaker)),
-        }
     }
 }

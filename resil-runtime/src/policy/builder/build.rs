@@ -14,7 +14,7 @@ use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::events::Event;
 use crate::gate::RateGate;
-use crate::policy::{Keys, Policy, Settings, Tuning, Tunings};
+use crate::policy::{Hedge, Keys, Policy, Settings, Tuning, Tunings};
 use crate::{Backoff, ConfigError};
 
 impl<K> PolicyBuilder<K> {
@@ -92,6 +92,9 @@ impl<K> PolicyBuilder<K> {
             .map(|(ratio, min_per_sec)| RetryBudget::new(ratio, min_per_sec))
             .transpose()?;
         rules::max_keys(self.max_keys)?;
+        if let Some((count, delay)) = self.hedge {
+            rules::hedge(count, delay, self.timeout, self.retry)?;
+        }
         let mut conflict = None;
         let mut per_key_breaker = None;
         let breaker = match self.breaker {
@@ -200,6 +203,7 @@ impl<K> PolicyBuilder<K> {
             budget,
             independent: self.independent,
             commit_hold: self.commit_hold,
+            hedge: self.hedge.map(|(count, delay)| Hedge { count, delay }),
             listener: self.listener,
             #[cfg(feature = "metrics")]
             meters,

@@ -52,6 +52,7 @@ pub struct PolicyBuilder<K = Unkeyed> {
     deadline: Option<Duration>,
     idle: Option<Duration>,
     commit_hold: usize,
+    hedge: Option<(u32, Duration)>,
     retry: u32,
     retry_after_max: Duration,
     backoff: Option<(Duration, Duration)>,
@@ -108,6 +109,7 @@ impl Default for PolicyBuilder {
             deadline: None,
             idle: None,
             commit_hold: resil_spec::defaults::COMMIT_HOLD,
+            hedge: None,
             retry: 0,
             retry_after_max: PolicyBuilder::DEFAULT_RETRY_AFTER_MAX,
             backoff: None,
@@ -193,6 +195,42 @@ impl<K> PolicyBuilder<K> {
     /// a provider sends without ever committing.
     pub fn commit_hold(mut self, items: usize) -> Self {
         self.commit_hold = items;
+        self
+    }
+
+    /// Hedges: when an attempt has neither answered nor (for a stream) committed within
+    /// `delay`, one more attempt starts beside it, up to `count` (1 to 3), each drawn from
+    /// the retries; the first to succeed wins and the others are dropped, counted nowhere.
+    /// The racers run inside the caller's task. What `hedge = "1 after 800ms"` does.
+    ///
+    /// ```
+    /// use resil_runtime::Policy;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = Policy::builder()
+    ///     .timeout(Duration::from_secs(5))
+    ///     .retry(1)
+    ///     .hedge(1, Duration::from_millis(800))
+    ///     .build()
+    ///     .unwrap();
+    /// let mut calls = 0;
+    /// let answer = policy
+    ///     .run(|| {
+    ///         calls += 1;
+    ///         // The first call is slow: the hedge, started at 800 ms, answers first.
+    ///         let delay = if calls == 1 { 4000 } else { 100 };
+    ///         async move {
+    ///             tokio::time::sleep(Duration::from_millis(delay)).await;
+    ///             Ok::<_, resil_runtime::Rejected>(delay)
+    ///         }
+    ///     })
+    ///     .await;
+    /// assert_eq!(answer, Ok(100));
+    /// # }
+    /// ```
+    pub fn hedge(mut self, count: u32, delay: Duration) -> Self {
+        self.hedge = Some((count, delay));
         self
     }
 
@@ -393,6 +431,7 @@ impl<K> PolicyBuilder<K> {
             deadline: self.deadline,
             idle: self.idle,
             commit_hold: self.commit_hold,
+            hedge: self.hedge,
             retry: self.retry,
             retry_after_max: self.retry_after_max,
             backoff: self.backoff,

@@ -1,0 +1,331 @@
+//! [`Race`]: the hedged attempts of one operation, racing inside the caller's task.
+//!
+//! The first racer starts at once; each time the racers so far have run the hedge's delay
+//! without an answer, one more starts, drawn from the operation's retries (and the retry
+//! budget, which may refuse it), up to the hedge's count. Each racer is an attempt as any
+//! other, through the same steps: its own slots, its own ticket from the breaker, its own
+//! timer; a hedge shares the operation's place in the bulkhead. The first success (for a
+//! stream, the first commit) wins and the others are dropped at once: a probe place or a
+//! reserved slot goes back, and a call cut short counts for nothing. A racer that fails
+//! while others run is a failure of its target, reported as such, and the race goes on; the
+//! last one's failure is decided on as any attempt's: a retry after the backoff, or the end.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context as TaskContext, Poll};
+
+use pin_project_lite::pin_project;
+use tokio::time::{Instant, Sleep};
+
+use super::timer::{fired, set_timer};
+use super::{cancel, step, AttemptProjection, Stage, Wait};
+use crate::breaker::Ticket;
+use crate::deadline::{later, Cut, Limits};
+use crate::events::Event;
+use crate::execution::admission::Admission;
+use crate::execution::{Decision, Execution, Failure, Next, Progress};
+use crate::operation;
+use crate::{Rejected, Transient};
+
+pin_project! {
+    /// Hedged attempts of one operation: see [`Execution::race`].
+    #[must_use = "futures do nothing unless polled"]
+    #[project = RaceProjection]
+    pub struct Race<'e, 'p, F, M, E> {
+        execution: &'e mut Execution<'p, E>,
+        make: M,
+        racers: Vec<Racer<'p, F>>,
+        // The next hedge's time while racing; the backoff's after the last racer failed.
+        #[pin]
+        timer: Option<Sleep>,
+        backoff: bool,
+        // Hedges started in this race.
+        hedges: u32,
+        // A hedge was refused (the budget, an enclosing allowance): none starts again.
+        refused: bool,
+    }
+
+    impl<'e, 'p, F, M, E> PinnedDrop for Race<'e, 'p, F, M, E> {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            for racer in this.racers.iter_mut() {
+                racer.cancel(&mut this.execution.progress);
+            }
+        }
+    }
+}
+
+/// One racer: an attempt's own state, apart from its execution.
+struct Racer<'p, F> {
+    lane: Pin<Box<Lane<'p, F>>>,
+    /// A hedge's own admission, in the execution's place while the hedge is polled; `None`
+    /// for the first racer, whose admission is the execution's.
+    admission: Option<Option<Admission<'p>>>,
+    /// Nested calls this racer started: each racer numbers its own, so that the racers derive
+    /// the same ids for the same nested call.
+    children: u32,
+    /// Its attempt number, which its events carry.
+    attempt: u32,
+}
+
+pin_project! {
+    /// The fields an [`super::Attempt`] holds beside its execution.
+    struct Lane<'p, F> {
+        #[pin]
+        future: F,
+        #[pin]
+        timer: Option<Sleep>,
+        stage: Stage,
+        wait: Option<Wait<'p>>,
+        limits: Limits,
+        cut: Option<Cut>,
+        admitted: Option<Ticket>,
+    }
+}
+
+impl<'p, F> Racer<'p, F> {
+    fn new(progress: &Progress<'p>, future: F, admission: Option<Option<Admission<'p>>>) -> Self {
+        let lane = Lane {
+            future,
+            timer: None,
+            stage: Stage::Start,
+            wait: None,
+            limits: progress.limits(),
+            cut: None,
+            admitted: None,
+        };
+        Racer {
+            lane: Box::pin(lane),
+            admission,
+            children: 0,
+            attempt: progress.tries.attempt,
+        }
+    }
+
+    /// Dropped before its end: what it holds goes back, and it counts for nothing.
+    fn cancel(&mut self, progress: &mut Progress<'p>) {
+        let mut admission = self.admission.take();
+        if let Some(own) = &mut admission {
+            std::mem::swap(own, &mut progress.admission);
+        }
+        let lane = self.lane.as_mut().project();
+        cancel(lane.admitted, progress);
+        if let Some(own) = &mut admission {
+            std::mem::swap(own, &mut progress.admission);
+        }
+    }
+}
+
+impl<'p, E> Execution<'p, E> {
+    /// Hedged attempts (see [`crate::PolicyBuilder::hedge`]): `make` is called for the first
+    /// racer at once and for each hedge when it starts, and the futures it returns run
+    /// concurrently inside the caller's task. Resolves as [`Execution::attempt`] does: to
+    /// [`Next::Retry`] once the backoff after the last racer's failure is over, or to how
+    /// the operation ended. Dropping it drops every racer, each giving back what it holds.
+    pub fn race<F, M>(&mut self, mut make: M) -> Race<'_, 'p, F, M, E>
+    where
+        M: FnMut() -> F,
+    {
+        if let Some(frame) = &mut self.progress.frame {
+            frame.new_attempt();
+        }
+        let first = Racer::new(&self.progress, make(), None);
+        Race {
+            execution: self,
+            make,
+            racers: vec![first],
+            timer: None,
+            backoff: false,
+            hedges: 0,
+            refused: false,
+        }
+    }
+}
+
+impl<'p, T, E, F, M> Future for Race<'_, 'p, F, M, E>
+where
+    F: Future<Output = Result<T, E>>,
+    M: FnMut() -> F,
+    E: Transient + From<Rejected>,
+{
+    type Output = Next<T, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Next<T, E>> {
+        let mut this = self.project();
+        let mut limits = this
+            .racers
+            .first()
+            .map_or_else(|| this.execution.progress.limits(), |racer| racer.lane.limits);
+        let pushed = this.execution.progress.push_frame(&mut limits);
+        let poll = run(&mut this, cx);
+        match poll {
+            Poll::Ready(Next::Done(_)) => drop(pushed),
+            _ => this.execution.progress.frame = pushed.pop(),
+        }
+        poll
+    }
+}
+
+fn run<'p, T, E, F, M>(
+    this: &mut RaceProjection<'_, '_, 'p, F, M, E>,
+    cx: &mut TaskContext<'_>,
+) -> Poll<Next<T, E>>
+where
+    F: Future<Output = Result<T, E>>,
+    M: FnMut() -> F,
+    E: Transient + From<Rejected>,
+{
+    loop {
+        if *this.backoff {
+            if !fired(this.timer.as_mut(), cx) {
+                return Poll::Pending;
+            }
+            *this.backoff = false;
+            this.execution.progress.advance();
+            return Poll::Ready(Next::Retry);
+        }
+        if fired(this.timer.as_mut(), cx) {
+            this.timer.set(None);
+            hedge(this);
+        }
+        let mut ended = None;
+        for (i, racer) in this.racers.iter_mut().enumerate() {
+            if let Poll::Ready(result) = poll_racer(this.execution, racer, cx) {
+                ended = Some((i, result));
+                break;
+            }
+        }
+        let Some((i, result)) = ended else {
+            if this.timer.is_none() && can_hedge(this) {
+                let at = later(Instant::now(), delay(this));
+                set_timer(this.timer.as_mut(), at);
+                continue;
+            }
+            return Poll::Pending;
+        };
+        let ended = this.racers.remove(i);
+        let hedge_won = result.is_ok() && ended.admission.is_some();
+        let over = match &result {
+            Ok(_) => true,
+            Err(Failure::Error(error)) => !error.is_transient(),
+            Err(Failure::Rejected(_)) => false,
+        };
+        if !over && !this.racers.is_empty() {
+            continue;
+        }
+        // The race is over: the others are dropped, and the result decided on.
+        let progress = &mut this.execution.progress;
+        for mut racer in this.racers.drain(..) {
+            racer.cancel(progress);
+        }
+        this.timer.set(None);
+        report(this, hedge_won);
+        match this.execution.decide(result) {
+            Decision::Done(next) => return Poll::Ready(next),
+            Decision::Wait(wait) if wait.is_zero() => {
+                this.execution.progress.advance();
+                return Poll::Ready(Next::Retry);
+            }
+            Decision::Wait(wait) => {
+                set_timer(this.timer.as_mut(), later(Instant::now(), wait));
+                *this.backoff = true;
+            }
+        }
+    }
+}
+
+/// One racer's steps, with its admission in the execution's place.
+fn poll_racer<'p, T, E, F>(
+    execution: &mut &mut Execution<'p, E>,
+    racer: &mut Racer<'p, F>,
+    cx: &mut TaskContext<'_>,
+) -> Poll<Result<T, Failure<E>>>
+where
+    F: Future<Output = Result<T, E>>,
+    E: Transient + From<Rejected>,
+{
+    let mut call = None;
+    let mut admission = racer.admission.take();
+    if let Some(own) = &mut admission {
+        std::mem::swap(own, &mut execution.progress.admission);
+    }
+    operation::swap_children(&mut racer.children);
+    let attempts = std::mem::replace(&mut execution.progress.tries.attempt, racer.attempt);
+    let lane = racer.lane.as_mut().project();
+    let mut this = AttemptProjection {
+        execution,
+        future: lane.future,
+        timer: lane.timer,
+        stage: lane.stage,
+        wait: lane.wait,
+        limits: lane.limits,
+        cut: lane.cut,
+        admitted: lane.admitted,
+    };
+    let poll = step::<_, _, _, false>(&mut this, cx, &mut call);
+    execution.progress.tries.attempt = attempts;
+    operation::swap_children(&mut racer.children);
+    if let Some(own) = &mut admission {
+        std::mem::swap(own, &mut execution.progress.admission);
+    }
+    racer.admission = admission;
+    match (poll, call) {
+        (Poll::Ready(_), Some(result)) => Poll::Ready(result),
+        _ => Poll::Pending,
+    }
+}
+
+fn delay<F, M, E>(this: &RaceProjection<'_, '_, '_, F, M, E>) -> std::time::Duration {
+    this.execution
+        .progress
+        .settings
+        .hedge
+        .map_or(std::time::Duration::MAX, |hedge| hedge.delay)
+}
+
+/// Whether another hedge may start: one is declared, and the operation has a retry left.
+fn can_hedge<F, M, E>(this: &RaceProjection<'_, '_, '_, F, M, E>) -> bool {
+    let progress = &this.execution.progress;
+    !*this.refused
+        && (progress.settings.hedge).is_some_and(|hedge| *this.hedges < hedge.count)
+        && progress.tries.attempt < progress.tuning.retry
+}
+
+/// Starts a hedge, if the operation's allowance and the retry budget allow one more attempt.
+fn hedge<'p, F, M, E>(this: &mut RaceProjection<'_, '_, 'p, F, M, E>)
+where
+    M: FnMut() -> F,
+{
+    if !can_hedge(this) || this.racers.is_empty() {
+        return;
+    }
+    let progress = &mut this.execution.progress;
+    if !progress.draw_hedge() {
+        *this.refused = true;
+        return;
+    }
+    *this.hedges += 1;
+    let admission = Some(progress.admission.as_ref().map(Admission::hedge));
+    let racer = Racer::new(progress, (this.make)(), admission);
+    this.racers.push(racer);
+    let attempt = progress.tries.attempt;
+    progress.notify(|listener, site, operation| {
+        listener.on_event(&Event::Hedged {
+            site,
+            operation,
+            attempt,
+        });
+    });
+}
+
+/// The race's hedges, won or lost, for the metrics.
+fn report<F, M, E>(this: &RaceProjection<'_, '_, '_, F, M, E>, _hedge_won: bool) {
+    #[cfg(feature = "metrics")]
+    if *this.hedges > 0 {
+        let won = u64::from(_hedge_won);
+        let name = &this.execution.progress.settings.name;
+        crate::meter::hedged(name, won, u64::from(*this.hedges) - won);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = this;
+}
