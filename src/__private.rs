@@ -6,7 +6,7 @@ pub use core::time::Duration;
 pub use resil_runtime::stream::{Commit, Committed, OrFallback, ResilientStream, Stream};
 pub use resil_runtime::{
     Attempt, BreakerKind, Execution, FromRejected, Jitter, KeyTuple, Keyed, Next, Outcome, Policy,
-    PolicyBuilder, Rejected, Route, Transient,
+    PolicyBuilder, Race, Rejected, Route, Transient,
 };
 pub use std::sync::LazyLock;
 
@@ -124,6 +124,34 @@ where
     F: Future<Output = Result<R::Ok, R::Err>>,
 {
     execution.attempt(attempt)
+}
+
+/// [`attempt`] for a hedged function: `make` makes each racer's future.
+pub fn race<'a, 'p, R, F, M>(
+    execution: &'a mut Execution<'p, R::Err>,
+    make: M,
+) -> Race<'a, 'p, F, M, R::Err>
+where
+    R: ResultType,
+    M: FnMut() -> F,
+    F: Future<Output = Result<R::Ok, R::Err>>,
+{
+    execution.race(make)
+}
+
+/// [`stream_attempt`] for a hedged function: `connect` makes each racer's connection.
+pub fn stream_race<'a, 'p, T, E, S, F, M>(
+    execution: &'a mut Execution<'p, E>,
+    connect: M,
+    commit: Commit<T>,
+) -> impl Future<Output = Next<Committed<T, S>, E>> + use<'a, 'p, T, E, S, F, M>
+where
+    E: Transient + FromRejected,
+    M: FnMut() -> F,
+    F: Future<Output = Result<S, E>>,
+    S: Stream<Item = Result<T, E>>,
+{
+    execution.race_stream_until(connect, commit)
 }
 
 /// The policy of one `#[resilient]` site. The macro refused at compile time every setting

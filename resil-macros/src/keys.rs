@@ -13,7 +13,7 @@ pub(crate) use resil_spec::names::did_you_mean;
 use resil_spec::profiles::Profile;
 use resil_spec::Jitter;
 
-use crate::values::{self, BreakerArg, Budget, Bulkhead, KindName, Rate, Route};
+use crate::values::{self, BreakerArg, Budget, Bulkhead, Hedge, KindName, Rate, Route};
 
 /// A value with where it was written.
 pub(crate) struct Setting<T> {
@@ -80,6 +80,7 @@ keys! {
     token_rate: Rate = values::rate;
     rate_cost: Expr = values::expression;
     route: Route = values::route;
+    hedge: Hedge = values::hedge;
     fallback: syn::Path = values::fallback;
     listener: syn::Path = values::listener;
     retry_budget: Budget = values::budget;

@@ -203,6 +203,29 @@ pub(crate) fn route(_name: &'static str, value: &Expr) -> syn::Result<Route> {
     }
 }
 
+/// `hedge = "1 after 800ms"`: at most `count` more attempts, each after `delay`.
+#[derive(Clone, Copy)]
+pub(crate) struct Hedge {
+    pub(crate) count: u32,
+    pub(crate) delay: Duration,
+}
+
+/// `hedge = "1 after 800ms"`.
+pub(crate) fn hedge(name: &'static str, value: &Expr) -> syn::Result<Hedge> {
+    let text = string_value(name, value, &["\"1 after 800ms\""])?;
+    let malformed = || {
+        syn::Error::new(
+            value.span(),
+            format!("`hedge` takes how many more attempts (1 to 3) and after how long each starts, such as `hedge = \"1 after 800ms\"`, not `{text}`"),
+        )
+    };
+    let (count, delay) = text.split_once(" after ").ok_or_else(malformed)?;
+    let count = count.trim().parse::<u32>().map_err(|_| malformed())?;
+    let delay = duration::parse(delay.trim())
+        .map_err(|message| syn::Error::new(value.span(), format!("`hedge`'s delay: {message}")))?;
+    Ok(Hedge { count, delay })
+}
+
 /// `backoff = "300ms..8s"`.
 pub(crate) fn range(name: &'static str, value: &Expr) -> syn::Result<(Duration, Duration)> {
     let text = string_value(name, value, &["\"300ms..8s\""])?;

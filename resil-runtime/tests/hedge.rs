@@ -24,13 +24,16 @@ fn hedged(retry: u32, hedges: u32) -> PolicyBuilder {
         .hedge(hedges, DELAY)
 }
 
+/// An answer after its delay in milliseconds.
+type Answer = (u64, Result<u32, TestError>);
+
 /// Calls whose answers come after the delays given, in order of the calls, each counted
 /// when it starts and when it is dropped unfinished.
 #[derive(Clone, Default)]
 struct Calls {
     started: Arc<AtomicU32>,
     dropped: Arc<AtomicU32>,
-    delays: Arc<Mutex<Vec<(u64, Result<u32, TestError>)>>>,
+    delays: Arc<Mutex<Vec<Answer>>>,
 }
 
 struct DropGuard(Arc<AtomicU32>, bool);
@@ -44,9 +47,13 @@ impl Drop for DropGuard {
 }
 
 impl Calls {
-    fn scripted(answers: &[(u64, Result<u32, TestError>)]) -> Self {
+    fn scripted(answers: &[Answer]) -> Self {
         let calls = Calls::default();
-        calls.delays.lock().unwrap().extend(answers.iter().cloned().rev());
+        calls
+            .delays
+            .lock()
+            .unwrap()
+            .extend(answers.iter().cloned().rev());
         calls
     }
 
@@ -144,7 +151,10 @@ async fn a_racer_that_fails_leaves_the_others_running() {
 async fn a_permanent_error_from_a_racer_ends_the_race() {
     let policy = hedged(1, 1).build().unwrap();
     let calls = Calls::scripted(&[(900, Err(TestError::BadRequest)), (5000, Ok(2))]);
-    assert_eq!(policy.run(|| calls.call()).await, Err(TestError::BadRequest));
+    assert_eq!(
+        policy.run(|| calls.call()).await,
+        Err(TestError::BadRequest)
+    );
     assert_eq!((calls.started(), calls.dropped()), (2, 1));
 }
 
@@ -165,7 +175,10 @@ async fn when_every_racer_fails_the_operation_retries_after_the_backoff() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_racer_counts_nowhere_on_the_breaker() {
-    let breaker = Arc::new(Breaker::new("hedged", BreakerConfig::new(1, Duration::from_secs(30)).unwrap()));
+    let breaker = Arc::new(Breaker::new(
+        "hedged",
+        BreakerConfig::new(1, Duration::from_secs(30)).unwrap(),
+    ));
     let policy = hedged(1, 1).breaker(Arc::clone(&breaker)).build().unwrap();
     let calls = Calls::scripted(&[(4000, Err(TestError::Busy)), (100, Ok(2))]);
     assert_eq!(policy.run(|| calls.call()).await, Ok(2));
@@ -197,7 +210,9 @@ async fn the_racers_share_one_operation_id_and_nested_ids() {
             async move {
                 let id = Operation::current().unwrap().id().to_string();
                 let nested = inner
-                    .run(|| async { Ok::<_, TestError>(Operation::current().unwrap().id().to_string()) })
+                    .run(|| async {
+                        Ok::<_, TestError>(Operation::current().unwrap().id().to_string())
+                    })
                     .await?;
                 ids.lock().unwrap().push((id, nested));
                 sleep(Duration::from_millis(if slow { 4000 } else { 100 })).await;
@@ -208,7 +223,10 @@ async fn the_racers_share_one_operation_id_and_nested_ids() {
     assert_eq!(answer, Ok(()));
     let ids = ids.lock().unwrap();
     assert_eq!(ids.len(), 2);
-    assert_eq!(ids[0], ids[1], "the hedge derives the ids its first racer did");
+    assert_eq!(
+        ids[0], ids[1],
+        "the hedge derives the ids its first racer did"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -221,11 +239,12 @@ async fn a_stream_commits_on_the_second_racer_and_the_consumer_sees_only_its_ite
             let racer = calls.fetch_add(1, Ordering::SeqCst);
             async move {
                 let delay = if racer == 0 { 5000 } else { 100 };
-                let items = futures::stream::iter([format!("{racer}: Hello"), format!("{racer}: world")])
-                    .then(move |item| async move {
-                        sleep(Duration::from_millis(delay)).await;
-                        Ok::<_, TestError>(item)
-                    });
+                let items =
+                    futures::stream::iter([format!("{racer}: Hello"), format!("{racer}: world")])
+                        .then(move |item| async move {
+                            sleep(Duration::from_millis(delay)).await;
+                            Ok::<_, TestError>(item)
+                        });
                 Ok::<_, TestError>(items)
             }
         })
@@ -233,7 +252,10 @@ async fn a_stream_commits_on_the_second_racer_and_the_consumer_sees_only_its_ite
         .unwrap();
     assert_eq!(start.elapsed(), Duration::from_millis(900));
     let items: Vec<_> = stream.collect().await;
-    assert_eq!(items, [Ok("1: Hello".to_owned()), Ok("1: world".to_owned())]);
+    assert_eq!(
+        items,
+        [Ok("1: Hello".to_owned()), Ok("1: world".to_owned())]
+    );
 }
 
 #[test]

@@ -142,6 +142,18 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
             route.argument.ident
         ));
     }
+    if let Some(hedge) = config.hedge {
+        let attempts = if hedge.count == 1 {
+            "attempt"
+        } else {
+            "attempts"
+        };
+        parts.push(format!(
+            "hedged: up to {} more {attempts} racing a slow one, each after {}",
+            hedge.count,
+            human(hedge.delay)
+        ));
+    }
     if let (Some(_), Some(max_keys)) = (key, config.max_keys) {
         parts.push(format!("at most {max_keys} keys"));
     }

@@ -107,6 +107,20 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     // at the error type, rather than once per place the compiler checks it.
     let blame = error_type_span(&output);
     let output = respan(output.to_token_stream(), blame);
+    // A hedged function's racers are made by a closure, each with its own copies of the
+    // arguments taken by value; the racers then share the borrowed ones.
+    let (body, clones) = match &config.hedge {
+        Some(_) => (
+            quote_spanned! {blame=> || { #clones async move #block } },
+            TokenStream::new(),
+        ),
+        None => (quote_spanned! {blame=> async #block }, clones),
+    };
+    let (run, run_stream) = match &config.hedge {
+        Some(_) => (quote! { race::<#output, _, _> }, quote! { stream_race }),
+        None => (quote! { attempt::<#output, _> }, quote! { stream_attempt }),
+    };
+    let extra = config.hedge.map(|_| quote! { , _ });
     // A route's attempts run on the route's execution, borrowed for each.
     let execution_ref = match &config.route {
         None => quote! { &mut __resil_execution },
@@ -116,7 +130,7 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
         None => quote_spanned! {blame=>
             // Awaited from a binding: a missing bound of the error type is one error, at it.
             {
-                let __resil_attempt = ::resil::__private::attempt::<#output, _>(#execution_ref, async #block);
+                let __resil_attempt = ::resil::__private::#run(#execution_ref, #body);
                 __resil_attempt.await
             }
         },
@@ -142,7 +156,7 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             };
             quote_spanned! {blame=>
                 {
-                    let __resil_attempt = ::resil::__private::stream_attempt::<#item, #error, _, _>(#execution_ref, async #block, #commit);
+                    let __resil_attempt = ::resil::__private::#run_stream::<#item, #error, _, _ #extra>(#execution_ref, #body, #commit);
                     __resil_attempt.await
                 }
             }

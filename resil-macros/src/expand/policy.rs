@@ -38,6 +38,10 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
         let retry = Literal::u32_unsuffixed(config.retry);
         calls.push(quote! { .retry(#retry) });
     }
+    if let Some(hedge) = config.hedge {
+        let (count, delay) = (Literal::u32_unsuffixed(hedge.count), duration(hedge.delay));
+        calls.push(quote! { .hedge(#count, #delay) });
+    }
     if let Some(longest) = config.retry_after_max {
         let longest = duration(longest);
         calls.push(quote! { .retry_after_max(#longest) });

@@ -9,10 +9,12 @@ use syn::{FnArg, Pat, Signature, Type};
 
 use resil_spec::{defaults, rules, BreakerKind, Jitter};
 
+mod hedge;
 mod keys;
 mod route;
 mod signature;
 
+use hedge::check_hedge;
 use keys::{check_gate_keys, check_key, check_stream_keys};
 use route::check_route;
 pub(crate) use signature::is_reference;
@@ -53,6 +55,8 @@ pub(crate) struct Config {
     pub(crate) stream: Option<StreamShape>,
     /// Set when each attempt may go to another value of an argument.
     pub(crate) route: Option<Route>,
+    /// Set when slow attempts are raced by more.
+    pub(crate) hedge: Option<crate::values::Hedge>,
 }
 
 /// `route = model in [...]`: the argument, and the expression of its other values.
@@ -120,7 +124,7 @@ impl Config {
     /// Does an attempt need its own copy of the by-value arguments? Yes when there may be
     /// another attempt (a route's loop may make one), or a fallback that gets the originals.
     pub(crate) fn clones_arguments(&self) -> bool {
-        self.retry > 0 || self.fallback.is_some() || self.route.is_some()
+        self.retry > 0 || self.fallback.is_some() || self.route.is_some() || self.hedge.is_some()
     }
 }
 
@@ -162,6 +166,7 @@ pub(crate) fn check(
     let kind = check_breaker_tuning(&args, &mut errors);
     let key = check_key(&args, sig, &mut errors);
     let route = check_route(&args, sig, key.as_ref(), &mut errors);
+    let hedge = check_hedge(&args, sig, timeout.map(|s| s.value), &mut errors);
     if args.retry.as_ref().is_none_or(|retry| retry.value == 0) {
         for (name, key) in [
             ("retry_budget", args.retry_budget.as_ref().map(|s| s.key)),
@@ -240,6 +245,7 @@ pub(crate) fn check(
             commit_hold: args.commit_hold.map(|s| s.value),
         }),
         route,
+        hedge,
     })
 }
 

@@ -319,7 +319,9 @@ where
 {
     if execution.hedges() {
         loop {
-            if let Next::Done(outcome) = execution.race_stream_until(&mut make_attempt, commit).await {
+            if let Next::Done(outcome) =
+                execution.race_stream_until(&mut make_attempt, commit).await
+            {
                 return execution.commit(outcome).into_result();
             }
         }

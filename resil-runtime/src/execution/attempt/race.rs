@@ -152,10 +152,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Next<T, E>> {
         let mut this = self.project();
-        let mut limits = this
-            .racers
-            .first()
-            .map_or_else(|| this.execution.progress.limits(), |racer| racer.lane.limits);
+        let mut limits = this.racers.first().map_or_else(
+            || this.execution.progress.limits(),
+            |racer| racer.lane.limits,
+        );
         let pushed = this.execution.progress.push_frame(&mut limits);
         let poll = run(&mut this, cx);
         match poll {
