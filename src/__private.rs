@@ -130,7 +130,7 @@ where
 pub fn race<'a, 'p, R, F, M>(
     execution: &'a mut Execution<'p, R::Err>,
     make: M,
-) -> Race<'a, 'p, F, M, R::Err>
+) -> Race<'a, 'p, resil_runtime::Plain<M>, R::Err>
 where
     R: ResultType,
     M: FnMut() -> F,
@@ -152,6 +152,39 @@ where
     S: Stream<Item = Result<T, E>>,
 {
     execution.race_stream_until(connect, commit)
+}
+
+/// [`race`] on a route: each racer gets its target.
+pub fn route_race<'a, 'p, R, Q, K, F, M>(
+    route: &'a mut Route<'p, Q, K, R::Err>,
+    make: M,
+) -> impl Future<Output = Next<R::Ok, R::Err>> + use<'a, 'p, R, Q, K, F, M>
+where
+    R: ResultType,
+    R::Err: Transient + FromRejected,
+    Q: PartialEq,
+    K: resil_runtime::Key + ?Sized,
+    M: FnMut(&Q) -> F,
+    F: Future<Output = Result<R::Ok, R::Err>>,
+{
+    route.race(make)
+}
+
+/// [`stream_race`] on a route: each racer connects to its target.
+pub fn route_stream_race<'a, 'p, T, E, S, Q, K, F, M>(
+    route: &'a mut Route<'p, Q, K, E>,
+    connect: M,
+    commit: Commit<T>,
+) -> impl Future<Output = Next<Committed<T, S>, E>> + use<'a, 'p, T, E, S, Q, K, F, M>
+where
+    E: Transient + FromRejected,
+    Q: PartialEq,
+    K: resil_runtime::Key + ?Sized,
+    M: FnMut(&Q) -> F,
+    F: Future<Output = Result<S, E>>,
+    S: Stream<Item = Result<T, E>>,
+{
+    route.race_stream_until(connect, commit)
 }
 
 /// The policy of one `#[resilient]` site. The macro refused at compile time every setting

@@ -146,7 +146,7 @@ pub use resil_runtime::{
 /// One operation driven attempt by attempt, as `#[resilient]` expands to: the way to write
 /// the retry loop by hand around a body that borrows `&mut self`.
 pub mod execution {
-    pub use resil_runtime::{Attempt, Execution, Next, Outcome, Race, Route};
+    pub use resil_runtime::{Attempt, Execution, Next, Outcome, Race, Racers, Route};
 }
 
 /// Derives [`Transient`](trait@Transient): `#[transient]` marks what is worth retrying;

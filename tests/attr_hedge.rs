@@ -67,3 +67,23 @@ async fn a_slow_stream_is_raced_and_the_consumer_sees_the_winner_only() {
     let items: Vec<_> = stream.collect().await;
     assert_eq!(items, [Ok("hello from call 1".to_owned())]);
 }
+
+struct Router;
+
+impl Router {
+    #[resilient(timeout = "10s", retry = 2, breaker = "per_model", hedge = "1 after 800ms",
+                route = model in ["claude-sonnet"])]
+    async fn complete(&self, model: &str) -> Result<String, LlmError> {
+        let delay = if model == "gpt-4o" { 5000 } else { 100 };
+        sleep(Duration::from_millis(delay)).await;
+        Ok(format!("{model} answered"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_a_route_the_hedge_goes_to_the_next_model() {
+    let start = Instant::now();
+    let answer = Router.complete("gpt-4o").await;
+    assert_eq!(answer, Ok("claude-sonnet answered".to_owned()));
+    assert_eq!(start.elapsed(), Duration::from_millis(900));
+}

@@ -144,7 +144,9 @@ pub use breaker::{
 pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 pub use config_error::ConfigError;
-pub use execution::{Attempt, Execution, Next, Outcome, Race, Route};
+pub use execution::{Attempt, Execution, Next, Outcome, Race, Racers, Route};
+#[doc(hidden)]
+pub use execution::{Hedging, Plain};
 pub use gate::RateGate;
 pub use key::{Key, KeyTuple, MAX_KEY_BYTES};
 pub use latency::worst_case;

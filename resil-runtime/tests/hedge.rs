@@ -269,3 +269,81 @@ fn a_hedge_is_refused_when_it_could_never_start() {
         .hedge(1, DELAY);
     assert!(refused(late).contains("shorter than the limit"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_a_route_the_hedge_goes_to_the_next_target() {
+    let policy = Policy::builder()
+        .timeout(Duration::from_secs(10))
+        .retry(2)
+        .breaker_per_key("model", 5, Duration::from_secs(30))
+        .bulkhead(1)
+        .bulkhead_per_key()
+        .hedge(1, DELAY)
+        .build()
+        .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let answer = policy
+        .run_routed("gpt", ["claude"], |model| {
+            seen.lock()
+                .unwrap()
+                .push((model, start.elapsed().as_millis()));
+            async move {
+                let delay = if model == "gpt" { 5000 } else { 100 };
+                sleep(Duration::from_millis(delay)).await;
+                Ok::<_, TestError>(model)
+            }
+        })
+        .await;
+    assert_eq!(answer, Ok("claude"));
+    assert_eq!(*seen.lock().unwrap(), [("gpt", 0), ("claude", 800)]);
+    // Each racer held its own target's bulkhead place, and gave it back.
+    let keys = policy.keys().unwrap();
+    for model in ["gpt", "claude"] {
+        assert_eq!(
+            keys.get(model).bulkhead().unwrap().in_flight(),
+            0,
+            "{model}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_routed_stream_commits_on_the_hedges_target_and_holds_its_state() {
+    let policy = Policy::builder()
+        .keyed("model")
+        .timeout(Duration::from_secs(10))
+        .retry(2)
+        .bulkhead(1)
+        .bulkhead_per_key()
+        .hedge(1, DELAY)
+        .build()
+        .unwrap();
+    let stream = policy
+        .run_stream_routed("gpt", ["claude"], |model| async move {
+            let delay = if model == "gpt" { 5000 } else { 100 };
+            let items =
+                futures::stream::iter([format!("{model}: Hello"), format!("{model}: world")]).then(
+                    move |item| async move {
+                        sleep(Duration::from_millis(delay)).await;
+                        Ok::<_, TestError>(item)
+                    },
+                );
+            Ok::<_, TestError>(items)
+        })
+        .await
+        .unwrap();
+    let keys = policy.keys().unwrap();
+    // The committed stream holds claude's place; gpt's racer gave its own back.
+    assert_eq!(keys.get("claude").bulkhead().unwrap().in_flight(), 1);
+    assert_eq!(keys.get("gpt").bulkhead().unwrap().in_flight(), 0);
+    let items: Vec<_> = stream.collect().await;
+    assert_eq!(
+        items,
+        [
+            Ok("claude: Hello".to_owned()),
+            Ok("claude: world".to_owned())
+        ]
+    );
+    assert_eq!(keys.get("claude").bulkhead().unwrap().in_flight(), 0);
+}

@@ -288,9 +288,9 @@ pub const KEYS: &[KeyDoc] = &[
         name: "hedge",
         example: r#"hedge = "1 after 800ms""#,
         summary: "more attempts racing a slow one: how many, and after how long",
-        meaning: "when an attempt has neither answered nor (for a stream) committed within 800 ms, one more starts beside it, up to the count; the first to succeed (or commit) wins and the others are dropped, their permits, slots and probe places given back, counted nowhere; a racer that fails while others run is a failure of its target, and the race goes on. Hedges are attempts: they draw from `retry`, the operation's allowance and the retry budget, which may refuse them. The racers run inside the caller's task and share the operation id and idempotency key",
+        meaning: "when an attempt has neither answered nor (for a stream) committed within 800 ms, one more starts beside it, up to the count; the first to succeed (or commit) wins and the others are dropped, their permits, slots and probe places given back, counted nowhere; a racer that fails while others run is a failure of its target, and the race goes on. Hedges are attempts: they draw from `retry`, the operation's allowance and the retry budget, which may refuse them. With `route`, each hedge goes to the next target that would call (the same one when none would). The racers run inside the caller's task and share the operation id and idempotency key",
         default: "none",
-        constraints: "1 to 3 hedges; the delay shorter than `timeout` (or `first_item_timeout`); needs `retry`; not with a body that needs `&mut self` or a `&mut` argument; not yet with `route`",
+        constraints: "1 to 3 hedges; the delay shorter than `timeout` (or `first_item_timeout`); needs `retry`; not with a body that needs `&mut self` or a `&mut` argument",
         builder: "`hedge(count, delay)`, `Execution::race`",
     },
     KeyDoc {

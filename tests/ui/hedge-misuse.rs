@@ -40,12 +40,6 @@ impl Client {
     async fn malformed(&self) -> Result<(), LlmError> {
         Ok(())
     }
-
-    #[resilient(timeout = "5s", retry = 2, hedge = "1 after 800ms", route = model in ["b"])]
-    async fn routed(&self, model: &str) -> Result<(), LlmError> {
-        let _ = model;
-        Ok(())
-    }
 }
 
 fn main() {}

@@ -109,22 +109,48 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     let output = respan(output.to_token_stream(), blame);
     // A hedged function's racers are made by a closure, each with its own copies of the
     // arguments taken by value; the racers then share the borrowed ones.
-    let (body, clones) = match &config.hedge {
-        Some(_) => (
+    // A route's racers get their target, bound to the routed argument.
+    let (body, clones) = match (&config.hedge, &config.route) {
+        (Some(_), None) => (
             quote_spanned! {blame=> || { #clones async move #block } },
             TokenStream::new(),
         ),
-        None => (quote_spanned! {blame=> async #block }, clones),
+        (Some(_), Some(route)) => {
+            let argument = &route.argument.ident;
+            let racer = quote_spanned! {blame=>
+                |__resil_target| {
+                    let #argument = ::core::clone::Clone::clone(__resil_target);
+                    #clones
+                    async move #block
+                }
+            };
+            (racer, TokenStream::new())
+        }
+        (None, _) => (quote_spanned! {blame=> async #block }, clones),
     };
-    let (run, run_stream) = match &config.hedge {
-        Some(_) => (quote! { race::<#output, _, _> }, quote! { stream_race }),
-        None => (quote! { attempt::<#output, _> }, quote! { stream_attempt }),
+    let (run, run_stream, extra) = match (&config.hedge, &config.route) {
+        (Some(_), None) => (
+            quote! { race::<#output, _, _> },
+            quote! { stream_race },
+            quote! { , _ },
+        ),
+        (Some(_), Some(_)) => (
+            quote! { route_race::<#output, _, _, _, _> },
+            quote! { route_stream_race },
+            quote! { , _, _, _ },
+        ),
+        (None, _) => (
+            quote! { attempt::<#output, _> },
+            quote! { stream_attempt },
+            TokenStream::new(),
+        ),
     };
-    let extra = config.hedge.map(|_| quote! { , _ });
-    // A route's attempts run on the route's execution, borrowed for each.
-    let execution_ref = match &config.route {
-        None => quote! { &mut __resil_execution },
-        Some(_) => quote! { __resil_execution },
+    // A route's attempts run on the route's execution, borrowed for each; its races on the
+    // route itself.
+    let execution_ref = match (&config.route, &config.hedge) {
+        (None, _) => quote! { &mut __resil_execution },
+        (Some(_), None) => quote! { __resil_execution },
+        (Some(_), Some(_)) => quote! { &mut __resil_route },
     };
     let attempt = match &config.stream {
         None => quote_spanned! {blame=>
@@ -181,13 +207,24 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     let outcome = if let Some(route) = &config.route {
         // The argument is bound to each attempt's target; every target skipped ends the loop.
         let argument = &route.argument.ident;
-        quote! {
-            loop {
-                #route_cost
+        // A race binds the argument in each racer instead.
+        let target = match &config.hedge {
+            None => quote! {
                 let #argument = match __resil_route.target().await {
                     ::core::result::Result::Ok(__resil_target) => ::core::clone::Clone::clone(__resil_target),
                     ::core::result::Result::Err(__resil_outcome) => break __resil_outcome,
                 };
+            },
+            Some(_) => quote! {
+                if let ::core::result::Result::Err(__resil_outcome) = __resil_route.target().await {
+                    break __resil_outcome;
+                }
+            },
+        };
+        quote! {
+            loop {
+                #route_cost
+                #target
                 let __resil_execution = __resil_route.execution();
                 #clones
                 if let ::resil::__private::Next::Done(__resil_outcome) = #attempt {

@@ -24,12 +24,6 @@ pub(super) fn check_hedge(
     if let Err(violation) = &checked {
         errors.push(hedge.span, violation.to_string());
     }
-    if let Some(route) = &args.route {
-        errors.push(
-            route.key,
-            "`hedge` with `route` would send each hedge to the next target, which is not built yet: keep one of the two",
-        );
-    }
     for input in &sig.inputs {
         let mutable = match input {
             FnArg::Receiver(receiver) => {

@@ -15,7 +15,7 @@ use super::attempt::PermitWait;
 use super::Progress;
 
 /// One operation's standing with its breaker, bulkhead and gates.
-pub(super) struct Admission<'p> {
+pub(crate) struct Admission<'p> {
     pub(super) breaker: Option<BreakerRef<'p>>,
     /// This call's key's breaker, bulkhead and gates, for a keyed policy: held, so the policy
     /// does not forget the key meanwhile.
@@ -103,6 +103,26 @@ impl<'p> Admission<'p> {
         }
     }
 
+    /// A hedge's admission on another key's state (a route's next target): its breaker and
+    /// gates, and a place in its bulkhead when the bulkhead is per key; with a bulkhead of
+    /// all calls it shares the operation's place.
+    pub(super) fn elsewhere(
+        settings: &Settings,
+        breaker: Option<BreakerRef<'p>>,
+        scope: Option<Held<Scope>>,
+    ) -> Self {
+        let mut admission = Admission {
+            breaker: None,
+            scope: None,
+            permit: None,
+            entry: Entry::Admitted,
+            cost: 1,
+            reserved: Reserved::default(),
+        };
+        admission.retarget(settings, breaker, scope);
+        admission
+    }
+
     /// Moves the operation to another key's state, for a route's next target: its breaker
     /// and gates, and a place in its bulkhead when the bulkhead is per key (the last key's
     /// place is given back first). A bulkhead of all calls keeps the place the operation has.
@@ -174,6 +194,18 @@ impl<'p> Admission<'p> {
 
 /// The admission as the execution asks it: nothing, for a policy with nothing before its calls.
 impl<'p> Progress<'p> {
+    /// A hedge sent to another target won: its admission becomes the operation's, with the
+    /// operation's place in a bulkhead of all calls.
+    pub(super) fn moved_to(&mut self, admission: Option<Admission<'p>>) {
+        let Some(mut admission) = admission else {
+            return;
+        };
+        if self.settings.bulkhead.is_some() {
+            admission.permit = self.admission.as_mut().and_then(|own| own.permit.take());
+        }
+        self.admission = Some(admission);
+    }
+
     #[inline]
     pub(super) fn breaker(&self) -> Option<&Breaker> {
         self.admission.as_ref()?.breaker()

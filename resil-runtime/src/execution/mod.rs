@@ -1,7 +1,7 @@
 //! [`Execution`]: one logical operation in progress, and the decision after each attempt.
 
-mod admission;
-mod attempt;
+pub(crate) mod admission;
+pub(crate) mod attempt;
 mod report;
 mod retry;
 mod route;
@@ -9,7 +9,7 @@ mod run;
 mod slots;
 mod streams;
 
-pub use attempt::{Attempt, Race};
+pub use attempt::{Attempt, Hedging, Plain, Race, Racers};
 pub use route::Route;
 
 use admission::Admission;
@@ -66,7 +66,7 @@ pub struct Execution<'p, E> {
 
 /// Everything about an operation in progress that does not depend on its types: the
 /// decisions are compiled once, not once per annotated function.
-struct Progress<'p> {
+pub(crate) struct Progress<'p> {
     settings: &'p Settings,
     /// The limits and retries this operation started with, kept to its end.
     tuning: Current<'p>,

@@ -204,7 +204,12 @@ impl<P> Policy<P> {
                 Ok(target) => *target,
                 Err(outcome) => return outcome.into_result(),
             };
-            if let Next::Done(outcome) = route.execution().attempt(make_attempt(target)).await {
+            let next = if route.execution().hedges() {
+                route.race(|target| make_attempt(target)).await
+            } else {
+                route.execution().attempt(make_attempt(target)).await
+            };
+            if let Next::Done(outcome) = next {
                 return outcome.into_result();
             }
         }
@@ -250,10 +255,16 @@ impl<P> Policy<P> {
                 Ok(target) => *target,
                 Err(outcome) => break outcome,
             };
-            let attempt = route
-                .execution()
-                .attempt_stream_until(make_attempt(target), commit);
-            if let Next::Done(outcome) = attempt.await {
+            let next = if route.execution().hedges() {
+                let connect = |target: &&'k K| make_attempt(target);
+                route.race_stream_until(connect, commit).await
+            } else {
+                let attempt = route
+                    .execution()
+                    .attempt_stream_until(make_attempt(target), commit);
+                attempt.await
+            };
+            if let Next::Done(outcome) = next {
                 break outcome;
             }
         };

@@ -31,7 +31,7 @@ mod probe;
 mod race;
 mod timer;
 
-pub use race::Race;
+pub use race::{Hedging, Plain, Race, Racers};
 
 use probe::through_breaker;
 use timer::{fired, lapsed, limited, set_timer};

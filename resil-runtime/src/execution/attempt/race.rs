@@ -27,14 +27,64 @@ use crate::execution::{Decision, Execution, Failure, Next, Progress};
 use crate::operation;
 use crate::{Rejected, Transient};
 
+/// What makes a race's racers: each one's future, and, for a hedge that goes elsewhere (a
+/// route's next target), its admission. Implemented by resil only.
+pub trait Racers<'p>: sealed::Sealed {
+    /// A racer's future.
+    type Attempt;
+
+    /// The next racer: the first one, or a hedge (`hedging` says which, and takes the
+    /// admission of a hedge sent elsewhere).
+    #[doc(hidden)]
+    fn make(&mut self, hedging: &mut Hedging<'_, 'p>) -> Self::Attempt;
+
+    /// The racer made with `tag` won.
+    #[doc(hidden)]
+    fn won(&mut self, _tag: usize) {}
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What a maker of racers is told of the race, and tells back.
+#[doc(hidden)]
+#[allow(missing_debug_implementations)]
+pub struct Hedging<'x, 'p> {
+    pub(crate) progress: &'x Progress<'p>,
+    /// Whether the racer is a hedge (not the race's first).
+    pub(crate) hedge: bool,
+    /// A hedge sent elsewhere: its own admission there.
+    pub(crate) admission: Option<Admission<'p>>,
+    /// What the maker calls the racer, told back when it wins.
+    pub(crate) tag: usize,
+}
+
+/// The racers of [`Execution::race`]: every one from `make`, on the operation's target.
+#[doc(hidden)]
+#[allow(missing_debug_implementations)]
+pub struct Plain<M>(M);
+
+impl<M> sealed::Sealed for Plain<M> {}
+
+impl<'p, F, M: FnMut() -> F> Racers<'p> for Plain<M> {
+    type Attempt = F;
+
+    fn make(&mut self, _: &mut Hedging<'_, 'p>) -> F {
+        (self.0)()
+    }
+}
+
+impl<Q, K: ?Sized, M> sealed::Sealed for crate::execution::route::Routed<'_, '_, Q, K, M> {}
+
 pin_project! {
     /// Hedged attempts of one operation: see [`Execution::race`].
     #[must_use = "futures do nothing unless polled"]
     #[project = RaceProjection]
-    pub struct Race<'e, 'p, F, M, E> {
+    pub struct Race<'e, 'p, R: Racers<'p>, E> {
         execution: &'e mut Execution<'p, E>,
-        make: M,
-        racers: Vec<Racer<'p, F>>,
+        make: R,
+        racers: Vec<Racer<'p, R::Attempt>>,
         // The next hedge's time while racing; the backoff's after the last racer failed.
         #[pin]
         timer: Option<Sleep>,
@@ -45,7 +95,7 @@ pin_project! {
         refused: bool,
     }
 
-    impl<'e, 'p, F, M, E> PinnedDrop for Race<'e, 'p, F, M, E> {
+    impl<'e, 'p, R: Racers<'p>, E> PinnedDrop for Race<'e, 'p, R, E> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             for racer in this.racers.iter_mut() {
@@ -66,6 +116,10 @@ struct Racer<'p, F> {
     children: u32,
     /// Its attempt number, which its events carry.
     attempt: u32,
+    /// Its maker's name for it.
+    tag: usize,
+    /// A hedge sent to another target: if it wins, its admission becomes the operation's.
+    moved: bool,
 }
 
 pin_project! {
@@ -84,7 +138,13 @@ pin_project! {
 }
 
 impl<'p, F> Racer<'p, F> {
-    fn new(progress: &Progress<'p>, future: F, admission: Option<Option<Admission<'p>>>) -> Self {
+    fn new(
+        progress: &Progress<'p>,
+        future: F,
+        admission: Option<Option<Admission<'p>>>,
+        tag: usize,
+        moved: bool,
+    ) -> Self {
         let lane = Lane {
             future,
             timer: None,
@@ -99,6 +159,8 @@ impl<'p, F> Racer<'p, F> {
             admission,
             children: 0,
             attempt: progress.tries.attempt,
+            tag,
+            moved,
         }
     }
 
@@ -122,14 +184,28 @@ impl<'p, E> Execution<'p, E> {
     /// concurrently inside the caller's task. Resolves as [`Execution::attempt`] does: to
     /// [`Next::Retry`] once the backoff after the last racer's failure is over, or to how
     /// the operation ended. Dropping it drops every racer, each giving back what it holds.
-    pub fn race<F, M>(&mut self, mut make: M) -> Race<'_, 'p, F, M, E>
+    pub fn race<F, M>(&mut self, make: M) -> Race<'_, 'p, Plain<M>, E>
     where
         M: FnMut() -> F,
     {
+        self.race_with(Plain(make))
+    }
+
+    /// [`Execution::race`] with racers made by `make`: a route's, which sends hedges to its
+    /// next targets.
+    pub(crate) fn race_with<R: Racers<'p>>(&mut self, mut make: R) -> Race<'_, 'p, R, E> {
         if let Some(frame) = &mut self.progress.frame {
             frame.new_attempt();
         }
-        let first = Racer::new(&self.progress, make(), None);
+        let mut hedging = Hedging {
+            progress: &self.progress,
+            hedge: false,
+            admission: None,
+            tag: 0,
+        };
+        let future = make.make(&mut hedging);
+        let tag = hedging.tag;
+        let first = Racer::new(&self.progress, future, None, tag, false);
         Race {
             execution: self,
             make,
@@ -142,10 +218,10 @@ impl<'p, E> Execution<'p, E> {
     }
 }
 
-impl<'p, T, E, F, M> Future for Race<'_, 'p, F, M, E>
+impl<'p, T, E, R> Future for Race<'_, 'p, R, E>
 where
-    F: Future<Output = Result<T, E>>,
-    M: FnMut() -> F,
+    R: Racers<'p>,
+    R::Attempt: Future<Output = Result<T, E>>,
     E: Transient + From<Rejected>,
 {
     type Output = Next<T, E>;
@@ -166,13 +242,13 @@ where
     }
 }
 
-fn run<'p, T, E, F, M>(
-    this: &mut RaceProjection<'_, '_, 'p, F, M, E>,
+fn run<'p, T, E, R>(
+    this: &mut RaceProjection<'_, '_, 'p, R, E>,
     cx: &mut TaskContext<'_>,
 ) -> Poll<Next<T, E>>
 where
-    F: Future<Output = Result<T, E>>,
-    M: FnMut() -> F,
+    R: Racers<'p>,
+    R::Attempt: Future<Output = Result<T, E>>,
     E: Transient + From<Rejected>,
 {
     loop {
@@ -203,8 +279,16 @@ where
             }
             return Poll::Pending;
         };
-        let ended = this.racers.remove(i);
+        let mut ended = this.racers.remove(i);
         let hedge_won = result.is_ok() && ended.admission.is_some();
+        if result.is_ok() {
+            this.make.won(ended.tag);
+            if ended.moved {
+                this.execution
+                    .progress
+                    .moved_to(ended.admission.take().flatten());
+            }
+        }
         let over = match &result {
             Ok(_) => true,
             Err(Failure::Error(error)) => !error.is_transient(),
@@ -275,7 +359,7 @@ where
     }
 }
 
-fn delay<F, M, E>(this: &RaceProjection<'_, '_, '_, F, M, E>) -> std::time::Duration {
+fn delay<'p, R: Racers<'p>, E>(this: &RaceProjection<'_, '_, 'p, R, E>) -> std::time::Duration {
     this.execution
         .progress
         .settings
@@ -284,7 +368,7 @@ fn delay<F, M, E>(this: &RaceProjection<'_, '_, '_, F, M, E>) -> std::time::Dura
 }
 
 /// Whether another hedge may start: one is declared, and the operation has a retry left.
-fn can_hedge<F, M, E>(this: &RaceProjection<'_, '_, '_, F, M, E>) -> bool {
+fn can_hedge<'p, R: Racers<'p>, E>(this: &RaceProjection<'_, '_, 'p, R, E>) -> bool {
     let progress = &this.execution.progress;
     !*this.refused
         && (progress.settings.hedge).is_some_and(|hedge| *this.hedges < hedge.count)
@@ -292,10 +376,7 @@ fn can_hedge<F, M, E>(this: &RaceProjection<'_, '_, '_, F, M, E>) -> bool {
 }
 
 /// Starts a hedge, if the operation's allowance and the retry budget allow one more attempt.
-fn hedge<'p, F, M, E>(this: &mut RaceProjection<'_, '_, 'p, F, M, E>)
-where
-    M: FnMut() -> F,
-{
+fn hedge<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
     if !can_hedge(this) || this.racers.is_empty() {
         return;
     }
@@ -305,8 +386,19 @@ where
         return;
     }
     *this.hedges += 1;
-    let admission = Some(progress.admission.as_ref().map(Admission::hedge));
-    let racer = Racer::new(progress, (this.make)(), admission);
+    let mut hedging = Hedging {
+        progress,
+        hedge: true,
+        admission: None,
+        tag: 0,
+    };
+    let future = this.make.make(&mut hedging);
+    let (tag, moved) = (hedging.tag, hedging.admission.is_some());
+    let admission = match hedging.admission {
+        Some(elsewhere) => Some(elsewhere),
+        None => progress.admission.as_ref().map(Admission::hedge),
+    };
+    let racer = Racer::new(progress, future, Some(admission), tag, moved);
     this.racers.push(racer);
     let attempt = progress.tries.attempt;
     progress.notify(|listener, site, operation| {
@@ -319,7 +411,7 @@ where
 }
 
 /// The race's hedges, won or lost, for the metrics.
-fn report<F, M, E>(this: &RaceProjection<'_, '_, '_, F, M, E>, _hedge_won: bool) {
+fn report<'p, R: Racers<'p>, E>(this: &RaceProjection<'_, '_, 'p, R, E>, _hedge_won: bool) {
     #[cfg(feature = "metrics")]
     if *this.hedges > 0 {
         let won = u64::from(_hedge_won);

@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::retry::Routing;
-use super::{Execution, Next, Outcome};
+use super::{Execution, Next, Outcome, Progress};
 use crate::deadline::{later, Limits};
 use crate::events::{Event, GiveUp};
 use crate::key::{Key, KeyName};
@@ -65,10 +65,15 @@ pub struct Route<'p, Q, K: ?Sized, E> {
 
 struct Target<Q> {
     value: Q,
+    /// Called in this operation (or sent a hedge).
     tried: bool,
     /// It refused the request for good ([`Transient::moves_on`]): never sent it again.
     banned: bool,
 }
+
+mod racers;
+
+pub(crate) use racers::Routed;
 
 /// How a target would take an attempt now.
 enum Standing {
@@ -190,7 +195,8 @@ where
             })
             .min_by_key(|(rank, _)| *rank)
             .map(|(_, i)| i);
-        for &i in &order {
+        // The target that just failed is moved on from, not passed over.
+        for &i in order.iter().filter(|&&i| !(failed && i == self.current)) {
             if let Standing::Skip(rejected) = &standings[i] {
                 self.skipped(i, rejected);
             }
@@ -228,27 +234,10 @@ where
         }
     }
 
-    /// How each target would take an attempt now. A policy switched off skips nothing.
+    /// How each target would take an attempt now.
     fn standings(&self) -> Vec<Standing> {
         let progress = &self.execution.progress;
-        let Some(admission) = &progress.admission else {
-            return self.targets.iter().map(|_| Standing::Now).collect();
-        };
-        let (settings, deadline, cost) = (progress.settings, progress.deadline, admission.cost);
-        let keys = self.settings.keys.as_deref();
-        let now = Instant::now();
-        (self.targets.iter().enumerate())
-            .map(|(i, target)| match keys {
-                Some(keys) => {
-                    // The operation's own place in the current target's bulkhead is no other
-                    // caller's.
-                    let placed = i == self.current && admission.permit.is_some();
-                    let scope = keys.held((self.key)(&target.value));
-                    standing(settings, &scope, deadline, cost, placed, now)
-                }
-                None => Standing::Now,
-            })
-            .collect()
+        standings(self.key, &self.targets, progress, self.current)
     }
 
     /// Moves the operation to target `i` and tells who listens.
@@ -360,6 +349,37 @@ impl<Q> Target<Q> {
             banned: false,
         }
     }
+}
+
+/// How each of `targets` would take an attempt of `progress` now; `current` is the target
+/// whose bulkhead the operation holds a place in, if any. A policy switched off skips
+/// nothing.
+fn standings<Q, K: Key + ?Sized>(
+    key: fn(&Q) -> &K,
+    targets: &[Target<Q>],
+    progress: &Progress<'_>,
+    current: usize,
+) -> Vec<Standing> {
+    let settings = progress.settings;
+    let (Some(admission), Some(keys)) = (&progress.admission, settings.keys.as_deref()) else {
+        return targets.iter().map(|_| Standing::Now).collect();
+    };
+    let now = Instant::now();
+    (targets.iter().enumerate())
+        .map(|(i, target)| {
+            // The operation's own place in the current target's bulkhead is no other caller's.
+            let placed = i == current && admission.permit.is_some();
+            let scope = keys.held(key(&target.value));
+            standing(
+                settings,
+                &scope,
+                progress.deadline,
+                admission.cost,
+                placed,
+                now,
+            )
+        })
+        .collect()
 }
 
 /// The breaker a call on `scope` goes through: its key's, or the one all calls share.
