@@ -260,3 +260,28 @@ fn a_refusal_failing_closed_is_its_own_outcome() {
         "{snapshot:?}"
     );
 }
+
+#[resilient(timeout = "10s", retry = 1, hedge = "1 after 800ms")]
+async fn slow_hedged(calls: &Calls) -> Result<u32, ApiError> {
+    calls.add();
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    Ok(1)
+}
+
+#[test]
+fn every_hedge_counts_once_its_race_ends_or_is_dropped() {
+    let calls = Calls::default();
+    let snapshot = recorded(async {
+        // Both racers take 5 s: the first wins, its hedge lost.
+        assert_eq!(slow_hedged(&calls).await, Ok(1));
+        // A race the caller drops at 2 s: its hedge, started at 800 ms, lost too.
+        let cut = tokio::time::timeout(std::time::Duration::from_secs(2), slow_hedged(&calls));
+        assert!(cut.await.is_err());
+    });
+    assert_eq!(calls.count(), 4, "each race started its hedge");
+    assert!(matches!(
+        value(&snapshot, "resil_hedges_total", &[("outcome", "lost")]),
+        Some(DebugValue::Counter(2))
+    ));
+    assert!(value(&snapshot, "resil_hedges_total", &[("outcome", "won")]).is_none());
+}

@@ -257,3 +257,53 @@ async fn a_call_started_by_hand_joins_the_operation_of_its_first_poll_traced_or_
         .collect();
     assert!(ids.contains(&Some(traced.1.clone())), "{ids:?}");
 }
+
+static HEDGED_CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// The first call takes 5 s, its hedge 100 ms.
+#[resilient(timeout = "10s", retry = 1, hedge = "1 after 800ms")]
+async fn hedged(prompt: &str) -> Result<String, ApiError> {
+    let call = HEDGED_CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    drop(tracing::info_span!("body", call).entered());
+    tokio::time::sleep(std::time::Duration::from_millis(if call == 0 {
+        5000
+    } else {
+        100
+    }))
+    .await;
+    Ok(format!("{prompt} {call}"))
+}
+
+/// Each racer of a hedged call runs in a `resil.attempt` span of its own, the hedge's marked
+/// `resil.hedge`, and the body's spans nest under it.
+#[tokio::test(start_paused = true)]
+async fn each_racers_body_runs_in_its_attempts_span() {
+    let recorder = Recorder::default();
+    let subscriber = tracing_subscriber::registry().with(recorder.clone());
+    let _default = tracing::subscriber::set_default(subscriber);
+    assert_eq!(hedged("hi").await, Ok("hi 1".to_owned()));
+    let spans: Vec<Seen> = recorder.0.lock().unwrap().values().cloned().collect();
+    let bodies: Vec<_> = spans.iter().filter(|s| s.name == "body").collect();
+    assert_eq!(bodies.len(), 2, "{spans:#?}");
+    assert!(bodies
+        .iter()
+        .all(|b| b.parent.as_deref() == Some("resil.attempt")));
+    let mut attempts: Vec<_> = (spans.iter())
+        .filter(|s| s.name == "resil.attempt")
+        .map(|s| {
+            (
+                s.fields["attempt"].clone(),
+                s.fields.get("resil.hedge").cloned(),
+            )
+        })
+        .collect();
+    attempts.sort();
+    assert_eq!(
+        attempts,
+        [
+            ("0".to_owned(), None),
+            ("1".to_owned(), Some("true".to_owned()))
+        ],
+        "{spans:#?}"
+    );
+}

@@ -66,7 +66,7 @@ pub enum Event<'a> {
         operation: Option<&'a OperationId>,
         /// The policy's name.
         site: &'a str,
-        /// The attempt that failed last.
+        /// The attempt that failed last; for a hedged operation, the last attempt drawn.
         attempt: u32,
         /// Why no retry was made.
         reason: GiveUp,

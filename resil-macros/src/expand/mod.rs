@@ -188,8 +188,9 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
             }
         }
     };
-    // The cost is evaluated once per attempt, over that attempt's arguments; a route judges
-    // the targets' token gates with it, so it is set before the route chooses.
+    // The cost is evaluated once per attempt (per race, when hedged: its hedges cost the
+    // same), over that attempt's arguments; a route judges the targets' token gates with it,
+    // so it is set before the route chooses.
     let cost = config.token_rate.as_ref().map(|(_, cost)| {
         quote_spanned! {cost.span()=> ::resil::__private::cost(#cost) }
     });

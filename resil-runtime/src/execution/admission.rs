@@ -90,8 +90,9 @@ impl<'p> Admission<'p> {
         self.breaker.as_ref().map(BreakerRef::get)
     }
 
-    /// A hedge's admission: the same breaker, key and gates, slots of its own, and the
-    /// operation's place in the bulkhead (it takes none of its own).
+    /// A hedge's admission: the same breaker, key and gates, and slots of its own. It takes
+    /// no place in the bulkhead: a hedge starts only once a racer called, so the operation
+    /// holds its place by then, and the hedge shares it.
     pub(super) fn hedge(&self) -> Self {
         Admission {
             breaker: self.breaker.as_ref().map(BreakerRef::clone_ref),

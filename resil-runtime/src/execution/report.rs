@@ -109,6 +109,17 @@ impl Spans {
         }
     }
 
+    /// A hedge's span, under the operation's: an attempt beside the first racer's.
+    pub(super) fn hedge(&self, attempt: u32) -> tracing::Span {
+        tracing::info_span!(
+            parent: &self.operation,
+            "resil.attempt",
+            attempt,
+            "resil.hedge" = true,
+            "http.request.resend_count" = attempt
+        )
+    }
+
     pub(super) fn attempt(&mut self, attempt: u32) {
         self.attempt = tracing::info_span!(
             parent: &self.operation,

@@ -146,6 +146,8 @@ impl<'p> Progress<'p> {
         }
         operation::draw();
         self.tries.attempt += 1;
+        #[cfg(feature = "metrics")]
+        self.settings.meters.retry();
         true
     }
 

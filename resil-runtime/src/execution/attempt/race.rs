@@ -97,10 +97,12 @@ pin_project! {
 
     impl<'e, 'p, R: Racers<'p>, E> PinnedDrop for Race<'e, 'p, R, E> {
         fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
+            let mut this = this.project();
             for racer in this.racers.iter_mut() {
                 racer.cancel(&mut this.execution.progress);
             }
+            // A race dropped before its end lost its hedges.
+            report(&mut this, false);
         }
     }
 }
@@ -120,6 +122,9 @@ struct Racer<'p, F> {
     tag: usize,
     /// A hedge sent to another target: if it wins, its admission becomes the operation's.
     moved: bool,
+    /// Its `resil.attempt` span, made at its first poll under a traced operation.
+    #[cfg(feature = "tracing")]
+    span: Option<tracing::Span>,
 }
 
 pin_project! {
@@ -134,6 +139,13 @@ pin_project! {
         limits: Limits,
         cut: Option<Cut>,
         admitted: Option<Ticket>,
+    }
+}
+
+impl<F> Lane<'_, F> {
+    /// Whether the racer's call is under way (its hedge's delay counts from there).
+    fn stage_is_call(&self) -> bool {
+        matches!(self.stage, Stage::Call)
     }
 }
 
@@ -161,20 +173,24 @@ impl<'p, F> Racer<'p, F> {
             attempt: progress.tries.attempt,
             tag,
             moved,
+            #[cfg(feature = "tracing")]
+            span: None,
+        }
+    }
+
+    /// Swaps this racer's admission (a hedge's) with the execution's: before and after each
+    /// of its steps, so that they see its own.
+    fn swap_admission(&mut self, progress: &mut Progress<'p>) {
+        if let Some(own) = &mut self.admission {
+            std::mem::swap(own, &mut progress.admission);
         }
     }
 
     /// Dropped before its end: what it holds goes back, and it counts for nothing.
     fn cancel(&mut self, progress: &mut Progress<'p>) {
-        let mut admission = self.admission.take();
-        if let Some(own) = &mut admission {
-            std::mem::swap(own, &mut progress.admission);
-        }
-        let lane = self.lane.as_mut().project();
-        cancel(lane.admitted, progress);
-        if let Some(own) = &mut admission {
-            std::mem::swap(own, &mut progress.admission);
-        }
+        self.swap_admission(progress);
+        cancel(self.lane.as_mut().project().admitted, progress);
+        self.swap_admission(progress);
     }
 }
 
@@ -228,11 +244,13 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Next<T, E>> {
         let mut this = self.project();
-        let mut limits = this.racers.first().map_or_else(
-            || this.execution.progress.limits(),
-            |racer| racer.lane.limits,
-        );
-        let pushed = this.execution.progress.push_frame(&mut limits);
+        // At the first poll the frame gives the first racer the enclosing calls' deadline.
+        let mut own = Limits::default();
+        let limits = match this.racers.first_mut() {
+            Some(racer) => racer.lane.as_mut().project().limits,
+            None => &mut own,
+        };
+        let pushed = this.execution.progress.push_frame(limits);
         let poll = run(&mut this, cx);
         match poll {
             Poll::Ready(Next::Done(_)) => drop(pushed),
@@ -272,7 +290,10 @@ where
             }
         }
         let Some((i, result)) = ended else {
-            if this.timer.is_none() && can_hedge(this) {
+            // The delay counts from the newest racer's call: not while it waits for a place
+            // in the bulkhead, a rate slot or a probe's verdict, which a hedge would skip.
+            let calling = (this.racers.last()).is_some_and(|racer| racer.lane.stage_is_call());
+            if this.timer.is_none() && calling && can_hedge(this) {
                 let at = later(Instant::now(), delay(this));
                 set_timer(this.timer.as_mut(), at);
                 continue;
@@ -295,6 +316,10 @@ where
             Err(Failure::Rejected(_)) => false,
         };
         if !over && !this.racers.is_empty() {
+            // What the provider said is what a later rejection of the others ends with.
+            if let Err(Failure::Error(error)) = result {
+                this.execution.last_error = Some(error);
+            }
             continue;
         }
         // The race is over: the others are dropped, and the result decided on.
@@ -329,10 +354,22 @@ where
     E: Transient + From<Rejected>,
 {
     let mut call = None;
-    let mut admission = racer.admission.take();
-    if let Some(own) = &mut admission {
-        std::mem::swap(own, &mut execution.progress.admission);
-    }
+    // The body's own spans nest under the racer's attempt.
+    #[cfg(feature = "tracing")]
+    let span = {
+        if racer.span.is_none() {
+            let spans = execution.progress.report.spans.as_ref();
+            // The first racer is the operation's current attempt; a hedge is one more.
+            racer.span = spans.map(|spans| match racer.admission {
+                None => spans.attempt.clone(),
+                Some(_) => spans.hedge(racer.attempt),
+            });
+        }
+        racer.span.clone()
+    };
+    #[cfg(feature = "tracing")]
+    let _entered = span.as_ref().map(tracing::Span::enter);
+    racer.swap_admission(&mut execution.progress);
     operation::swap_children(&mut racer.children);
     let attempts = std::mem::replace(&mut execution.progress.tries.attempt, racer.attempt);
     let lane = racer.lane.as_mut().project();
@@ -349,10 +386,7 @@ where
     let poll = step::<_, _, _, false>(&mut this, cx, &mut call);
     execution.progress.tries.attempt = attempts;
     operation::swap_children(&mut racer.children);
-    if let Some(own) = &mut admission {
-        std::mem::swap(own, &mut execution.progress.admission);
-    }
-    racer.admission = admission;
+    racer.swap_admission(&mut execution.progress);
     match (poll, call) {
         (Poll::Ready(_), Some(result)) => Poll::Ready(result),
         _ => Poll::Pending,
@@ -410,14 +444,15 @@ fn hedge<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
     });
 }
 
-/// The race's hedges, won or lost, for the metrics.
-fn report<'p, R: Racers<'p>, E>(this: &RaceProjection<'_, '_, 'p, R, E>, _hedge_won: bool) {
+/// The race's hedges, won or lost, for the metrics: once, when the race ends or is dropped.
+fn report<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>, _hedge_won: bool) {
+    let hedges = std::mem::take(this.hedges);
     #[cfg(feature = "metrics")]
-    if *this.hedges > 0 {
+    if hedges > 0 {
         let won = u64::from(_hedge_won);
         let name = &this.execution.progress.settings.name;
-        crate::meter::hedged(name, won, u64::from(*this.hedges) - won);
+        crate::meter::hedged(name, won, u64::from(hedges) - won);
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = this;
+    let _ = hedges;
 }

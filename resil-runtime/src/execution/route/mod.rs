@@ -255,21 +255,11 @@ where
             routed: true,
             other,
         };
-        let progress = &self.execution.progress;
-        #[cfg(feature = "metrics")]
-        crate::meter::routed(&progress.settings.name, self.name(i).as_str(), "sent");
-        if progress.report.listening {
-            let (attempt, name) = (progress.tries.attempt, self.name(i));
-            progress.notify(|listener, site, operation| {
-                listener.on_event(&Event::Routed {
-                    site,
-                    operation,
-                    attempt,
-                    target: name.as_str(),
-                    hedge: false,
-                });
-            });
-        }
+        sent(
+            &self.execution.progress,
+            (self.key)(&self.targets[i].value),
+            false,
+        );
     }
 
     /// Every target would make no call: before any call, the operation ends as if the first
@@ -380,6 +370,27 @@ fn standings<Q, K: Key + ?Sized>(
             )
         })
         .collect()
+}
+
+/// The next attempt (a hedge, if `hedge`) goes to `target`: the metrics and listeners hear.
+fn sent<K: Key + ?Sized>(progress: &Progress<'_>, target: &K, hedge: bool) {
+    let listening = progress.report.listening;
+    if !(listening || cfg!(feature = "metrics")) {
+        return;
+    }
+    let name = KeyName::of(target);
+    #[cfg(feature = "metrics")]
+    crate::meter::routed(&progress.settings.name, name.as_str(), "sent");
+    let attempt = progress.tries.attempt;
+    progress.notify(|listener, site, operation| {
+        listener.on_event(&Event::Routed {
+            site,
+            operation,
+            attempt,
+            target: name.as_str(),
+            hedge,
+        });
+    });
 }
 
 /// The breaker a call on `scope` goes through: its key's, or the one all calls share.

@@ -6,12 +6,11 @@ use std::future::Future;
 
 use futures_core::Stream;
 
-use super::{breaker_of, standings, Route, Standing, Target};
-use crate::events::Event;
+use super::{breaker_of, sent, standings, Route, Standing, Target};
 use crate::execution::admission::Admission;
 use crate::execution::attempt::{Hedging, Racers};
 use crate::execution::Next;
-use crate::key::{Key, KeyName};
+use crate::key::Key;
 use crate::policy::Settings;
 use crate::stream::{committing_item, Commit, Committed};
 use crate::{Rejected, Transient};
@@ -83,19 +82,7 @@ where
         admission.cost = progress.admission.as_ref().map_or(1, |own| own.cost);
         hedging.admission = Some(admission);
         self.targets[i].tried = true;
-        if progress.report.listening {
-            let name = KeyName::of((self.key)(&self.targets[i].value));
-            let attempt = progress.tries.attempt;
-            progress.notify(|listener, site, operation| {
-                listener.on_event(&Event::Routed {
-                    site,
-                    operation,
-                    attempt,
-                    target: name.as_str(),
-                    hedge: true,
-                });
-            });
-        }
+        sent(progress, (self.key)(&self.targets[i].value), true);
         Some(i)
     }
 }
