@@ -85,6 +85,16 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
         [Some(652), Some(762), Some(954)],
     ),
     (
+        "all-four-routed",
+        "all four per_model, route over 2 models, the first answers",
+        [None; 3],
+    ),
+    (
+        "all-four-hedged",
+        "all four, hedge = \"1 after 800ms\", ready (no hedge starts)",
+        [None; 3],
+    ),
+    (
         "tokio-timeout-yield",
         "tokio::time::timeout, the body pending once",
         [None; 3],
@@ -174,6 +184,24 @@ async fn all_four_keyed(model: &str) -> Result<u64, Failure> {
     ready().await
 }
 
+#[resilient(timeout = "20s", retry = 2, breaker = "per_model", bulkhead = 8,
+            route = model in ["model-b"])]
+async fn all_four_routed(model: &str) -> Result<u64, Failure> {
+    black_box(model);
+    ready().await
+}
+
+#[resilient(
+    timeout = "20s",
+    retry = 2,
+    breaker = "instructions-hedged",
+    bulkhead = 8,
+    hedge = "1 after 800ms"
+)]
+async fn all_four_hedged() -> Result<u64, Failure> {
+    ready().await
+}
+
 #[resilient(breaker = "instructions-open")]
 async fn behind_open_breaker(fail: bool) -> Result<u64, Failure> {
     if fail {
@@ -231,6 +259,10 @@ fn run(scenario: &str, calls: u32) {
             assert!(opened, "the breaker opens after its threshold of failures");
             calls.for_each(|_| drop(black_box(poll_once(behind_open_breaker(false)))))
         }
+        "all-four-routed" => {
+            calls.for_each(|_| drop(black_box(poll_once(all_four_routed("model-a")))))
+        }
+        "all-four-hedged" => calls.for_each(|_| drop(black_box(poll_once(all_four_hedged())))),
         "tokio-timeout-yield" => {
             calls.for_each(|_| drop(black_box(poll_twice(tokio_timeout_yield()))))
         }
