@@ -20,7 +20,7 @@
 //!   count); the others get 429 with `Retry-After: 1`, and are not billed.
 //! - [`MockProvider::set_down`] starts and ends an outage: meanwhile completions answer 503.
 //! - [`MockProvider::with_quota`]: N completions, then 429s. [`MockProvider::slow_tail`]: every
-//!   N-th answer slow to its first token.
+//!   N-th answer slow to its first token. [`MockProvider::no_replays`]: keys not replayed.
 //! - [`MockProvider::answer_together`] holds the first requests' answers until they are all in.
 //! - `/hang`: accepts the request and never answers.
 //! - `/401`: answers 401 Unauthorized. `/503`: 503 with `Retry-After: 1`. `/quota`: 429
@@ -322,9 +322,7 @@ fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> 
         .map(str::to_owned);
 
     let (tx, rx) = mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(16);
-    let known = key
-        .as_ref()
-        .and_then(|key| state.answers.lock().unwrap().get(key).cloned());
+    let known = key.as_ref().and_then(|key| state.replay(key));
     match known {
         Some(mut answer) => {
             state.replays.fetch_add(1, Ordering::SeqCst);
@@ -433,7 +431,7 @@ async fn generate(
     finished: watch::Sender<Answer>,
 ) {
     let mut chunks = Vec::with_capacity(generation.tokens);
-    tokio::time::sleep(state.quirks.first_token_wait()).await;
+    tokio::time::sleep(state.quirks.first_token_wait(generation.key.as_deref())).await;
     for n in 0..generation.tokens {
         tokio::time::sleep(generation.delay).await;
         if generation.hold == Some(n) {
