@@ -288,3 +288,38 @@ async fn the_first_racer_is_cut_at_an_enclosing_deadline() {
         );
     }
 }
+
+/// A hedge on another target panics while the first racer is the half-open probe of its
+/// own breaker: dropping the race frees that probe's place, so the next caller probes
+/// instead of waiting for a verdict that will never come.
+#[test]
+fn a_hedge_that_panics_frees_the_first_racers_probe() {
+    let policy = Policy::builder()
+        .timeout(Duration::from_secs(10))
+        .retry(1)
+        .breaker_per_key("model", 1, Duration::from_secs(30))
+        .hedge(1, Duration::from_millis(800))
+        .build()
+        .unwrap();
+    let runtime = common::paused_runtime();
+    let failing = |model: &'static str| async move {
+        assert_ne!(model, "claude", "the hedge panics");
+        sleep(Duration::from_secs(5)).await;
+        Err::<&str, _>(TestError::Busy)
+    };
+    // gpt fails at once: its breaker opens.
+    let fast = |_: &'static str| async { Err::<&str, _>(TestError::Busy) };
+    let _ = runtime.block_on(policy.run_keyed("gpt", || fast("gpt")));
+    runtime.block_on(async { sleep(Duration::from_secs(30)).await });
+    // gpt is half-open: the first racer is its probe; claude's hedge panics at 800 ms.
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(policy.run_routed("gpt", ["claude"], failing))
+    }));
+    assert!(caught.is_err());
+    // The probe's place is free: the next call on gpt probes at once.
+    let answer = runtime.block_on(async {
+        let probe = policy.run_keyed("gpt", || async { Ok::<_, TestError>("probed") });
+        tokio::time::timeout(Duration::from_secs(1), probe).await
+    });
+    assert_eq!(answer.ok(), Some(Ok("probed")));
+}

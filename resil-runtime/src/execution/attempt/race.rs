@@ -93,11 +93,21 @@ pin_project! {
         hedges: u32,
         // A hedge was refused (the budget, an enclosing allowance): none starts again.
         refused: bool,
+        // The racer being polled and the operation's attempt count, while one is: a racer
+        // that panics leaves its admission in the execution's place, and the drop puts it back.
+        polling: Option<(usize, u32)>,
     }
 
     impl<'e, 'p, R: Racers<'p>, E> PinnedDrop for Race<'e, 'p, R, E> {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
+            if let Some((i, attempts)) = this.polling.take() {
+                let progress = &mut this.execution.progress;
+                if let Some(racer) = this.racers.get_mut(i) {
+                    racer.swap_admission(progress);
+                }
+                progress.tries.attempt = attempts;
+            }
             for racer in this.racers.iter_mut() {
                 racer.cancel(&mut this.execution.progress);
             }
@@ -213,6 +223,11 @@ impl<'p, E> Execution<'p, E> {
         if let Some(frame) = &mut self.progress.frame {
             frame.new_attempt();
         }
+        // A race after a backoff is a new attempt, in a span of its own.
+        #[cfg(feature = "tracing")]
+        if let Some(spans) = &mut self.progress.report.spans {
+            spans.attempt(self.progress.tries.attempt);
+        }
         let mut hedging = Hedging {
             progress: &self.progress,
             hedge: false,
@@ -230,6 +245,7 @@ impl<'p, E> Execution<'p, E> {
             backoff: false,
             hedges: 0,
             refused: false,
+            polling: None,
         }
     }
 }
@@ -284,7 +300,10 @@ where
         }
         let mut ended = None;
         for (i, racer) in this.racers.iter_mut().enumerate() {
-            if let Poll::Ready(result) = poll_racer(this.execution, racer, cx) {
+            *this.polling = Some((i, this.execution.progress.tries.attempt));
+            let poll = poll_racer(this.execution, racer, cx);
+            *this.polling = None;
+            if let Poll::Ready(result) = poll {
                 ended = Some((i, result));
                 break;
             }
