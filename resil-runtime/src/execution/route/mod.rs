@@ -181,26 +181,40 @@ where
             0
         };
         self.started = true;
-        let standings = self.standings();
         let order: Vec<usize> = (0..self.targets.len())
             .map(|i| (from + i) % self.targets.len())
             .filter(|&i| !self.targets[i].banned)
             .collect();
-        // Not yet tried before tried, calling at once before waiting, then the order.
-        let chosen = (order.iter().copied())
-            .filter_map(|i| match standings[i] {
-                Standing::Skip(_) => None,
-                Standing::Later => Some(((self.targets[i].tried, true), i)),
-                Standing::Now => Some(((self.targets[i].tried, false), i)),
-            })
-            .min_by_key(|(rank, _)| *rank)
-            .map(|(_, i)| i);
-        // The target that just failed is moved on from, not passed over.
-        for &i in order.iter().filter(|&&i| !(failed && i == self.current)) {
-            if let Standing::Skip(rejected) = &standings[i] {
-                self.skipped(i, rejected);
+        // Not yet tried before tried, calling at once before waiting, then the order: the
+        // targets are judged in order up to the first not yet tried that calls at once, which
+        // nothing after it could beat.
+        let mut standings: Vec<Option<Standing>> = self.targets.iter().map(|_| None).collect();
+        let mut chosen: Option<((bool, bool), usize)> = None;
+        let now = Instant::now();
+        for &i in &order {
+            let progress = &self.execution.progress;
+            let standing = standing_at(self.key, &self.targets, progress, self.current, i, now);
+            let tried = self.targets[i].tried;
+            let rank = match &standing {
+                Standing::Skip(rejected) => {
+                    // The target that just failed is moved on from, not passed over.
+                    if !(failed && i == self.current) {
+                        self.skipped(i, rejected);
+                    }
+                    None
+                }
+                Standing::Later => Some((tried, true)),
+                Standing::Now => Some((tried, false)),
+            };
+            standings[i] = Some(standing);
+            if let Some(rank) = rank.filter(|rank| chosen.is_none_or(|(best, _)| rank < &best)) {
+                chosen = Some((rank, i));
+                if rank == (false, false) {
+                    break;
+                }
             }
         }
+        let chosen = chosen.map(|(_, i)| i);
         let Some(i) = chosen else {
             return Err(self.turned_away(&order, standings));
         };
@@ -234,12 +248,6 @@ where
         }
     }
 
-    /// How each target would take an attempt now.
-    fn standings(&self) -> Vec<Standing> {
-        let progress = &self.execution.progress;
-        standings(self.key, &self.targets, progress, self.current)
-    }
-
     /// Moves the operation to target `i` and tells who listens.
     fn go_to(&mut self, i: usize) {
         if i != self.current {
@@ -264,7 +272,11 @@ where
 
     /// Every target would make no call: before any call, the operation ends as if the first
     /// in `order` had been called and had refused; after a failure, with that failure.
-    fn turned_away<T>(&mut self, order: &[usize], mut standings: Vec<Standing>) -> Outcome<T, E>
+    fn turned_away<T>(
+        &mut self,
+        order: &[usize],
+        mut standings: Vec<Option<Standing>>,
+    ) -> Outcome<T, E>
     where
         E: Transient + From<Rejected>,
     {
@@ -273,12 +285,10 @@ where
         }
         let rejected = order
             .first()
-            .and_then(
-                |&i| match std::mem::replace(&mut standings[i], Standing::Now) {
-                    Standing::Skip(rejected) => Some(rejected),
-                    _ => None,
-                },
-            )
+            .and_then(|&i| match standings[i].take() {
+                Some(Standing::Skip(rejected)) => Some(rejected),
+                _ => None,
+            })
             .unwrap_or(Rejected::Incomplete);
         match self.execution.progress.reject(rejected) {
             Next::Done(outcome) => outcome,
@@ -342,34 +352,49 @@ impl<Q> Target<Q> {
 }
 
 /// How each of `targets` would take an attempt of `progress` now; `current` is the target
-/// whose bulkhead the operation holds a place in, if any. A policy switched off skips
-/// nothing.
+/// whose state the operation holds.
 fn standings<Q, K: Key + ?Sized>(
     key: fn(&Q) -> &K,
     targets: &[Target<Q>],
     progress: &Progress<'_>,
     current: usize,
 ) -> Vec<Standing> {
+    let now = Instant::now();
+    (0..targets.len())
+        .map(|i| standing_at(key, targets, progress, current, i, now))
+        .collect()
+}
+
+/// How target `i` would take an attempt of `progress` at `now`. A policy switched off, or
+/// without state per key, skips nothing.
+fn standing_at<Q, K: Key + ?Sized>(
+    key: fn(&Q) -> &K,
+    targets: &[Target<Q>],
+    progress: &Progress<'_>,
+    current: usize,
+    i: usize,
+    now: Instant,
+) -> Standing {
     let settings = progress.settings;
     let (Some(admission), Some(keys)) = (&progress.admission, settings.keys.as_deref()) else {
-        return targets.iter().map(|_| Standing::Now).collect();
+        return Standing::Now;
     };
-    let now = Instant::now();
-    (targets.iter().enumerate())
-        .map(|(i, target)| {
-            // The operation's own place in the current target's bulkhead is no other caller's.
-            let placed = i == current && admission.permit.is_some();
-            let scope = keys.held(key(&target.value));
-            standing(
-                settings,
-                &scope,
-                progress.deadline,
-                admission.cost,
-                placed,
-                now,
-            )
-        })
-        .collect()
+    let (deadline, cost) = (progress.deadline, admission.cost);
+    // The current target's state is the operation's own, and so is its bulkhead place.
+    match admission.scope.as_ref().filter(|_| i == current) {
+        Some(scope) => standing(
+            settings,
+            scope,
+            deadline,
+            cost,
+            admission.permit.is_some(),
+            now,
+        ),
+        None => {
+            let scope = keys.held(key(&targets[i].value));
+            standing(settings, &scope, deadline, cost, false, now)
+        }
+    }
 }
 
 /// The next attempt (a hedge, if `hedge`) goes to `target`: the metrics and listeners hear.
