@@ -7,32 +7,13 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Recorder, TestError};
+use common::{Recorder, TargetCalls as Calls, TestError};
 use futures::StreamExt;
 use resil_runtime::stream::Commit;
 use resil_runtime::{Jitter, Keyed, Operation, Policy, PolicyBuilder, Rejected};
 use tokio::time::Instant;
 
 const MODELS: [&str; 2] = ["claude", "mini"];
-
-/// The calls each target got, with when (milliseconds from the test's start).
-#[derive(Default, Clone)]
-struct Calls(Arc<Mutex<Vec<(String, u128)>>>);
-
-impl Calls {
-    fn record(&self, target: &str, start: Instant) {
-        let at = start.elapsed().as_millis();
-        self.0.lock().unwrap().push((target.to_owned(), at));
-    }
-
-    fn seen(&self) -> Vec<(String, u128)> {
-        self.0.lock().unwrap().clone()
-    }
-
-    fn targets(&self) -> Vec<String> {
-        self.seen().into_iter().map(|(target, _)| target).collect()
-    }
-}
 
 fn keyed(retry: u32) -> PolicyBuilder<Keyed> {
     Policy::builder()

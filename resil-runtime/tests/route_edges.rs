@@ -4,25 +4,11 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Recorder, TestError};
+use common::{Recorder, TargetCalls as Calls, TestError};
 use resil_runtime::{Jitter, Keyed, Policy, PolicyBuilder};
 use tokio::time::Instant;
-
-#[derive(Default, Clone)]
-struct Calls(Arc<Mutex<Vec<(String, u128)>>>);
-
-impl Calls {
-    fn record(&self, target: &str, start: Instant) {
-        let at = start.elapsed().as_millis();
-        self.0.lock().unwrap().push((target.to_owned(), at));
-    }
-    fn seen(&self) -> Vec<(String, u128)> {
-        self.0.lock().unwrap().clone()
-    }
-}
 
 fn keyed(retry: u32, threshold: u32) -> PolicyBuilder<Keyed> {
     Policy::builder()

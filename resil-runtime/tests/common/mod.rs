@@ -171,3 +171,22 @@ impl Listener for Recorder {
         self.0.lock().unwrap().push(line);
     }
 }
+
+/// The calls each target of a route got, with when (milliseconds from a test's start).
+#[derive(Default, Clone)]
+pub struct TargetCalls(Arc<Mutex<Vec<(String, u128)>>>);
+
+impl TargetCalls {
+    pub fn record(&self, target: &str, start: tokio::time::Instant) {
+        let at = start.elapsed().as_millis();
+        self.0.lock().unwrap().push((target.to_owned(), at));
+    }
+
+    pub fn seen(&self) -> Vec<(String, u128)> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn targets(&self) -> Vec<String> {
+        self.seen().into_iter().map(|(target, _)| target).collect()
+    }
+}

@@ -188,25 +188,28 @@ where
         // Not yet tried before tried, calling at once before waiting, then the order: the
         // targets are judged in order up to the first not yet tried that calls at once, which
         // nothing after it could beat.
-        let mut standings: Vec<Option<Standing>> = self.targets.iter().map(|_| None).collect();
+        // What the first target in order would answer, for an end with every target refusing.
+        let mut first_refusal = None;
         let mut chosen: Option<((bool, bool), usize)> = None;
         let now = Instant::now();
-        for &i in &order {
+        for (k, &i) in order.iter().enumerate() {
             let progress = &self.execution.progress;
             let standing = standing_at(self.key, &self.targets, progress, self.current, i, now);
             let tried = self.targets[i].tried;
-            let rank = match &standing {
+            let rank = match standing {
                 Standing::Skip(rejected) => {
                     // The target that just failed is moved on from, not passed over.
                     if !(failed && i == self.current) {
-                        self.skipped(i, rejected);
+                        self.skipped(i, &rejected);
+                    }
+                    if k == 0 {
+                        first_refusal = Some(rejected);
                     }
                     None
                 }
                 Standing::Later => Some((tried, true)),
                 Standing::Now => Some((tried, false)),
             };
-            standings[i] = Some(standing);
             if let Some(rank) = rank.filter(|rank| chosen.is_none_or(|(best, _)| rank < &best)) {
                 chosen = Some((rank, i));
                 if rank == (false, false) {
@@ -216,7 +219,7 @@ where
         }
         let chosen = chosen.map(|(_, i)| i);
         let Some(i) = chosen else {
-            return Err(self.turned_away(&order, standings));
+            return Err(self.turned_away(first_refusal));
         };
         let wait = if failed {
             self.draw(i)?
@@ -271,25 +274,16 @@ where
     }
 
     /// Every target would make no call: before any call, the operation ends as if the first
-    /// in `order` had been called and had refused; after a failure, with that failure.
-    fn turned_away<T>(
-        &mut self,
-        order: &[usize],
-        mut standings: Vec<Option<Standing>>,
-    ) -> Outcome<T, E>
+    /// looked at had been called and had refused (`first_refusal`); after a failure, with
+    /// that failure.
+    fn turned_away<T>(&mut self, first_refusal: Option<Rejected>) -> Outcome<T, E>
     where
         E: Transient + From<Rejected>,
     {
         if self.execution.last_error.is_some() {
             return self.give_up(GiveUp::NoTarget);
         }
-        let rejected = order
-            .first()
-            .and_then(|&i| match standings[i].take() {
-                Some(Standing::Skip(rejected)) => Some(rejected),
-                _ => None,
-            })
-            .unwrap_or(Rejected::Incomplete);
+        let rejected = first_refusal.unwrap_or(Rejected::Incomplete);
         match self.execution.progress.reject(rejected) {
             Next::Done(outcome) => outcome,
             Next::Retry => unreachable!("a rejection ends the operation"),
