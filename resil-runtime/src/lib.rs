@@ -77,7 +77,7 @@
 //!
 //! | layer | modules | may import | what it holds |
 //! |---|---|---|---|
-//! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state` | — | the words every layer speaks: errors, keys, operation ids, breaker states, the atomics (std or loom) |
+//! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state`, `heard` | — | the words every layer speaks: errors, keys, operation ids, breaker states, the atomics (std or loom) |
 //! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency`, `seams` | foundation | state machines that return what happened (a transition, an admission, a wait), and the seam they hold to a store shared by many instances |
 //! | observers | `events`, `meter`, `series` | foundation | what listeners, tracing and metrics hear: plain data |
 //! | policy | `policy`, `operator` | foundation, primitives, observers | a policy's settings, builder, keys and tunings; an operator's handles on breakers |
@@ -105,6 +105,7 @@ mod deadline;
 pub mod events;
 mod execution;
 mod gate;
+mod heard;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
@@ -148,6 +149,7 @@ pub use execution::{Attempt, Execution, Next, Outcome, Race, Racers, Route};
 #[doc(hidden)]
 pub use execution::{Hedging, Plain};
 pub use gate::RateGate;
+pub use heard::{ProviderLimits, Quota};
 pub use key::{Key, KeyTuple, MAX_KEY_BYTES};
 pub use latency::worst_case;
 pub use operation::{Operation, OperationId};
