@@ -7,7 +7,8 @@
 //! not change the answer. A 429 is a throttle: retried after its wait, never counted toward
 //! opening a breaker. With feature `reqwest`, [`classify`] turns a response into `Ok` or an
 //! [`HttpError`] that keeps the status, the wait and the body; `reqwest::Error` is classified
-//! by its status, and connect errors and timeouts are transient.
+//! by its status, and connect errors and timeouts are transient. [`rate_limits`] reads what
+//! a provider's headers say of its rate limits (OpenAI's, Anthropic's, the IETF draft's).
 
 use std::time::{Duration, SystemTime};
 
@@ -19,6 +20,9 @@ use ::http::HeaderMap;
 pub use ::http::StatusCode;
 
 use crate::Transient;
+
+mod limits;
+pub use limits::{rate_limits, rate_limits_at, RESET_MAX};
 
 /// The 5xx that say the server cannot serve this request at all, however often it is asked:
 /// 501 Not Implemented, 505 HTTP Version Not Supported, 506 Variant Also Negotiates,
