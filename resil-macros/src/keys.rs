@@ -79,6 +79,7 @@ keys! {
     rate: Rate = values::rate;
     token_rate: Rate = values::rate;
     rate_cost: Expr = values::expression;
+    learn: bool = values::flag;
     route: Route = values::route;
     hedge: Hedge = values::hedge;
     fallback: syn::Path = values::fallback;

@@ -59,6 +59,10 @@ pub(crate) struct Rate {
     pub(crate) exact: bool,
     /// `"60/min per key"`: one gate per value of the key.
     pub(crate) per_key: bool,
+    /// `"auto"`: no figure declared; the gate learns the provider's from its answers.
+    pub(crate) auto: bool,
+    /// `"auto"`, or `learn = true`: the gate follows what the provider's answers say.
+    pub(crate) learn: bool,
 }
 
 /// `bulkhead = 8`, or `bulkhead = "8 per key"`.
@@ -84,17 +88,29 @@ fn per_key(text: &str) -> Option<(&str, bool)> {
     }
 }
 
-/// `rate = "60/min"`, `token_rate = "90000/min, burst 20000"`, either with ` per key`.
+/// `rate = "60/min"`, `token_rate = "90000/min, burst 20000"`, or `"auto"`, any with
+/// ` per key`.
 pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
-    let text = string_value(name, value, &["\"60/min\""])?;
+    let text = string_value(name, value, &["\"60/min\"", "\"auto\""])?;
     let Some((rate, per_key)) = per_key(&text) else {
         return Err(syn::Error::new(
             value.span(),
             format!("`per key` goes last: write `{name} = \"60/min, burst 10 per key\"`"),
         ));
     };
+    if rate == "auto" {
+        return Ok(Rate {
+            count: 0,
+            period: Duration::ZERO,
+            burst: 0,
+            exact: false,
+            per_key,
+            auto: true,
+            learn: true,
+        });
+    }
     let rate = parse_rate(name, rate, per_key).ok_or_else(|| {
-        syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a rate: write a count per `s`, `min` or `h`, such as \"60/min\", optionally with a burst, such as \"10/s, burst 20\", `, exact` for a limit known exactly (a 429 does not slow the gate), and ` per key` for a gate per key"))
+        syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a rate: write a count per `s`, `min` or `h`, such as \"60/min\", optionally with a burst, such as \"10/s, burst 20\", `, exact` for a limit known exactly (a 429 does not slow the gate), and ` per key` for a gate per key; or \"auto\" to learn the provider's limit from its answers"))
     })?;
     rules::rate(name, rate.count, rate.period, rate.burst)
         .map_err(|rule| syn::Error::new(value.span(), rule))?;
@@ -163,6 +179,8 @@ fn parse_rate(name: &str, text: &str, per_key: bool) -> Option<Rate> {
         burst: burst.unwrap_or_else(|| default_burst(name, count)),
         exact,
         per_key,
+        auto: false,
+        learn: false,
     })
 }
 

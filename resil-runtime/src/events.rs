@@ -108,6 +108,20 @@ pub enum Event<'a> {
         /// What the target would have answered.
         rejected: &'a Rejected,
     },
+    /// A gate that learns from the provider's answers (`rate = "auto"`) changed its rate by
+    /// more than a tenth.
+    RateLearnt {
+        /// The policy's name.
+        site: &'a str,
+        /// The key whose gate it is, for a gate per key.
+        key: Option<&'a str>,
+        /// `"rate"` (requests) or `"token_rate"` (tokens).
+        gate: &'static str,
+        /// Units per second before (0: nothing learnt yet).
+        from: f64,
+        /// Units per second now.
+        to: f64,
+    },
     /// A breaker changed state.
     BreakerTransition {
         /// The breaker's name.
@@ -173,6 +187,7 @@ impl<'a> Event<'a> {
             | Event::Routed { site, .. }
             | Event::Hedged { site, .. }
             | Event::Skipped { site, .. }
+            | Event::RateLearnt { site, .. }
             | Event::ConfigConflict { site, .. }
             | Event::Reconfigured { site } => Some(site),
             Event::BreakerTransition { .. }

@@ -79,6 +79,10 @@ pub struct RateGate {
     /// The declared limit is the provider's exactly: a throttle holds the gate for its wait
     /// but does not slow it down.
     exact: bool,
+    /// What a gate that learns from the provider's answers knows (see [`learn`]).
+    learning: Option<Box<learn::Learning>>,
+    /// A learning gate with no declared figure (`rate = "auto"`): no ceiling, no burst.
+    auto: bool,
     /// Serialises a refund's check with a throttle's revocation (both rare; reservations
     /// never take it).
     revising: Mutex<()>,
@@ -133,6 +137,8 @@ impl RateGate {
             slowdown: AtomicU64::new(0),
             slowed_at: AtomicU64::new(0),
             exact: false,
+            learning: None,
+            auto: false,
             revising: Mutex::new(()),
             // Offsets are unsigned: an origin a little in the past keeps `now` after it even
             // when the gate is made and used at once.
@@ -146,7 +152,7 @@ impl RateGate {
     /// keyed policy whose keys are `label` (`label=key` in Redis, for a shared gate).
     pub(crate) fn fresh(&self, label: &str, key: &str) -> Self {
         #[cfg(not(feature = "redis"))]
-        let _ = (label, key);
+        let _ = label;
         RateGate {
             interval: self.interval,
             burst: self.burst,
@@ -158,6 +164,9 @@ impl RateGate {
             slowdown: AtomicU64::new(0),
             slowed_at: AtomicU64::new(0),
             exact: self.exact,
+            learning: (self.learning.as_ref())
+                .map(|learning| Box::new(learning.fresh(self.auto, key))),
+            auto: self.auto,
             revising: Mutex::new(()),
             origin: Instant::now(),
             #[cfg(feature = "redis")]
@@ -187,6 +196,47 @@ impl RateGate {
         self
     }
 
+    /// A gate that learns its limit from the provider's answers (`rate = "auto"`): it starts
+    /// knowing nothing, sends one call and holds the others until that call's answer says
+    /// how many are left until when ([`RateGate::learn`]), then spreads them. No figure is
+    /// declared, so none is a ceiling: [`count`](RateGate::count) and
+    /// [`period`](RateGate::period) are 0, and any cost passes.
+    ///
+    /// ```
+    /// use resil_runtime::{Quota, RateGate};
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let gate = RateGate::auto();
+    /// assert_eq!(gate.reserve(1, None), Ok(Duration::ZERO), "the probe");
+    /// assert!(gate.reserve(1, None).unwrap() > Duration::ZERO, "held until it is answered");
+    /// # }
+    /// ```
+    pub fn auto() -> Self {
+        let mut gate = Self::for_key("rate", 1, Duration::from_nanos(1), 1)
+            .expect("one unit a nanosecond is a valid rate");
+        gate.learning = Some(Box::new(learn::Learning::new(false)));
+        gate.auto = true;
+        gate.exact = true;
+        gate
+    }
+
+    /// This gate also learns from the provider's answers (`learn = true`): it starts at its
+    /// declared rate, follows what the answers say, and never runs faster than declared. A
+    /// 429 holds it for its wait without slowing it down, since the answers say the rate.
+    pub fn learning(mut self) -> Self {
+        if self.learning.is_none() {
+            self.learning = Some(Box::new(learn::Learning::new(true)));
+        }
+        self.exact = true;
+        self
+    }
+
+    /// Whether the gate learns from the provider's answers.
+    pub fn learns(&self) -> bool {
+        self.learning.is_some()
+    }
+
     /// Keeps the gate in its policy's shared store too, as `resil:{what}:{name}`.
     #[cfg(feature = "redis")]
     pub(crate) fn share(&mut self, sharing: &crate::seams::Sharing, what: &str, name: &str) {
@@ -210,13 +260,19 @@ impl RateGate {
         self.tat.load(Ordering::Acquire) <= self.offset(now)
     }
 
-    /// Units per period.
+    /// Units per period (0 for an [`auto`](RateGate::auto) gate).
     pub fn count(&self) -> u64 {
+        if self.auto {
+            return 0;
+        }
         self.count
     }
 
-    /// The period.
+    /// The period (0 for an [`auto`](RateGate::auto) gate).
     pub fn period(&self) -> Duration {
+        if self.auto {
+            return Duration::ZERO;
+        }
         self.period
     }
 
@@ -240,13 +296,16 @@ impl RateGate {
         cost: u64,
         deadline: Option<Instant>,
     ) -> Result<(Duration, Slot), Rejected> {
-        if cost > self.burst {
+        if cost > self.burst && !self.auto {
             return Err(Rejected::OverBurst {
                 cost,
                 burst: self.burst,
             });
         }
         let now = Instant::now();
+        if let Some(probing) = self.probe_slot(now, deadline) {
+            return probing;
+        }
         let at = self.offset(now);
         let limit = deadline.map(|deadline| self.offset(deadline));
         let interval = self.interval_at(at);
@@ -270,7 +329,8 @@ impl RateGate {
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                let slot = Slot::new(tat, next, epoch);
+                let mut slot = Slot::new(tat, next, epoch);
+                slot.mark = self.count_reserved(cost);
                 return Ok((Duration::from_nanos(wait), slot));
             }
         }
@@ -286,7 +346,7 @@ impl RateGate {
     /// The wait before `cost` units could pass, reserving nothing (`None`: never, the cost is
     /// above the burst): what a route asks of a target's gate before choosing it.
     pub(crate) fn wait_for(&self, cost: u64) -> Option<Duration> {
-        if cost > self.burst {
+        if cost > self.burst && !self.auto {
             return None;
         }
         let at = self.offset(Instant::now());
@@ -301,7 +361,7 @@ impl RateGate {
     /// as far, so that if Redis goes this instance carries on from where every instance
     /// together stood, not from a fresh burst.
     #[cfg(feature = "redis")]
-    pub(crate) fn mirror(&self, ahead: Duration) -> Slot {
+    pub(crate) fn mirror(&self, ahead: Duration, cost: u64) -> Slot {
         let target = self
             .offset(Instant::now())
             .saturating_add(nanos(ahead.min(NEVER)));
@@ -313,7 +373,9 @@ impl RateGate {
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                return Slot::new(tat, next, epoch);
+                let mut slot = Slot::new(tat, next, epoch);
+                slot.mark = self.count_reserved(cost);
+                return slot;
             }
         }
     }
@@ -323,6 +385,10 @@ impl RateGate {
     /// the latest slot promised and no throttle revoked it. Whether it went back. A slot is
     /// given back at most once by its caller.
     pub(crate) fn refund(&self, slot: Slot) -> bool {
+        if slot.probe {
+            self.probe_ended(slot);
+            return false;
+        }
         let _revising = lock_std(&self.revising);
         if self.is_revoked(slot) {
             return false;
@@ -413,6 +479,11 @@ pub(crate) struct Slot {
     from: u64,
     end: NonZeroU64,
     epoch: u64,
+    /// For a learning gate, the units reserved up to this slot's: an answer to its call
+    /// counts those reserved after it as spent.
+    mark: u64,
+    /// The probe of an auto gate that knows nothing yet: its answer teaches the gate.
+    probe: bool,
 }
 
 impl Slot {
@@ -421,7 +492,24 @@ impl Slot {
             from,
             end: NonZeroU64::new(end).unwrap_or(NonZeroU64::MIN),
             epoch,
+            mark: 0,
+            probe: false,
         }
+    }
+
+    /// The probe's slot: it takes no place in the schedule.
+    fn probe(mark: u64, epoch: u64) -> Self {
+        Slot {
+            mark,
+            probe: true,
+            ..Slot::new(0, 0, epoch)
+        }
+    }
+
+    /// A wait for the probe's answer: revoked whatever happens, so that its caller reserves
+    /// again once the gate knows more.
+    fn provisional() -> Self {
+        Slot::new(0, 0, u64::MAX)
     }
 }
 
@@ -429,6 +517,7 @@ fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
+mod learn;
 mod slowdown;
 
 #[cfg(test)]

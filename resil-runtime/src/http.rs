@@ -205,7 +205,9 @@ impl Transient for HttpError {
 
 /// The response if it is a success (2xx), else an [`HttpError`] with its status, its wait and
 /// the start of its body. Use it where you would call `error_for_status()`, which drops the
-/// headers and with them the `Retry-After`.
+/// headers and with them the `Retry-After`. Whatever the status, the rate-limit headers
+/// ([`rate_limits`]) go to the current call, whose gates declared `rate = "auto"` learn from
+/// them ([`crate::operation::report_limits`]).
 ///
 /// ```no_run
 /// # #[derive(Debug, thiserror::Error)]
@@ -222,6 +224,7 @@ impl Transient for HttpError {
 #[cfg(feature = "reqwest")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest")))]
 pub async fn classify(mut response: reqwest::Response) -> Result<reqwest::Response, HttpError> {
+    crate::operation::report_limits(rate_limits(response.headers()));
     let status = response.status();
     if status.is_success() {
         return Ok(response);

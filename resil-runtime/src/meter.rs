@@ -166,6 +166,13 @@ pub(crate) fn routed(name: &str, target: &str, outcome: &'static str) {
         .increment(1);
 }
 
+/// A learning gate's new rate: rare (a change of more than a tenth), looked up each time.
+pub(crate) fn rate_learnt(name: &str, key: Option<&str>, gate: &'static str, per_second: f64) {
+    let key = key.unwrap_or_default().to_owned();
+    gauge!(series::RATE_LEARNT.name, "fn" => name.to_owned(), "key" => key, "gate" => gate)
+        .set(per_second);
+}
+
 /// A race's hedges: `won` (0 or 1) and `lost`, counted when the race ends.
 pub(crate) fn hedged(name: &str, won: u64, lost: u64) {
     for (outcome, count) in [("won", won), ("lost", lost)] {

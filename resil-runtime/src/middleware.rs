@@ -111,6 +111,7 @@ impl Transient for Failure {
 /// for at most [`HttpError::BODY_WAIT`]; the response is then rebuilt from its parts with
 /// what was read, so its `url()` is no longer the request's.
 async fn classified(mut response: Response) -> Result<Response, Failure> {
+    crate::operation::report_limits(crate::http::rate_limits(response.headers()));
     let status = response.status();
     if status.is_success() {
         return Ok(response);

@@ -44,6 +44,8 @@ use std::time::Duration;
 
 use pin_project_lite::pin_project;
 
+use crate::heard::ProviderLimits;
+
 pub use crate::operation_id::OperationId;
 use crate::operation_id::Path;
 use tokio::time::Instant;
@@ -74,6 +76,9 @@ pub(crate) struct Frame {
     breaker: usize,
     /// The policy owning the allowance; recorded only when someone listens to events.
     owner: Option<Arc<str>>,
+    /// What the provider's answer said of its limits, for a call whose gates learn: `None`
+    /// until the call listens, then what [`report_limits`] heard.
+    heard: Option<Box<Option<ProviderLimits>>>,
 }
 
 impl Frame {
@@ -133,6 +138,7 @@ impl Opening<'_> {
             retries: 0,
             breaker: self.breaker,
             owner: None,
+            heard: None,
         };
         let has_owner = stack.iter().any(|frame| frame.allowance.is_some());
         if let Some(parent) = stack.last_mut() {
@@ -231,6 +237,56 @@ pub(crate) fn swap_children(children: &mut u32) {
     with_stack(|stack| {
         if let Some(top) = stack.last_mut() {
             std::mem::swap(&mut top.children, children);
+        }
+    });
+}
+
+/// The polled call's gates learn from the provider's answers: [`report_limits`] keeps what
+/// its body hears, until [`heard`] takes it.
+pub(crate) fn listen() {
+    with_stack(|stack| {
+        if let Some(top) = stack.last_mut() {
+            top.heard.get_or_insert_with(Box::default);
+        }
+    });
+}
+
+/// What the polled call's body heard of the provider's limits since it listened.
+pub(crate) fn heard() -> Option<ProviderLimits> {
+    with_stack(|stack| stack.last_mut()?.heard.as_mut()?.take()).flatten()
+}
+
+/// Tells the current call what the provider's answer said of its limits, so that its gates
+/// declared `rate = "auto"` (or `learn = true`) learn from it. [`crate::http::classify`] and
+/// the middleware call it for every answer; call it yourself with another HTTP client.
+/// Outside a call, or in one whose gates do not learn, it does nothing; the latest answer of
+/// an attempt is the one its gates learn from.
+///
+/// ```
+/// use resil_runtime::{operation, Policy, ProviderLimits, Quota, Rejected};
+/// use std::time::Duration;
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let policy = Policy::builder().rate_learn().build().unwrap();
+/// let said = Quota { limit: Some(10), remaining: 0, reset: Duration::from_secs(1), window: None };
+/// let first: Result<(), Rejected> = policy
+///     .run(|| async {
+///         operation::report_limits(ProviderLimits { requests: Some(said), tokens: None });
+///         Ok(())
+///     })
+///     .await;
+/// assert!(first.is_ok());
+/// let gate = policy.rate_gate().unwrap();
+/// assert_eq!(gate.reserve(1, None), Ok(Duration::from_secs(1)), "nothing left until the reset");
+/// # }
+/// ```
+pub fn report_limits(limits: ProviderLimits) {
+    if limits.is_empty() {
+        return;
+    }
+    with_stack(|stack| {
+        if let Some(heard) = stack.last_mut().and_then(|top| top.heard.as_mut()) {
+            **heard = Some(limits);
         }
     });
 }
@@ -366,6 +422,7 @@ impl Operation {
             retries: self.attempt,
             breaker: 0,
             owner: self.owner,
+            heard: None,
         };
         Scoped {
             frame: Some(frame),

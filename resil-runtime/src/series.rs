@@ -113,6 +113,15 @@ pub const HEDGES: Series = Series {
     query: r#"sum by (fn) (rate(resil_hedges_total{outcome="won"}[5m])) / sum by (fn) (rate(resil_hedges_total[5m]))"#,
 };
 
+/// What a learning gate learnt of the provider's limit.
+pub const RATE_LEARNT: Series = Series {
+    name: "resil_rate_learnt",
+    kind: "gauge",
+    labels: &["fn", "key", "gate"],
+    meaning: "with `rate = \"auto\"`, `token_rate = \"auto\"` or `learn = true`: the units per second the gate runs at, as the provider's answers said (`gate=\"rate\"` or `\"token_rate\"`; `key` empty for a gate of all calls), set when it changes by more than a tenth",
+    query: r#"min by (fn, key) (resil_rate_learnt{gate="rate"})"#,
+};
+
 /// Calls in flight through a bulkhead all calls share.
 pub const BULKHEAD_IN_USE: Series = Series {
     name: "resil_bulkhead_in_use",
@@ -141,6 +150,7 @@ pub const ALL: &[Series] = &[
     BREAKER_STATE,
     ROUTE,
     HEDGES,
+    RATE_LEARNT,
     BULKHEAD_IN_USE,
     SHARED_AVAILABLE,
 ];

@@ -113,7 +113,14 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
             60 => "min",
             _ => "h",
         };
-        let exact = if rate.exact { ", exact" } else { "" };
+        if rate.auto {
+            return "learnt from the provider's answers".to_owned();
+        }
+        let exact = match (rate.exact, rate.learn) {
+            (true, _) => ", exact",
+            (false, true) => ", following the provider's answers",
+            (false, false) => "",
+        };
         if rate.burst == default_burst(name, rate.count) {
             format!("{}/{unit}{exact}", rate.count)
         } else {

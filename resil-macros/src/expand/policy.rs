@@ -120,20 +120,30 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
         quote! { (#count, #period, #burst) }
     };
     if let Some(rate) = &config.rate {
-        let arguments = gate(rate);
-        calls.push(quote! { .rate #arguments });
+        if !rate.auto {
+            let arguments = gate(rate);
+            calls.push(quote! { .rate #arguments });
+        }
         if rate.exact {
             calls.push(quote! { .rate_exact() });
+        }
+        if rate.learn {
+            calls.push(quote! { .rate_learn() });
         }
         if rate.per_key {
             calls.push(quote! { .rate_per_key() });
         }
     }
     if let Some((rate, _)) = &config.token_rate {
-        let arguments = gate(rate);
-        calls.push(quote! { .token_rate #arguments });
+        if !rate.auto {
+            let arguments = gate(rate);
+            calls.push(quote! { .token_rate #arguments });
+        }
         if rate.exact {
             calls.push(quote! { .token_rate_exact() });
+        }
+        if rate.learn {
+            calls.push(quote! { .token_rate_learn() });
         }
         if rate.per_key {
             calls.push(quote! { .token_rate_per_key() });

@@ -165,6 +165,14 @@ pub(super) fn check_gate_keys(args: &ResilientArgs, errors: &mut Errors) {
             );
         }
     }
+    if let Some(learn) = &args.learn {
+        if args.rate.is_none() && args.token_rate.is_none() {
+            errors.push(
+                learn.key,
+                "`learn` makes the rate gates follow the provider's answers, but there is none: add `rate = \"60/min\"` (or `rate = \"auto\"`, which learns without a figure), or remove `learn`",
+            );
+        }
+    }
     match (&args.token_rate, &args.rate_cost) {
         (Some(rate), None) => errors.push(
             rate.key,

@@ -129,6 +129,14 @@ impl Config {
 }
 
 /// Checks the attribute against itself and the signature; reports every mistake at once.
+/// The gate `rate` learns from the provider's answers too when `learn = true`.
+fn learning(rate: Rate, learn: bool) -> Rate {
+    Rate {
+        learn: rate.learn || learn,
+        ..rate
+    }
+}
+
 pub(crate) fn check(
     mut args: ResilientArgs,
     sig: &Signature,
@@ -185,6 +193,7 @@ pub(crate) fn check(
         }
     }
     check_gate_keys(&args, &mut errors);
+    let learn = args.learn.as_ref().is_some_and(|s| s.value);
     let shared = check_shared(&args, &mut errors);
     if args.fallback.is_some() {
         for input in &sig.inputs {
@@ -226,11 +235,11 @@ pub(crate) fn check(
         max_keys: args.max_keys.map(|s| s.value),
         bulkhead: args.bulkhead.map(|s| s.value),
         bulkhead_queue: args.bulkhead_queue.map(|s| s.value),
-        rate: args.rate.map(|s| s.value),
+        rate: args.rate.map(|s| learning(s.value, learn)),
         token_rate: args
             .token_rate
             .zip(args.rate_cost)
-            .map(|(rate, cost)| (rate.value, cost.value)),
+            .map(|(rate, cost)| (learning(rate.value, learn), cost.value)),
         fallback: args.fallback.map(|s| s.value),
         listener: args.listener.map(|s| s.value),
         retry_budget: args.retry_budget.map(|s| s.value),

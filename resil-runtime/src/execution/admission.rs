@@ -35,6 +35,9 @@ pub(crate) struct Admission<'p> {
 pub(super) struct Reserved {
     pub(super) rate: Option<Slot>,
     pub(super) tokens: Option<Slot>,
+    /// The call was made with these slots: kept, for gates that learn, until its answer
+    /// teaches them; never given back.
+    pub(super) used: bool,
     /// The same slots in Redis, when the shared gates granted them.
     #[cfg(feature = "redis")]
     pub(super) remote: Option<Box<crate::seams::RemoteSlots>>,

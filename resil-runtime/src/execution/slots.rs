@@ -7,6 +7,7 @@ use tokio::time::Instant;
 
 use super::admission::Reserved;
 use super::Progress;
+use crate::events::Event;
 use crate::gate::{RateGate, Slot};
 use crate::Rejected;
 
@@ -91,6 +92,10 @@ impl<'p> Progress<'p> {
         let Some(link) = rate_link.as_ref().or(token_link.as_ref()) else {
             return Ok(SharedStart::Local);
         };
+        // An auto gate that knows nothing yet probes here: the store has no rate to keep.
+        if [rate, tokens].into_iter().flatten().any(RateGate::probing) {
+            return Ok(SharedStart::Local);
+        }
         if !link.is_available() {
             return self.refuse_if_failing_closed().map(|()| SharedStart::Local);
         }
@@ -140,13 +145,14 @@ impl<'p> Progress<'p> {
         match answer {
             SharedSlots::Granted(granted) => {
                 let [rate, tokens] = granted.slots;
-                let mirror = |gate: Option<&RateGate>, remote: Option<RemoteSlot>| {
+                let mirror = |gate: Option<&RateGate>, remote: Option<RemoteSlot>, cost| {
                     gate.zip(remote)
-                        .map(|(gate, remote)| gate.mirror(remote.ahead))
+                        .map(|(gate, remote)| gate.mirror(remote.ahead, cost))
                 };
                 self.hold(Reserved {
-                    rate: mirror(self.rate(), rate),
-                    tokens: mirror(self.token_rate(), tokens),
+                    rate: mirror(self.rate(), rate, 1),
+                    tokens: mirror(self.token_rate(), tokens, self.cost()),
+                    used: false,
                     remote: Some(Box::new([rate, tokens])),
                     returns: None,
                 });
@@ -202,7 +208,69 @@ impl<'p> Progress<'p> {
     /// The slots reserved are spent by the call.
     pub(super) fn slots_used(&mut self) {
         if self.settings.gated {
+            if self.settings.learns {
+                return self.listen();
+            }
             self.hold(Reserved::default());
+        }
+    }
+
+    /// For gates that learn: the call keeps its slots, marked used, until its answer teaches
+    /// the gates ([`Progress::learn`]), and its body's answers are heard.
+    #[inline(never)]
+    fn listen(&mut self) {
+        if let Some(admission) = &mut self.admission {
+            admission.reserved.used = true;
+        }
+        crate::operation::listen();
+    }
+
+    /// The call ended: what its answer said of the provider's limits (or, `answered`, that it
+    /// said nothing) teaches the gates that learn, each for the slot the call took. A call
+    /// with no answer (cut by its timeout) teaches nothing: a probe's lets another go.
+    #[inline(never)]
+    pub(super) fn learn(&mut self, answered: bool) {
+        let said = crate::operation::heard().unwrap_or_default();
+        let Some(reserved) = self
+            .admission
+            .as_mut()
+            .map(|admission| std::mem::take(&mut admission.reserved))
+            .filter(|reserved| reserved.used)
+        else {
+            return;
+        };
+        if !answered {
+            self.hold(reserved);
+            return self.refund_reserved();
+        }
+        let max_wait = self.tuning.retry_after_max;
+        let gates = [
+            (self.rate(), reserved.rate, said.requests, "rate"),
+            (
+                self.token_rate(),
+                reserved.tokens,
+                said.tokens,
+                "token_rate",
+            ),
+        ];
+        for (gate, slot, quota, which) in gates {
+            let Some((gate, slot)) = gate.zip(slot) else {
+                continue;
+            };
+            if let Some(learnt) = gate.learn(quota, slot, max_wait) {
+                let key = gate.learnt_key();
+                #[cfg(feature = "metrics")]
+                crate::meter::rate_learnt(&self.settings.name, key, which, learnt.to);
+                self.notify(|listener, site, _| {
+                    listener.on_event(&Event::RateLearnt {
+                        site,
+                        key,
+                        gate: which,
+                        from: learnt.from,
+                        to: learnt.to,
+                    });
+                });
+            }
         }
     }
 
@@ -226,6 +294,19 @@ impl<'p> Progress<'p> {
         else {
             return;
         };
+        if reserved.used {
+            // A call cut short: spent, but a probe that taught nothing lets another go.
+            let slots = [
+                (self.rate(), reserved.rate),
+                (self.token_rate(), reserved.tokens),
+            ];
+            for (gate, slot) in slots {
+                if let Some((gate, slot)) = gate.zip(slot) {
+                    gate.probe_ended(slot);
+                }
+            }
+            return;
+        }
         #[cfg(feature = "redis")]
         if let Some(remote) = reserved.remote {
             let links =

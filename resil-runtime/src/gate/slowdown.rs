@@ -82,8 +82,12 @@ impl RateGate {
         self.interval_at(self.offset(Instant::now()))
     }
 
-    /// The interval at `at`: the declared one, plus what is left of a slowdown.
+    /// The interval at `at`: the declared one, plus what is left of a slowdown; what a
+    /// learning gate learnt.
     pub(super) fn interval_at(&self, at: u64) -> u64 {
+        if let Some(learning) = &self.learning {
+            return self.learnt_interval(learning);
+        }
         let slowdown = self.slowdown.load(Ordering::Acquire);
         if slowdown == 0 {
             return self.interval;

@@ -240,6 +240,14 @@ impl Keys {
         self.rate.is_some() || self.token_rate.is_some()
     }
 
+    /// Whether a gate of each key learns from the provider's answers.
+    pub(crate) fn learns(&self) -> bool {
+        [&self.rate, &self.token_rate]
+            .into_iter()
+            .flatten()
+            .any(RateGate::learns)
+    }
+
     /// The bulkhead every key gets a copy of, if the bulkhead is per key.
     pub(crate) fn bulkhead(&self) -> Option<&Bulkhead> {
         self.bulkhead.as_ref()

@@ -102,6 +102,8 @@ pub(crate) struct Settings {
     pub(crate) token_rate: Option<RateGate>,
     /// Whether calls take slots in a rate gate, shared or per key: one check on the hot path.
     pub(crate) gated: bool,
+    /// Whether a rate gate learns from the provider's answers: its calls listen for them.
+    pub(crate) learns: bool,
     /// Whether anything stands before a call (a breaker, a bulkhead or a gate, shared or per
     /// key): a policy with none goes straight to the call, past their checks.
     pub(crate) admits: bool,

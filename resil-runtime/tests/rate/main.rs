@@ -5,6 +5,7 @@
 mod common;
 
 mod gates;
+mod learn;
 mod limits;
 mod queue;
 

@@ -348,6 +348,10 @@ where
         };
         let verdict = verdict(&result);
         if called {
+            if this.execution.progress.settings.learns {
+                let answered = matches!(result, Ok(_) | Err(Failure::Error(_)));
+                this.execution.progress.learn(answered);
+            }
             if let Err(Failure::Error(error)) = &result {
                 if error.is_throttle() {
                     this.execution.progress.throttled(error.retry_after());

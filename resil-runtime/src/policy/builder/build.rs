@@ -77,15 +77,22 @@ impl<K> PolicyBuilder<K> {
             .bulkhead
             .map(|limit| Bulkhead::with_queue(limit, self.bulkhead_queue))
             .transpose()?;
-        let gate = |key, rate: Option<(u64, Duration, u64)>, exact: bool| {
-            rate.map(|(count, period, burst)| {
-                let gate = RateGate::for_key(key, count, period, burst)?;
-                Ok::<_, ConfigError>(if exact { gate.exact() } else { gate })
-            })
-            .transpose()
+        let gate = |key, rate: Option<(u64, Duration, u64)>, exact: bool, learn: bool| {
+            let Some((count, period, burst)) = rate else {
+                return Ok(learn.then(RateGate::auto));
+            };
+            let gate = RateGate::for_key(key, count, period, burst)?;
+            let gate = if exact { gate.exact() } else { gate };
+            Ok::<_, ConfigError>(Some(if learn { gate.learning() } else { gate }))
         };
-        let mut rate = gate("rate", self.rate, self.exact.rate)?;
-        let mut token_rate = gate("token_rate", self.token_rate, self.exact.token_rate)?;
+        let (exact, learn) = (self.exact, self.learn);
+        let mut rate = gate("rate", self.rate, exact.rate, learn.rate)?;
+        let mut token_rate = gate(
+            "token_rate",
+            self.token_rate,
+            exact.token_rate,
+            learn.token_rate,
+        )?;
         let name = self.name.unwrap_or_else(|| Arc::from("policy"));
         let budget = self
             .budget
@@ -184,6 +191,11 @@ impl<K> PolicyBuilder<K> {
         let gated = rate.is_some()
             || token_rate.is_some()
             || keys.as_ref().is_some_and(|keys| keys.gated());
+        let learns = [&rate, &token_rate]
+            .into_iter()
+            .flatten()
+            .any(RateGate::learns)
+            || keys.as_ref().is_some_and(|keys| keys.learns());
         let admits = gated || breaker.is_some() || bulkhead.is_some() || keys.is_some();
         #[cfg(feature = "metrics")]
         let meters = crate::meter::Slot::new(Arc::clone(&name), bulkhead.is_some());
@@ -199,6 +211,7 @@ impl<K> PolicyBuilder<K> {
             rate,
             token_rate,
             gated,
+            learns,
             admits,
             budget,
             independent: self.independent,

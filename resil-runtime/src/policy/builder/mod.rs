@@ -69,6 +69,7 @@ pub struct PolicyBuilder<K = Unkeyed> {
     rate: Option<(u64, Duration, u64)>,
     token_rate: Option<(u64, Duration, u64)>,
     exact: Exact,
+    learn: Exact,
     budget: Option<(f64, f64)>,
     independent: bool,
     listener: Option<Arc<dyn Listener>>,
@@ -86,7 +87,8 @@ enum BreakerSpec {
     Given(Arc<Breaker>),
 }
 
-/// Which gates' limits are the provider's exactly (see [`crate::RateGate::exact`]).
+/// Which gates' limits are the provider's exactly (see [`crate::RateGate::exact`]), or which
+/// gates learn (see [`crate::RateGate::learning`]).
 #[derive(Debug, Default, Clone, Copy)]
 struct Exact {
     rate: bool,
@@ -125,6 +127,7 @@ impl Default for PolicyBuilder {
             rate: None,
             token_rate: None,
             exact: Exact::default(),
+            learn: Exact::default(),
             budget: None,
             independent: false,
             listener: None,
@@ -369,6 +372,30 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
+    /// A rate gate that learns the provider's limit from its answers (`rate = "auto"`): with
+    /// a [`rate`](PolicyBuilder::rate) declared, it starts there and never runs faster
+    /// (`learn = true`); without, it starts knowing nothing and probes (see
+    /// [`RateGate::auto`](crate::RateGate::auto)). The answers reach it through
+    /// [`crate::http::classify`] (or [`crate::operation::report_limits`]) in the call's body.
+    ///
+    /// ```
+    /// use resil_runtime::Policy;
+    ///
+    /// let policy = Policy::builder().name("llm").rate_learn().build().unwrap();
+    /// assert!(policy.rate_gate().unwrap().learns());
+    /// ```
+    pub fn rate_learn(mut self) -> Self {
+        self.learn.rate = true;
+        self
+    }
+
+    /// The token gate learns the provider's limit on tokens from its answers
+    /// (`token_rate = "auto"`; see [`PolicyBuilder::rate_learn`]).
+    pub fn token_rate_learn(mut self) -> Self {
+        self.learn.token_rate = true;
+        self
+    }
+
     /// Retries may add at most `ratio` (0.2 for 20 %) to first attempts over a sliding
     /// 10-second window, plus `min_per_sec` retries per second (see [`RetryBudget`](crate::RetryBudget)).
     pub fn retry_budget(mut self, ratio: f64, min_per_sec: f64) -> Self {
@@ -447,6 +474,7 @@ impl<K> PolicyBuilder<K> {
             rate: self.rate,
             token_rate: self.token_rate,
             exact: self.exact,
+            learn: self.learn,
             budget: self.budget,
             independent: self.independent,
             listener: self.listener,
