@@ -131,8 +131,8 @@ pub use resil_runtime::tower;
 pub use resil_runtime::{breaker, events, operation, profiles, series, stream};
 pub use resil_runtime::{
     worst_case, Backoff, Bulkhead, BulkheadPermit, ConfigError, Jitter, Key, KeyScope, KeyTuple,
-    Keyed, Keys, Operation, OperationId, Policy, PolicyBuilder, RateGate, Rejected, RetryBudget,
-    Transient, Unkeyed,
+    Keyed, Keys, Operation, OperationId, Policy, PolicyBuilder, ProviderLimits, Quota, RateGate,
+    Rejected, RetryBudget, Transient, Unkeyed,
 };
 
 // Circuit breakers, used by hand (the `breaker` module documents them), and every breaker

@@ -172,3 +172,38 @@ async fn a_gate_declared_exact_is_held_by_a_429_but_not_slowed() {
         }
     }
 }
+
+/// Stands for a provider whose every answer says nothing is left until a second from now.
+#[resilient(rate = "auto")]
+async fn learning(calls: &Calls) -> Result<(), ApiError> {
+    calls.add();
+    let spent = resil::Quota {
+        limit: Some(10),
+        remaining: 0,
+        reset: Duration::from_secs(1),
+        window: None,
+    };
+    resil::operation::report_limits(resil::ProviderLimits {
+        requests: Some(spent),
+        tokens: None,
+    });
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_auto_gate_probes_then_follows_what_the_answers_say() {
+    let calls = Calls::default();
+    let start = Instant::now();
+    let ended = join_all((0..3).map(|_| async {
+        learning(&calls).await.unwrap();
+        start.elapsed()
+    }))
+    .await;
+    // The probe at once; its answer says nothing is left for a second; then one a second.
+    assert_eq!(
+        ended,
+        [0, 1, 2].map(Duration::from_secs),
+        "each answer holds the gate until its reset"
+    );
+    assert_eq!(calls.count(), 3);
+}

@@ -98,6 +98,12 @@ pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
             format!("`per key` goes last: write `{name} = \"60/min, burst 10 per key\"`"),
         ));
     };
+    if rate.starts_with("auto") && rate != "auto" {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("`{name} = \"auto\"` takes no burst and no `exact`: the provider's answers set the pace; write `{name} = \"auto\"` (with ` per key` for a gate per key), or declare a rate with `learn = true`, such as `{name} = \"10/s, burst 5\", learn = true`"),
+        ));
+    }
     if rate == "auto" {
         return Ok(Rate {
             count: 0,

@@ -339,6 +339,10 @@ impl RateGate {
     /// When `cost` units starting from `from` may pass, in nanoseconds since the origin.
     #[inline]
     fn allowed(&self, from: u64, cost: u64) -> u64 {
+        if self.auto {
+            // No burst: each call passes when the schedule reaches it.
+            return from;
+        }
         from.saturating_add(self.interval.saturating_mul(cost))
             .saturating_sub(self.credit())
     }

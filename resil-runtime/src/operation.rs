@@ -35,7 +35,7 @@
 //!
 //! [`PolicyBuilder::independent`]: crate::PolicyBuilder::independent
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -53,6 +53,9 @@ use tokio::time::Instant;
 thread_local! {
     /// The frames of the calls being polled on this thread, outermost first.
     static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    /// What the body of a call whose gates learn reported during the current poll, and the
+    /// call's depth on the stack: taken before the poll ends.
+    static HEARD: Cell<Option<(usize, ProviderLimits)>> = const { Cell::new(None) };
 }
 
 /// One `#[resilient]` call's place in its operation. Kept by the call between polls, pushed on
@@ -76,9 +79,8 @@ pub(crate) struct Frame {
     breaker: usize,
     /// The policy owning the allowance; recorded only when someone listens to events.
     owner: Option<Arc<str>>,
-    /// What the provider's answer said of its limits, for a call whose gates learn: `None`
-    /// until the call listens, then what [`report_limits`] heard.
-    heard: Option<Box<Option<ProviderLimits>>>,
+    /// The call's gates learn: what its body reports of the provider's limits is kept.
+    listening: bool,
 }
 
 impl Frame {
@@ -138,7 +140,7 @@ impl Opening<'_> {
             retries: 0,
             breaker: self.breaker,
             owner: None,
-            heard: None,
+            listening: false,
         };
         let has_owner = stack.iter().any(|frame| frame.allowance.is_some());
         if let Some(parent) = stack.last_mut() {
@@ -241,19 +243,33 @@ pub(crate) fn swap_children(children: &mut u32) {
     });
 }
 
-/// The polled call's gates learn from the provider's answers: [`report_limits`] keeps what
-/// its body hears, until [`heard`] takes it.
+/// The polled call's gates learn: what its body tells [`report_limits`] is kept, for
+/// [`heard`] to take before the poll ends. A nested call is deeper on the stack: its body's
+/// reports are its own.
 pub(crate) fn listen() {
     with_stack(|stack| {
         if let Some(top) = stack.last_mut() {
-            top.heard.get_or_insert_with(Box::default);
+            top.listening = true;
         }
     });
 }
 
-/// What the polled call's body heard of the provider's limits since it listened.
+/// What the polled call's body reported during this poll.
+#[inline(never)]
 pub(crate) fn heard() -> Option<ProviderLimits> {
-    with_stack(|stack| stack.last_mut()?.heard.as_mut()?.take()).flatten()
+    let depth = depth();
+    match HEARD.get() {
+        Some((at, limits)) if at == depth => {
+            HEARD.set(None);
+            Some(limits)
+        }
+        _ => None,
+    }
+}
+
+/// Frames on the thread's stack: the polled call's depth.
+fn depth() -> usize {
+    STACK.with(|stack| stack.borrow().len())
 }
 
 /// Tells the current call what the provider's answer said of its limits, so that its gates
@@ -284,11 +300,13 @@ pub fn report_limits(limits: ProviderLimits) {
     if limits.is_empty() {
         return;
     }
-    with_stack(|stack| {
-        if let Some(heard) = stack.last_mut().and_then(|top| top.heard.as_mut()) {
-            **heard = Some(limits);
-        }
+    let listening = with_stack(|stack| {
+        let top = stack.last()?;
+        top.listening.then_some(stack.len())
     });
+    if let Some(depth) = listening.flatten() {
+        HEARD.set(Some((depth, limits)));
+    }
 }
 
 /// The id of the polled call.
@@ -422,7 +440,7 @@ impl Operation {
             retries: self.attempt,
             breaker: 0,
             owner: self.owner,
-            heard: None,
+            listening: false,
         };
         Scoped {
             frame: Some(frame),

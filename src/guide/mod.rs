@@ -8,6 +8,7 @@
 //! | [`choosing_keys`] | A timeout, retries, a breaker, a bulkhead, a queue, a gate, a key: which do I need? |
 //! | [`streams`] | How is a streaming answer retried, timed and cut? |
 //! | [`rates_and_keys`] | How do I stay under a provider's limits, per model or per API key? |
+//! | [`learning_limits`] | How do I follow the limits the provider states in its answers? |
 //! | [`route_and_hedge`] | How do I fall over to another model or provider when one is down or out of quota? |
 //! | [`many_instances`] | How do ten instances share one breaker and one rate limit? |
 //! | [`configuration`] | How do I change a timeout while the program runs? |
@@ -46,6 +47,10 @@ pub mod streams {}
 
 #[doc = include_str!("rates_and_keys.md")]
 pub mod rates_and_keys {}
+
+#[cfg_attr(feature = "http", doc = include_str!("learning_limits.md"))]
+#[cfg_attr(not(feature = "http"), doc = needs!("http"))]
+pub mod learning_limits {}
 
 #[doc = include_str!("route_and_hedge.md")]
 pub mod route_and_hedge {}

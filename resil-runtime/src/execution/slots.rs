@@ -153,6 +153,7 @@ impl<'p> Progress<'p> {
                     rate: mirror(self.rate(), rate, 1),
                     tokens: mirror(self.token_rate(), tokens, self.cost()),
                     used: false,
+                    heard: None,
                     remote: Some(Box::new([rate, tokens])),
                     returns: None,
                 });
@@ -206,6 +207,7 @@ impl<'p> Progress<'p> {
     }
 
     /// The slots reserved are spent by the call.
+    #[inline]
     pub(super) fn slots_used(&mut self) {
         if self.settings.gated {
             if self.settings.learns {
@@ -216,7 +218,7 @@ impl<'p> Progress<'p> {
     }
 
     /// For gates that learn: the call keeps its slots, marked used, until its answer teaches
-    /// the gates ([`Progress::learn`]), and its body's answers are heard.
+    /// the gates ([`Progress::learn`]), and what its body reports is heard.
     #[inline(never)]
     fn listen(&mut self) {
         if let Some(admission) = &mut self.admission {
@@ -225,12 +227,20 @@ impl<'p> Progress<'p> {
         crate::operation::listen();
     }
 
+    /// What the call's body told of the provider's limits during a poll, kept until the call
+    /// ends (the latest answer wins).
+    pub(super) fn heard(&mut self, limits: Option<crate::ProviderLimits>) {
+        if let (Some(admission), Some(limits)) = (&mut self.admission, limits) {
+            admission.reserved.heard = Some(Box::new(limits));
+        }
+    }
+
     /// The call ended: what its answer said of the provider's limits (or, `answered`, that it
     /// said nothing) teaches the gates that learn, each for the slot the call took. A call
     /// with no answer (cut by its timeout) teaches nothing: a probe's lets another go.
     #[inline(never)]
     pub(super) fn learn(&mut self, answered: bool) {
-        let said = crate::operation::heard().unwrap_or_default();
+        self.heard(crate::operation::heard());
         let Some(reserved) = self
             .admission
             .as_mut()
@@ -243,6 +253,7 @@ impl<'p> Progress<'p> {
             self.hold(reserved);
             return self.refund_reserved();
         }
+        let said = reserved.heard.as_deref().copied().unwrap_or_default();
         let max_wait = self.tuning.retry_after_max;
         let gates = [
             (self.rate(), reserved.rate, said.requests, "rate"),

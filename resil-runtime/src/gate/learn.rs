@@ -90,6 +90,7 @@ impl Learning {
 
 impl RateGate {
     /// Whether this is an auto gate that knows nothing yet: it sends one call at a time.
+    #[cfg(feature = "redis")]
     pub(crate) fn probing(&self) -> bool {
         self.learning
             .as_ref()

@@ -186,3 +186,181 @@ async fn nothing_left_holds_the_gate_until_the_reset_at_most_retry_after_max() {
     assert!(wait <= Duration::from_secs(2), "{wait:?}");
     assert!(wait >= Duration::from_millis(1900), "{wait:?}");
 }
+
+/// A body that reports `quota` as its answer's requests limit.
+async fn answers(quota: Quota) -> Result<(), TestError> {
+    operation::report_limits(ProviderLimits {
+        requests: Some(quota),
+        tokens: None,
+    });
+    Ok(())
+}
+
+fn quota(remaining: u64, reset: Duration) -> Quota {
+    Quota {
+        limit: Some(10),
+        remaining,
+        reset,
+        window: None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn flapping_answers_never_lift_a_declared_ceiling_nor_stall_past_retry_after_max() {
+    let policy = policy(|b| {
+        b.rate(10, Duration::from_secs(1), 1)
+            .rate_learn()
+            .retry_after_max(Duration::from_secs(3))
+    });
+    let start = Instant::now();
+    let mut started = Vec::new();
+    for n in 0..20u64 {
+        // Alternately "plenty left, resets at once" and "nothing left for an hour".
+        let said = match n % 2 {
+            0 => quota(1_000_000, Duration::from_millis(1)),
+            _ => quota(0, Duration::from_secs(3600)),
+        };
+        let before = Instant::now();
+        policy.run(|| answers(said)).await.unwrap();
+        started.push(before.elapsed());
+    }
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(1900),
+        "{took:?}: faster than the declared 10/s"
+    );
+    let longest = started.iter().max().unwrap();
+    assert!(
+        *longest <= Duration::from_secs(3),
+        "{longest:?}: held past retry_after_max"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn each_key_learns_its_own_limit() {
+    let policy = Policy::builder()
+        .keyed("model")
+        .rate_learn()
+        .rate_per_key()
+        .build()
+        .unwrap();
+    let spent = quota(0, Duration::from_secs(2));
+    policy.run_keyed("gpt-4o", || answers(spent)).await.unwrap();
+    let start = Instant::now();
+    policy
+        .run_keyed("claude", || answers(quota(9, Duration::from_secs(1))))
+        .await
+        .unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "claude's gate heard nothing of gpt-4o's"
+    );
+    policy
+        .run_keyed("gpt-4o", || answers(quota(9, Duration::from_secs(1))))
+        .await
+        .unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(2),
+        "gpt-4o's gate held until its reset"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_to_an_older_call_is_stale() {
+    let policy = policy(|b| b.rate(100, Duration::from_secs(1), 1).rate_learn());
+    let gate = policy.rate_gate().unwrap();
+    // The later call answers first: 50 left for a second, a pace of 50/s.
+    let older = policy.run(|| async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        answers(quota(0, Duration::from_secs(30))).await
+    });
+    let newer = async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        policy
+            .run(|| answers(quota(50, Duration::from_secs(1))))
+            .await
+    };
+    let (older, newer) = tokio::join!(older, newer);
+    assert!(older.is_ok() && newer.is_ok());
+    assert_eq!(
+        gate.reserve(1, None),
+        Ok(Duration::ZERO),
+        "the older call's \"nothing left\" came after a newer answer, and is ignored"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_cut_by_its_timeout_lets_another_go() {
+    let policy = Policy::builder()
+        .timeout(Duration::from_millis(100))
+        .rate_learn()
+        .build()
+        .unwrap();
+    let hangs = policy.run(|| async {
+        std::future::pending::<()>().await;
+        Ok::<_, TestError>(())
+    });
+    let next = async {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let before = Instant::now();
+        policy
+            .run(|| answers(quota(9, Duration::from_secs(1))))
+            .await
+            .unwrap();
+        before.elapsed()
+    };
+    let (hung, waited) = tokio::join!(hangs, next);
+    assert!(hung.is_err());
+    assert!(
+        waited <= Duration::from_millis(120),
+        "{waited:?}: the next caller probes once the first is cut"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_nested_call_that_does_not_learn_keeps_its_answers() {
+    let outer = policy(|b| b.rate_learn());
+    let inner = Policy::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    outer
+        .run(|| async {
+            inner
+                .run(|| answers(quota(0, Duration::from_secs(5))))
+                .await
+        })
+        .await
+        .unwrap();
+    let gate = outer.rate_gate().unwrap();
+    assert_eq!(
+        gate.reserve(1, None),
+        Ok(Duration::ZERO),
+        "the inner call's provider said nothing of the outer's"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_token_gate_learns_from_the_tokens_headers() {
+    let policy = Policy::builder().token_rate_learn().build().unwrap();
+    let tokens = Quota {
+        limit: Some(1000),
+        remaining: 0,
+        reset: Duration::from_secs(2),
+        window: None,
+    };
+    policy
+        .run(|| async {
+            operation::report_limits(ProviderLimits {
+                requests: None,
+                tokens: Some(tokens),
+            });
+            Ok::<_, TestError>(())
+        })
+        .await
+        .unwrap();
+    let gate = policy.token_gate().unwrap();
+    assert_eq!(gate.reserve(500, None), Ok(Duration::from_secs(2)));
+}

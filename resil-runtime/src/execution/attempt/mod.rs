@@ -325,12 +325,20 @@ where
                 }
                 Stage::Call => {
                     called = true;
+                    // What the body reports of the provider's limits, for a policy whose
+                    // gates learn, is kept before the poll yields, or when the call ends.
                     match this.future.as_mut().poll(cx) {
                         Poll::Ready(output) => output.map_err(Failure::Error),
                         Poll::Pending => {
                             match lapsed(this.timer.as_mut(), this.limits, this.cut, cx) {
                                 Poll::Ready(rejected) => Err(Failure::Rejected(rejected)),
-                                Poll::Pending => return Poll::Pending,
+                                Poll::Pending => {
+                                    if this.execution.progress.settings.learns {
+                                        let heard = crate::operation::heard();
+                                        this.execution.progress.heard(heard);
+                                    }
+                                    return Poll::Pending;
+                                }
                             }
                         }
                     }
