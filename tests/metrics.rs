@@ -285,3 +285,38 @@ fn every_hedge_counts_once_its_race_ends_or_is_dropped() {
     ));
     assert!(value(&snapshot, "resil_hedges_total", &[("outcome", "won")]).is_none());
 }
+
+/// Each answer says 4 calls are left for the next second.
+#[resilient(rate = "auto per key", key = model)]
+async fn learning(model: &str) -> Result<u32, ApiError> {
+    let _ = model;
+    let left = resil::Quota {
+        limit: Some(10),
+        remaining: 4,
+        reset: std::time::Duration::from_secs(1),
+        window: None,
+    };
+    resil::operation::report_limits(resil::ProviderLimits {
+        requests: Some(left),
+        tokens: None,
+    });
+    Ok(1)
+}
+
+/// A learning gate's rate shows in `resil_rate_learnt{fn, key, gate}`, per key.
+#[test]
+fn a_learnt_rate_shows_in_its_gauge_per_key() {
+    let snapshot = recorded(async {
+        learning("gpt-4o").await.unwrap();
+    });
+    let gauge = value(
+        &snapshot,
+        "resil_rate_learnt",
+        &[("key", "gpt-4o"), ("gate", "rate")],
+    );
+    // 4 left over the second: one every 250 ms.
+    assert!(
+        matches!(gauge, Some(DebugValue::Gauge(rate)) if (rate.into_inner() - 4.0).abs() < 0.01),
+        "{snapshot:?}"
+    );
+}

@@ -364,3 +364,34 @@ async fn a_token_gate_learns_from_the_tokens_headers() {
     let gate = policy.token_gate().unwrap();
     assert_eq!(gate.reserve(500, None), Ok(Duration::from_secs(2)));
 }
+
+/// Keeps the rates a listener heard learnt.
+#[derive(Debug, Default)]
+struct Learnt(Mutex<Vec<(f64, f64)>>);
+
+impl resil_runtime::events::Listener for Learnt {
+    fn on_event(&self, event: &resil_runtime::events::Event<'_>) {
+        if let resil_runtime::events::Event::RateLearnt { from, to, gate, .. } = event {
+            assert_eq!(*gate, "rate");
+            self.0.lock().unwrap().push((*from, *to));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_change_of_more_than_a_tenth_is_news_and_less_is_not() {
+    let heard = Arc::new(Learnt::default());
+    let policy = policy(|b| b.rate_learn().listener(heard.clone()));
+    // At 0, 9 left before 900 ms: 10/s. At 100 ms (the schedule at 200 ms), 9 left
+    // before 1145 ms: one every 105 ms, 9.5/s, no news. At 200 ms (the schedule at
+    // 305 ms), 20 left before 1305 ms: 20/s.
+    for (left, reset) in [(9, 900), (9, 1045), (20, 1105)] {
+        let said = quota(left, Duration::from_millis(reset));
+        policy.run(|| answers(said)).await.unwrap();
+    }
+    let heard = heard.0.lock().unwrap().clone();
+    assert_eq!(heard.len(), 2, "{heard:?}");
+    assert_eq!(heard[0].0, 0.0, "nothing learnt before");
+    assert!((heard[0].1 - 10.0).abs() < 0.1, "{heard:?}");
+    assert!((heard[1].1 - 20.0).abs() < 0.1, "{heard:?}");
+}
