@@ -2,12 +2,11 @@
 //! gates. A target that would make no call is skipped; a failure moves to the next target at
 //! once; coming back to a target that failed waits the backoff. On tokio's paused clock.
 
-mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Recorder, TargetCalls as Calls, TestError};
+use crate::common::{Recorder, TargetCalls as Calls, TestError};
 use futures::StreamExt;
 use resil_runtime::stream::Commit;
 use resil_runtime::{Jitter, Keyed, Operation, Policy, PolicyBuilder, Rejected};

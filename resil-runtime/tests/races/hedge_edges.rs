@@ -1,13 +1,12 @@
 //! Hedges at their edges, on tokio's paused clock: bulkhead queues, rate slots and probes
 //! before the first call, the retry budget, enclosing deadlines, events, spans and metrics.
 
-mod common;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Recorder, TestError};
+use crate::common::{Recorder, TestError};
 use resil_runtime::{Breaker, BreakerConfig, Policy, PolicyBuilder, Rejected};
 use tokio::time::{sleep, Instant};
 
@@ -301,7 +300,7 @@ fn a_hedge_that_panics_frees_the_first_racers_probe() {
         .hedge(1, Duration::from_millis(800))
         .build()
         .unwrap();
-    let runtime = common::paused_runtime();
+    let runtime = crate::common::paused_runtime();
     let failing = |model: &'static str| async move {
         assert_ne!(model, "claude", "the hedge panics");
         sleep(Duration::from_secs(5)).await;

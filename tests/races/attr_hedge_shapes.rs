@@ -2,14 +2,13 @@
 //! `rate_cost`; and a hedged function's future is `Send` (used in `tokio::spawn`). On the
 //! paused clock.
 
-mod support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use resil::resilient;
-use support::ApiError;
+use crate::support::ApiError;
 use tokio::time::sleep;
 
 #[derive(Clone, Default)]

@@ -2,13 +2,12 @@
 //! caller's task; the first success wins and the others are dropped, counted nowhere. On
 //! tokio's paused clock.
 
-mod common;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Recorder, TestError};
+use crate::common::{Recorder, TestError};
 use futures::StreamExt;
 use resil_runtime::stream::Commit;
 use resil_runtime::{Breaker, BreakerConfig, Operation, Policy, PolicyBuilder};

@@ -2,11 +2,10 @@
 //! that closes while another fails, going back after an error that moves on, a throttle with
 //! a choice of targets, and the end when every target is skipped after a failure.
 
-mod common;
 
 use std::time::Duration;
 
-use common::{Recorder, TargetCalls as Calls, TestError};
+use crate::common::{Recorder, TargetCalls as Calls, TestError};
 use resil_runtime::{Jitter, Keyed, Policy, PolicyBuilder};
 use tokio::time::Instant;
 

@@ -1,0 +1,10 @@
+//! Routes and hedges, in one test binary: one operation over several targets, and slow
+//! attempts raced by more. On tokio's paused clock.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod hedge;
+mod hedge_edges;
+mod route;
+mod route_edges;
