@@ -108,6 +108,17 @@ pub enum Event<'a> {
         /// What the target would have answered.
         rejected: &'a Rejected,
     },
+    /// An adaptive bulkhead's limit moved by more than a tenth since it was last reported.
+    ConcurrencyLimit {
+        /// The policy's name.
+        site: &'a str,
+        /// The key, for a bulkhead per key.
+        key: Option<&'a str>,
+        /// The limit last reported (or its start).
+        from: usize,
+        /// The limit now.
+        to: usize,
+    },
     /// A breaker changed state.
     BreakerTransition {
         /// The breaker's name.
@@ -173,6 +184,7 @@ impl<'a> Event<'a> {
             | Event::Routed { site, .. }
             | Event::Hedged { site, .. }
             | Event::Skipped { site, .. }
+            | Event::ConcurrencyLimit { site, .. }
             | Event::ConfigConflict { site, .. }
             | Event::Reconfigured { site } => Some(site),
             Event::BreakerTransition { .. }
