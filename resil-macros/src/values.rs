@@ -65,11 +65,18 @@ pub(crate) struct Rate {
     pub(crate) learn: bool,
 }
 
-/// `bulkhead = 8`, or `bulkhead = "8 per key"`.
+/// `bulkhead = 8`, `bulkhead = "8 per key"`, `bulkhead = "adaptive 4..64"`.
 #[derive(Clone, Copy)]
 pub(crate) struct Bulkhead {
-    pub(crate) limit: u32,
+    pub(crate) size: BulkheadSize,
     pub(crate) per_key: bool,
+}
+
+/// A bulkhead's limit: fixed, or adapting between two bounds.
+#[derive(Clone, Copy)]
+pub(crate) enum BulkheadSize {
+    Fixed(u32),
+    Adaptive(usize, usize),
 }
 
 const PER_KEY: &str = "per key";
@@ -123,7 +130,8 @@ pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
     Ok(rate)
 }
 
-/// `bulkhead = 8` or `bulkhead = "8 per key"`.
+/// `bulkhead = 8`, `bulkhead = "8 per key"`, `bulkhead = "adaptive"` or
+/// `bulkhead = "adaptive 4..64"`, the last two with ` per key` too.
 pub(crate) fn bulkhead(name: &'static str, value: &Expr) -> syn::Result<Bulkhead> {
     let Expr::Lit(ExprLit {
         lit: Lit::Str(text),
@@ -132,21 +140,41 @@ pub(crate) fn bulkhead(name: &'static str, value: &Expr) -> syn::Result<Bulkhead
     else {
         let limit = count_value(name, value)?;
         return Ok(Bulkhead {
-            limit,
+            size: BulkheadSize::Fixed(limit),
             per_key: false,
         });
     };
     let text = text.value();
-    match per_key(&text) {
-        Some((limit, true)) => match limit.parse() {
-            Ok(limit) => Ok(Bulkhead {
-                limit,
-                per_key: true,
-            }),
-            Err(_) => Err(syn::Error::new(value.span(), format!("`{name} = \"{text}\"`: write the calls in flight at once per key as a whole number, such as `{name} = \"8 per key\"`"))),
-        },
-        _ => Err(syn::Error::new(value.span(), format!("`{name}` takes a whole number, such as `{name} = 8`, or `{name} = \"8 per key\"` for a bulkhead per key"))),
-    }
+    let error = |message: String| syn::Error::new(value.span(), message);
+    let Some((size, per_key)) = per_key(&text) else {
+        return Err(error(format!(
+            "`{name} = \"{text}\"`: write `per key` last, such as `{name} = \"8 per key\"`"
+        )));
+    };
+    let size = match size.strip_prefix("adaptive") {
+        Some("") => {
+            let (min, max) = resil_spec::defaults::ADAPTIVE_BULKHEAD;
+            BulkheadSize::Adaptive(min, max)
+        }
+        Some(range) if range.starts_with(' ') => {
+            let (min, max) = adaptive_range(range.trim()).ok_or_else(|| {
+                error(format!("`{name} = \"{text}\"`: write the least and the most calls in flight as two whole numbers joined by `..`, such as `{name} = \"adaptive 4..64\"`"))
+            })?;
+            rules::adaptive_bulkhead(min, max).map_err(|rule| error(rule.to_string()))?;
+            BulkheadSize::Adaptive(min, max)
+        }
+        _ if per_key => BulkheadSize::Fixed(size.parse().map_err(|_| {
+            error(format!("`{name} = \"{text}\"`: write the calls in flight at once per key as a whole number, such as `{name} = \"8 per key\"`, or `{name} = \"adaptive per key\"` for a limit that adapts"))
+        })?),
+        _ => return Err(error(format!("`{name}` takes a whole number, such as `{name} = 8`; `{name} = \"8 per key\"` for a bulkhead per key; or `{name} = \"adaptive\"` (`\"adaptive 4..64\"` with bounds) for a limit that adapts to the provider"))),
+    };
+    Ok(Bulkhead { size, per_key })
+}
+
+/// `4..64`: the least and the most.
+fn adaptive_range(range: &str) -> Option<(usize, usize)> {
+    let (min, max) = range.split_once("..")?;
+    Some((min.trim().parse().ok()?, max.trim().parse().ok()?))
 }
 
 /// The burst when none is written: 1 for `rate`, so that no window of the period sees more

@@ -122,6 +122,17 @@ pub enum Event<'a> {
         /// Units per second now.
         to: f64,
     },
+    /// An adaptive bulkhead's limit moved by more than a tenth since it was last reported.
+    ConcurrencyLimit {
+        /// The policy's name.
+        site: &'a str,
+        /// The key, for a bulkhead per key.
+        key: Option<&'a str>,
+        /// The limit last reported (or its start).
+        from: usize,
+        /// The limit now.
+        to: usize,
+    },
     /// A breaker changed state.
     BreakerTransition {
         /// The breaker's name.
@@ -188,6 +199,7 @@ impl<'a> Event<'a> {
             | Event::Hedged { site, .. }
             | Event::Skipped { site, .. }
             | Event::RateLearnt { site, .. }
+            | Event::ConcurrencyLimit { site, .. }
             | Event::ConfigConflict { site, .. }
             | Event::Reconfigured { site } => Some(site),
             Event::BreakerTransition { .. }

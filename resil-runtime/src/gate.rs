@@ -306,6 +306,9 @@ impl RateGate {
         if let Some(probing) = self.probe_slot(now, deadline) {
             return probing;
         }
+        if let Some(spare) = self.spare_slot(now, cost) {
+            return Ok((Duration::ZERO, spare));
+        }
         let at = self.offset(now);
         let limit = deadline.map(|deadline| self.offset(deadline));
         let interval = self.interval_at(at);
@@ -330,7 +333,7 @@ impl RateGate {
                 .is_ok()
             {
                 let mut slot = Slot::new(tat, next, epoch);
-                slot.mark = self.count_reserved(cost);
+                slot.mark = self.book(cost, allowed);
                 return Ok((Duration::from_nanos(wait), slot));
             }
         }
@@ -378,7 +381,7 @@ impl RateGate {
                 .is_ok()
             {
                 let mut slot = Slot::new(tat, next, epoch);
-                slot.mark = self.count_reserved(cost);
+                slot.mark = self.book(cost, self.offset(Instant::now()));
                 return slot;
             }
         }
@@ -389,10 +392,11 @@ impl RateGate {
     /// the latest slot promised and no throttle revoked it. Whether it went back. A slot is
     /// given back at most once by its caller.
     pub(crate) fn refund(&self, slot: Slot) -> bool {
-        if slot.probe {
+        if slot.probe || slot.spare {
             self.probe_ended(slot);
             return false;
         }
+        self.unbook(slot);
         let _revising = lock_std(&self.revising);
         if self.is_revoked(slot) {
             return false;
@@ -453,6 +457,7 @@ impl RateGate {
             .max(used);
         self.tat.store(tat, Ordering::Release);
         self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.unbook_after(now);
     }
 
     /// Nanoseconds of credit a full burst stands for.
@@ -488,6 +493,9 @@ pub(crate) struct Slot {
     mark: u64,
     /// The probe of an auto gate that knows nothing yet: its answer teaches the gate.
     probe: bool,
+    /// Handed out at once from what an answer said is left before the reset: outside the
+    /// schedule, never given back.
+    spare: bool,
 }
 
 impl Slot {
@@ -498,6 +506,16 @@ impl Slot {
             epoch,
             mark: 0,
             probe: false,
+            spare: false,
+        }
+    }
+
+    /// A slot from what an auto gate may hand out at once: it takes no place in the schedule.
+    fn spare(mark: u64, epoch: u64) -> Self {
+        Slot {
+            mark,
+            spare: true,
+            ..Slot::new(0, 0, epoch)
         }
     }
 

@@ -159,6 +159,14 @@ pub(crate) fn breaker_state(label: &str, key: Option<&str>, transition: Transiti
         .set(state);
 }
 
+/// An adaptive bulkhead's limit moved: rarer than calls (at most once per window of
+/// successes), so the gauge is looked up each time.
+pub(crate) fn concurrency_limit(name: &str, key: Option<&str>, limit: usize) {
+    let key = key.unwrap_or_default();
+    gauge!(series::CONCURRENCY_LIMIT.name, "fn" => name.to_owned(), "key" => key.to_owned())
+        .set(limit as f64);
+}
+
 /// A routed attempt sent to `target`, or `target` skipped: looked up each time, as only
 /// routed calls report it.
 pub(crate) fn routed(name: &str, target: &str, outcome: &'static str) {

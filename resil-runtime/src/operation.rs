@@ -55,7 +55,7 @@ thread_local! {
     static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
     /// What the body of a call whose gates learn reported during the current poll, and the
     /// call's depth on the stack: taken before the poll ends.
-    static HEARD: Cell<Option<(usize, ProviderLimits)>> = const { Cell::new(None) };
+    static HEARD: Cell<Option<(usize, ProviderLimits, Instant)>> = const { Cell::new(None) };
 }
 
 /// One `#[resilient]` call's place in its operation. Kept by the call between polls, pushed on
@@ -254,14 +254,14 @@ pub(crate) fn listen() {
     });
 }
 
-/// What the polled call's body reported during this poll.
+/// What the polled call's body reported during this poll, and when.
 #[inline(never)]
-pub(crate) fn heard() -> Option<ProviderLimits> {
+pub(crate) fn heard() -> Option<(ProviderLimits, Instant)> {
     let depth = depth();
     match HEARD.get() {
-        Some((at, limits)) if at == depth => {
+        Some((at, limits, when)) if at == depth => {
             HEARD.set(None);
-            Some(limits)
+            Some((limits, when))
         }
         _ => None,
     }
@@ -305,7 +305,8 @@ pub fn report_limits(limits: ProviderLimits) {
         top.listening.then_some(stack.len())
     });
     if let Some(depth) = listening.flatten() {
-        HEARD.set(Some((depth, limits)));
+        // A reset counts from when it was said, not from when the call ends.
+        HEARD.set(Some((depth, limits, Instant::now())));
     }
 }
 

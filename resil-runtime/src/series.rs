@@ -131,6 +131,15 @@ pub const BULKHEAD_IN_USE: Series = Series {
     query: "max by (fn) (resil_bulkhead_in_use)",
 };
 
+/// Where an adaptive bulkhead's limit stands.
+pub const CONCURRENCY_LIMIT: Series = Series {
+    name: "resil_concurrency_limit",
+    kind: "gauge",
+    labels: &["fn", "key"],
+    meaning: "with `bulkhead = \"adaptive\"`: the limit the bulkhead has learned, set at each change (`key` empty for a bulkhead all calls share; one series per key, bounded by `max_keys`, for one per key)",
+    query: "min by (fn, key) (resil_concurrency_limit)",
+};
+
 /// Whether a Redis store answers.
 pub const SHARED_AVAILABLE: Series = Series {
     name: "resil_shared_available",
@@ -152,6 +161,7 @@ pub const ALL: &[Series] = &[
     HEDGES,
     RATE_LEARNT,
     BULKHEAD_IN_USE,
+    CONCURRENCY_LIMIT,
     SHARED_AVAILABLE,
 ];
 

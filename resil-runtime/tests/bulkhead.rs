@@ -1,6 +1,8 @@
 //! The bulkhead: a hard cap that rejects instead of queueing, and a permit that is always
 //! given back, whether the operation completes, is cancelled or panics.
 
+#[path = "bulkhead/adaptive.rs"]
+mod adaptive;
 mod common;
 
 use std::sync::Arc;

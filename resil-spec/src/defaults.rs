@@ -21,6 +21,9 @@ pub const RETRY_AFTER_MAX: Duration = Duration::from_secs(60);
 /// Items a stream's attempt holds before the one that commits it (`commit_when`), at most:
 /// room for a long tool call streamed without text, not for a provider that never commits.
 pub const COMMIT_HOLD: usize = 10_000;
+/// The bounds of plain `bulkhead = "adaptive"`: down to one call at a time, up to 256 (see
+/// the runtime's `bulkhead::adaptive` for why).
+pub const ADAPTIVE_BULKHEAD: (usize, usize) = (1, 256);
 /// Breakers kept per key (`per_<arg>`), at most.
 pub const MAX_KEYS: usize = 10_000;
 /// How long a shared policy waits for Redis before its local state decides: a Redis round

@@ -234,10 +234,10 @@ pub const KEYS: &[KeyDoc] = &[
         name: "bulkhead",
         example: "bulkhead = 8",
         summary: "operations in flight at most, in all or per key",
-        meaning: "at most 8 operations in flight; the 9th fails at once with `Rejected::BulkheadFull`; `\"8 per key\"`: 8 per value of the key",
+        meaning: "at most 8 operations in flight; the 9th fails at once with `Rejected::BulkheadFull`; `\"8 per key\"`: 8 per value of the key; `\"adaptive\"` (1 to 256, from 16) or `\"adaptive 4..64\"` (bounds included): a limit that adapts to the provider, halved on a throttle, an attempt timeout or a transient failure (once per burst), one more after as many successes as the limit, a tenth less when answers take twice their usual time",
         default: "none",
-        constraints: "at least 1; `per key` needs `key`",
-        builder: "`bulkhead(usize)`, `bulkhead_per_key()`",
+        constraints: "at least 1; adaptive bounds at least 1, the least first; `per key` needs `key`",
+        builder: "`bulkhead(usize)`, `bulkhead_adaptive(min, max)`, `bulkhead_per_key()`",
     },
     KeyDoc {
         name: "bulkhead_queue",

@@ -33,6 +33,13 @@ pub enum Violation {
     },
     /// A bulkhead of zero lets nothing through.
     ZeroBulkhead,
+    /// An adaptive bulkhead's bounds: a minimum of 0, or above the maximum.
+    AdaptiveBulkhead {
+        /// The least the limit may fall to.
+        min: usize,
+        /// The most the limit may grow to.
+        max: usize,
+    },
     /// A keyed registry bounded to zero keys could hold no breaker at all.
     ZeroMaxKeys,
     /// A breaker that opens after zero failures is always open.
@@ -153,6 +160,13 @@ impl fmt::Display for Violation {
             }
             Violation::ZeroBulkhead => f.write_str(
                 "a bulkhead of 0 would reject every call: give the number of calls allowed in flight at once, such as 8",
+            ),
+            Violation::AdaptiveBulkhead { min: 0, .. } => f.write_str(
+                "an adaptive bulkhead whose limit may fall to 0 could stop letting calls through for good: start its range at 1 or more, such as `\"adaptive 4..64\"`",
+            ),
+            Violation::AdaptiveBulkhead { min, max } => write!(
+                f,
+                "an adaptive bulkhead's range {min}..{max} is empty: write the least limit first, then the most, such as `\"adaptive {max}..{min}\"`"
             ),
             Violation::ZeroMaxKeys => f.write_str(
                 "`max_keys` of 0 leaves no room for any key: give the number of keys to remember, such as 10000",
@@ -283,6 +297,22 @@ pub fn timeout_within_deadline(timeout: Duration, deadline: Duration) -> Result<
 pub fn bulkhead(limit: usize) -> Result<(), Violation> {
     if limit == 0 {
         return Err(Violation::ZeroBulkhead);
+    }
+    Ok(())
+}
+
+/// The bounds of an adaptive bulkhead's limit (`bulkhead = "adaptive 4..64"`): at least 1,
+/// the least first.
+///
+/// ```
+/// use resil_spec::rules::{self, Violation};
+///
+/// assert!(rules::adaptive_bulkhead(4, 64).is_ok());
+/// assert_eq!(rules::adaptive_bulkhead(8, 4), Err(Violation::AdaptiveBulkhead { min: 8, max: 4 }));
+/// ```
+pub fn adaptive_bulkhead(min: usize, max: usize) -> Result<(), Violation> {
+    if min == 0 || min > max {
+        return Err(Violation::AdaptiveBulkhead { min, max });
     }
     Ok(())
 }

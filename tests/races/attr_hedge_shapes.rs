@@ -2,13 +2,12 @@
 //! `rate_cost`; and a hedged function's future is `Send` (used in `tokio::spawn`). On the
 //! paused clock.
 
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use resil::resilient;
 use crate::support::ApiError;
+use resil::resilient;
 use tokio::time::sleep;
 
 #[derive(Clone, Default)]

@@ -6,7 +6,7 @@ use resil_spec::duration::human;
 use resil_spec::{defaults, Jitter};
 
 use crate::valid::Config;
-use crate::values::{default_burst, Rate};
+use crate::values::{default_burst, BulkheadSize, Rate};
 use resil_spec::BreakerKind;
 
 /// The "Resilience" section appended to the function's docs.
@@ -100,7 +100,10 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
         ));
     }
     if let Some(bulkhead) = config.bulkhead {
-        let limit = bulkhead.limit;
+        let limit = match bulkhead.size {
+            BulkheadSize::Fixed(limit) => limit.to_string(),
+            BulkheadSize::Adaptive(min, max) => format!("adapting within {min}..{max}"),
+        };
         let scope = per_key(bulkhead.per_key);
         parts.push(match config.bulkhead_queue {
             Some(queue) => format!("bulkhead {limit}{scope} with a queue of {queue}"),

@@ -6,7 +6,7 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 use crate::valid::Config;
-use crate::values::Rate;
+use crate::values::{BulkheadSize, Rate};
 use resil_spec::BreakerKind;
 
 pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
@@ -103,8 +103,19 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
         calls.push(quote! { .max_keys(#max_keys) });
     }
     if let Some(bulkhead) = config.bulkhead {
-        let limit = Literal::u32_unsuffixed(bulkhead.limit);
-        calls.push(quote! { .bulkhead(#limit) });
+        calls.push(match bulkhead.size {
+            BulkheadSize::Fixed(limit) => {
+                let limit = Literal::u32_unsuffixed(limit);
+                quote! { .bulkhead(#limit) }
+            }
+            BulkheadSize::Adaptive(min, max) => {
+                let (min, max) = (
+                    Literal::usize_unsuffixed(min),
+                    Literal::usize_unsuffixed(max),
+                );
+                quote! { .bulkhead_adaptive(#min, #max) }
+            }
+        });
         if bulkhead.per_key {
             calls.push(quote! { .bulkhead_per_key() });
         }

@@ -22,7 +22,7 @@ use signature::{check_signature, stream_shape};
 
 use crate::errors::Errors;
 use crate::keys::{ResilientArgs, Setting};
-use crate::values::{BreakerArg, Budget, Bulkhead, KindName, Rate};
+use crate::values::{BreakerArg, Budget, Bulkhead, BulkheadSize, KindName, Rate};
 
 /// A checked `#[resilient]` configuration.
 pub(crate) struct Config {
@@ -166,10 +166,10 @@ pub(crate) fn check(
         );
     }
     if let Some(bulkhead) = &args.bulkhead {
-        errors.check(
-            bulkhead.span,
-            rules::bulkhead(bulkhead.value.limit as usize),
-        );
+        // An adaptive one's bounds are checked as they are read.
+        if let BulkheadSize::Fixed(limit) = bulkhead.value.size {
+            errors.check(bulkhead.span, rules::bulkhead(limit as usize));
+        }
     }
     let kind = check_breaker_tuning(&args, &mut errors);
     let key = check_key(&args, sig, &mut errors);

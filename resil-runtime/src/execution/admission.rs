@@ -39,7 +39,7 @@ pub(super) struct Reserved {
     /// teaches them; never given back.
     pub(super) used: bool,
     /// What the call's answer said of the provider's limits, for gates that learn.
-    pub(super) heard: Option<Box<crate::ProviderLimits>>,
+    pub(super) heard: Option<Box<(crate::ProviderLimits, tokio::time::Instant)>>,
     /// The same slots in Redis, when the shared gates granted them.
     #[cfg(feature = "redis")]
     pub(super) remote: Option<Box<crate::seams::RemoteSlots>>,

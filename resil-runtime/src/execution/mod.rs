@@ -319,7 +319,7 @@ impl<'p> Progress<'p> {
             tuning,
             tries: Tries::default(),
             report: Report {
-                listening: settings.listener().is_some(),
+                listening: settings.listener().is_some() | settings.adaptive | settings.learns,
                 #[cfg(feature = "tracing")]
                 spans: None,
                 #[cfg(feature = "metrics")]

@@ -7,12 +7,15 @@ use tokio::time::Instant;
 
 use super::Progress;
 use crate::breaker::{Breaker, Transition};
+use crate::bulkhead::adaptive::Signal;
 use crate::events::{self, AttemptOutcome, Event, Listener};
 use crate::operation::{self, OperationId};
+use crate::Rejected;
 
 /// Who hears of an operation: its listener, its spans, its meter.
 pub(super) struct Report<'p> {
-    /// Whether someone listened when the operation started: events are built only then.
+    /// Whether someone listened when the operation started, or the bulkhead adapts (it hears
+    /// each attempt's end, and events then find no listener): events are built only then.
     pub(super) listening: bool,
     /// `resil.operation`, and the current `resil.attempt` under it.
     #[cfg(feature = "tracing")]
@@ -53,11 +56,26 @@ impl<'p> Progress<'p> {
     }
 
     /// The call that `started` announced, in an attempt that started at `started`, ended with
-    /// `outcome`.
+    /// `outcome`: the listener, an adaptive bulkhead and gates that learn hear it, behind the
+    /// one check of `listening` that a call nobody listens to pays anyway.
     #[inline]
-    pub(super) fn ended(&self, outcome: AttemptOutcome<'_>, started: Option<Instant>) {
+    pub(super) fn ended(&mut self, outcome: AttemptOutcome<'_>, started: Option<Instant>) {
+        if self.report.listening {
+            self.ended_heard(outcome, started);
+        }
+    }
+
+    #[inline(never)]
+    fn ended_heard(&mut self, outcome: AttemptOutcome<'_>, started: Option<Instant>) {
+        if self.settings.learns {
+            // A call cut by the runtime (its timeout) had no answer to learn from.
+            self.learn(!matches!(outcome, AttemptOutcome::Rejected(_)));
+        }
+        if self.settings.adaptive {
+            self.adapt(signal(outcome), started);
+        }
         let attempt = self.tries.attempt;
-        self.notify(|listener, site, operation| {
+        self.send(|listener, site, operation| {
             listener.on_event(&Event::AttemptEnded {
                 site,
                 operation,
@@ -66,6 +84,43 @@ impl<'p> Progress<'p> {
                 elapsed: started.map_or(Duration::ZERO, |at| at.elapsed()),
             })
         });
+    }
+
+    /// Tells an adaptive bulkhead how the attempt that started at `started` ended. Where its
+    /// limit moved goes to the gauge `resil_concurrency_limit` (feature `metrics`); a move of
+    /// more than a tenth since the last one reported, to the listener and the tracing
+    /// subscriber (INFO) too.
+    fn adapt(&self, signal: Signal, started: Option<Instant>) {
+        let admission = self.admission.as_ref();
+        let bulkhead = admission.and_then(|admission| admission.bulkhead(self.settings));
+        let (Some(bulkhead), Some(started)) = (bulkhead, started) else {
+            return;
+        };
+        let Some(change) = bulkhead.observe(signal, started, self.cost()) else {
+            return;
+        };
+        let (site, key, to) = (&*self.settings.name, bulkhead.key(), change.to);
+        #[cfg(feature = "metrics")]
+        crate::meter::concurrency_limit(site, key, to);
+        let Some(from) = change.noted else {
+            return;
+        };
+        #[cfg(feature = "tracing")]
+        tracing::info!(
+            site,
+            key = key.unwrap_or_default(),
+            from,
+            to,
+            "adaptive bulkhead moved its limit"
+        );
+        if let Some(listener) = self.listener() {
+            listener.on_event(&Event::ConcurrencyLimit {
+                site,
+                key,
+                from,
+                to,
+            });
+        }
     }
 
     /// Tells the listener, if any, that the breaker changed state.
@@ -78,6 +133,18 @@ impl<'p> Progress<'p> {
     pub(super) fn outcome(&mut self, _outcome: &'static str) {
         #[cfg(feature = "metrics")]
         self.report.meter.ended(_outcome);
+    }
+}
+
+/// What an attempt's end tells an adaptive bulkhead of the provider's capacity: a throttle, an
+/// attempt timeout or a transient failure is overload; a permanent error, a cut by the
+/// deadline or a rejection says nothing of it.
+fn signal(outcome: AttemptOutcome<'_>) -> Signal {
+    match outcome {
+        AttemptOutcome::Ok => Signal::Success,
+        AttemptOutcome::Throttled | AttemptOutcome::Transient => Signal::Overload,
+        AttemptOutcome::Rejected(Rejected::Timeout { .. }) => Signal::Overload,
+        _ => Signal::Neutral,
     }
 }
 

@@ -229,9 +229,9 @@ impl<'p> Progress<'p> {
 
     /// What the call's body told of the provider's limits during a poll, kept until the call
     /// ends (the latest answer wins).
-    pub(super) fn heard(&mut self, limits: Option<crate::ProviderLimits>) {
-        if let (Some(admission), Some(limits)) = (&mut self.admission, limits) {
-            admission.reserved.heard = Some(Box::new(limits));
+    pub(super) fn heard(&mut self, heard: Option<(crate::ProviderLimits, Instant)>) {
+        if let (Some(admission), Some(heard)) = (&mut self.admission, heard) {
+            admission.reserved.heard = Some(Box::new(heard));
         }
     }
 
@@ -253,7 +253,11 @@ impl<'p> Progress<'p> {
             self.hold(reserved);
             return self.refund_reserved();
         }
-        let said = reserved.heard.as_deref().copied().unwrap_or_default();
+        let (said, at) = reserved
+            .heard
+            .as_deref()
+            .copied()
+            .unwrap_or_else(|| (crate::ProviderLimits::default(), Instant::now()));
         let max_wait = self.tuning.retry_after_max;
         let gates = [
             (self.rate(), reserved.rate, said.requests, "rate"),
@@ -268,10 +272,19 @@ impl<'p> Progress<'p> {
             let Some((gate, slot)) = gate.zip(slot) else {
                 continue;
             };
-            if let Some(learnt) = gate.learn(quota, slot, max_wait) {
+            if let Some(learnt) = gate.learn(quota, at, slot, max_wait) {
                 let key = gate.learnt_key();
                 #[cfg(feature = "metrics")]
                 crate::meter::rate_learnt(&self.settings.name, key, which, learnt.to);
+                #[cfg(feature = "tracing")]
+                tracing::info!(
+                    site = &*self.settings.name,
+                    key = key.unwrap_or_default(),
+                    gate = which,
+                    from = learnt.from,
+                    to = learnt.to,
+                    "a rate gate learnt the provider's rate"
+                );
                 self.notify(|listener, site, _| {
                     listener.on_event(&Event::RateLearnt {
                         site,

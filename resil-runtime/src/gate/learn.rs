@@ -1,17 +1,21 @@
 //! A gate that learns the provider's limit from what its answers say (`rate = "auto"`, or a
 //! declared rate with `learn = true`).
 //!
-//! An answer says "`remaining` units left until `reset`". The gate spreads what is left
-//! evenly over what is left of that time, after the slots it has already promised:
-//! `interval = (reset instant − end of the schedule) / (remaining − units reserved after the
-//! answered call)`. Spread rather than spent at once, because the provider may count over a
-//! fixed window (all of it back at the reset) or a token bucket (back a little at a time):
-//! spreading never exceeds either, and runs at the provider's capacity instead of 20 % under
-//! it. Nothing left (`remaining` used up by the calls already scheduled) holds the gate until
-//! the reset, as a 429 would, but before it. Units reserved after the answered call are
-//! counted as spent, whether or not the provider had seen them: an answer never lets the gate
-//! send what the calls in flight will take. An answer to a call older than the latest one
-//! applied is stale and is ignored.
+//! An answer says "`remaining` units left until `reset`, out of `limit`". Two things follow:
+//!
+//! - **Before the reset**, at most `remaining` more units, less those the gate already
+//!   promised before it (units reserved after the answered call, whether or not the provider
+//!   had seen them: an answer never lets the gate send what the calls in flight will take).
+//!   An auto gate hands what is left out at once, to whoever asks first, as the provider
+//!   would; nothing left (or less than already promised) holds the gate until the reset, as
+//!   a 429 would, but before it.
+//! - **After it**, a steady pace of `limit` units per window, the window being the longest
+//!   reset an answer stated (or the IETF `w`): paced rather than a burst at the reset, because
+//!   the provider may count in fixed windows (all back at the reset) or as a token bucket
+//!   (back a little at a time, so that a burst at the reset would exceed it). A provider that
+//!   lowers its limit is followed at the next answer: the pace is the new limit's.
+//!
+//! An answer to a call older than the latest one applied is stale and is ignored.
 //!
 //! A gate that knows nothing yet (`rate = "auto"` before its first answer) sends one call
 //! and holds the others until that call's answer says something: 40 callers at once do not
@@ -19,16 +23,20 @@
 //! another go. An answer that says nothing leaves an auto gate open (there is no figure to
 //! keep), holding only for 429s; a declared gate keeps its declared rate.
 //!
-//! Hostile answers are bounded: a declared rate is a ceiling the gate never runs above, and a
-//! reset is cut to `retry_after_max` (the same bound a `Retry-After` has).
+//! Hostile answers are bounded: a declared rate is a ceiling the gate never runs above (a
+//! declared gate takes no burst from an answer, only its pace and its holds), and a reset is
+//! cut to `retry_after_max` (the bound a `Retry-After` has).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{nanos, RateGate, Slot};
 use crate::deadline::NEVER;
+use crate::sync::lock_std;
 use crate::{Quota, Rejected};
 
 /// The longest a probe's answer is waited for before another caller probes instead.
@@ -45,14 +53,39 @@ pub(crate) struct Learning {
     learnt: AtomicU64,
     /// Units reserved so far: the answered call's count tells which came after it.
     reserved: AtomicU64,
+    /// The slots reserved and not known to be stale: when each starts, its count, its units.
+    booked: Mutex<VecDeque<Booked>>,
     /// The count of the latest answered call applied; older answers are stale.
     heard: AtomicU64,
     /// When the probe in flight started (offset + 1; 0: none).
     probe: AtomicU64,
     /// 0: an auto gate that knows nothing yet; 1: it heard an answer (with figures or not).
     told: AtomicU64,
+    /// The units per window the latest answer stated (0: none said).
+    limit: AtomicU64,
+    /// The window, in nanoseconds: the longest reset (or IETF window) an answer stated.
+    window: AtomicU64,
+    /// For an auto gate: the units it may still hand out at once before the reset.
+    spare: Mutex<Spare>,
     /// The key whose gate this is, for a gate per key: what its gauge and events name.
     key: Option<Box<str>>,
+}
+
+/// A slot a learning gate reserved: when it starts (nanoseconds since the origin), the count
+/// of units reserved up to it, and its units.
+#[derive(Debug, Clone, Copy)]
+struct Booked {
+    start: u64,
+    mark: u64,
+    units: u64,
+}
+
+/// Units an auto gate may hand out at once, until the provider's reset.
+#[derive(Debug, Default, Clone, Copy)]
+struct Spare {
+    units: u64,
+    /// The reset, in nanoseconds since the gate's origin.
+    until: u64,
 }
 
 /// A learning gate's rate changed by more than a tenth: the units per second before (0:
@@ -68,9 +101,13 @@ impl Learning {
         Learning {
             learnt: AtomicU64::new(0),
             reserved: AtomicU64::new(0),
+            booked: Mutex::new(VecDeque::new()),
             heard: AtomicU64::new(0),
             probe: AtomicU64::new(0),
             told: AtomicU64::new(u64::from(told)),
+            limit: AtomicU64::new(0),
+            window: AtomicU64::new(0),
+            spare: Mutex::new(Spare::default()),
             key: None,
         }
     }
@@ -105,14 +142,37 @@ impl RateGate {
         learning.learnt.load(Ordering::Acquire).max(self.interval)
     }
 
-    /// Counts `cost` units reserved by a learning gate; the count after them marks the slot.
-    pub(super) fn count_reserved(&self, cost: u64) -> u64 {
-        self.learning.as_ref().map_or(0, |learning| {
-            learning
-                .reserved
-                .fetch_add(cost, Ordering::AcqRel)
-                .saturating_add(cost)
-        })
+    /// Books `cost` units reserved by a learning gate to start at `start`; the count after
+    /// them marks the slot. Nothing for another gate.
+    pub(super) fn book(&self, cost: u64, start: u64) -> u64 {
+        let Some(learning) = &self.learning else {
+            return 0;
+        };
+        let mut booked = lock_std(&learning.booked);
+        let mark = learning
+            .reserved
+            .fetch_add(cost, Ordering::AcqRel)
+            .saturating_add(cost);
+        booked.push_back(Booked {
+            start,
+            mark,
+            units: cost,
+        });
+        mark
+    }
+
+    /// `slot` went back unused: it is no longer booked.
+    pub(super) fn unbook(&self, slot: Slot) {
+        if let Some(learning) = &self.learning {
+            lock_std(&learning.booked).retain(|booked| booked.mark != slot.mark);
+        }
+    }
+
+    /// A hold revoked every slot that starts after `now`: they are booked again after it.
+    pub(super) fn unbook_after(&self, now: u64) {
+        if let Some(learning) = &self.learning {
+            lock_std(&learning.booked).retain(|booked| booked.start <= now);
+        }
     }
 
     /// A slot from an auto gate that knows nothing yet: the probe's, at once, when none is in
@@ -141,7 +201,7 @@ impl RateGate {
                 )
                 .is_ok()
         {
-            let mark = self.count_reserved(1);
+            let mark = self.book(1, at);
             return Some(Ok((Duration::ZERO, Slot::probe(mark, self.epoch()))));
         }
         let left = deadline.map_or(NEVER, |deadline| deadline.saturating_duration_since(now));
@@ -162,13 +222,28 @@ impl RateGate {
         }
     }
 
+    /// A slot from what an auto gate may hand out at once before the provider's reset, if
+    /// it may.
+    pub(super) fn spare_slot(&self, now: Instant, cost: u64) -> Option<Slot> {
+        let learning = self.learning.as_ref().filter(|_| self.auto)?;
+        let at = self.offset(now);
+        let mut spare = lock_std(&learning.spare);
+        if at >= spare.until || spare.units < cost {
+            return None;
+        }
+        spare.units -= cost;
+        drop(spare);
+        Some(Slot::spare(self.book(cost, at), self.epoch()))
+    }
+
     /// What the answer to a call through this gate said (`None`: nothing), for the call whose
-    /// slot `slot` was: the gate now spreads what is left until the reset over the time left,
-    /// or holds until the reset when nothing is, at most `max_wait`. Returns the change of
-    /// rate, when there was one.
+    /// slot `slot` was (see the [module docs](self)): the pace after the reset, what may go
+    /// before it, or a hold until it (at most `max_wait`). Returns the change of rate, when
+    /// it was more than a tenth.
     pub(crate) fn learn(
         &self,
         quota: Option<Quota>,
+        at: Instant,
         slot: Slot,
         max_wait: Duration,
     ) -> Option<Learnt> {
@@ -182,37 +257,56 @@ impl RateGate {
         if learning.heard.fetch_max(slot.mark, Ordering::AcqRel) > slot.mark {
             return None;
         }
-        let before = match learning.learnt.load(Ordering::Acquire) {
-            0 => 0.0,
-            _ => per_second(self.learnt_interval(learning)),
-        };
+        let old = learning.learnt.load(Ordering::Acquire);
         let reset = quota.reset.min(max_wait);
-        let now = self.offset(Instant::now());
-        let until = now.saturating_add(nanos(reset));
-        // The units reserved after the answered call that start before the reset: the
-        // schedule runs on from its slot at the current pace.
-        let after = learning
-            .reserved
-            .load(Ordering::Acquire)
-            .saturating_sub(slot.mark);
-        let pace = self.learnt_interval(learning).max(1);
-        let promised = after.min(until.saturating_sub(slot.end.get()).div_ceil(pace));
-        if quota.remaining == 0 || quota.remaining < promised {
-            // Nothing left, or less than already promised: no slot before the reset.
-            if !reset.is_zero() {
-                self.hold_here(reset);
+        let until = self.offset(at).saturating_add(nanos(reset));
+        if let Some(limit) = quota.limit {
+            learning.limit.store(limit, Ordering::Release);
+        }
+        let window = quota.window.map_or(reset, |window| window.min(max_wait));
+        let window = learning
+            .window
+            .fetch_max(nanos(window), Ordering::AcqRel)
+            .max(nanos(window));
+        // With no limit stated, the provider allows at least what is left and this call.
+        let limit = match learning.limit.load(Ordering::Acquire) {
+            0 => quota.remaining.saturating_add(1),
+            limit => limit,
+        };
+        let pace = (window / limit.max(1)).max(1);
+        learning.learnt.store(pace, Ordering::Release);
+        // Units reserved after the answered call that start before the reset. Those reserved
+        // up to it count for no later answer: they are forgotten.
+        let promised = {
+            let mut booked = lock_std(&learning.booked);
+            booked.retain(|booked| booked.mark > slot.mark);
+            booked
+                .iter()
+                .filter(|booked| booked.start < until)
+                .map(|booked| booked.units)
+                .sum::<u64>()
+        };
+        if quota.remaining == 0 {
+            // Nothing left: no slot before the reset.
+            *lock_std(&learning.spare) = Spare::default();
+            let left = until.saturating_sub(self.offset(Instant::now()));
+            if left > 0 {
+                self.hold_here(Duration::from_nanos(left));
             }
-            return None;
+        } else if quota.remaining <= promised {
+            // The schedule already holds what is left (or a little more, the pace being
+            // an estimate: the answer that says nothing is left holds the rest).
+            *lock_std(&learning.spare) = Spare::default();
+        } else if self.auto {
+            let units = quota.remaining - promised;
+            *lock_std(&learning.spare) = Spare { units, until };
+            // The schedule resumes at the reset: what goes before it is the spare.
+            self.tat.fetch_max(until, Ordering::AcqRel);
         }
-        let left = quota.remaining - promised;
-        if left == 0 {
-            return None;
-        }
-        let from = self.tat.load(Ordering::Acquire).max(now);
-        // A reset already behind the schedule says nothing about the pace.
-        let spread = until.checked_sub(from).filter(|spread| *spread > 0)?;
-        let interval = (spread / left).max(1);
-        learning.learnt.store(interval, Ordering::Release);
+        let before = match old {
+            0 => 0.0,
+            old => per_second(old.max(self.interval)),
+        };
         let to = per_second(self.learnt_interval(learning));
         // A tenth either way is news; less is the pace breathing.
         let changed = before == 0.0 || (to - before).abs() > before / 10.0;

@@ -224,7 +224,7 @@ impl Keys {
                 }
                 breaker
             }),
-            bulkhead: self.bulkhead.as_ref().map(|b| Arc::new(b.fresh())),
+            bulkhead: self.bulkhead.as_ref().map(|b| Arc::new(b.fresh(key))),
             rate: (self.rate.as_ref()).map(|gate| gate.fresh(&self.label, key)),
             token_rate: (self.token_rate.as_ref()).map(|gate| gate.fresh(&self.label, key)),
         })

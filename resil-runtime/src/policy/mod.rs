@@ -107,6 +107,9 @@ pub(crate) struct Settings {
     /// Whether anything stands before a call (a breaker, a bulkhead or a gate, shared or per
     /// key): a policy with none goes straight to the call, past their checks.
     pub(crate) admits: bool,
+    /// Whether the bulkhead, shared or per key, adapts its limit: it then hears each
+    /// attempt's end, and a fixed one pays one check.
+    pub(crate) adaptive: bool,
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) independent: bool,
     /// The most items a stream's attempt holds before the one that commits it.

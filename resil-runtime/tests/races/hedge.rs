@@ -2,7 +2,6 @@
 //! caller's task; the first success wins and the others are dropped, counted nowhere. On
 //! tokio's paused clock.
 
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

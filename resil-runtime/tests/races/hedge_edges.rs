@@ -1,7 +1,6 @@
 //! Hedges at their edges, on tokio's paused clock: bulkhead queues, rate slots and probes
 //! before the first call, the retry budget, enclosing deadlines, events, spans and metrics.
 
-
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,7 +2,6 @@
 //! gates. A target that would make no call is skipped; a failure moves to the next target at
 //! once; coming back to a target that failed waits the backoff. On tokio's paused clock.
 
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

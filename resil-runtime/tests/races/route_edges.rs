@@ -2,7 +2,6 @@
 //! that closes while another fails, going back after an error that moves on, a throttle with
 //! a choice of targets, and the end when every target is skipped after a failure.
 
-
 use std::time::Duration;
 
 use crate::common::{Recorder, TargetCalls as Calls, TestError};

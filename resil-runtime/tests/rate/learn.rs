@@ -2,7 +2,7 @@
 //! against a provider simulated on the paused clock: a fixed window that states its limit,
 //! what is left and when it resets on every answer, and answers 429 past it.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use crate::common::TestError;
 /// answer (`x-ratelimit-*` as data), each answer `latency` after its request (half there,
 /// half back).
 struct Window {
-    limit: u64,
+    limit: AtomicU64,
     period: Duration,
     latency: Duration,
     origin: Instant,
@@ -31,7 +31,7 @@ struct Window {
 impl Window {
     fn new(limit: u64, period: Duration) -> Arc<Self> {
         Arc::new(Window {
-            limit,
+            limit: AtomicU64::new(limit),
             period,
             latency: Duration::from_millis(20),
             origin: Instant::now(),
@@ -57,21 +57,22 @@ impl Window {
         let index = elapsed.as_nanos() / self.period.as_nanos();
         let reset = self.period
             - Duration::from_nanos((elapsed.as_nanos() % self.period.as_nanos()) as u64);
+        let limit = self.limit.load(Ordering::Relaxed);
         let (allowed, remaining) = {
             let mut counted = self.counted.lock().unwrap();
             if counted.0 != index {
                 *counted = (index, 0);
             }
-            let allowed = counted.1 < self.limit;
+            let allowed = counted.1 < limit;
             if allowed {
                 counted.1 += 1;
             }
-            (allowed, self.limit - counted.1)
+            (allowed, limit.saturating_sub(counted.1))
         };
         tokio::time::sleep(self.latency / 2).await;
         if self.states {
             let quota = Quota {
-                limit: Some(self.limit),
+                limit: Some(limit),
                 remaining,
                 reset,
                 window: None,
@@ -134,9 +135,28 @@ async fn an_auto_gate_told_nothing_does_as_well_as_one_declared_exactly() {
     let (throttled, took, done) = forty(&policy, &window).await;
     assert_eq!(done, 40);
     assert!(throttled <= 1, "{throttled} × 429");
-    assert!(took < Duration::from_millis(5000), "{took:?}");
+    // As the gate declared exactly: the first window at once, then the provider's pace.
+    assert!(took < Duration::from_millis(4200), "{took:?}");
     let learnt = policy.rate_gate().and_then(RateGate::learnt_rate).unwrap();
     assert!(learnt <= 12.0, "{learnt}/s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_auto_gate_follows_a_limit_that_halves() {
+    let window = Window::new(10, Duration::from_secs(1));
+    let policy = policy(|b| b.rate_learn());
+    let halves = async {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        window.limit.store(5, Ordering::Relaxed);
+    };
+    let ((throttled, took, done), ()) = tokio::join!(forty(&policy, &window), halves);
+    assert_eq!(done, 40);
+    // The cut comes mid-window, after that window's calls went: the next call meets it.
+    assert!(throttled <= 2, "{throttled} × 429");
+    // About 15 by the cut, then 5 a second: the gate follows the new limit, not 1 a second.
+    assert!(took < Duration::from_millis(7500), "{took:?}");
+    let learnt = policy.rate_gate().and_then(RateGate::learnt_rate).unwrap();
+    assert!(learnt <= 5.5, "{learnt}/s");
 }
 
 #[tokio::test(start_paused = true)]
@@ -382,16 +402,20 @@ impl resil_runtime::events::Listener for Learnt {
 async fn a_change_of_more_than_a_tenth_is_news_and_less_is_not() {
     let heard = Arc::new(Learnt::default());
     let policy = policy(|b| b.rate_learn().listener(heard.clone()));
-    // At 0, 9 left before 900 ms: 10/s. At 100 ms (the schedule at 200 ms), 9 left
-    // before 1145 ms: one every 105 ms, 9.5/s, no news. At 200 ms (the schedule at
-    // 305 ms), 20 left before 1305 ms: 20/s.
-    for (left, reset) in [(9, 900), (9, 1045), (20, 1105)] {
-        let said = quota(left, Duration::from_millis(reset));
+    // 10 a second: 10/s. 10 in the longest reset yet, 1050 ms: 9.5/s, no news. 20 in it:
+    // 19/s, news.
+    for (limit, reset) in [(10, 1000), (10, 1050), (20, 1050)] {
+        let said = Quota {
+            limit: Some(limit),
+            remaining: 5,
+            reset: Duration::from_millis(reset),
+            window: None,
+        };
         policy.run(|| answers(said)).await.unwrap();
     }
     let heard = heard.0.lock().unwrap().clone();
     assert_eq!(heard.len(), 2, "{heard:?}");
     assert_eq!(heard[0].0, 0.0, "nothing learnt before");
     assert!((heard[0].1 - 10.0).abs() < 0.1, "{heard:?}");
-    assert!((heard[1].1 - 20.0).abs() < 0.1, "{heard:?}");
+    assert!((heard[1].1 - 19.05).abs() < 0.1, "{heard:?}");
 }

@@ -356,10 +356,6 @@ where
         };
         let verdict = verdict(&result);
         if called {
-            if this.execution.progress.settings.learns {
-                let answered = matches!(result, Ok(_) | Err(Failure::Error(_)));
-                this.execution.progress.learn(answered);
-            }
             if let Err(Failure::Error(error)) = &result {
                 if error.is_throttle() {
                     this.execution.progress.throttled(error.retry_after());
@@ -419,8 +415,8 @@ fn admit<F, E>(
     if let (Some(breaker), Some(transition)) = (progress.breaker(), transition) {
         progress.transition(breaker, transition);
     }
-    // The listeners hear how long the attempt took, and a slow-call breaker judges by it: the
-    // clock is read for them only (the attempt's time limit then counts from here, as it
+    // The listeners hear how long the attempt took, and a slow-call breaker and an adaptive
+    // bulkhead (which counts as listening) judge by it: the clock is read for them only (the attempt's time limit then counts from here, as it
     // would from its first poll).
     let timed = progress.report.listening || progress.breaker().is_some_and(Breaker::times_calls);
     if timed && this.limits.started.is_none() {

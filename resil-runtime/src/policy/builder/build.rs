@@ -8,7 +8,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use resil_spec::rules;
 
-use super::{BreakerSpec, PolicyBuilder};
+use super::{BreakerSpec, BulkheadSize, PolicyBuilder};
 use crate::breaker::{named, watch_breaker, watch_keys, BreakerConfig};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
@@ -73,10 +73,12 @@ impl<K> PolicyBuilder<K> {
             backoff,
         };
         tuning.check()?;
-        let mut bulkhead = self
-            .bulkhead
-            .map(|limit| Bulkhead::with_queue(limit, self.bulkhead_queue))
-            .transpose()?;
+        let mut bulkhead = match self.bulkhead {
+            None => None,
+            Some(BulkheadSize::Fixed(limit)) => Some(Bulkhead::new(limit)?),
+            Some(BulkheadSize::Adaptive(min, max)) => Some(Bulkhead::adaptive(min, max)?),
+        }
+        .map(|bulkhead| bulkhead.queued(self.bulkhead_queue));
         let gate = |key, rate: Option<(u64, Duration, u64)>, exact: bool, learn: bool| {
             let Some((count, period, burst)) = rate else {
                 return Ok(learn.then(RateGate::auto));
@@ -197,6 +199,9 @@ impl<K> PolicyBuilder<K> {
             .any(RateGate::learns)
             || keys.as_ref().is_some_and(|keys| keys.learns());
         let admits = gated || breaker.is_some() || bulkhead.is_some() || keys.is_some();
+        let adaptive = (bulkhead.as_ref())
+            .or(keys.as_ref().and_then(|keys| keys.bulkhead()))
+            .is_some_and(Bulkhead::is_adaptive);
         #[cfg(feature = "metrics")]
         let meters = crate::meter::Slot::new(Arc::clone(&name), bulkhead.is_some());
         let settings = Settings {
@@ -213,6 +218,7 @@ impl<K> PolicyBuilder<K> {
             gated,
             learns,
             admits,
+            adaptive,
             budget,
             independent: self.independent,
             commit_hold: self.commit_hold,

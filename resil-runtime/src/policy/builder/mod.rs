@@ -12,6 +12,9 @@ use crate::events::{Both, Listener};
 use crate::Jitter;
 
 mod build;
+mod bulkhead;
+
+use bulkhead::BulkheadSize;
 
 /// Builds a [`Policy`](crate::Policy); [`PolicyBuilder::build`] checks that the settings can work.
 ///
@@ -64,7 +67,7 @@ pub struct PolicyBuilder<K = Unkeyed> {
     key: Option<Arc<str>>,
     per_key: PerKey,
     max_keys: usize,
-    bulkhead: Option<usize>,
+    bulkhead: Option<BulkheadSize>,
     bulkhead_queue: usize,
     rate: Option<(u64, Duration, u64)>,
     token_rate: Option<(u64, Duration, u64)>,
@@ -329,20 +332,6 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
-    /// At most `limit` operations in flight; the next fails with
-    /// [`crate::Rejected::BulkheadFull`].
-    pub fn bulkhead(mut self, limit: usize) -> Self {
-        self.bulkhead = Some(limit);
-        self
-    }
-
-    /// Lets up to `queue` callers wait, in order and within their deadline, for a place in
-    /// the bulkhead instead of being rejected at once (see [`Bulkhead::with_queue`](crate::Bulkhead::with_queue)).
-    pub fn bulkhead_queue(mut self, queue: usize) -> Self {
-        self.bulkhead_queue = queue;
-        self
-    }
-
     /// `count` attempts per `period`, `burst` of them at once (see [`RateGate`](crate::RateGate)): in any
     /// window of `period` at most `count + burst - 1` start, so burst 1 is "never more than
     /// `count`", as the attribute's `rate = "60/min"` means by default. An attempt waits for its slot when the wait fits in the deadline, and is refused at once
@@ -489,12 +478,6 @@ impl PolicyBuilder<Keyed> {
     /// Keeps at most `max_keys` keys (default 10 000; see [`Keys`](crate::Keys)).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;
-        self
-    }
-
-    /// Each key gets its own bulkhead (and queue), as [`PolicyBuilder::bulkhead`] sets them.
-    pub fn bulkhead_per_key(mut self) -> Self {
-        self.per_key.bulkhead = true;
         self
     }
 
