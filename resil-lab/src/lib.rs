@@ -10,6 +10,7 @@
 pub mod client;
 pub mod fallback_trap;
 pub mod interop;
+pub mod learn_limits;
 pub mod mock;
 pub mod observe;
 pub mod profiles;

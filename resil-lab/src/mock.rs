@@ -18,6 +18,11 @@
 //! - With [`MockProvider::with_rate_limit`], at most N requests per second reach the
 //!   completions endpoint (a sliding window, as nginx's `limit_req` without burst would
 //!   count); the others get 429 with `Retry-After: 1`, and are not billed.
+//! - With [`MockProvider::with_stated_limit`], at most N completions per fixed window (from
+//!   the server's start), and every answer says so as OpenAI's do: `x-ratelimit-limit-requests`,
+//!   `x-ratelimit-remaining-requests` and `x-ratelimit-reset-requests` (a Go duration); past
+//!   the limit, 429 with `retry-after-ms` until the window ends, not billed.
+//!   [`MockProvider::set_stated_limit`] changes the limit mid-run, at once.
 //! - [`MockProvider::set_down`] starts and ends an outage: meanwhile completions answer 503.
 //! - [`MockProvider::with_quota`]: N completions, then 429s. [`MockProvider::slow_tail`]: every
 //!   N-th answer slow to its first token. [`MockProvider::no_replays`]: keys not replayed.
@@ -45,6 +50,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 mod quirks;
+mod stated;
 
 type Body = BoxBody<Bytes, std::io::Error>;
 /// A finished answer's chunks, published when generation ends.
@@ -86,6 +92,8 @@ struct State {
     all_in: tokio::sync::Notify,
     /// A quota and a slow tail ([`MockProvider::with_quota`], [`MockProvider::slow_tail`]).
     quirks: quirks::Quirks,
+    /// A limit stated on every answer ([`MockProvider::with_stated_limit`]).
+    stated: Option<stated::Stated>,
 }
 
 /// The running server; stopped when dropped or by [`MockProvider::stop`].
@@ -254,7 +262,10 @@ async fn handle(
         ),
         "/v1/chat/completions" if state.down.load(Ordering::SeqCst) => unavailable(),
         "/v1/chat/completions" if state.quirks.over_quota() => too_many_requests(&state),
-        "/v1/chat/completions" => completions(state, request),
+        "/v1/chat/completions" => match state.stated() {
+            Some(stated) => stated::completions_stated(Arc::clone(&state), stated, request),
+            None => completions(state, request),
+        },
         _ => full(StatusCode::NOT_FOUND, r#"{"error":"no such endpoint"}"#),
     };
     Ok(response)
