@@ -38,8 +38,6 @@ pub(super) struct Reserved {
     /// The call was made with these slots: kept, for gates that learn, until its answer
     /// teaches them; never given back.
     pub(super) used: bool,
-    /// What the call's answer said of the provider's limits, for gates that learn.
-    pub(super) heard: Option<Box<(crate::ProviderLimits, tokio::time::Instant)>>,
     /// The same slots in Redis, when the shared gates granted them.
     #[cfg(feature = "redis")]
     pub(super) remote: Option<Box<crate::seams::RemoteSlots>>,

@@ -2,6 +2,7 @@
 
 pub(crate) mod admission;
 pub(crate) mod attempt;
+mod learn;
 mod report;
 mod retry;
 mod route;

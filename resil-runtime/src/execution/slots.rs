@@ -7,7 +7,6 @@ use tokio::time::Instant;
 
 use super::admission::Reserved;
 use super::Progress;
-use crate::events::Event;
 use crate::gate::{RateGate, Slot};
 use crate::Rejected;
 
@@ -153,7 +152,6 @@ impl<'p> Progress<'p> {
                     rate: mirror(self.rate(), rate, 1),
                     tokens: mirror(self.token_rate(), tokens, self.cost()),
                     used: false,
-                    heard: None,
                     remote: Some(Box::new([rate, tokens])),
                     returns: None,
                 });
@@ -214,87 +212,6 @@ impl<'p> Progress<'p> {
                 return self.listen();
             }
             self.hold(Reserved::default());
-        }
-    }
-
-    /// For gates that learn: the call keeps its slots, marked used, until its answer teaches
-    /// the gates ([`Progress::learn`]), and what its body reports is heard.
-    #[inline(never)]
-    fn listen(&mut self) {
-        if let Some(admission) = &mut self.admission {
-            admission.reserved.used = true;
-        }
-        crate::operation::listen();
-    }
-
-    /// What the call's body told of the provider's limits during a poll, kept until the call
-    /// ends (the latest answer wins).
-    pub(super) fn heard(&mut self, heard: Option<(crate::ProviderLimits, Instant)>) {
-        if let (Some(admission), Some(heard)) = (&mut self.admission, heard) {
-            admission.reserved.heard = Some(Box::new(heard));
-        }
-    }
-
-    /// The call ended: what its answer said of the provider's limits (or, `answered`, that it
-    /// said nothing) teaches the gates that learn, each for the slot the call took. A call
-    /// with no answer (cut by its timeout) teaches nothing: a probe's lets another go.
-    #[inline(never)]
-    pub(super) fn learn(&mut self, answered: bool) {
-        self.heard(crate::operation::heard());
-        let Some(reserved) = self
-            .admission
-            .as_mut()
-            .map(|admission| std::mem::take(&mut admission.reserved))
-            .filter(|reserved| reserved.used)
-        else {
-            return;
-        };
-        if !answered {
-            self.hold(reserved);
-            return self.refund_reserved();
-        }
-        let (said, at) = reserved
-            .heard
-            .as_deref()
-            .copied()
-            .unwrap_or_else(|| (crate::ProviderLimits::default(), Instant::now()));
-        let max_wait = self.tuning.retry_after_max;
-        let gates = [
-            (self.rate(), reserved.rate, said.requests, "rate"),
-            (
-                self.token_rate(),
-                reserved.tokens,
-                said.tokens,
-                "token_rate",
-            ),
-        ];
-        for (gate, slot, quota, which) in gates {
-            let Some((gate, slot)) = gate.zip(slot) else {
-                continue;
-            };
-            if let Some(learnt) = gate.learn(quota, at, slot, max_wait) {
-                let key = gate.learnt_key();
-                #[cfg(feature = "metrics")]
-                crate::meter::rate_learnt(&self.settings.name, key, which, learnt.to);
-                #[cfg(feature = "tracing")]
-                tracing::info!(
-                    site = &*self.settings.name,
-                    key = key.unwrap_or_default(),
-                    gate = which,
-                    from = learnt.from,
-                    to = learnt.to,
-                    "a rate gate learnt the provider's rate"
-                );
-                self.notify(|listener, site, _| {
-                    listener.on_event(&Event::RateLearnt {
-                        site,
-                        key,
-                        gate: which,
-                        from: learnt.from,
-                        to: learnt.to,
-                    });
-                });
-            }
         }
     }
 
