@@ -332,8 +332,10 @@ impl RateGate {
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                let mut slot = Slot::new(tat, next, epoch);
-                slot.mark = self.book(cost, allowed);
+                let slot = match &self.learning {
+                    None => Slot::new(tat, next, epoch),
+                    Some(_) => Slot::new(self.book(cost, allowed), next, epoch),
+                };
                 return Ok((Duration::from_nanos(wait), slot));
             }
         }
@@ -380,9 +382,13 @@ impl RateGate {
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                let mut slot = Slot::new(tat, next, epoch);
-                slot.mark = self.book(cost, self.offset(Instant::now()));
-                return slot;
+                return match &self.learning {
+                    None => Slot::new(tat, next, epoch),
+                    Some(_) => {
+                        let mark = self.book(cost, self.offset(Instant::now()));
+                        Slot::new(mark, next, epoch)
+                    }
+                };
             }
         }
     }
@@ -392,13 +398,15 @@ impl RateGate {
     /// the latest slot promised and no throttle revoked it. Whether it went back. A slot is
     /// given back at most once by its caller.
     pub(crate) fn refund(&self, slot: Slot) -> bool {
-        if slot.probe || slot.spare {
-            self.probe_ended(slot);
-            return false;
-        }
-        self.unbook(slot);
         let _revising = lock_std(&self.revising);
         if self.is_revoked(slot) {
+            return false;
+        }
+        if self.learning.is_some() {
+            // Its answers correct a learning gate's schedule: the slot is only unbooked.
+            drop(_revising);
+            self.unbook(slot);
+            self.probe_ended(slot);
             return false;
         }
         (self.tat)
@@ -482,56 +490,51 @@ impl RateGate {
 }
 
 /// A slot a gate promised: the gate's schedule before it and after it, and under which
-/// throttle it was promised.
+/// throttle it was promised. Three words, since every attempt of a gated call carries two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot {
+    /// The schedule before the slot; for a learning gate, which never takes a slot back into
+    /// its schedule, the units reserved up to it instead (its mark: an answer to its call
+    /// counts those reserved after it as promised).
     from: u64,
+    /// The schedule after it; [`Slot::OFF_SCHEDULE`] for a slot a learning gate handed out
+    /// apart from its schedule (its probe, or what an answer said may go at once).
     end: NonZeroU64,
     epoch: u64,
-    /// For a learning gate, the units reserved up to this slot's: an answer to its call
-    /// counts those reserved after it as spent.
-    mark: u64,
-    /// The probe of an auto gate that knows nothing yet: its answer teaches the gate.
-    probe: bool,
-    /// Handed out at once from what an answer said is left before the reset: outside the
-    /// schedule, never given back.
-    spare: bool,
 }
 
 impl Slot {
+    /// The end of a slot outside the schedule: no schedule reaches it ([`NEVER`] bounds it).
+    const OFF_SCHEDULE: u64 = u64::MAX;
+
     fn new(from: u64, end: u64, epoch: u64) -> Self {
         Slot {
             from,
             end: NonZeroU64::new(end).unwrap_or(NonZeroU64::MIN),
             epoch,
-            mark: 0,
-            probe: false,
-            spare: false,
         }
     }
 
-    /// A slot from what an auto gate may hand out at once: it takes no place in the schedule.
-    fn spare(mark: u64, epoch: u64) -> Self {
-        Slot {
-            mark,
-            spare: true,
-            ..Slot::new(0, 0, epoch)
-        }
+    /// A learning gate's slot apart from its schedule, marked `mark`: its probe, or one of
+    /// what an answer said may go at once.
+    fn off_schedule(mark: u64, epoch: u64) -> Self {
+        Slot::new(mark, Self::OFF_SCHEDULE, epoch)
     }
 
-    /// The probe's slot: it takes no place in the schedule.
-    fn probe(mark: u64, epoch: u64) -> Self {
-        Slot {
-            mark,
-            probe: true,
-            ..Slot::new(0, 0, epoch)
-        }
-    }
-
-    /// A wait for the probe's answer: revoked whatever happens, so that its caller reserves
-    /// again once the gate knows more.
+    /// A wait for the probe's answer: revoked whatever happens (no epoch reaches it), so that
+    /// its caller reserves again once the gate knows more.
     fn provisional() -> Self {
-        Slot::new(0, 0, u64::MAX)
+        Slot::new(0, Self::OFF_SCHEDULE, u64::MAX)
+    }
+
+    /// Whether a learning gate handed it out apart from its schedule.
+    fn is_off_schedule(&self) -> bool {
+        self.end.get() == Self::OFF_SCHEDULE
+    }
+
+    /// A learning gate's slot's mark.
+    fn mark(&self) -> u64 {
+        self.from
     }
 }
 

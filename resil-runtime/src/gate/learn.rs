@@ -164,7 +164,7 @@ impl RateGate {
     /// `slot` went back unused: it is no longer booked.
     pub(super) fn unbook(&self, slot: Slot) {
         if let Some(learning) = &self.learning {
-            lock_std(&learning.booked).retain(|booked| booked.mark != slot.mark);
+            lock_std(&learning.booked).retain(|booked| booked.mark != slot.mark());
         }
     }
 
@@ -202,7 +202,7 @@ impl RateGate {
                 .is_ok()
         {
             let mark = self.book(1, at);
-            return Some(Ok((Duration::ZERO, Slot::probe(mark, self.epoch()))));
+            return Some(Ok((Duration::ZERO, Slot::off_schedule(mark, self.epoch()))));
         }
         let left = deadline.map_or(NEVER, |deadline| deadline.saturating_duration_since(now));
         let wait = PROBE_RECHECK.min(left);
@@ -217,7 +217,7 @@ impl RateGate {
     /// The probe's call ended without an answer to learn from (cancelled, or refused before
     /// calling): another caller probes.
     pub(crate) fn probe_ended(&self, slot: Slot) {
-        if let (Some(learning), true) = (&self.learning, slot.probe) {
+        if let (Some(learning), true) = (&self.learning, slot.is_off_schedule()) {
             learning.probe.store(0, Ordering::Release);
         }
     }
@@ -233,7 +233,7 @@ impl RateGate {
         }
         spare.units -= cost;
         drop(spare);
-        Some(Slot::spare(self.book(cost, at), self.epoch()))
+        Some(Slot::off_schedule(self.book(cost, at), self.epoch()))
     }
 
     /// What the answer to a call through this gate said (`None`: nothing), for the call whose
@@ -248,13 +248,15 @@ impl RateGate {
         max_wait: Duration,
     ) -> Option<Learnt> {
         let learning = self.learning.as_ref()?;
-        if slot.probe {
+        // A slot apart from the schedule may be the probe: an answer, whatever it says,
+        // ends the probing (a spare's, in a gate no longer probing, changes nothing).
+        if slot.is_off_schedule() {
             learning.told.store(1, Ordering::Release);
             learning.probe.store(0, Ordering::Release);
         }
         let quota = quota?;
         // Stale: a later call's answer was applied already.
-        if learning.heard.fetch_max(slot.mark, Ordering::AcqRel) > slot.mark {
+        if learning.heard.fetch_max(slot.mark(), Ordering::AcqRel) > slot.mark() {
             return None;
         }
         let old = learning.learnt.load(Ordering::Acquire);
@@ -279,7 +281,7 @@ impl RateGate {
         // up to it count for no later answer: they are forgotten.
         let promised = {
             let mut booked = lock_std(&learning.booked);
-            booked.retain(|booked| booked.mark > slot.mark);
+            booked.retain(|booked| booked.mark > slot.mark());
             booked
                 .iter()
                 .filter(|booked| booked.start < until)
