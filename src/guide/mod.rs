@@ -8,7 +8,7 @@
 //! | [`choosing_keys`] | A timeout, retries, a breaker, a bulkhead, a queue, a gate, a key: which do I need? |
 //! | [`streams`] | How is a streaming answer retried, timed and cut? |
 //! | [`rates_and_keys`] | How do I stay under a provider's limits, per model or per API key? |
-//! | [`learning_limits`] | How do I follow the limits the provider states in its answers? |
+//! | [`learning_limits`] | How do I follow the limits the provider states, and find how many calls it serves at once? |
 //! | [`route_and_hedge`] | How do I fall over to another model or provider when one is down or out of quota? |
 //! | [`many_instances`] | How do ten instances share one breaker and one rate limit? |
 //! | [`configuration`] | How do I change a timeout while the program runs? |
