@@ -286,7 +286,7 @@ fn every_hedge_counts_once_its_race_ends_or_is_dropped() {
     assert!(value(&snapshot, "resil_hedges_total", &[("outcome", "won")]).is_none());
 }
 
-/// Each answer says 4 calls are left for the next second.
+/// Each answer says 4 calls of 10 are left for the next second.
 #[resilient(rate = "auto per key", key = model)]
 async fn learning(model: &str) -> Result<u32, ApiError> {
     let _ = model;
@@ -314,9 +314,9 @@ fn a_learnt_rate_shows_in_its_gauge_per_key() {
         "resil_rate_learnt",
         &[("key", "gpt-4o"), ("gate", "rate")],
     );
-    // 4 left over the second: one every 250 ms.
+    // 10 in a window of a second: 10 a second.
     assert!(
-        matches!(gauge, Some(DebugValue::Gauge(rate)) if (rate.into_inner() - 4.0).abs() < 0.01),
+        matches!(gauge, Some(DebugValue::Gauge(rate)) if (rate.into_inner() - 10.0).abs() < 0.01),
         "{snapshot:?}"
     );
 }

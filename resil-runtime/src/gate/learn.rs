@@ -42,6 +42,12 @@ use crate::{Quota, Rejected};
 /// The longest a probe's answer is waited for before another caller probes instead.
 pub(crate) const PROBE_LOST: Duration = Duration::from_secs(1);
 
+/// The most slots a learning gate keeps booked, and how long: answers to calls that old
+/// count nothing more, and a provider that never answers with figures must not make the
+/// book grow with every call.
+const BOOKED_AT_MOST: usize = 4096;
+const BOOKED_FOR: Duration = Duration::from_secs(600);
+
 /// How often callers held by a probe look again: soon after the probe's answer, without a
 /// wakeup per answer.
 const PROBE_RECHECK: Duration = Duration::from_millis(20);
@@ -149,6 +155,12 @@ impl RateGate {
             return 0;
         };
         let mut booked = lock_std(&learning.booked);
+        let stale = start.saturating_sub(nanos(BOOKED_FOR));
+        while booked.len() >= BOOKED_AT_MOST
+            || booked.front().is_some_and(|oldest| oldest.start < stale)
+        {
+            booked.pop_front();
+        }
         let mark = learning
             .reserved
             .fetch_add(cost, Ordering::AcqRel)
@@ -332,4 +344,25 @@ impl RateGate {
 /// Units per second at `interval` nanoseconds per unit.
 fn per_second(interval: u64) -> f64 {
     1e9 / interval.max(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A provider that never states its limits must not make the book grow with every call.
+    #[tokio::test(start_paused = true)]
+    async fn the_book_stays_bounded_when_no_answer_comes() {
+        let gate = RateGate::new(1_000_000, Duration::from_secs(1), 1)
+            .unwrap()
+            .learning();
+        for _ in 0..(BOOKED_AT_MOST * 3) {
+            gate.reserve(1, None).unwrap();
+        }
+        let learning = gate.learning.as_ref().unwrap();
+        assert_eq!(lock_std(&learning.booked).len(), BOOKED_AT_MOST);
+        tokio::time::advance(BOOKED_FOR * 2).await;
+        gate.reserve(1, None).unwrap();
+        assert_eq!(lock_std(&learning.booked).len(), 1, "the old ones aged out");
+    }
 }
