@@ -28,8 +28,9 @@ pub struct Quota {
 }
 
 /// What one answer said about the provider's limits: on requests, on tokens, either or
-/// neither. [`crate::http::rate_limits`] reads it from headers; a gate declared
-/// `rate = "auto"` learns from it.
+/// neither. `http::rate_limits` (feature `http`) reads it from headers, and
+/// [`operation::report_limits`](crate::operation::report_limits) hands it to the current call,
+/// whose gates declared `rate = "auto"` learn from it.
 ///
 /// ```
 /// use resil_runtime::ProviderLimits;

@@ -40,7 +40,7 @@ use crate::sync::lock_std;
 use crate::{Quota, Rejected};
 
 /// The longest a probe's answer is waited for before another caller probes instead.
-pub(crate) const PROBE_LOST: Duration = Duration::from_secs(1);
+const PROBE_LOST: Duration = Duration::from_secs(1);
 
 /// The most slots a learning gate keeps booked, and how long: answers to calls that old
 /// count nothing more, and a provider that never answers with figures must not make the
@@ -139,9 +139,7 @@ impl RateGate {
             .as_ref()
             .is_some_and(|learning| !learning.told())
     }
-}
 
-impl RateGate {
     /// The interval a learning gate runs at: what it learnt, never faster than declared.
     #[inline]
     pub(super) fn learnt_interval(&self, learning: &Learning) -> u64 {
