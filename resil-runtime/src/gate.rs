@@ -223,12 +223,12 @@ impl RateGate {
 
     /// This gate also learns from the provider's answers (`learn = true`): it starts at its
     /// declared rate, follows what the answers say, and never runs faster than declared. A
-    /// 429 holds it for its wait without slowing it down, since the answers say the rate.
+    /// 429 holds it for its wait; it slows the gate down only until an answer states the
+    /// provider's figures, which then set the pace.
     pub fn learning(mut self) -> Self {
         if self.learning.is_none() {
             self.learning = Some(Box::new(learn::Learning::new(true)));
         }
-        self.exact = true;
         self
     }
 
@@ -276,9 +276,19 @@ impl RateGate {
         self.period
     }
 
-    /// Units that may pass at once.
+    /// Units that may pass at once (1 for an [`auto`](RateGate::auto) gate, which takes
+    /// no burst of its own: what the provider's answers say is left may go at once).
     pub fn burst(&self) -> u64 {
         self.burst
+    }
+
+    /// The most units one call may cost: the burst, or for an auto gate the limit its
+    /// provider stated (`None`: none stated yet).
+    pub(crate) fn burst_limit(&self) -> Option<u64> {
+        match self.auto {
+            false => Some(self.burst),
+            true => self.learnt_limit(),
+        }
     }
 
     /// Reserves `cost` units at the earliest time the limit allows and returns the wait until
@@ -296,11 +306,8 @@ impl RateGate {
         cost: u64,
         deadline: Option<Instant>,
     ) -> Result<(Duration, Slot), Rejected> {
-        if cost > self.burst && !self.auto {
-            return Err(Rejected::OverBurst {
-                cost,
-                burst: self.burst,
-            });
+        if let Some(burst) = self.burst_limit().filter(|burst| cost > *burst) {
+            return Err(Rejected::OverBurst { cost, burst });
         }
         let now = Instant::now();
         if let Some(probing) = self.probe_slot(now, deadline) {
@@ -334,7 +341,7 @@ impl RateGate {
             {
                 let slot = match &self.learning {
                     None => Slot::new(tat, next, epoch),
-                    Some(_) => Slot::new(self.book(cost, allowed), next, epoch),
+                    Some(_) => Slot::new(self.book(cost, allowed, tat), next, epoch),
                 };
                 return Ok((Duration::from_nanos(wait), slot));
             }
@@ -355,10 +362,16 @@ impl RateGate {
     /// The wait before `cost` units could pass, reserving nothing (`None`: never, the cost is
     /// above the burst): what a route asks of a target's gate before choosing it.
     pub(crate) fn wait_for(&self, cost: u64) -> Option<Duration> {
-        if cost > self.burst && !self.auto {
+        if self.burst_limit().is_some_and(|burst| cost > burst) {
             return None;
         }
+        if let Some(wait) = self.probe_wait() {
+            return Some(wait);
+        }
         let at = self.offset(Instant::now());
+        if let Some(wait) = self.spare_wait(at, cost) {
+            return Some(wait);
+        }
         let from = self.tat.load(Ordering::Acquire).max(at);
         Some(Duration::from_nanos(
             self.allowed(from, cost).saturating_sub(at),
@@ -385,7 +398,7 @@ impl RateGate {
                 return match &self.learning {
                     None => Slot::new(tat, next, epoch),
                     Some(_) => {
-                        let mark = self.book(cost, self.offset(Instant::now()));
+                        let mark = self.book(cost, self.offset(Instant::now()), tat);
                         Slot::new(mark, next, epoch)
                     }
                 };
@@ -403,11 +416,16 @@ impl RateGate {
             return false;
         }
         if self.learning.is_some() {
-            // Its answers correct a learning gate's schedule: the slot is only unbooked.
-            drop(_revising);
-            self.unbook(slot);
+            // A learning gate's slot keeps its mark where the schedule's start would be: the
+            // start is in its book.
+            let from = self.unbook(slot);
             self.probe_ended(slot);
-            return false;
+            return match from {
+                Some(from) if !slot.is_off_schedule() => (self.tat)
+                    .compare_exchange(slot.end.get(), from, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok(),
+                _ => false,
+            };
         }
         (self.tat)
             .compare_exchange(

@@ -35,7 +35,7 @@
 //!
 //! [`PolicyBuilder::independent`]: crate::PolicyBuilder::independent
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -53,9 +53,9 @@ use tokio::time::Instant;
 thread_local! {
     /// The frames of the calls being polled on this thread, outermost first.
     static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
-    /// What the body of a call whose gates learn reported during the current poll, and the
-    /// call's depth on the stack: taken before the poll ends.
-    static HEARD: Cell<Option<(usize, ProviderLimits, Instant)>> = const { Cell::new(None) };
+    /// What the bodies of calls whose gates learn reported during their polls, and when, by
+    /// the call's depth on the stack: each taken before its call's poll ends.
+    static HEARD: RefCell<Vec<Option<(ProviderLimits, Instant)>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// One `#[resilient]` call's place in its operation. Kept by the call between polls, pushed on
@@ -245,26 +245,21 @@ pub(crate) fn swap_children(children: &mut u32) {
 
 /// The polled call's gates learn: what its body tells [`report_limits`] is kept, for
 /// [`heard`] to take before the poll ends. A nested call is deeper on the stack: its body's
-/// reports are its own.
+/// reports are its own. What a body that panicked left at this depth is forgotten.
 pub(crate) fn listen() {
     with_stack(|stack| {
         if let Some(top) = stack.last_mut() {
             top.listening = true;
         }
     });
+    heard();
 }
 
 /// What the polled call's body reported during this poll, and when.
 #[inline(never)]
 pub(crate) fn heard() -> Option<(ProviderLimits, Instant)> {
     let depth = depth();
-    match HEARD.get() {
-        Some((at, limits, when)) if at == depth => {
-            HEARD.set(None);
-            Some((limits, when))
-        }
-        _ => None,
-    }
+    HEARD.with(|heard| heard.borrow_mut().get_mut(depth)?.take())
 }
 
 /// Frames on the thread's stack: the polled call's depth.
@@ -305,8 +300,14 @@ pub fn report_limits(limits: ProviderLimits) {
         top.listening.then_some(stack.len())
     });
     if let Some(depth) = listening.flatten() {
-        // A reset counts from when it was said, not from when the call ends.
-        HEARD.set(Some((depth, limits, Instant::now())));
+        HEARD.with(|heard| {
+            let mut heard = heard.borrow_mut();
+            if heard.len() <= depth {
+                heard.resize(depth + 1, None);
+            }
+            // A reset counts from when it was said, not from when the call ends.
+            heard[depth] = Some((limits, Instant::now()));
+        });
     }
 }
 

@@ -28,7 +28,7 @@ impl Progress<'_> {
 
     /// The call ended: what its body told last teaches the gates; a probe that was answered
     /// without a word leaves its auto gate open, and one that had no answer (cut by its
-    /// timeout) lets another caller probe.
+    /// timeout, or failed before the provider answered) lets another caller probe.
     #[inline(never)]
     pub(super) fn learn(&mut self, answered: bool) {
         self.heard(crate::operation::heard());
@@ -57,7 +57,8 @@ impl Progress<'_> {
     }
 
     /// The gates learn what `said` (heard at `at`) says of their limits, each for the slot
-    /// the call took; a change of more than a tenth is reported.
+    /// the call took: the gauge follows every rate learnt, the listener and the tracing
+    /// subscriber hear a move of more than a tenth since they last heard.
     fn teach(&self, said: ProviderLimits, at: Instant) {
         let Some(reserved) = (self.admission.as_ref())
             .map(|admission| &admission.reserved)
@@ -85,12 +86,15 @@ impl Progress<'_> {
             let key = gate.learnt_key();
             #[cfg(feature = "metrics")]
             crate::meter::rate_learnt(&self.settings.name, key, which, learnt.to);
+            let Some(from) = learnt.news else {
+                continue;
+            };
             #[cfg(feature = "tracing")]
             tracing::info!(
                 site = &*self.settings.name,
                 key = key.unwrap_or_default(),
                 gate = which,
-                from = learnt.from,
+                from,
                 to = learnt.to,
                 "a rate gate learnt the provider's rate"
             );
@@ -99,7 +103,7 @@ impl Progress<'_> {
                     site,
                     key,
                     gate: which,
-                    from: learnt.from,
+                    from,
                     to: learnt.to,
                 });
             });

@@ -68,8 +68,13 @@ impl<'p> Progress<'p> {
     #[inline(never)]
     fn ended_heard(&mut self, outcome: AttemptOutcome<'_>, started: Option<Instant>) {
         if self.settings.learns {
-            // A call cut by the runtime (its timeout) had no answer to learn from.
-            self.learn(!matches!(outcome, AttemptOutcome::Rejected(_)));
+            // A success, a throttle or a permanent error is the provider's answer; a call cut
+            // by the runtime (its timeout) or failed in transit had none to learn from.
+            let answered = matches!(
+                outcome,
+                AttemptOutcome::Ok | AttemptOutcome::Throttled | AttemptOutcome::Permanent
+            );
+            self.learn(answered);
         }
         if self.settings.adaptive {
             self.adapt(signal(outcome), started);

@@ -115,10 +115,11 @@ impl<'p> Progress<'p> {
             }
             return Ok(SharedStart::Held(until));
         }
-        if let Some(gate) = tokens.filter(|gate| self.cost() > gate.burst()) {
+        let burst = tokens.and_then(RateGate::burst_limit);
+        if let Some(burst) = burst.filter(|burst| self.cost() > *burst) {
             return Err(Rejected::OverBurst {
                 cost: self.cost(),
-                burst: gate.burst(),
+                burst,
             });
         }
         let limit = self

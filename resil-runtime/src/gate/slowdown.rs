@@ -43,7 +43,7 @@ impl RateGate {
     /// # }
     /// ```
     pub fn slow_down(&self) {
-        if self.exact {
+        if self.exact || self.figures_stated() {
             return;
         }
         let now = self.offset(Instant::now());
@@ -85,7 +85,7 @@ impl RateGate {
     /// The interval at `at`: the declared one, plus what is left of a slowdown; what a
     /// learning gate learnt.
     pub(super) fn interval_at(&self, at: u64) -> u64 {
-        if let Some(learning) = &self.learning {
+        if let Some(learning) = self.learning.as_ref().filter(|l| l.learnt() != 0) {
             return self.learnt_interval(learning);
         }
         let slowdown = self.slowdown.load(Ordering::Acquire);
