@@ -11,6 +11,7 @@ mod support;
 
 mod breakers;
 mod gates;
+mod learning;
 mod outages;
 mod returns;
 

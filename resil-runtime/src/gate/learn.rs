@@ -352,19 +352,38 @@ impl RateGate {
         if quota.limit.is_some() {
             state.limit = quota.limit;
         }
-        let remaining = state.limit.map_or(quota.remaining, |l| quota.remaining.min(l));
+        let remaining = state
+            .limit
+            .map_or(quota.remaining, |l| quota.remaining.min(l));
         let stated = quota.window.map_or(reset, |window| window.min(max_wait));
         state.window.hear(nanos(stated), heard);
         // With no limit stated, the provider allows at least what is left and this call.
         let limit = state.limit.unwrap_or(remaining.saturating_add(1)).max(1);
-        let pace = (state.window.get() / limit).max(1);
-        learning.learnt.store(pace, Ordering::Release);
         // Units reserved after the answered call that start before the reset.
         let promised: u64 = (state.booked.iter())
             .filter(|booked| booked.start < until)
             .map(|booked| booked.units)
             .sum();
         let now = self.offset(Instant::now());
+        // The limit per window. A declared gate, which takes nothing at once from an answer,
+        // runs faster when what is left, spread from its last slot until the reset, allows
+        // it: a window overestimated (by a hostile reset) does not slow a gate the answers
+        // say may go faster, and its schedule comes back to that pace.
+        let steady = (state.window.get() / limit).max(1);
+        let last = (state.booked.iter().map(|booked| booked.start).max())
+            .unwrap_or(now)
+            .max(now);
+        let spread = (!self.auto && remaining > promised)
+            .then(|| until.saturating_sub(last) / (remaining - promised))
+            .filter(|spread| *spread > 0 && *spread < steady);
+        let pace = spread.unwrap_or(steady);
+        learning.learnt.store(pace, Ordering::Release);
+        if spread.is_some() {
+            self.tat.fetch_min(
+                last.saturating_add(pace.max(self.interval)),
+                Ordering::AcqRel,
+            );
+        }
         if remaining == 0 {
             // Nothing left: no slot before the reset, in any instance.
             state.spare = Spare::default();

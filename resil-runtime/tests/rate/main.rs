@@ -6,6 +6,8 @@ mod common;
 
 mod gates;
 mod learn;
+mod learn_hostile;
+mod learn_hostile_more;
 mod limits;
 mod queue;
 
