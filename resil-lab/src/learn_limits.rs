@@ -5,12 +5,20 @@
 //! exactly, through `rate = "auto"`, and through `rate = "auto"` while the provider halves
 //! its limit mid-run and later restores it.
 //!
-//! The adaptive bulkhead (`bulkhead = "adaptive"`, which learns how many calls at once a
-//! provider takes) is to get a row here once it exists.
+//! A second table learns how many calls at once a provider takes: [`CALLS`] calls by
+//! [`WORKERS`] workers against a provider generating at most [`CAPACITY`] completions at
+//! once (about 400 ms each, [`GENERATION`]; beyond that, 429 with `Retry-After: 1`), whose
+//! capacity halves for a while ([`SHRUNK`]) and recovers: without a bulkhead, through a
+//! bulkhead of the full capacity (`bulkhead = 8`), of the halved one (`bulkhead = 4`), and
+//! through `bulkhead = "adaptive"`, each with a queue for every worker (`bulkhead_queue =
+//! 32`: a caller past the limit waits its turn rather than fails). An operation keeps its
+//! place through its retries' waits, so a caller waiting out a 429's `Retry-After` holds a
+//! place all along.
 //!
-//! Each row runs against a fresh provider, through a function of its own (a gate is its
-//! function's: two rows through one function would share what it learnt). So [`run`] or
-//! [`run_together`] is meant to run once per process, and not both.
+//! Each row runs against a fresh provider, through a function of its own (a gate or an
+//! adaptive bulkhead is its function's: two rows through one function would share what it
+//! learnt). So [`run`] and [`run_bulkheads`], or [`run_together`], are meant to run once per
+//! process, and not both.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -18,6 +26,13 @@ use std::time::{Duration, Instant};
 use futures::future::join_all;
 use resil::http::classify;
 use resil::resilient;
+
+mod bulkheads;
+
+use bulkheads::{heard, shrinking, Fixed, Learnt, Unbounded};
+pub use bulkheads::{
+    run_bulkheads, BulkheadRow, BULKHEAD_NAMES, CALLS, CAPACITY, GENERATION, SHRUNK, WORKERS,
+};
 
 use crate::mock::MockProvider;
 use crate::ApiError;
@@ -51,9 +66,18 @@ impl LearningClient {
     /// One completion: the body read to its end; any error status classified, and every
     /// answer's rate-limit headers reported to the call (by [`classify`]).
     pub async fn post(&self) -> Result<(), ApiError> {
+        self.post_to("/v1/chat/completions?tokens=2").await
+    }
+
+    /// A completion that takes a while to generate ([`GENERATION`]), for the bulkhead rows.
+    pub async fn post_slow(&self) -> Result<(), ApiError> {
+        self.post_to(GENERATION).await
+    }
+
+    async fn post_to(&self, path: &str) -> Result<(), ApiError> {
         let response = self
             .http
-            .post(format!("{}/v1/chat/completions?tokens=2", self.base))
+            .post(format!("{}{path}", self.base))
             .send()
             .await?;
         classify(response).await?.bytes().await?;
@@ -145,8 +169,8 @@ impl Row {
     }
 }
 
-/// Runs every row against a fresh provider, one row at a time (about 32 s): [`CALLERS`]
-/// calls at once. Once per process (see the module's docs).
+/// Runs every rate row against a fresh provider, one row at a time (about 32 s):
+/// [`CALLERS`] calls at once. Once per process (see the module's docs).
 pub async fn run() -> std::io::Result<Vec<Row>> {
     Ok(vec![
         row("a", NAMES[0], |c| async move { c.ungated().await }).await?,
@@ -158,19 +182,33 @@ pub async fn run() -> std::io::Result<Vec<Row>> {
     ])
 }
 
-/// The rows of [`run`], all at once, each against its own provider through its own gate:
-/// the time of the longest (about 8 s) instead of their sum. For the tests, which assert
-/// orderings; the example measures one row at a time. Once per process.
-pub async fn run_together() -> std::io::Result<Vec<Row>> {
-    let (a, b, c, d, e, f) = futures::try_join!(
+/// The rows of [`run`] and of [`run_bulkheads`], all at once, each against its own provider
+/// through its own gate or bulkhead: the time of the longest (about 10 s, `bulkhead = 4`)
+/// instead of their sum. For the tests, which assert orderings; the example measures one
+/// row at a time. Once per process.
+pub async fn run_together() -> std::io::Result<(Vec<Row>, Vec<BulkheadRow>)> {
+    let heard = heard();
+    let (a, b, c, d, e, f, g, h, i, j) = futures::try_join!(
         row("a", NAMES[0], |c| async move { c.ungated().await }),
         row("b", NAMES[1], |c| async move { c.too_high().await }),
         row("c", NAMES[2], |c| async move { c.too_low().await }),
         row("d", NAMES[3], |c| async move { c.exact().await }),
         row("e", NAMES[4], |c| async move { c.auto().await }),
         halved("f", NAMES[5]),
+        shrinking("g", BULKHEAD_NAMES[0], Unbounded, |c| async move {
+            c.unbounded().await
+        }),
+        shrinking("h", BULKHEAD_NAMES[1], Fixed(8), |c| async move {
+            c.bulkhead_full().await
+        }),
+        shrinking("i", BULKHEAD_NAMES[2], Fixed(4), |c| async move {
+            c.bulkhead_half().await
+        }),
+        shrinking("j", BULKHEAD_NAMES[3], Learnt(heard), |c| async move {
+            c.bulkhead_adaptive().await
+        }),
     )?;
-    Ok(vec![a, b, c, d, e, f])
+    Ok((vec![a, b, c, d, e, f], vec![g, h, i, j]))
 }
 
 /// What each row runs, in order.

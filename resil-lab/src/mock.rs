@@ -10,10 +10,11 @@
 //!   answers the first K such requests 429 with `Retry-After`. `?style=hostile` sends what real servers send and naive parsers break on:
 //!   `\r\n` line ends, an `event:` and an `id:` line in each event, multibyte text, and each
 //!   event in two frames split inside a multibyte character.
-//!   At most 3 requests generate at once; beyond that, 429 with `Retry-After` (1 s by
-//!   default). With an `Idempotency-Key` header, a key seen before replays the answer
-//!   generated for it (waiting for it if it is still being generated) instead of generating
-//!   and billing it again. Generation goes on when the client hangs up, as it does at real
+//!   At most 3 requests generate at once ([`MockProvider::with_capacity`] for another
+//!   number); beyond that, 429 with `Retry-After` (1 s by default). With an
+//!   `Idempotency-Key` header, a key seen before replays the answer generated for it
+//!   (waiting for it if it is still being generated) instead of generating and billing it
+//!   again. Generation goes on when the client hangs up, as it does at real
 //!   providers: it is billed either way.
 //! - With [`MockProvider::with_rate_limit`], at most N requests per second reach the
 //!   completions endpoint (a sliding window, as nginx's `limit_req` without burst would
@@ -23,6 +24,8 @@
 //!   `x-ratelimit-remaining-requests` and `x-ratelimit-reset-requests` (a Go duration); past
 //!   the limit, 429 with `retry-after-ms` until the window ends, not billed.
 //!   [`MockProvider::set_stated_limit`] changes the limit mid-run, at once.
+//! - [`MockProvider::set_capacity`] changes how many generate at once, mid-run: lowered, the
+//!   generations under way finish, and requests are answered 429 until fewer generate.
 //! - [`MockProvider::set_down`] starts and ends an outage: meanwhile completions answer 503.
 //! - [`MockProvider::with_quota`]: N completions, then 429s. [`MockProvider::slow_tail`]: every
 //!   N-th answer slow to its first token. [`MockProvider::no_replays`]: keys not replayed.
@@ -49,8 +52,11 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+mod generate;
 mod quirks;
 mod stated;
+
+use generate::{generate, sse, Generation};
 
 type Body = BoxBody<Bytes, std::io::Error>;
 /// A finished answer's chunks, published when generation ends.
@@ -80,7 +86,8 @@ struct State {
     asked_to_fail: AtomicU32,
     /// Requests per second let through, and when the ones of the last second came.
     rate_limit: Option<(usize, Mutex<std::collections::VecDeque<std::time::Instant>>)>,
-    capacity: u32,
+    /// Generations at once ([`MockProvider::set_capacity`] changes it mid-run).
+    capacity: AtomicU32,
     retry_after_secs: u64,
     /// Idempotency key → the answer's chunks, filled in when generation ends.
     answers: Mutex<HashMap<String, watch::Receiver<Answer>>>,
@@ -114,7 +121,7 @@ impl MockProvider {
     /// Starts with another capacity and `Retry-After`.
     pub async fn with_capacity(capacity: u32, retry_after_secs: u64) -> std::io::Result<Self> {
         Self::serve(State {
-            capacity,
+            capacity: AtomicU32::new(capacity),
             retry_after_secs,
             ..State::default()
         })
@@ -125,7 +132,7 @@ impl MockProvider {
     /// rest get 429 with `Retry-After: 1`.
     pub async fn with_rate_limit(per_second: usize) -> std::io::Result<Self> {
         Self::serve(State {
-            capacity: u32::MAX,
+            capacity: AtomicU32::new(u32::MAX),
             retry_after_secs: 1,
             rate_limit: Some((per_second, Mutex::default())),
             ..State::default()
@@ -177,6 +184,13 @@ impl MockProvider {
     /// `Retry-After: 1`, as `/503` does.
     pub fn set_down(&self, down: bool) {
         self.state.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Changes how many requests generate at once, at once: lowered below how many are
+    /// generating, those finish and new ones are answered 429 until fewer than `capacity`
+    /// generate. For a provider whose capacity shrinks and recovers mid-run.
+    pub fn set_capacity(&self, capacity: u32) {
+        self.state.capacity.store(capacity, Ordering::SeqCst);
     }
 
     /// Holds the answers of the first `requests` requests (counted from the start) until the
@@ -355,7 +369,9 @@ fn completions(state: Arc<State>, request: Request<Incoming>) -> Response<Body> 
             });
         }
         None => {
-            if state.generating.fetch_add(1, Ordering::SeqCst) >= state.capacity {
+            if state.generating.fetch_add(1, Ordering::SeqCst)
+                >= state.capacity.load(Ordering::SeqCst)
+            {
                 state.generating.fetch_sub(1, Ordering::SeqCst);
                 return too_many_requests(&state);
             }
@@ -395,96 +411,6 @@ fn too_many_requests(state: &State) -> Response<Body> {
         .headers_mut()
         .insert(http::header::RETRY_AFTER, state.retry_after_secs.into());
     response
-}
-
-fn sse(token: &str) -> Bytes {
-    Bytes::from(format!(
-        "data: {{\"choices\":[{{\"delta\":{{\"content\":\"{token}\"}}}}]}}\n\n"
-    ))
-}
-
-/// The `n`-th token: plain, or with multibyte characters for the hostile style.
-fn token(n: usize, hostile: bool) -> String {
-    if hostile {
-        format!("héllo{n} 🌍 ")
-    } else {
-        format!("token{n} ")
-    }
-}
-
-/// One event as the hostile style sends it: `\r\n` line ends, `event:` and `id:` lines, in
-/// two frames split inside the first four-byte character.
-fn hostile_frames(n: usize, data: &str) -> [Bytes; 2] {
-    let event = format!("event: message\r\nid: {n}\r\ndata: {data}\r\n\r\n");
-    let split = event.find('🌍').map_or(event.len() / 2, |at| at + 2);
-    let bytes = Bytes::from(event);
-    [bytes.slice(..split), bytes.slice(split..)]
-}
-
-/// What one request asked to be generated.
-struct Generation {
-    tokens: usize,
-    delay: Duration,
-    cut: Option<usize>,
-    stall: Option<usize>,
-    hold: Option<usize>,
-    orderly: bool,
-    hostile: bool,
-    key: Option<String>,
-}
-
-/// Generates the whole answer, streaming it while the client listens; billing does not stop
-/// when the client hangs up.
-async fn generate(
-    state: Arc<State>,
-    generation: Generation,
-    tx: mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
-    finished: watch::Sender<Answer>,
-) {
-    let mut chunks = Vec::with_capacity(generation.tokens);
-    tokio::time::sleep(state.quirks.first_token_wait(generation.key.as_deref())).await;
-    for n in 0..generation.tokens {
-        tokio::time::sleep(generation.delay).await;
-        if generation.hold == Some(n) {
-            // Until the client gives up: the rest is generated for nobody but a replay.
-            tx.closed().await;
-        }
-        let token = token(n, generation.hostile);
-        if generation.cut == Some(n) || generation.stall == Some(n) {
-            if generation.stall == Some(n) {
-                // Silent, with the connection open, until the client gives up.
-                tx.closed().await;
-            } else if !generation.orderly {
-                let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut");
-                let _ = tx.send(Err(reset)).await;
-            }
-            // An abandoned answer is not replayed: a retry with the same key generates anew.
-            if let Some(key) = &generation.key {
-                state.answers.lock().unwrap().remove(key);
-            }
-            state.generating.fetch_sub(1, Ordering::SeqCst);
-            return;
-        }
-        if generation.hostile {
-            let data = format!(r#"{{"choices":[{{"delta":{{"content":"{token}"}}}}]}}"#);
-            for frame in hostile_frames(n, &data) {
-                let _ = tx.send(Ok(Frame::data(frame))).await;
-            }
-        } else {
-            let _ = tx.send(Ok(Frame::data(sse(&token)))).await;
-        }
-        chunks.push(token);
-    }
-    let done = if generation.hostile {
-        "event: message\r\ndata: [DONE]\r\n\r\n"
-    } else {
-        "data: [DONE]\n\n"
-    };
-    let _ = tx
-        .send(Ok(Frame::data(Bytes::from_static(done.as_bytes()))))
-        .await;
-    state.generating.fetch_sub(1, Ordering::SeqCst);
-    let _ = finished.send(Some(Arc::new(chunks)));
 }
 
 /// One JSON object for a step of a client's run against the mock.

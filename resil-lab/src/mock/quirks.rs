@@ -85,7 +85,7 @@ impl MockProvider {
     /// provider answers once an account's requests for the minute are used up.
     pub async fn with_quota(quota: u32, retry_after_secs: u64) -> std::io::Result<Self> {
         Self::serve(State {
-            capacity: u32::MAX,
+            capacity: AtomicU32::new(u32::MAX),
             retry_after_secs,
             quirks: Quirks {
                 quota,

@@ -4,7 +4,7 @@
 //! limit answered 429 with `retry-after-ms` and `Retry-After`. Apart from the server itself,
 //! which is long enough already.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -199,7 +199,7 @@ impl MockProvider {
     /// billed, and not counted in the window.
     pub async fn with_stated_limit(limit: u64, window: Duration) -> std::io::Result<Self> {
         Self::serve(State {
-            capacity: u32::MAX,
+            capacity: AtomicU32::new(u32::MAX),
             retry_after_secs: 1,
             stated: Some(Stated::new(limit, window)),
             ..State::default()
