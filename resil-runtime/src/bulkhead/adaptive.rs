@@ -5,7 +5,9 @@
 //!   transient server failure halves the limit, never below the minimum. Only once per round
 //!   trip: an attempt that started before the last decrease ran under the old limit, which
 //!   that decrease already answered, so a burst of N failures in flight halves once, not N
-//!   times (TCP's once-per-window rule).
+//!   times (TCP's once-per-window rule); nor while more operations hold places than the
+//!   limit (a decrease revokes none), whose failures are the excess's. Halving rounds up, so
+//!   a limit just over the capacity does not fall far below it.
 //! - **Add one per window of successes.** After as many successes as the limit, one more, never
 //!   above the maximum. Only while the bulkhead is at least half used: a limit nobody reaches
 //!   proves nothing, and one grown idle would let the next burst through unchecked.
@@ -153,7 +155,11 @@ impl Adaptive {
         let from = state.limit;
         let to = match sample.signal {
             Signal::Neutral => return None,
-            Signal::Overload => state.cut(&sample, now, from / 2),
+            // Over the limit (a cut revokes no place held), an overload is the excess's, which
+            // the last cut already answered.
+            Signal::Overload if sample.in_flight > from => return None,
+            // Rounded up: a limit of 5 over a capacity of 4 halves to 3, not 2.
+            Signal::Overload => state.cut(&sample, now, from.div_ceil(2)),
             Signal::Success => {
                 let took = now.saturating_duration_since(sample.started).as_nanos() as f64;
                 let per_unit = took / sample.cost.max(1) as f64;

@@ -211,3 +211,34 @@ async fn a_provider_slower_for_good_under_saturation_is_relearned_at_the_minimum
     successes(&adaptive, 300 * MS, 200).await;
     assert!(adaptive.limit() > 2, "grows again at the new pace");
 }
+
+#[tokio::test(start_paused = true)]
+async fn failures_of_the_places_held_over_the_limit_do_not_cut_it_again() {
+    let (adaptive, _) = Adaptive::new(1, 64);
+    // Cut from 16 to 8; the 16 operations keep their places, and their retries, started
+    // after the cut, fail too: the excess's failures, not the new limit's.
+    assert_eq!(
+        after(&adaptive, Signal::Overload, MS, 16)
+            .await
+            .map(|c| c.to),
+        Some(8)
+    );
+    for _ in 0..8 {
+        assert_eq!(after(&adaptive, Signal::Overload, MS, 12).await, None);
+    }
+    assert_eq!(adaptive.limit(), 8);
+    // Back within the limit, a failure cuts again, rounding up: 8 → 4 → 2, and 5 → 3.
+    assert_eq!(
+        after(&adaptive, Signal::Overload, MS, 8)
+            .await
+            .map(|c| c.to),
+        Some(4)
+    );
+    let (adaptive, _) = Adaptive::new(1, 5);
+    assert_eq!(
+        after(&adaptive, Signal::Overload, MS, 5)
+            .await
+            .map(|c| c.to),
+        Some(3)
+    );
+}
