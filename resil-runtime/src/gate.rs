@@ -198,12 +198,14 @@ impl RateGate {
 
     /// A gate that learns its limit from the provider's answers (`rate = "auto"`): it starts
     /// knowing nothing, sends one call and holds the others until that call's answer says
-    /// how many are left until when ([`RateGate::learn`]), then spreads them. No figure is
-    /// declared, so none is a ceiling: [`count`](RateGate::count) and
-    /// [`period`](RateGate::period) are 0, and any cost passes.
+    /// how many are left until when (reported by
+    /// [`operation::report_limits`](crate::operation::report_limits)); what is left goes at
+    /// once, then the limit per window sets the pace. No figure is declared, so none is a
+    /// ceiling: [`count`](RateGate::count) and [`period`](RateGate::period) are 0, and a cost
+    /// passes up to the limit the provider stated.
     ///
     /// ```
-    /// use resil_runtime::{Quota, RateGate};
+    /// use resil_runtime::RateGate;
     /// use std::time::Duration;
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
