@@ -320,7 +320,7 @@ impl<'p> Progress<'p> {
             tuning,
             tries: Tries::default(),
             report: Report {
-                listening: settings.listener().is_some() | settings.adaptive | settings.learns,
+                listening: settings.attentive | settings.listener().is_some(),
                 #[cfg(feature = "tracing")]
                 spans: None,
                 #[cfg(feature = "metrics")]

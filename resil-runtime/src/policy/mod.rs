@@ -110,6 +110,9 @@ pub(crate) struct Settings {
     /// Whether the bulkhead, shared or per key, adapts its limit: it then hears each
     /// attempt's end, and a fixed one pays one check.
     pub(crate) adaptive: bool,
+    /// An adaptive bulkhead or a gate that learns: each attempt's end is heard, whether or
+    /// not a listener is (one flag, read once per operation).
+    pub(crate) attentive: bool,
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) independent: bool,
     /// The most items a stream's attempt holds before the one that commits it.

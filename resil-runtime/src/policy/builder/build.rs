@@ -219,6 +219,7 @@ impl<K> PolicyBuilder<K> {
             learns,
             admits,
             adaptive,
+            attentive: adaptive || learns,
             budget,
             independent: self.independent,
             commit_hold: self.commit_hold,
