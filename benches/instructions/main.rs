@@ -15,21 +15,31 @@
 //! a current-thread runtime: what the wrapper itself costs. The `-yield` scenarios' bodies are
 //! pending once, and are polled twice: a real timer is armed, polled and cancelled, as with a
 //! provider's answer arriving between two polls.
+//!
+//! The peers' rows (`hand-written…`, `failsafe+timeout`, `backon+timeout`) have no budget: they
+//! count the code the timed benchmark runs (`benches/common.rs`), the same way, so resil's
+//! counts have something stable to be compared with.
 //! `instructions run <scenario> <calls>` is what runs under valgrind.
 #![allow(missing_docs, unreachable_pub)]
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::Pin;
 use std::process::{Command, ExitCode};
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use resil::{resilient, Policy, Rejected};
+use tokio::sync::Semaphore;
 
 #[path = "../common.rs"]
 mod common;
-use common::{poll_once, Failure};
+use common::{
+    backon_timeout, failsafe_breaker, failsafe_timeout, hand_written, poll_once, Breaker, Failure,
+    HandWritten, Operation, Ready,
+};
 
 /// The build counted: which column of [`SCENARIOS`] holds its budgets (none for both features
 /// at once).
@@ -104,6 +114,41 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
         "all four, the body pending once (a timer armed)",
         [Some(1969), Some(2073), Some(2274)],
     ),
+    (
+        "hand-written",
+        "by hand: try_acquire, retry 2, atomics breaker, tokio timeout",
+        [None; 3],
+    ),
+    (
+        "hand-written-keyed",
+        "the same, its breaker from a RwLock<HashMap<String, _>>, 2 models",
+        [None; 3],
+    ),
+    (
+        "hand-written-open",
+        "hand-written, refused by its open breaker",
+        [None; 3],
+    ),
+    (
+        "hand-written-full",
+        "hand-written, refused by its full semaphore",
+        [None; 3],
+    ),
+    (
+        "hand-written-yield",
+        "hand-written, the body pending once",
+        [None; 3],
+    ),
+    (
+        "failsafe+timeout",
+        "failsafe's breaker around tokio::time::timeout",
+        [None; 3],
+    ),
+    (
+        "backon+timeout",
+        "backon's retry 2 around tokio::time::timeout",
+        [None; 3],
+    ),
 ];
 
 fn ready() -> impl Future<Output = Result<u64, Failure>> {
@@ -127,6 +172,67 @@ impl Future for PendingOnce {
 
 fn pending_once() -> impl Future<Output = Result<u64, Failure>> {
     PendingOnce(false)
+}
+
+/// [`PendingOnce`] as the peers' operation.
+#[derive(Debug, Clone, Copy)]
+struct YieldingOnce;
+
+impl Operation for YieldingOnce {
+    fn run(self) -> impl Future<Output = Result<u64, Failure>> + Send {
+        pending_once()
+    }
+}
+
+/// Never answers: calls holding the hand-written stack's places.
+#[derive(Debug, Clone, Copy)]
+struct Never;
+
+impl Operation for Never {
+    fn run(self) -> impl Future<Output = Result<u64, Failure>> + Send {
+        std::future::pending()
+    }
+}
+
+/// Fails at once: calls opening the hand-written stack's breaker.
+#[derive(Debug, Clone, Copy)]
+struct Failing;
+
+impl Operation for Failing {
+    fn run(self) -> impl Future<Output = Result<u64, Failure>> + Send {
+        std::future::ready(Err(Failure::Busy))
+    }
+}
+
+/// The hand-written stack with a breaker per key: one lookup per call in a std `HashMap`
+/// behind a `RwLock` (the breaker's `Arc` cloned under the read lock, inserted under the
+/// write lock the first time), one semaphore for all keys.
+#[derive(Debug)]
+struct HandWrittenKeyed {
+    bulkhead: Semaphore,
+    breakers: RwLock<HashMap<String, Arc<Breaker>>>,
+}
+
+impl HandWrittenKeyed {
+    fn new() -> Self {
+        HandWrittenKeyed {
+            bulkhead: Semaphore::new(8),
+            breakers: RwLock::default(),
+        }
+    }
+
+    fn breaker(&self, key: &str) -> Arc<Breaker> {
+        if let Some(breaker) = self.breakers.read().unwrap().get(key) {
+            return Arc::clone(breaker);
+        }
+        let mut breakers = self.breakers.write().unwrap();
+        Arc::clone(breakers.entry(key.to_owned()).or_default())
+    }
+
+    async fn call<O: Operation>(&self, key: &str, op: O) -> Result<u64, Failure> {
+        let breaker = self.breaker(key);
+        hand_written(&self.bulkhead, &breaker, op).await
+    }
 }
 
 /// Polls a future twice with a no-op waker: the yielding calls' two polls.
@@ -275,6 +381,53 @@ fn run(scenario: &str, calls: u32) {
             );
             calls.for_each(|_| drop(black_box(poll_once(behind_full_bulkhead(false)))))
         }
+        "hand-written" => {
+            let stack = HandWritten::default();
+            calls.for_each(|_| drop(black_box(poll_once(stack.call(Ready)))))
+        }
+        "hand-written-keyed" => {
+            let stack = HandWrittenKeyed::new();
+            let models = ["model-a".to_owned(), "model-b".to_owned()];
+            calls.for_each(|n| {
+                let model = &models[n as usize % models.len()];
+                drop(black_box(poll_once(stack.call(model, Ready))));
+            })
+        }
+        "hand-written-open" => {
+            let stack = HandWritten::default();
+            // Each failing call fails its first attempt and stops at the backoff's sleep.
+            for _ in 0..5 {
+                assert!(poll_once(stack.call(Failing)).is_pending());
+            }
+            assert_eq!(
+                poll_once(stack.call(Ready)),
+                Poll::Ready(Err(Failure::Busy)),
+                "the breaker opens after 5 failures"
+            );
+            calls.for_each(|_| drop(black_box(poll_once(stack.call(Ready)))))
+        }
+        "hand-written-full" => {
+            let stack = HandWritten::default();
+            let mut holders: Vec<_> = (0..8).map(|_| Box::pin(stack.call(Never))).collect();
+            for holder in &mut holders {
+                assert!(poll_once(holder.as_mut()).is_pending(), "holds a place");
+            }
+            assert_eq!(
+                poll_once(stack.call(Ready)),
+                Poll::Ready(Err(Failure::Busy)),
+                "the 8 places are held"
+            );
+            calls.for_each(|_| drop(black_box(poll_once(stack.call(Ready)))))
+        }
+        "hand-written-yield" => {
+            let stack = HandWritten::default();
+            calls.for_each(|_| drop(black_box(poll_twice(stack.call(YieldingOnce)))))
+        }
+        "failsafe+timeout" => {
+            let breaker = failsafe_breaker();
+            calls.for_each(|_| drop(black_box(poll_once(failsafe_timeout(&breaker, Ready)))))
+        }
+        "backon+timeout" => calls.for_each(|_| drop(black_box(poll_once(backon_timeout(Ready))))),
         other => panic!("no scenario {other:?}: one of {:?}", names()),
     }
 }

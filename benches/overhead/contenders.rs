@@ -2,36 +2,17 @@
 //! consecutive failures (30 s cooldown), a bulkhead of 8. Each exposes
 //! `async fn call(&self, op) -> Result<u64, Failure>`.
 
-use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{LazyLock, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::LazyLock;
+use std::time::Duration;
 
-use backon::{ExponentialBuilder, Retryable};
-use failsafe::futures::CircuitBreaker as _;
+use backon::Retryable;
 use resil::{resilient, Policy};
-
-pub use crate::common::{poll_once, Failure};
 use tokio::sync::Semaphore;
 use tower::{Service, ServiceBuilder, ServiceExt};
 
-pub const TIMEOUT: Duration = Duration::from_secs(20);
-pub const COOLDOWN: Duration = Duration::from_secs(30);
-
-/// The operation under the wrappers.
-pub trait Operation: Copy + Send + Sync + 'static {
-    fn run(self) -> impl Future<Output = Result<u64, Failure>> + Send;
-}
-
-/// Answers on the first poll.
-#[derive(Debug, Clone, Copy)]
-pub struct Ready;
-
-impl Operation for Ready {
-    fn run(self) -> impl Future<Output = Result<u64, Failure>> + Send {
-        std::future::ready(Ok(std::hint::black_box(1)))
-    }
-}
+/// The operation, the hand-written stack, failsafe's and backon's rows: shared with the
+/// instruction counter.
+pub use crate::common::*;
 
 /// Yields once before answering: a stand-in for I/O, so a timer is really registered.
 #[derive(Debug, Clone, Copy)]
@@ -71,72 +52,6 @@ pub static RESIL_POLICY: LazyLock<Policy> = LazyLock::new(|| {
 
 pub async fn resil_policy<O: Operation>(op: O) -> Result<u64, Failure> {
     RESIL_POLICY.run(|| op.run()).await
-}
-
-/// What a careful user writes by hand: a semaphore, a retry loop, a consecutive-failure
-/// breaker on atomics with a mutex for the opening time, tokio's timeout.
-#[derive(Debug)]
-pub struct HandWritten {
-    bulkhead: Semaphore,
-    failures: AtomicU32,
-    open: AtomicBool,
-    opened_at: Mutex<Option<Instant>>,
-}
-
-impl Default for HandWritten {
-    fn default() -> Self {
-        HandWritten {
-            bulkhead: Semaphore::new(8),
-            failures: AtomicU32::new(0),
-            open: AtomicBool::new(false),
-            opened_at: Mutex::new(None),
-        }
-    }
-}
-
-impl HandWritten {
-    fn allow(&self) -> bool {
-        if !self.open.load(Ordering::Acquire) {
-            return true;
-        }
-        let opened_at = self.opened_at.lock().unwrap();
-        opened_at.is_some_and(|at| at.elapsed() >= COOLDOWN)
-    }
-
-    fn record(&self, ok: bool) {
-        if ok {
-            if self.failures.load(Ordering::Relaxed) != 0 || self.open.load(Ordering::Relaxed) {
-                self.failures.store(0, Ordering::Relaxed);
-                self.open.store(false, Ordering::Release);
-            }
-        } else if self.failures.fetch_add(1, Ordering::AcqRel) + 1 >= 5 {
-            *self.opened_at.lock().unwrap() = Some(Instant::now());
-            self.open.store(true, Ordering::Release);
-        }
-    }
-
-    pub async fn call<O: Operation>(&self, op: O) -> Result<u64, Failure> {
-        let _permit = self.bulkhead.try_acquire().map_err(|_| Failure::Busy)?;
-        let mut attempt = 0;
-        loop {
-            if !self.allow() {
-                return Err(Failure::Busy);
-            }
-            let result = match tokio::time::timeout(TIMEOUT, op.run()).await {
-                Ok(result) => result,
-                Err(_) => Err(Failure::Busy),
-            };
-            self.record(result.is_ok());
-            match result {
-                Err(error) if attempt < 2 => {
-                    let _ = error;
-                    tokio::time::sleep(Duration::from_millis(300) * 2u32.pow(attempt)).await;
-                    attempt += 1;
-                }
-                other => return other,
-            }
-        }
-    }
 }
 
 /// tower's own middleware: load shed, concurrency limit, retry, timeout (no breaker).
@@ -217,51 +132,6 @@ pub fn tower_resilience_stack<O: Operation>(
         .layer(timeout)
         .map_err(Into::<tower::BoxError>::into)
         .service_fn(|op: O| op.run())
-}
-
-pub type FailsafeBreaker = failsafe::StateMachine<
-    failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::Constant>,
-    (),
->;
-
-pub fn failsafe_breaker() -> FailsafeBreaker {
-    failsafe::Config::new()
-        .failure_policy(failsafe::failure_policy::consecutive_failures(
-            5,
-            failsafe::backoff::constant(COOLDOWN),
-        ))
-        .build()
-}
-
-/// failsafe's breaker around tokio's timeout.
-pub async fn failsafe_timeout<O: Operation>(
-    breaker: &FailsafeBreaker,
-    op: O,
-) -> Result<u64, Failure> {
-    let timed = async {
-        tokio::time::timeout(TIMEOUT, op.run())
-            .await
-            .map_err(|_| Failure::Busy)?
-    };
-    breaker.call(timed).await.map_err(|_| Failure::Busy)
-}
-
-fn backoff() -> ExponentialBuilder {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(300))
-        .with_max_times(2)
-        .with_jitter()
-}
-
-/// backon's retry around tokio's timeout.
-pub async fn backon_timeout<O: Operation>(op: O) -> Result<u64, Failure> {
-    (|| async {
-        tokio::time::timeout(TIMEOUT, op.run())
-            .await
-            .map_err(|_| Failure::Busy)?
-    })
-    .retry(backoff())
-    .await
 }
 
 /// The four policies from three crates: a semaphore, backon, failsafe, tokio's timeout.
