@@ -62,37 +62,37 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "timeout",
         "#[resilient(timeout)]",
-        [Some(605), Some(680), Some(869)],
+        [Some(588), Some(663), Some(853)],
     ),
     (
         "timeout+retry",
         "#[resilient(timeout, retry = 2)]",
-        [Some(622), Some(697), Some(886)],
+        [Some(605), Some(682), Some(872)],
     ),
     (
         "all-four",
         "timeout, retry 2, breaker, bulkhead 8",
-        [Some(909), Some(984), Some(1212)],
+        [Some(876), Some(954), Some(1173)],
     ),
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        [Some(1536), Some(1613), Some(1840)],
+        [Some(1503), Some(1580), Some(1802)],
     ),
     (
         "policy",
         "Policy::run with all four (no macro)",
-        [Some(1053), Some(1125), Some(1355)],
+        [Some(1024), Some(1098), Some(1320)],
     ),
     (
         "open-breaker",
         "a call refused by an open breaker",
-        [Some(996), Some(1107), Some(1297)],
+        [Some(995), Some(1103), Some(1294)],
     ),
     (
         "full-bulkhead",
         "a call refused by a full bulkhead",
-        [Some(652), Some(762), Some(954)],
+        [Some(655), Some(763), Some(948)],
     ),
     (
         "all-four-routed",
@@ -112,7 +112,7 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "all-four-yield",
         "all four, the body pending once (a timer armed)",
-        [Some(1969), Some(2073), Some(2274)],
+        [Some(1941), Some(2044), Some(2219)],
     ),
     (
         "hand-written",
