@@ -270,8 +270,10 @@ fn depth() -> usize {
 /// Tells the current call what the provider's answer said of its limits, so that its gates
 /// declared `rate = "auto"` (or `learn = true`) learn from it. [`crate::http::classify`] and
 /// the middleware call it for every answer; call it yourself with another HTTP client.
-/// Outside a call, or in one whose gates do not learn, it does nothing; the latest answer of
-/// an attempt is the one its gates learn from.
+/// The gates learn from it when the poll that heard it ends, without waiting for the call to
+/// end. Outside a call, or in one whose gates do not learn, it does nothing; so does a
+/// spawned task, even one carrying the operation: a body that sends its request from a task
+/// hands the answer's headers back and reports them itself.
 ///
 /// ```
 /// use resil_runtime::{operation, Policy, ProviderLimits, Quota, Rejected};
