@@ -6,7 +6,7 @@ pub use core::time::Duration;
 pub use resil_runtime::stream::{Commit, Committed, OrFallback, ResilientStream, Stream};
 pub use resil_runtime::{
     Attempt, BreakerKind, Execution, FromRejected, Jitter, KeyTuple, Keyed, Next, Outcome, Policy,
-    PolicyBuilder, Race, Rejected, Route, Transient,
+    PolicyBuilder, Race, Rejected, Route, Transient, WindowSize,
 };
 pub use std::sync::LazyLock;
 

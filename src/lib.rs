@@ -140,7 +140,7 @@ pub use resil_runtime::{
 pub use resil_runtime::breaker::{breakers, BreakerStatus};
 pub use resil_runtime::{
     Admission, Breaker, BreakerConfig, BreakerKind, BreakerState, KeyedBreaker, KeyedBreakers,
-    Verdict,
+    Verdict, WindowSize,
 };
 
 /// One operation driven attempt by attempt, as `#[resilient]` expands to: the way to write

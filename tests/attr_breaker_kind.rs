@@ -35,6 +35,21 @@ async fn sluggish(secs: u64) -> Result<u64, ApiError> {
     Ok(secs)
 }
 
+#[resilient(
+    breaker = "attr-kind-time",
+    breaker_kind = "failure_rate",
+    breaker_rate = "50%",
+    breaker_window = "30s",
+    breaker_min_calls = 10,
+    rate = "1/s"
+)]
+async fn judged_by_the_last_30_seconds(fail: bool) -> Result<(), ApiError> {
+    if fail {
+        return Err(ApiError::Busy);
+    }
+    Ok(())
+}
+
 fn state(name: &str) -> BreakerState {
     resil::breaker::find(name).unwrap().state()
 }
@@ -73,4 +88,28 @@ async fn a_slow_call_breaker_from_the_attribute() {
         BreakerState::Open,
         "2 of 4 took 2 s or more"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_time_window_from_the_attribute_forgets_old_failures() {
+    // One call a second (the rate gate's pace): 9 failures, then a quiet night.
+    for _ in 0..9 {
+        let _ = judged_by_the_last_30_seconds(true).await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+    tokio::time::advance(Duration::from_secs(8 * 60 * 60)).await;
+    // In the morning, 1 failure of 10: a count window would hold 10 of 19.
+    let _ = judged_by_the_last_30_seconds(true).await;
+    for _ in 0..9 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(judged_by_the_last_30_seconds(false).await, Ok(()));
+    }
+    assert_eq!(state("attr-kind-time"), BreakerState::Closed);
+    // Then failures in a row: at the 8th, half of the last 30 s failed.
+    for failure in 1..=8 {
+        assert_eq!(state("attr-kind-time"), BreakerState::Closed, "{failure}");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let _ = judged_by_the_last_30_seconds(true).await;
+    }
+    assert_eq!(state("attr-kind-time"), BreakerState::Open, "9 of 18");
 }

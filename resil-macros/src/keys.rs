@@ -11,7 +11,7 @@ use syn::Expr;
 
 pub(crate) use resil_spec::names::did_you_mean;
 use resil_spec::profiles::Profile;
-use resil_spec::Jitter;
+use resil_spec::{Jitter, WindowSize};
 
 use crate::values::{self, BreakerArg, Budget, Bulkhead, Hedge, KindName, Rate, Route};
 
@@ -70,7 +70,7 @@ keys! {
     breaker_cooldown: Duration = values::duration_value;
     breaker_kind: KindName = values::breaker_kind;
     breaker_rate: u32 = values::percent;
-    breaker_window: u32 = values::count_value;
+    breaker_window: WindowSize = values::window;
     breaker_min_calls: u32 = values::count_value;
     breaker_slow: Duration = values::duration_value;
     max_keys: u32 = values::count_value;

@@ -11,36 +11,9 @@ use resil_spec::{duration, rules, Jitter};
 
 use crate::keys::did_you_mean;
 
-/// `breaker = "..."`.
-pub(crate) enum BreakerArg {
-    /// One process-wide breaker with this name.
-    Named(String),
-    /// One breaker per value of this argument.
-    PerArg(String),
-}
+mod breaker;
 
-/// The name in `breaker_kind = "..."`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KindName {
-    Consecutive,
-    FailureRate,
-    SlowCall,
-}
-
-impl KindName {
-    const ALL: [(&'static str, KindName); 3] = [
-        ("consecutive", KindName::Consecutive),
-        ("failure_rate", KindName::FailureRate),
-        ("slow_call", KindName::SlowCall),
-    ];
-
-    pub(crate) fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, kind)| *kind == self)
-            .map_or("", |(name, _)| name)
-    }
-}
+pub(crate) use breaker::{breaker, breaker_kind, percent, window, BreakerArg, KindName};
 
 /// `retry_budget = "20%, min 10/s"`.
 #[derive(Clone, Copy)]
@@ -295,16 +268,6 @@ pub(crate) fn jitter(name: &'static str, value: &Expr) -> syn::Result<Jitter> {
     })
 }
 
-/// `breaker = "openai"` or `breaker = "per_model"`.
-pub(crate) fn breaker(name: &'static str, value: &Expr) -> syn::Result<BreakerArg> {
-    let text = string_value(name, value, &["\"openai\"", "\"per_model\""])?;
-    match text.strip_prefix("per_") {
-        Some(arg) if !arg.is_empty() => Ok(BreakerArg::PerArg(arg.to_owned())),
-        _ if text.trim().is_empty() => Err(syn::Error::new(value.span(), "a breaker needs a name, such as `breaker = \"openai\"`, or `breaker = \"per_<argument>\"` for one breaker per value of an argument")),
-        _ => Ok(BreakerArg::Named(text)),
-    }
-}
-
 /// `fallback = path::to::function`.
 pub(crate) fn fallback(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
     path(value, "`fallback` names an async fn taking the same arguments, such as `fallback = Self::cached_answer`")
@@ -320,26 +283,6 @@ pub(crate) fn profile(name: &'static str, value: &Expr) -> syn::Result<&'static 
         let names: Vec<_> = names.map(|name| format!("\"{name}\"")).collect();
         syn::Error::new(value.span(), format!("unknown profile \"{text}\"{hint}: use one of {}, and write beside it the keys that differ", names.join(", ")))
     })
-}
-
-/// `breaker_kind = "failure_rate"`.
-pub(crate) fn breaker_kind(name: &'static str, value: &Expr) -> syn::Result<KindName> {
-    let text = string_value(name, value, &["\"failure_rate\""])?;
-    let known = KindName::ALL.iter();
-    known.clone().find(|(known, _)| *known == text).map(|(_, kind)| *kind).ok_or_else(|| {
-        let hint = did_you_mean(&text, known.map(|(name, _)| *name))
-            .map_or_else(String::new, |known| format!(" (did you mean \"{known}\"?)"));
-        syn::Error::new(value.span(), format!("unknown breaker kind \"{text}\"{hint}: use \"consecutive\" (the default), \"failure_rate\" or \"slow_call\""))
-    })
-}
-
-/// `breaker_rate = "25%"`: a whole percentage.
-pub(crate) fn percent(name: &'static str, value: &Expr) -> syn::Result<u32> {
-    let text = string_value(name, value, &["\"25%\""])?;
-    text.trim()
-        .strip_suffix('%')
-        .and_then(|percent| percent.trim().parse().ok())
-        .ok_or_else(|| syn::Error::new(value.span(), format!("`{name} = \"{text}\"` is not a share: write a whole percentage, such as \"25%\"")))
 }
 
 /// `listener = AUDIT`.

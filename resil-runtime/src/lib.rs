@@ -140,7 +140,7 @@ mod transient;
 pub use backoff::{Backoff, Jitter};
 pub use breaker::{
     Admission, Breaker, BreakerConfig, BreakerKind, BreakerState, KeyedBreaker, KeyedBreakers,
-    Verdict,
+    Verdict, WindowSize,
 };
 pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};

@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::TestError;
-use resil_runtime::{BreakerKind, BreakerState, ConfigError, Policy};
+use resil_runtime::{BreakerKind, BreakerState, ConfigError, Policy, WindowSize};
 
 const COOLDOWN: Duration = Duration::from_secs(30);
 
@@ -47,7 +47,7 @@ async fn scattered_failures_trip_a_rate_breaker_and_never_a_consecutive_one() {
         .breaker_named("kinds-rate", 5, COOLDOWN)
         .breaker_kind(BreakerKind::FailureRate {
             percent: 25,
-            window: 20,
+            window: WindowSize::Calls(20),
             min_calls: 10,
         })
         .build()
@@ -67,7 +67,7 @@ async fn no_trip_before_the_minimum_of_calls() {
         .breaker_named("kinds-minimum", 5, COOLDOWN)
         .breaker_kind(BreakerKind::FailureRate {
             percent: 50,
-            window: 20,
+            window: WindowSize::Calls(20),
             min_calls: 10,
         })
         .build()
@@ -87,7 +87,7 @@ async fn slow_calls_trip_a_slow_call_breaker_and_a_fast_probe_closes_it() {
         .breaker_kind(BreakerKind::SlowCall {
             percent: 50,
             slower_than: Duration::from_secs(2),
-            window: 4,
+            window: WindowSize::Calls(4),
             min_calls: 4,
         })
         .build()
@@ -143,14 +143,14 @@ fn nonsense_kinds_are_refused_with_the_fix() {
     };
     let zero = refused(BreakerKind::FailureRate {
         percent: 0,
-        window: 20,
+        window: WindowSize::Calls(20),
         min_calls: 10,
     });
     assert_eq!(zero, ConfigError::BreakerRate { percent: 0 });
     assert!(zero.to_string().contains("such as \"25%\""), "{zero}");
     let window = refused(BreakerKind::FailureRate {
         percent: 25,
-        window: 5,
+        window: WindowSize::Calls(5),
         min_calls: 10,
     });
     assert_eq!(
@@ -163,7 +163,7 @@ fn nonsense_kinds_are_refused_with_the_fix() {
     let instant = refused(BreakerKind::SlowCall {
         percent: 50,
         slower_than: Duration::ZERO,
-        window: 20,
+        window: WindowSize::Calls(20),
         min_calls: 10,
     });
     assert_eq!(
@@ -172,4 +172,103 @@ fn nonsense_kinds_are_refused_with_the_fix() {
             key: "breaker_slow"
         }
     );
+}
+
+/// One call a second, failing or not.
+async fn once_a_second(policy: &Policy, calls: usize, fail: bool) {
+    for _ in 0..calls {
+        let _: Result<(), TestError> = policy
+            .run(|| async move {
+                if fail {
+                    Err(TestError::Busy)
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        tokio::time::advance(Duration::from_secs(1)).await;
+    }
+}
+
+fn judged_over_30_seconds(name: &str) -> Policy {
+    Policy::builder()
+        .breaker_named(name, 5, COOLDOWN)
+        .breaker_kind(BreakerKind::FailureRate {
+            percent: 50,
+            window: WindowSize::Time(Duration::from_secs(30)),
+            min_calls: 10,
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_time_window_opens_on_the_share_of_its_last_30_seconds() {
+    let policy = judged_over_30_seconds("kinds-time-opens");
+    let breaker = policy.breaker().unwrap();
+    // 20 successes, then failures: 20 calls counted before the first failure, so 20
+    // failures would be needed in a count window of 40; in 30 s, the successes leave.
+    once_a_second(&policy, 20, false).await;
+    once_a_second(&policy, 14, true).await;
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Closed,
+        "14 failures beside 16 successes still in the window"
+    );
+    once_a_second(&policy, 1, true).await;
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Open,
+        "15 of the last 30 s: 50 %"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_older_than_the_window_do_not_open_it() {
+    let policy = judged_over_30_seconds("kinds-time-ages");
+    let breaker = policy.breaker().unwrap();
+    once_a_second(&policy, 9, true).await;
+    // A quiet night: a count window would still hold the 9 failures in the morning.
+    tokio::time::advance(Duration::from_secs(8 * 60 * 60)).await;
+    once_a_second(&policy, 1, true).await;
+    once_a_second(&policy, 9, false).await;
+    assert_eq!(breaker.state(), BreakerState::Closed, "1 failure of 10");
+}
+
+#[test]
+fn a_minimum_the_rate_cannot_reach_in_the_window_is_refused() {
+    let refused = Policy::builder()
+        .breaker_named("kinds-time-rate", 5, COOLDOWN)
+        .breaker_kind(BreakerKind::FailureRate {
+            percent: 50,
+            window: WindowSize::Time(Duration::from_secs(10)),
+            min_calls: 20,
+        })
+        .rate(1, Duration::from_secs(1), 1)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        ConfigError::MinCallsPastRate {
+            min_calls: 20,
+            window: Duration::from_secs(10),
+            calls: 10
+        }
+    );
+    assert!(
+        refused
+            .to_string()
+            .contains("lower `breaker_min_calls` to at most 10"),
+        "{refused}"
+    );
+    let short = Policy::builder()
+        .breaker_named("kinds-time-short", 5, COOLDOWN)
+        .breaker_kind(BreakerKind::FailureRate {
+            percent: 50,
+            window: WindowSize::Time(Duration::from_millis(500)),
+            min_calls: 1,
+        })
+        .build()
+        .unwrap_err();
+    assert!(short.to_string().contains("from 1s to 24h"), "{short}");
 }

@@ -197,11 +197,11 @@ pub const KEYS: &[KeyDoc] = &[
     KeyDoc {
         name: "breaker_window",
         example: "breaker_window = 20",
-        summary: "the calls a failure_rate or slow_call breaker remembers",
-        meaning: "with `failure_rate` or `slow_call`: the calls remembered",
+        summary: "the calls a failure_rate or slow_call breaker remembers: a count or a time",
+        meaning: "with `failure_rate` or `slow_call`: the last calls remembered (`20`), or the calls of the last so long (`\"30s\"`, in buckets of about a second: a quiet night forgets the evening's failures)",
         default: "20",
-        constraints: "1 to 10 000, at least `breaker_min_calls`",
-        builder: "`breaker_kind(BreakerKind::FailureRate { … })`",
+        constraints: "1 to 10 000 calls, at least `breaker_min_calls`; or a time from 1s to 24h, in which a declared `rate` lets `breaker_min_calls` through",
+        builder: "`breaker_kind(BreakerKind::FailureRate { window: WindowSize::Time(…), … })`",
     },
     KeyDoc {
         name: "breaker_min_calls",
@@ -209,7 +209,7 @@ pub const KEYS: &[KeyDoc] = &[
         summary: "the calls counted before a failure_rate or slow_call breaker may open",
         meaning: "with `failure_rate` or `slow_call`: the calls counted before it may open",
         default: "10",
-        constraints: "at least 1, at most `breaker_window`",
+        constraints: "at least 1, at most a `breaker_window` of calls, or what a declared `rate` lets through in a time window",
         builder: "`breaker_kind(BreakerKind::FailureRate { … })`",
     },
     KeyDoc {

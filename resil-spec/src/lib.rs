@@ -32,6 +32,6 @@ pub mod profiles;
 pub mod rules;
 mod worst_case;
 
-pub use breaker_kind::BreakerKind;
+pub use breaker_kind::{BreakerKind, WindowSize};
 pub use jitter::Jitter;
 pub use worst_case::{envelope, shortest_waits, worst_case};

@@ -15,6 +15,12 @@ use std::time::Duration;
 
 use crate::duration::human;
 
+mod breaker;
+
+pub use breaker::{
+    breaker_kind, breaker_window, min_calls_within_rate, MAX_TIME_WINDOW, MAX_WINDOW,
+};
+
 /// A setting that cannot work as given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -89,6 +95,21 @@ pub enum Violation {
         window: u32,
         /// Calls counted before it may trip.
         min_calls: u32,
+    },
+    /// A failure-rate or slow-call breaker's time window is under a second or over a day.
+    BreakerTimeWindow {
+        /// The window given.
+        window: Duration,
+    },
+    /// A breaker's time window cannot see its minimum of calls at the declared rate: it
+    /// could never open.
+    MinCallsPastRate {
+        /// Calls counted before it may trip.
+        min_calls: u32,
+        /// The breaker's time window.
+        window: Duration,
+        /// The most calls the rate gate lets through in that window.
+        calls: u64,
     },
     /// A setting is made per key, but the policy does not have it.
     PerKeyWithout {
@@ -202,9 +223,28 @@ impl fmt::Display for Violation {
                 "a breaker that trips at {percent}% of calls {}: give a share from 1% to 100%, such as \"25%\"",
                 if *percent == 0 { "would trip on the first call" } else { "could never trip" }
             ),
+            Violation::BreakerWindow { min_calls: 0, .. } => f.write_str(
+                "a breaker that may open before a single call was counted: give `breaker_min_calls` of at least 1, such as 10",
+            ),
             Violation::BreakerWindow { window, min_calls } => write!(
                 f,
                 "a breaker judging the last {window} calls after at least {min_calls}: the window must hold 1 to {MAX_WINDOW} calls and at least the minimum, such as a window of 20 with a minimum of 10"
+            ),
+            Violation::BreakerTimeWindow { window } => write!(
+                f,
+                // `human` writes minutes at most; the limit reads better in hours.
+                "a breaker judging the calls of the last {}: a time window must be from 1s to {}h, such as \"30s\"",
+                human(*window),
+                MAX_TIME_WINDOW.as_secs() / 3600
+            ),
+            Violation::MinCallsPastRate {
+                min_calls,
+                window,
+                calls,
+            } => write!(
+                f,
+                "the rate lets at most {calls} calls through in {}, and the breaker counts {min_calls} before it may open: it could never open; lower `breaker_min_calls` to at most {calls}, or make the window longer",
+                human(*window)
             ),
             Violation::PerKeyWithout { key } => write!(
                 f,
@@ -379,21 +419,6 @@ pub fn per_key(key: &'static str, declared: bool) -> Result<(), Violation> {
     Ok(())
 }
 
-/// The most calls a failure-rate or slow-call breaker remembers.
-pub const MAX_WINDOW: u32 = 10_000;
-
-/// A failure-rate or slow-call breaker: trips at `percent` % of the last `window` calls, once
-/// `min_calls` were counted.
-pub fn breaker_window(percent: u32, window: u32, min_calls: u32) -> Result<(), Violation> {
-    if !(1..=100).contains(&percent) {
-        return Err(Violation::BreakerRate { percent });
-    }
-    if window == 0 || window > MAX_WINDOW || min_calls == 0 || min_calls > window {
-        return Err(Violation::BreakerWindow { window, min_calls });
-    }
-    Ok(())
-}
-
 /// The waits that no jitter can shorten end before the deadline, so every retry declared can
 /// be made.
 pub fn retries_within_deadline(
@@ -411,25 +436,4 @@ pub fn retries_within_deadline(
         });
     }
     Ok(())
-}
-
-/// A breaker kind's own settings: its share, window and minimum, and what counts as slow.
-pub fn breaker_kind(kind: crate::BreakerKind) -> Result<(), Violation> {
-    match kind {
-        crate::BreakerKind::Consecutive => Ok(()),
-        crate::BreakerKind::FailureRate {
-            percent,
-            window,
-            min_calls,
-        } => breaker_window(percent.into(), window, min_calls),
-        crate::BreakerKind::SlowCall {
-            percent,
-            slower_than,
-            window,
-            min_calls,
-        } => {
-            positive("breaker_slow", slower_than)?;
-            breaker_window(percent.into(), window, min_calls)
-        }
-    }
 }

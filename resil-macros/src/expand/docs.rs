@@ -83,14 +83,14 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
                 percent,
                 window,
                 min_calls,
-            } => format!("opens when {percent}% of the last {window} calls failed, from {min_calls} calls"),
+            } => format!("opens when {percent}% of {window} failed, from {min_calls} calls"),
             BreakerKind::SlowCall {
                 percent,
                 slower_than,
                 window,
                 min_calls,
             } => format!(
-                "opens when {percent}% of the last {window} calls took {} or more, from {min_calls} calls",
+                "opens when {percent}% of {window} took {} or more, from {min_calls} calls",
                 human(slower_than)
             ),
         };

@@ -7,7 +7,7 @@ use syn::spanned::Spanned;
 
 use crate::valid::Config;
 use crate::values::{BulkheadSize, Rate};
-use resil_spec::BreakerKind;
+use resil_spec::{BreakerKind, WindowSize};
 
 pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
     let name = name.to_string();
@@ -73,15 +73,28 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
         });
     }
     if let Some(breaker) = &config.breaker {
+        let window_tokens = |window| match window {
+            WindowSize::Calls(calls) => {
+                let calls = Literal::u32_unsuffixed(calls);
+                quote! { ::resil::__private::WindowSize::Calls(#calls) }
+            }
+            WindowSize::Time(time) => {
+                let time = duration(time);
+                quote! { ::resil::__private::WindowSize::Time(#time) }
+            }
+        };
         let kind = match breaker.kind {
             BreakerKind::Consecutive => None,
             BreakerKind::FailureRate {
                 percent,
                 window,
                 min_calls,
-            } => Some(
-                quote! { FailureRate { percent: #percent, window: #window, min_calls: #min_calls } },
-            ),
+            } => {
+                let window = window_tokens(window);
+                Some(
+                    quote! { FailureRate { percent: #percent, window: #window, min_calls: #min_calls } },
+                )
+            }
             BreakerKind::SlowCall {
                 percent,
                 slower_than,
@@ -89,6 +102,7 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
                 min_calls,
             } => {
                 let slower_than = duration(slower_than);
+                let window = window_tokens(window);
                 Some(
                     quote! { SlowCall { percent: #percent, slower_than: #slower_than, window: #window, min_calls: #min_calls } },
                 )

@@ -7,7 +7,7 @@ use proc_macro2::Span;
 use syn::spanned::Spanned;
 use syn::{FnArg, Pat, Signature, Type};
 
-use resil_spec::{defaults, rules, BreakerKind, Jitter};
+use resil_spec::{defaults, rules, BreakerKind, Jitter, WindowSize};
 
 mod hedge;
 mod keys;
@@ -382,24 +382,45 @@ fn check_breaker_tuning(args: &ResilientArgs, errors: &mut Errors) -> BreakerKin
             .map_or(defaults::BREAKER_RATE, |s| s.value),
         args.breaker_window
             .as_ref()
-            .map_or(defaults::BREAKER_WINDOW, |s| s.value),
+            .map_or(WindowSize::Calls(defaults::BREAKER_WINDOW), |s| s.value),
         args.breaker_min_calls
             .as_ref()
             .map_or(defaults::BREAKER_MIN_CALLS, |s| s.value),
     );
     let judged = |errors: &mut Errors| {
         let span = [
-            &args.breaker_rate,
-            &args.breaker_window,
-            &args.breaker_min_calls,
+            args.breaker_rate.as_ref().map(|s| s.span),
+            args.breaker_window.as_ref().map(|s| s.span),
+            args.breaker_min_calls.as_ref().map(|s| s.span),
         ]
         .into_iter()
         .flatten()
-        .map(|s| s.span)
         .next()
         .or(args.breaker_kind.as_ref().map(|s| s.span));
         if let Some(span) = span {
             errors.check(span, rules::breaker_window(percent, window, min_calls));
+        }
+        // A named breaker behind gates per key sees more than one gate's calls: no bound holds.
+        let shared = matches!(
+            args.breaker.as_ref().map(|s| &s.value),
+            Some(BreakerArg::Named(_))
+        );
+        let gate = args
+            .rate
+            .as_ref()
+            .filter(|s| !(s.value.auto || s.value.per_key && shared));
+        if let (Some(rate), Some(span)) = (gate, span) {
+            let Rate {
+                count,
+                period,
+                burst,
+                ..
+            } = rate.value;
+            let rate = rules::min_calls_within_rate(min_calls, window, (count, period, burst));
+            errors.check(
+                args.breaker_min_calls.as_ref().map_or(span, |s| s.span),
+                rate,
+            );
         }
         (percent.min(100) as u8, window, min_calls)
     };

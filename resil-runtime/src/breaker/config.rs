@@ -23,7 +23,7 @@ pub struct BreakerConfig {
     kind: BreakerKind,
 }
 
-pub use resil_spec::BreakerKind;
+pub use resil_spec::{BreakerKind, WindowSize};
 
 impl Default for BreakerConfig {
     /// 5 consecutive transient failures, 30 s cooldown.

@@ -21,6 +21,7 @@ mod directory;
 mod keyed;
 #[cfg(feature = "redis")]
 mod remote;
+mod time_window;
 mod verdicts;
 mod window;
 mod word;
@@ -28,7 +29,7 @@ mod word;
 pub use crate::breaker_state::{BreakerState, Transition};
 pub use admission::Admission;
 pub(crate) use admission::{Admit, Ticket};
-pub use config::{BreakerConfig, BreakerKind};
+pub use config::{BreakerConfig, BreakerKind, WindowSize};
 pub use directory::{breakers, find, BreakerStatus};
 pub(crate) use directory::{named, watch_breaker, watch_keys, KeptBreakers};
 pub use keyed::{KeyedBreaker, KeyedBreakers};
@@ -122,12 +123,7 @@ impl Breaker {
             probing: Mutex::new(false),
             verdict: Notify::new(),
             forced: AtomicBool::new(false),
-            window: match config.kind() {
-                BreakerKind::Consecutive => None,
-                BreakerKind::FailureRate { window, .. } | BreakerKind::SlowCall { window, .. } => {
-                    Some(Mutex::new(Window::new(window)))
-                }
-            },
+            window: Window::of(config.kind()).map(Mutex::new),
             #[cfg(feature = "redis")]
             shared: std::sync::OnceLock::new(),
         }

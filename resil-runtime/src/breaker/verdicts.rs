@@ -109,8 +109,7 @@ impl Breaker {
             return None;
         }
         let mut window = lock(window);
-        window.push(verdict == Verdict::Failure);
-        if !window.trips(percent, min_calls) {
+        if !window.push_trips(verdict == Verdict::Failure, percent, min_calls) {
             return None;
         }
         window.clear();

@@ -1,9 +1,71 @@
-//! [`Window`]: the last calls of a failure-rate or slow-call breaker, as a ring of bits.
+//! [`Window`]: the calls a failure-rate or slow-call breaker judges: the last so many, as a
+//! ring of bits ([`CallWindow`]), or those of the last so long, as a ring of buckets
+//! ([`TimeWindow`]).
+
+use tokio::time::Instant;
+
+use super::time_window::TimeWindow;
+use super::BreakerKind;
+use resil_spec::WindowSize;
+
+/// The calls a failure-rate or slow-call breaker judges.
+#[derive(Debug)]
+pub(crate) enum Window {
+    Calls(CallWindow),
+    Time(TimeWindow),
+}
+
+impl Window {
+    /// The window of a failure-rate or slow-call breaker; none for a consecutive one.
+    pub(crate) fn of(kind: BreakerKind) -> Option<Self> {
+        match kind {
+            BreakerKind::Consecutive => None,
+            BreakerKind::FailureRate { window, .. } | BreakerKind::SlowCall { window, .. } => {
+                Some(match window {
+                    WindowSize::Calls(size) => Window::Calls(CallWindow::new(size)),
+                    WindowSize::Time(span) => Window::Time(TimeWindow::new(span, Instant::now())),
+                })
+            }
+        }
+    }
+
+    /// Counts one call and says whether at least `percent` % of the calls in the window were
+    /// bad, with at least `min_calls` counted. Only a time window reads the clock.
+    pub(crate) fn push_trips(&mut self, bad: bool, percent: u8, min_calls: u32) -> bool {
+        match self {
+            Window::Calls(window) => {
+                window.push(bad);
+                window.trips(percent, min_calls)
+            }
+            Window::Time(window) => {
+                let now = Instant::now();
+                window.push(now, bad);
+                window.trips(now, percent, min_calls)
+            }
+        }
+    }
+
+    /// Bad calls in the window (for a time window, as of now).
+    pub(crate) fn bad(&mut self) -> u32 {
+        match self {
+            Window::Calls(window) => window.bad(),
+            Window::Time(window) => window.bad(Instant::now()),
+        }
+    }
+
+    /// Forgets every call: the breaker starts judging afresh.
+    pub(crate) fn clear(&mut self) {
+        match self {
+            Window::Calls(window) => window.clear(),
+            Window::Time(window) => window.clear(),
+        }
+    }
+}
 
 /// The outcomes of the last `size` calls (a bit each: bad or not) and how many are bad, so
 /// that judging is a comparison, not a scan. At most 10 000 calls: 1.25 KB.
 #[derive(Debug)]
-pub(crate) struct Window {
+pub(crate) struct CallWindow {
     bits: Box<[u64]>,
     size: u32,
     /// Calls counted, up to `size`.
@@ -13,10 +75,10 @@ pub(crate) struct Window {
     bad: u32,
 }
 
-impl Window {
+impl CallWindow {
     pub(crate) fn new(size: u32) -> Self {
         let size = size.max(1);
-        Window {
+        CallWindow {
             bits: vec![0; size.div_ceil(64) as usize].into_boxed_slice(),
             size,
             len: 0,
@@ -76,7 +138,7 @@ mod tests {
         /// The ring counts what a plain queue of the last `size` outcomes counts.
         #[test]
         fn counts_the_last_calls(size in 1u32..200, outcomes in proptest::collection::vec(any::<bool>(), 0..1000), percent in 1u8..=100, min in 1u32..50) {
-            let mut window = Window::new(size);
+            let mut window = CallWindow::new(size);
             let mut model = VecDeque::new();
             for bad in outcomes {
                 window.push(bad);

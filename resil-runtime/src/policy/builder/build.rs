@@ -9,7 +9,7 @@ use rand::SeedableRng;
 use resil_spec::rules;
 
 use super::{BreakerSpec, BulkheadSize, PolicyBuilder};
-use crate::breaker::{named, watch_breaker, watch_keys, BreakerConfig};
+use crate::breaker::{named, watch_breaker, watch_keys, BreakerConfig, BreakerKind};
 use crate::budget::RetryBudget;
 use crate::bulkhead::Bulkhead;
 use crate::events::Event;
@@ -103,6 +103,22 @@ impl<K> PolicyBuilder<K> {
         rules::max_keys(self.max_keys)?;
         if let Some((count, delay)) = self.hedge {
             rules::hedge(count, delay, self.timeout, self.retry)?;
+        }
+        // A breaker sees at most the calls its gate lets through; a breaker shared by the keys
+        // of gates per key sees more than one gate's, so no bound holds.
+        let one_gate = !(self.per_key.rate && matches!(self.breaker, BreakerSpec::Named(..)));
+        if let (
+            BreakerKind::FailureRate {
+                window, min_calls, ..
+            }
+            | BreakerKind::SlowCall {
+                window, min_calls, ..
+            },
+            Some(rate),
+            true,
+        ) = (self.breaker_kind, self.rate, one_gate)
+        {
+            rules::min_calls_within_rate(min_calls, window, rate)?;
         }
         let mut conflict = None;
         let mut per_key_breaker = None;

@@ -308,15 +308,17 @@ impl<K> PolicyBuilder<K> {
     }
 
     /// How the named or per-key breaker judges its provider (default: consecutive failures,
-    /// as many as the threshold given with the breaker); see [`BreakerKind`].
+    /// as many as the threshold given with the breaker); see [`BreakerKind`]. With a window in
+    /// time and a [`rate`](Self::rate), `build` refuses a minimum the rate cannot reach in it.
     ///
     /// ```
-    /// use resil_runtime::{BreakerKind, Policy};
+    /// use resil_runtime::{BreakerKind, Policy, WindowSize};
     /// use std::time::Duration;
     ///
+    /// let window = WindowSize::Time(Duration::from_secs(30)); // or WindowSize::Calls(20)
     /// let policy = Policy::builder()
     ///     .breaker_named("search-doc", 5, Duration::from_secs(30))
-    ///     .breaker_kind(BreakerKind::FailureRate { percent: 25, window: 20, min_calls: 10 })
+    ///     .breaker_kind(BreakerKind::FailureRate { percent: 25, window, min_calls: 10 })
     ///     .build()
     ///     .unwrap();
     /// assert!(matches!(policy.breaker().unwrap().config().kind(), BreakerKind::FailureRate { .. }));
