@@ -92,8 +92,10 @@ pub struct Breaker {
     /// Forced open by an operator: no probe until [`Breaker::reset`]. Read only when the
     /// breaker is not closed, so the closed path stays one load.
     forced: AtomicBool,
-    /// The last calls, for a failure-rate or slow-call breaker; locked after `probing`.
-    window: Option<Mutex<Window>>,
+    /// The last calls, for a failure-rate or slow-call breaker; locked after `probing`. Boxed:
+    /// a time window is a few words, and the breakers that have none (one per key, often)
+    /// should not carry them.
+    window: Option<Box<Mutex<Window>>>,
     /// Its place in a shared store, for the breaker of a shared policy.
     #[cfg(feature = "redis")]
     shared: std::sync::OnceLock<crate::seams::BreakerLink>,
@@ -123,7 +125,7 @@ impl Breaker {
             probing: Mutex::new(false),
             verdict: Notify::new(),
             forced: AtomicBool::new(false),
-            window: Window::of(config.kind()).map(Mutex::new),
+            window: Window::of(config.kind()).map(|window| Box::new(Mutex::new(window))),
             #[cfg(feature = "redis")]
             shared: std::sync::OnceLock::new(),
         }
