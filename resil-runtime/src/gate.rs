@@ -1,7 +1,7 @@
 //! [`RateGate`]: a rate limit kept on this side, so the provider's is not hit.
 
 use std::fmt;
-use std::num::NonZeroU64;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -408,42 +408,6 @@ impl RateGate {
         }
     }
 
-    /// Gives `slot` back, reserved but not used (its call was refused by a later check, or its
-    /// caller gave up waiting), so that the next caller does not wait for it: only while it is
-    /// the latest slot promised and no throttle revoked it. Whether it went back. A slot is
-    /// given back at most once by its caller.
-    pub(crate) fn refund(&self, slot: Slot) -> bool {
-        let _revising = lock_std(&self.revising);
-        if self.is_revoked(slot) {
-            return false;
-        }
-        if self.learning.is_some() {
-            // A learning gate's slot keeps its mark where the schedule's start would be: the
-            // start is in its book.
-            let from = self.unbook(slot);
-            self.probe_ended(slot);
-            return match from {
-                Some(from) if !slot.is_off_schedule() => (self.tat)
-                    .compare_exchange(slot.end.get(), from, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok(),
-                _ => false,
-            };
-        }
-        (self.tat)
-            .compare_exchange(
-                slot.end.get(),
-                slot.from,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
-    }
-
-    /// Whether a throttle revoked `slot` since it was reserved.
-    pub(crate) fn is_revoked(&self, slot: Slot) -> bool {
-        self.epoch() != slot.epoch
-    }
-
     /// The provider throttled a call and asked to wait `wait`: no slot before then, and the
     /// steady rate after it (no burst). Slots reserved before now are revoked (see
     /// [`RateGate::epoch`]); a wait that ends before an earlier throttle's changes nothing.
@@ -509,61 +473,15 @@ impl RateGate {
     }
 }
 
-/// A slot a gate promised: the gate's schedule before it and after it, and under which
-/// throttle it was promised. Three words, since every attempt of a gated call carries two.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Slot {
-    /// The schedule before the slot; for a learning gate, which never takes a slot back into
-    /// its schedule, the units reserved up to it instead (its mark: an answer to its call
-    /// counts those reserved after it as promised).
-    from: u64,
-    /// The schedule after it; [`Slot::OFF_SCHEDULE`] for a slot a learning gate handed out
-    /// apart from its schedule (its probe, or what an answer said may go at once).
-    end: NonZeroU64,
-    epoch: u64,
-}
-
-impl Slot {
-    /// The end of a slot outside the schedule: no schedule reaches it ([`NEVER`] bounds it).
-    const OFF_SCHEDULE: u64 = u64::MAX;
-
-    fn new(from: u64, end: u64, epoch: u64) -> Self {
-        Slot {
-            from,
-            end: NonZeroU64::new(end).unwrap_or(NonZeroU64::MIN),
-            epoch,
-        }
-    }
-
-    /// A learning gate's slot apart from its schedule, marked `mark`: its probe, or one of
-    /// what an answer said may go at once.
-    fn off_schedule(mark: u64, epoch: u64) -> Self {
-        Slot::new(mark, Self::OFF_SCHEDULE, epoch)
-    }
-
-    /// A wait for the probe's answer: revoked whatever happens (no epoch reaches it), so that
-    /// its caller reserves again once the gate knows more.
-    fn provisional() -> Self {
-        Slot::new(0, Self::OFF_SCHEDULE, u64::MAX)
-    }
-
-    /// Whether a learning gate handed it out apart from its schedule.
-    fn is_off_schedule(&self) -> bool {
-        self.end.get() == Self::OFF_SCHEDULE
-    }
-
-    /// A learning gate's slot's mark.
-    fn mark(&self) -> u64 {
-        self.from
-    }
-}
-
 fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 mod learn;
+mod slot;
 mod slowdown;
+
+pub(crate) use slot::Slot;
 
 #[cfg(test)]
 mod model;

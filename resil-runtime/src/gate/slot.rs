@@ -1,0 +1,94 @@
+//! [`Slot`]: what a gate promised one attempt, for a refund or a revocation to find.
+
+use std::num::NonZeroU64;
+use std::sync::atomic::Ordering;
+
+use super::RateGate;
+use crate::sync::lock_std;
+
+/// A slot a gate promised: the gate's schedule before it and after it, and under which
+/// throttle it was promised. Three words, since every attempt of a gated call carries two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    /// The schedule before the slot; for a learning gate, which never takes a slot back into
+    /// its schedule, the units reserved up to it instead (its mark: an answer to its call
+    /// counts those reserved after it as promised).
+    pub(super) from: u64,
+    /// The schedule after it; [`Slot::OFF_SCHEDULE`] for a slot a learning gate handed out
+    /// apart from its schedule (its probe, or what an answer said may go at once).
+    pub(super) end: NonZeroU64,
+    pub(super) epoch: u64,
+}
+
+impl Slot {
+    /// The end of a slot outside the schedule: no schedule reaches it ([`NEVER`] bounds it).
+    pub(super) const OFF_SCHEDULE: u64 = u64::MAX;
+
+    pub(super) fn new(from: u64, end: u64, epoch: u64) -> Self {
+        Slot {
+            from,
+            end: NonZeroU64::new(end).unwrap_or(NonZeroU64::MIN),
+            epoch,
+        }
+    }
+
+    /// A learning gate's slot apart from its schedule, marked `mark`: its probe, or one of
+    /// what an answer said may go at once.
+    pub(super) fn off_schedule(mark: u64, epoch: u64) -> Self {
+        Slot::new(mark, Self::OFF_SCHEDULE, epoch)
+    }
+
+    /// A wait for the probe's answer: revoked whatever happens (no epoch reaches it), so that
+    /// its caller reserves again once the gate knows more.
+    pub(super) fn provisional() -> Self {
+        Slot::new(0, Self::OFF_SCHEDULE, u64::MAX)
+    }
+
+    /// Whether a learning gate handed it out apart from its schedule.
+    pub(super) fn is_off_schedule(&self) -> bool {
+        self.end.get() == Self::OFF_SCHEDULE
+    }
+
+    /// A learning gate's slot's mark.
+    pub(super) fn mark(&self) -> u64 {
+        self.from
+    }
+}
+
+impl RateGate {
+    /// Gives `slot` back, reserved but not used (its call was refused by a later check, or its
+    /// caller gave up waiting), so that the next caller does not wait for it: only while it is
+    /// the latest slot promised and no throttle revoked it. Whether it went back. A slot is
+    /// given back at most once by its caller.
+    pub(crate) fn refund(&self, slot: Slot) -> bool {
+        let _revising = lock_std(&self.revising);
+        if self.is_revoked(slot) {
+            return false;
+        }
+        if self.learning.is_some() {
+            // A learning gate's slot keeps its mark where the schedule's start would be: the
+            // start is in its book.
+            let from = self.unbook(slot);
+            self.probe_ended(slot);
+            return match from {
+                Some(from) if !slot.is_off_schedule() => (self.tat)
+                    .compare_exchange(slot.end.get(), from, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok(),
+                _ => false,
+            };
+        }
+        (self.tat)
+            .compare_exchange(
+                slot.end.get(),
+                slot.from,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+
+    /// Whether a throttle revoked `slot` since it was reserved.
+    pub(crate) fn is_revoked(&self, slot: Slot) -> bool {
+        self.epoch() != slot.epoch
+    }
+}
