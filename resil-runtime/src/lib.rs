@@ -124,11 +124,11 @@ mod operator;
 mod policy;
 mod registry;
 mod rejected;
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 mod seams;
 pub mod series;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+#[cfg(feature = "shared")]
+#[cfg_attr(docsrs, doc(cfg(feature = "shared")))]
 pub mod shared;
 pub mod stream;
 mod sync;

@@ -2,18 +2,16 @@
 //! Redis's clock), its throttle count and the latest throttle's end, expiring when that time
 //! is past (the gate is then as new); one script per attempt reserves from it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::breaker::Message;
 use super::scripts::{HOLD, REFUND, RESERVE};
 use super::store::Store;
-use crate::seams::{whole_micros, GateLink, Granted, RemoteSlot, SharedSlots, MAX_MICROS};
-use crate::Rejected;
+use crate::seams::{whole_micros, GateLink, Reservation, Reserved, Slot, Unavailable};
 
 impl Store {
     /// See [`SharedStore::refund`](crate::seams::SharedStore::refund).
-    pub(crate) fn refund_slot(&self, gate: &GateLink, slot: RemoteSlot) {
+    pub(crate) fn refund_slot(&self, gate: &GateLink, slot: Slot) {
         let mut invocation = REFUND.key(&*gate.key);
         invocation.arg(slot.end).arg(slot.from).arg(slot.epoch);
         self.spawn_eval(gate.sharing.timeout, invocation, None);
@@ -26,7 +24,7 @@ impl Store {
         let mut invocation = HOLD.key(&*gate.key);
         invocation
             .arg(wait)
-            .arg(gate.credit())
+            .arg(gate.credit_micros())
             .arg(gate.interval)
             .arg(message);
         self.spawn_eval(gate.sharing.timeout, invocation, None);
@@ -35,52 +33,39 @@ impl Store {
 
 /// See [`SharedStore::reserve`](crate::seams::SharedStore::reserve): one script for both gates.
 pub(crate) async fn reserve(
-    store: Arc<Store>,
-    gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
-    limit: Option<Duration>,
-) -> SharedSlots {
-    // The seam asks only for a policy with a shared gate.
-    let Some(timeout) = gates
-        .iter()
-        .flatten()
+    store: &Store,
+    reservation: &Reservation,
+) -> Result<Reserved, Unavailable> {
+    // resil asks only for a policy with a shared gate.
+    let timeout = reservation
+        .asks()
         .next()
-        .map(|(gate, ..)| gate.sharing.timeout)
-    else {
-        return SharedSlots::Unavailable;
-    };
-    let limit = limit.map_or(-1, |limit| {
+        .map(|ask| ask.gate().timeout())
+        .ok_or(Unavailable)?;
+    let limit = reservation.limit().map_or(-1, |limit| {
         i64::try_from(whole_micros(limit)).unwrap_or(i64::MAX)
     });
     let mut invocation = RESERVE.prepare_invoke();
     invocation.arg(limit);
-    for (gate, cost, interval) in gates.iter().flatten() {
-        let (interval, tolerance) = gate.schedule(*cost, *interval);
+    for ask in reservation.asks() {
         invocation
-            .key(&*gate.key)
-            .arg(interval)
-            .arg(tolerance)
-            .arg((*cost).min(MAX_MICROS));
+            .key(ask.gate().name())
+            .arg(whole_micros(ask.interval()))
+            .arg(whole_micros(ask.tolerance()))
+            .arg(ask.cost());
     }
-    let Some(reply) = store.eval::<Vec<u64>>(timeout, &invocation).await else {
-        return SharedSlots::Unavailable;
-    };
+    let reply = store
+        .eval::<Vec<u64>>(timeout, &invocation)
+        .await
+        .ok_or(Unavailable)?;
     match *reply.as_slice() {
         [1, wait, ref rest @ ..] => {
-            let mut slots = rest.chunks_exact(4).map(|slot| RemoteSlot {
-                from: slot[0],
-                end: slot[1],
-                epoch: slot[2],
-                ahead: Duration::from_micros(slot[3]),
+            let slots = rest.chunks_exact(4).map(|slot| {
+                Slot::new(slot[0], slot[1], slot[2], Duration::from_micros(slot[3]))
             });
-            let slots = gates.map(|gate| gate.and_then(|_| slots.next()));
-            SharedSlots::Granted(Granted {
-                wait: Duration::from_micros(wait),
-                slots,
-            })
+            Ok(Reserved::granted(Duration::from_micros(wait), slots))
         }
-        [_, wait, ..] => SharedSlots::Refused(Rejected::RateLimited {
-            retry_in: Duration::from_micros(wait),
-        }),
-        _ => SharedSlots::Unavailable,
+        [_, wait, ..] => Ok(Reserved::refused(Duration::from_micros(wait))),
+        _ => Err(Unavailable),
     }
 }

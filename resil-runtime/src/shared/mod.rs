@@ -50,17 +50,32 @@
 //! # let _ = policy; Ok(()) }
 //! ```
 
+#[cfg(feature = "redis")]
 mod breaker;
+#[cfg(feature = "redis")]
 mod gate;
-#[cfg(test)]
+#[cfg(feature = "redis")]
+mod listed;
 mod memory;
 mod policy;
+#[cfg(feature = "redis")]
 mod scripts;
+#[cfg(feature = "redis")]
 mod store;
 
+pub use crate::seams::{
+    Announcement, Ask, BreakerLink, BreakerNews, Change, GateLink, GateNews, Probe, Reservation,
+    Reserved, SharedStore, Slot, StoreFuture, Unavailable,
+};
+pub use memory::InMemory;
+pub use policy::IntoSharedStore;
+
+#[cfg(feature = "redis")]
 use store::Store;
 
+#[cfg(feature = "redis")]
 use std::fmt;
+#[cfg(feature = "redis")]
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -71,6 +86,7 @@ use std::time::Duration;
 )]
 pub const DEFAULT_TIMEOUT: Duration = resil_spec::defaults::SHARED_TIMEOUT;
 
+#[cfg(feature = "redis")]
 /// A Redis store for shared state: a connection, a subscription to the breakers' channel,
 /// and the task that keeps both up.
 ///
@@ -93,6 +109,7 @@ pub struct Redis {
     store: Arc<Store>,
 }
 
+#[cfg(feature = "redis")]
 impl fmt::Debug for Redis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Redis")
@@ -103,6 +120,7 @@ impl fmt::Debug for Redis {
     }
 }
 
+#[cfg(feature = "redis")]
 /// Why a store could not be made.
 ///
 /// ```
@@ -129,6 +147,7 @@ pub enum SharedError {
     NoRuntime,
 }
 
+#[cfg(feature = "redis")]
 impl Redis {
     /// Opens a store at `url` and installs it as the process's: every policy declared
     /// `shared = true` keeps its state there, including policies built before this call (they
@@ -172,6 +191,7 @@ impl Redis {
     }
 }
 
+#[cfg(feature = "redis")]
 fn client(url: &str) -> Result<redis::Client, SharedError> {
     redis::Client::open(url).map_err(|error| SharedError::Url {
         url: store::redacted(url),
@@ -179,6 +199,7 @@ fn client(url: &str) -> Result<redis::Client, SharedError> {
     })
 }
 
+#[cfg(feature = "redis")]
 /// The process's store, as policies declared `shared = true` see it: it exists before
 /// [`Redis::connect`] attaches it to a server, so a policy built first is bound to it too.
 pub(crate) fn global() -> &'static Arc<Store> {
