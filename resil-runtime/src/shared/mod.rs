@@ -52,6 +52,9 @@
 
 #[cfg(feature = "redis")]
 mod breaker;
+#[cfg(any(test, feature = "conformance"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
 #[cfg(feature = "redis")]
 mod gate;
 #[cfg(feature = "redis")]

@@ -165,3 +165,9 @@ async fn while_the_store_is_down_instances_decide_alone_and_catch_up_when_it_is_
         "told at the re-sync"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_in_memory_store_conforms() {
+    let state = InMemory::new();
+    crate::shared::conformance::run(|| std::future::ready(state.instance())).await;
+}
