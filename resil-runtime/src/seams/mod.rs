@@ -270,7 +270,12 @@ pub(crate) fn reserve(
     gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
     limit: Option<Duration>,
 ) -> StoreFuture<'static, SharedSlots> {
-    let Some(sharing) = gates.iter().flatten().next().map(|(gate, ..)| gate.sharing.clone()) else {
+    let Some(sharing) = gates
+        .iter()
+        .flatten()
+        .next()
+        .map(|(gate, ..)| gate.sharing.clone())
+    else {
         return Box::pin(std::future::ready(SharedSlots::Granted(Granted {
             wait: Duration::ZERO,
             slots: [None, None],

@@ -79,7 +79,10 @@ impl Ask {
 }
 
 impl Reservation {
-    pub(crate) fn new(gates: [Option<(Arc<GateLink>, u64, u64)>; 2], limit: Option<Duration>) -> Self {
+    pub(crate) fn new(
+        gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
+        limit: Option<Duration>,
+    ) -> Self {
         let asks = gates.map(|gate| {
             gate.map(|(gate, cost, interval)| {
                 let (interval, tolerance) = gate.schedule(cost, interval);

@@ -60,9 +60,9 @@ pub(crate) async fn reserve(
         .ok_or(Unavailable)?;
     match *reply.as_slice() {
         [1, wait, ref rest @ ..] => {
-            let slots = rest.chunks_exact(4).map(|slot| {
-                Slot::new(slot[0], slot[1], slot[2], Duration::from_micros(slot[3]))
-            });
+            let slots = rest
+                .chunks_exact(4)
+                .map(|slot| Slot::new(slot[0], slot[1], slot[2], Duration::from_micros(slot[3])));
             Ok(Reserved::granted(Duration::from_micros(wait), slots))
         }
         [_, wait, ..] => Ok(Reserved::refused(Duration::from_micros(wait))),

@@ -58,7 +58,11 @@ impl<T: Entry> Listed<T> {
     pub(crate) fn named(&self, name: &str) -> Vec<T> {
         let listed = lock_std(&self.0);
         let entries = listed.get(name).map_or(&[][..], Vec::as_slice);
-        entries.iter().filter(|entry| !entry.is_gone()).cloned().collect()
+        entries
+            .iter()
+            .filter(|entry| !entry.is_gone())
+            .cloned()
+            .collect()
     }
 
     pub(crate) fn all(&self) -> Vec<T> {

@@ -30,9 +30,21 @@ use crate::sync::lock_std;
 ///
 /// ```
 /// use resil_runtime::shared::InMemory;
-/// use resil_runtime::{Breaker, BreakerConfig, BreakerState, Policy, Rejected};
+/// use resil_runtime::{Breaker, BreakerConfig, BreakerState, Policy, Rejected, Transient};
 /// use std::sync::Arc;
 /// use std::time::Duration;
+///
+/// #[derive(Debug)]
+/// enum Error {
+///     Down,
+///     Rejected(Rejected),
+/// }
+/// # impl Transient for Error {
+/// #     fn is_transient(&self) -> bool { matches!(self, Error::Down) }
+/// # }
+/// # impl From<Rejected> for Error {
+/// #     fn from(rejected: Rejected) -> Self { Error::Rejected(rejected) }
+/// # }
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -43,7 +55,7 @@ use crate::sync::lock_std;
 ///     Policy::builder().breaker(Arc::new(breaker)).shared_in(store).build()
 /// };
 /// let (a, b) = (shared(&here)?, shared(&there)?);
-/// let _ = a.run(|| async { Err::<(), _>(Rejected::SharedUnavailable) }).await;
+/// let _ = a.run(|| async { Err::<(), _>(Error::Down) }).await;
 /// assert_eq!(b.breaker().unwrap().state(), BreakerState::Open, "opened elsewhere");
 /// # Ok(()) }
 /// ```
@@ -216,11 +228,14 @@ impl InMemory {
         let mut longest = 0;
         let mut slots = Vec::with_capacity(2);
         for ask in reservation.asks() {
-            let (interval, tolerance) = (whole_micros(ask.interval()), whole_micros(ask.tolerance()));
+            let (interval, tolerance) =
+                (whole_micros(ask.interval()), whole_micros(ask.tolerance()));
             let key = ask.gate().name();
             let kept = state.gates.get(key).copied().unwrap_or_default();
             let from = kept.tat.unwrap_or(now);
-            let next = from.max(now).saturating_add(interval.saturating_mul(ask.cost()));
+            let next = from
+                .max(now)
+                .saturating_add(interval.saturating_mul(ask.cost()));
             let wait = next.saturating_sub(tolerance).saturating_sub(now);
             let limit = reservation.limit().map(whole_micros);
             if limit.is_some_and(|limit| wait > limit) {

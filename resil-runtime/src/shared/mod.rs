@@ -1,5 +1,20 @@
-//! State shared by many instances of a service through Redis: breakers that open and close
-//! together, and rate gates that hold a limit across every instance.
+//! State shared by many instances of a service: breakers that open and close together, and
+//! rate gates that hold a limit across every instance, kept in a store every instance reaches.
+//!
+//! | store | feature | for |
+//! |---|---|---|
+//! | [`Redis`] | `redis` | instances of a service, in any number of processes |
+//! | [`InMemory`] | `shared` | the policies and runtimes of one process; tests of many instances ([`InMemory::instance`]) |
+//! | your own, through [`SharedStore`] | `shared` | state kept elsewhere (Postgres, etcd, DynamoDB…), without redis-rs |
+//!
+//! A policy is shared in the process's Redis store by `shared = true` (or
+//! `PolicyBuilder::shared`), or in any store by
+//! [`PolicyBuilder::shared_in`](crate::PolicyBuilder::shared_in). What follows holds for every
+//! store: resil bounds every answer it waits for by `shared_timeout`, and decides locally
+//! when a store errs, is late or is down. [`conformance`] (feature `conformance`) checks a
+//! store keeps the semantics [`SharedStore`] states.
+//!
+//! # Redis
 //!
 //! [`Redis::connect`] installs the process's store; a policy declared `shared = true` (or
 //! built with [`PolicyBuilder::shared`](crate::PolicyBuilder::shared)) keeps its breaker and

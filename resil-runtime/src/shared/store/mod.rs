@@ -14,9 +14,9 @@ use tokio::task::AbortHandle;
 use tokio::time::{sleep, timeout};
 
 use super::breaker::{open_key, Message, News};
+use super::listed::Listed;
 use super::scripts::{CHANNEL, CLOSE, OPEN};
 use super::SharedError;
-use super::listed::Listed;
 use crate::events;
 use crate::seams::{Announcement, BreakerNews, GateNews, SharedStore};
 use crate::sync::{lock_std, read_std, write_std};
