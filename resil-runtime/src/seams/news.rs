@@ -185,6 +185,11 @@ impl BreakerNews {
         &self.name
     }
 
+    /// The name, shared rather than copied by what lists the handle.
+    pub(crate) fn shared_name(&self) -> &Arc<str> {
+        &self.name
+    }
+
     /// Whether the breaker is gone (its policies dropped): the handle may be forgotten.
     pub fn is_gone(&self) -> bool {
         self.breaker.strong_count() == 0
@@ -269,6 +274,11 @@ impl GateNews {
 
     /// The gate's name in the store (as [`GateLink::name`]).
     pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The name, shared rather than copied by what lists the handle.
+    pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.name
     }
 

@@ -9,13 +9,13 @@ use crate::sync::lock_std;
 
 /// A handle a store lists: its name, and whether what it reaches is gone.
 pub(crate) trait Entry: Clone {
-    fn name(&self) -> &str;
+    fn name(&self) -> &Arc<str>;
     fn is_gone(&self) -> bool;
 }
 
 impl Entry for BreakerNews {
-    fn name(&self) -> &str {
-        BreakerNews::name(self)
+    fn name(&self) -> &Arc<str> {
+        self.shared_name()
     }
     fn is_gone(&self) -> bool {
         BreakerNews::is_gone(self)
@@ -23,8 +23,8 @@ impl Entry for BreakerNews {
 }
 
 impl Entry for GateNews {
-    fn name(&self) -> &str {
-        GateNews::name(self)
+    fn name(&self) -> &Arc<str> {
+        self.shared_name()
     }
     fn is_gone(&self) -> bool {
         GateNews::is_gone(self)
@@ -50,7 +50,7 @@ impl<T: Entry> Listed<T> {
                 !entries.is_empty()
             });
         }
-        let entries = listed.entry(Arc::from(entry.name())).or_default();
+        let entries = listed.entry(Arc::clone(entry.name())).or_default();
         entries.retain(|entry| !entry.is_gone());
         entries.push(entry);
     }

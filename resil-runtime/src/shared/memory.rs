@@ -246,7 +246,7 @@ impl InMemory {
             slots.push(Slot::new(from, next, kept.epoch, ahead));
         }
         for (ask, slot) in reservation.asks().zip(&slots) {
-            let key = Arc::from(ask.gate().name());
+            let key = Arc::clone(&ask.gate().key);
             state.gates.entry(key).or_default().tat = Some(slot.end());
         }
         Reserved::granted(Duration::from_micros(longest), slots)
@@ -470,8 +470,8 @@ impl SharedStore for InMemory {
     fn hold(&self, gate: &GateLink, wait: Duration) {
         if self.hub.up() {
             let (credit, interval) = (whole_micros(gate.credit()), whole_micros(gate.interval()));
-            let key = Arc::from(gate.name());
-            self.hub.hold(self.instance, &key, credit, interval, wait);
+            self.hub
+                .hold(self.instance, &gate.key, credit, interval, wait);
         }
     }
 }
