@@ -186,6 +186,7 @@ impl BreakerNews {
     }
 
     /// The name, shared rather than copied by what lists the handle.
+    #[cfg(feature = "redis")]
     pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.name
     }
@@ -278,6 +279,7 @@ impl GateNews {
     }
 
     /// The name, shared rather than copied by what lists the handle.
+    #[cfg(feature = "redis")]
     pub(crate) fn shared_name(&self) -> &Arc<str> {
         &self.name
     }
