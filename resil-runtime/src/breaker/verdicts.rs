@@ -59,12 +59,13 @@ impl Breaker {
                 Verdict::Failure => {
                     let failures = word.failures().saturating_add(1);
                     if failures >= self.config.threshold() {
-                        let _transition = lock(&self.probing);
+                        let transition = lock(&self.probing);
                         if self.load() != word {
                             word = self.load();
                             continue;
                         }
                         self.open(word);
+                        drop(transition);
                         self.announce(BreakerState::Open);
                         return Some(Transition {
                             from: BreakerState::Closed,
@@ -103,17 +104,19 @@ impl Breaker {
             } => (percent, min_calls),
             BreakerKind::Consecutive => return None,
         };
-        let _transition = lock(&self.probing);
-        let word = self.load();
-        if word.generation() != ticket.generation || word.state() != CLOSED {
-            return None;
+        {
+            let _transition = lock(&self.probing);
+            let word = self.load();
+            if word.generation() != ticket.generation || word.state() != CLOSED {
+                return None;
+            }
+            let mut window = lock(window);
+            if !window.push_trips(verdict == Verdict::Failure, percent, min_calls) {
+                return None;
+            }
+            window.clear();
+            self.open(word);
         }
-        let mut window = lock(window);
-        if !window.push_trips(verdict == Verdict::Failure, percent, min_calls) {
-            return None;
-        }
-        window.clear();
-        self.open(word);
         self.announce(BreakerState::Open);
         Some(Transition {
             from: BreakerState::Closed,
@@ -135,7 +138,9 @@ impl Breaker {
         self.record(Ticket::new(false, self.load()), Verdict::Failure)
     }
 
-    /// Tells the other instances of a state this breaker reached by its own calls.
+    /// Tells the other instances of a state this breaker reached by its own calls. Never
+    /// with the transition lock held: a store may deliver news to a breaker (this one, or a
+    /// peer's that is announcing too) before it returns.
     fn announce(&self, to: BreakerState) {
         #[cfg(feature = "shared")]
         if let Some(link) = self.shared.get() {
@@ -146,6 +151,7 @@ impl Breaker {
     }
 
     pub(super) fn record_probe(&self, ticket: Ticket, verdict: Verdict) -> Option<Transition> {
+        let mut released = false;
         let transition = {
             let mut probing = lock(&self.probing);
             let word = self.load();
@@ -164,14 +170,17 @@ impl Breaker {
                     Some(BreakerState::Open)
                 }
                 Verdict::Neutral => {
-                    #[cfg(feature = "shared")]
-                    if let Some(link) = self.shared.get() {
-                        link.release_probe();
-                    }
+                    released = true;
                     None
                 }
             }
         };
+        #[cfg(feature = "shared")]
+        if let Some(link) = self.shared.get().filter(|_| released) {
+            link.release_probe();
+        }
+        #[cfg(not(feature = "shared"))]
+        let _ = released;
         if let Some(to) = transition {
             self.announce(to);
         }
