@@ -54,6 +54,11 @@ pub(crate) const MAX_MICROS: u64 = 1 << 50;
 ///   store error reaches a caller otherwise.
 /// - **`usable()`.** While it is false, resil asks nothing (no wait for a timeout): breakers'
 ///   transitions are kept as [untold](BreakerNews::untold), gates decide locally.
+/// - **Wrong answers.** A grant with fewer slots than asks counts as no answer; a grant whose
+///   wait exceeds [`Reservation::limit`] counts as a refusal (its slots are refunded): a
+///   store's mistake never holds a call past its deadline.
+/// - **No lock held.** resil calls no method with a lock of its own held: a store may deliver
+///   news through [`BreakerNews`] and [`GateNews`] from inside any method, and from any thread.
 ///
 /// # What a store must keep
 ///

@@ -109,10 +109,17 @@ impl Reservation {
     }
 
     /// The store's answer, as the execution reads it: a grant with fewer slots than asks is
-    /// no answer (the local gates decide).
+    /// no answer (the local gates decide); a grant that waits past the limit is a refusal
+    /// (the attempt would miss its deadline), its slots given back.
     pub(crate) fn slots(&self, reserved: Reserved) -> SharedSlots {
         match reserved.0 {
             Answer::Refused(retry_in) => SharedSlots::Refused(Rejected::RateLimited { retry_in }),
+            Answer::Granted { wait, slots } if self.limit.is_some_and(|limit| wait > limit) => {
+                for (ask, slot) in self.asks().zip(slots.into_iter().flatten()) {
+                    ask.gate.refund(slot);
+                }
+                SharedSlots::Refused(Rejected::RateLimited { retry_in: wait })
+            }
             Answer::Granted { wait, slots } => {
                 let mut given = slots.into_iter().flatten();
                 let slots = [0, 1].map(|at| self.asks[at].as_ref().and_then(|_| given.next()));
