@@ -384,9 +384,18 @@ impl SharedStore for InMemory {
     }
 
     fn listen_breaker(&self, breaker: BreakerNews) {
-        let mut state = lock_std(&self.hub.state);
-        state.breakers.retain(|(_, listed)| !listed.is_gone());
-        state.breakers.push((self.instance, breaker));
+        let now = self.hub.now();
+        let open = {
+            let mut state = lock_std(&self.hub.state);
+            state.breakers.retain(|(_, listed)| !listed.is_gone());
+            state.breakers.push((self.instance, breaker.clone()));
+            let until = state.open.get(breaker.name()).copied();
+            until.map_or(0, |until| until.saturating_sub(now))
+        };
+        // An opening in force reaches a breaker listed after it, as Redis's re-sync does.
+        if open > 0 && self.hub.up() {
+            breaker.opened_elsewhere(Duration::from_micros(open));
+        }
     }
 
     fn listen_gate(&self, gate: GateNews) {
