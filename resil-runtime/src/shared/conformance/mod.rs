@@ -11,7 +11,8 @@
 //!
 //! What they check: a reservation takes both gates or neither; the instances together keep a
 //! gate's rate; a refund gives back only the latest slot; a hold revokes and holds every
-//! instance; an opening and a closing reach every other instance's breaker; the probe's lock
+//! instance; an opening and a closing reach every other instance's breaker (one listed after
+//! the opening too); the probe's lock
 //! has one holder, expires after its limit and is released; a store that is not usable, or
 //! that never answers (within `shared_timeout`), leaves decisions to the local state.
 //!
@@ -38,6 +39,7 @@ use outage::Outage;
 mod outage;
 use crate::seams::{
     reserve, BreakerLink, GateLink, Granted, Probe, SharedSlots, SharedStore, Sharing, Slot,
+    Unavailable,
 };
 use crate::{Breaker, BreakerConfig, BreakerState, Policy, Rejected, Transient};
 
@@ -231,6 +233,11 @@ where
             state(&there) == Some(BreakerState::Open)
         })
         .await;
+        let late = shared(self.instance().await);
+        eventually("an opening in force reaches a breaker listed after it", || {
+            state(&late) == Some(BreakerState::Open)
+        })
+        .await;
         let since = Instant::now();
         while call(&here, Ok(())).await.is_err() {
             assert!(
@@ -254,13 +261,13 @@ where
         let id = format!("resil:breaker:{}", self.name("probe"));
         let (here, there) = (self.instance().await, self.instance().await);
         let (mine, theirs) = (link(&here, &id), link(&there, &id));
-        let answer = here.acquire_probe(&mine, COOLDOWN).await;
+        let answer = probe(&here, &mine, COOLDOWN).await;
         assert_eq!(
             answer,
             Ok(Probe::Granted),
             "conformance: a free lock is granted"
         );
-        match there.acquire_probe(&theirs, COOLDOWN).await {
+        match probe(&there, &theirs, COOLDOWN).await {
             Ok(Probe::Elsewhere(left)) => assert!(
                 !left.is_zero() && left <= COOLDOWN,
                 "conformance: the lock is held for at most its limit, not {left:?}"
@@ -268,7 +275,7 @@ where
             answer => panic!("conformance: a held lock is held elsewhere, not {answer:?}"),
         }
         let since = Instant::now();
-        while there.acquire_probe(&theirs, HOUR).await != Ok(Probe::Granted) {
+        while probe(&there, &theirs, HOUR).await != Ok(Probe::Granted) {
             assert!(
                 since.elapsed() < WITHIN,
                 "conformance: the lock expires after its limit"
@@ -277,7 +284,7 @@ where
         }
         there.release_probe(&theirs);
         let since = Instant::now();
-        while here.acquire_probe(&mine, COOLDOWN).await != Ok(Probe::Granted) {
+        while probe(&here, &mine, COOLDOWN).await != Ok(Probe::Granted) {
             assert!(
                 since.elapsed() < WITHIN,
                 "conformance: a released lock is free at once"
@@ -361,6 +368,18 @@ where
             "conformance: told it was late"
         );
     }
+}
+
+/// What `store` says of the probe's lock of `breaker`: a store that does not answer within
+/// [`PATIENCE`] fails the check (resil would give up on it, and decide locally forever).
+async fn probe(
+    store: &Arc<dyn SharedStore>,
+    breaker: &BreakerLink,
+    limit: Duration,
+) -> Result<Probe, Unavailable> {
+    tokio::time::timeout(PATIENCE, store.acquire_probe(breaker, limit))
+        .await
+        .unwrap_or_else(|_| panic!("conformance: acquire_probe answers within {PATIENCE:?}"))
 }
 
 /// A gate of `store` named `resil:rate:{name}`, an hour between slots, `burst` at once.
