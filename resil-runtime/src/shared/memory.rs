@@ -17,6 +17,7 @@ use crate::seams::{
     Reservation, Reserved, SharedStore, Slot, StoreFuture, Unavailable,
 };
 use crate::sync::lock_std;
+use state::{Gate, State};
 
 /// A store shared by the policies of one process, kept in memory: breakers shared through it
 /// open and close together, rate gates shared through it hold one limit. Clones are the same
@@ -95,31 +96,6 @@ struct Hub {
     /// Whether its answers come too late (see [`InMemory::set_slow`]).
     slow: AtomicBool,
     state: Mutex<State>,
-}
-
-/// A throttle's hold on its way to the store: who sent it, for which gate, how long.
-type InFlight = (usize, Arc<str>, u64, u64, Duration);
-
-#[derive(Default)]
-struct State {
-    /// Until when each breaker is open (µs since the origin).
-    open: HashMap<Arc<str>, u64>,
-    /// Each breaker's probe lock: the instance holding it, until when.
-    probe: HashMap<Arc<str>, (usize, u64)>,
-    gates: HashMap<Arc<str>, Gate>,
-    breakers: Vec<(usize, BreakerNews)>,
-    links: Vec<(usize, GateNews)>,
-    instances: usize,
-    /// While holds are late (as Redis's are: sent in the background), those not arrived yet.
-    late: Option<Vec<InFlight>>,
-}
-
-/// A gate's hash in Redis.
-#[derive(Default, Clone, Copy)]
-struct Gate {
-    tat: Option<u64>,
-    epoch: u64,
-    held: u64,
 }
 
 impl InMemory {
@@ -225,6 +201,7 @@ impl InMemory {
     fn reserve_now(&self, reservation: &Reservation) -> Reserved {
         let now = self.hub.now();
         let mut state = lock_std(&self.hub.state);
+        state.sweep(now);
         let mut longest = 0;
         let mut slots = Vec::with_capacity(2);
         for ask in reservation.asks() {
@@ -297,6 +274,7 @@ impl Hub {
                 late.push((instance, Arc::clone(key), credit, interval, wait));
                 return;
             }
+            state.sweep(now);
             let kept = state.gates.entry(Arc::clone(key)).or_default();
             if kept.held >= held {
                 return;
@@ -350,8 +328,11 @@ impl Hub {
             let mut state = lock_std(&self.state);
             match announcement.change() {
                 Change::Opened(left) => {
-                    let until = self.now().saturating_add(whole_micros(left));
-                    state.open.insert(Arc::from(id), until);
+                    let now = self.now();
+                    state.sweep(now);
+                    state
+                        .open
+                        .insert(Arc::from(id), now.saturating_add(whole_micros(left)));
                 }
                 _ => {
                     state.open.remove(id);
@@ -435,6 +416,7 @@ impl SharedStore for InMemory {
         let answer = match (open, held) {
             (0, 0) => {
                 let until = now.saturating_add(whole_micros(limit));
+                state.sweep(now);
                 state.probe.insert(Arc::from(id), (self.instance, until));
                 Probe::Granted
             }
@@ -485,5 +467,6 @@ impl SharedStore for InMemory {
     }
 }
 
+mod state;
 #[cfg(test)]
 mod tests;
