@@ -14,6 +14,9 @@ use resil_runtime::shared::{
 use resil_runtime::{Breaker, BreakerConfig, BreakerState, Policy, Rejected, Transient};
 use tokio::time::Instant;
 
+#[path = "common/counting.rs"]
+mod counting;
+
 #[derive(Debug)]
 enum Failure {
     Down,
@@ -191,46 +194,54 @@ fn current_thread() -> tokio::runtime::Runtime {
 
 #[test]
 fn a_store_that_delivers_an_opening_inside_announce_does_not_hang_the_call() {
-    within(Duration::from_secs(20), "a call whose breaker opened", || {
-        current_thread().block_on(async {
-            let store = Hostile::new(InMemory::new());
-            store.faults.echo.store(true, Ordering::Release);
-            let policy = shared_breaker(&store, Duration::from_secs(30));
-            let _ = call(&policy, false).await;
-            assert_eq!(policy.breaker().unwrap().state(), BreakerState::Open);
-        });
-    });
+    within(
+        Duration::from_secs(20),
+        "a call whose breaker opened",
+        || {
+            current_thread().block_on(async {
+                let store = Hostile::new(InMemory::new());
+                store.faults.echo.store(true, Ordering::Release);
+                let policy = shared_breaker(&store, Duration::from_secs(30));
+                let _ = call(&policy, false).await;
+                assert_eq!(policy.breaker().unwrap().state(), BreakerState::Open);
+            });
+        },
+    );
 }
 
 #[test]
 fn two_instances_of_one_in_memory_state_opening_at_once_do_not_deadlock() {
-    within(Duration::from_secs(60), "two instances opening at once", || {
-        let here = InMemory::new();
-        let there = here.instance();
-        let threads: Vec<_> = [here, there]
-            .into_iter()
-            .map(|store| {
-                std::thread::spawn(move || {
-                    current_thread().block_on(async move {
-                        let config = BreakerConfig::new(1, Duration::from_secs(30)).unwrap();
-                        let breaker = Arc::new(Breaker::new("abba", config));
-                        let policy = Policy::builder()
-                            .breaker(Arc::clone(&breaker))
-                            .shared_in(&store)
-                            .build()
-                            .unwrap();
-                        for _ in 0..20_000 {
-                            breaker.reset();
-                            let _ = call(&policy, false).await;
-                        }
-                    });
+    within(
+        Duration::from_secs(60),
+        "two instances opening at once",
+        || {
+            let here = InMemory::new();
+            let there = here.instance();
+            let threads: Vec<_> = [here, there]
+                .into_iter()
+                .map(|store| {
+                    std::thread::spawn(move || {
+                        current_thread().block_on(async move {
+                            let config = BreakerConfig::new(1, Duration::from_secs(30)).unwrap();
+                            let breaker = Arc::new(Breaker::new("abba", config));
+                            let policy = Policy::builder()
+                                .breaker(Arc::clone(&breaker))
+                                .shared_in(&store)
+                                .build()
+                                .unwrap();
+                            for _ in 0..20_000 {
+                                breaker.reset();
+                                let _ = call(&policy, false).await;
+                            }
+                        });
+                    })
                 })
-            })
-            .collect();
-        for thread in threads {
-            thread.join().unwrap();
-        }
-    });
+                .collect();
+            for thread in threads {
+                thread.join().unwrap();
+            }
+        },
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -330,7 +341,9 @@ async fn news_through_a_handle_after_its_policy_is_gone_does_nothing() {
 
 /// Runs the suite over `store`'s instances; `Ok` if it failed (panicked), `Err` if it hung or
 /// passed.
-async fn suite_fails(store: impl Fn(InMemory) -> Arc<Hostile> + Send + Sync + 'static) -> Result<(), String> {
+async fn suite_fails(
+    store: impl Fn(InMemory) -> Arc<Hostile> + Send + Sync + 'static,
+) -> Result<(), String> {
     let state = InMemory::new();
     let suite = tokio::spawn(async move {
         let run = conformance::run(|| std::future::ready(store(state.instance())));
@@ -359,7 +372,10 @@ async fn the_suite_fails_a_store_whose_probe_never_answers() {
 async fn the_suite_fails_a_store_whose_probe_lock_never_expires() {
     let answer = suite_fails(|inner| {
         let store = Hostile::new(inner);
-        store.faults.probe_never_expires.store(true, Ordering::Release);
+        store
+            .faults
+            .probe_never_expires
+            .store(true, Ordering::Release);
         store
     })
     .await;
@@ -397,5 +413,76 @@ async fn a_breaker_listed_after_a_peer_opened_learns_of_the_opening() {
         late.breaker().unwrap().state(),
         BreakerState::Open,
         "an opening in force is delivered when a breaker is listed (SharedStore::listen_breaker)"
+    );
+}
+
+#[test]
+fn one_in_memory_state_made_outside_a_runtime_holds_one_limit_across_runtimes() {
+    let store = InMemory::new();
+    within(
+        Duration::from_secs(30),
+        "two runtimes sharing a gate",
+        move || {
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let store = store.clone();
+                    std::thread::spawn(move || {
+                        current_thread().block_on(async move {
+                            let policy = Policy::builder()
+                                .name("two_runtimes")
+                                .rate(3, Duration::from_secs(3600), 3)
+                                .deadline(Duration::from_millis(50))
+                                .shared_in(&store)
+                                .build()
+                                .unwrap();
+                            let mut passed = 0;
+                            for _ in 0..3 {
+                                passed += u32::from(call(&policy, true).await.is_ok());
+                            }
+                            passed
+                        })
+                    })
+                })
+                .collect();
+            let passed: u32 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+            assert_eq!(passed, 3, "the two runtimes together keep the burst");
+        },
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_in_memory_store_forgets_the_schedules_of_keys_long_past() {
+    let store = InMemory::new();
+    let policy = Policy::builder()
+        .name("many_keys")
+        .keyed("tenant")
+        .rate(10, Duration::from_secs(1), 10)
+        .rate_per_key()
+        .max_keys(100)
+        .shared_in(&store)
+        .build()
+        .unwrap();
+    let batch = |from: u32| {
+        let policy = &policy;
+        async move {
+            for key in from..from + 10_000 {
+                let _ = policy
+                    .run_keyed(&format!("tenant-{key}"), || async { Ok::<_, Failure>(()) })
+                    .await;
+            }
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+    };
+    // Two rounds to reach the store's largest tables: what it keeps of keys in force.
+    batch(0).await;
+    batch(10_000).await;
+    let before = counting::live_bytes();
+    for round in 2..5 {
+        batch(round * 10_000).await;
+    }
+    let grown = counting::live_bytes() - before;
+    assert!(
+        grown < 200_000,
+        "30 000 keys long past, at most 100 kept: the store still holds {grown} bytes more"
     );
 }

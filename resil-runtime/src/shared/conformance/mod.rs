@@ -234,9 +234,10 @@ where
         })
         .await;
         let late = shared(self.instance().await);
-        eventually("an opening in force reaches a breaker listed after it", || {
-            state(&late) == Some(BreakerState::Open)
-        })
+        eventually(
+            "an opening in force reaches a breaker listed after it",
+            || state(&late) == Some(BreakerState::Open),
+        )
         .await;
         let since = Instant::now();
         while call(&here, Ok(())).await.is_err() {
