@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::breaker::{Breaker, BreakerState};
+use crate::breaker::summed::SummedWindow;
+pub(crate) use crate::breaker::summed::WindowCounts;
+use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::Rejected;
 
 /// A future a store hands back: boxed, since it is a trait's, and rare (a probe, or a shared
@@ -60,6 +62,21 @@ pub(crate) trait SharedStore: Send + Sync {
     /// A provider throttled a call: every instance's gate holds its slots for `wait`, and the
     /// slots they promised are revoked.
     fn hold(&self, gate: &GateLink, wait: Duration);
+    /// Adds `batch`, this instance's calls since its last batch, to the time window of the
+    /// shared breaker `link` (its span and buckets in `link.window`), and answers the window's
+    /// sums over every instance, the batch included (`None`: no answer in time; the batch is
+    /// then dropped). At most one batch per breaker is on its way at a time, and one leaves
+    /// every 100 ms at most, while calls are made.
+    ///
+    /// By default a store keeps no windows (`None` here): each instance judges its own.
+    fn add_to_window(
+        self: Arc<Self>,
+        link: &BreakerLink,
+        batch: WindowCounts,
+    ) -> Option<StoreFuture<'static, Option<WindowCounts>>> {
+        let _ = (link, batch);
+        None
+    }
 }
 
 /// How a policy shares its state: where, and what to do when the store does not answer.
@@ -68,6 +85,9 @@ pub(crate) struct Sharing {
     pub(crate) store: Arc<dyn SharedStore>,
     pub(crate) timeout: Duration,
     pub(crate) fail_closed: bool,
+    /// Tells the listeners of a transition that no call of this instance made (an opening
+    /// judged from a shared window's sums); set by the policy layer, which knows them.
+    pub(crate) heard: fn(&Breaker, Transition),
 }
 
 impl fmt::Debug for Sharing {
@@ -97,6 +117,9 @@ pub(crate) struct BreakerLink {
     /// A transition made here that the store has not heard of (it was down or slow), told at
     /// the next re-sync if the breaker is still in that state.
     pub(crate) pending: Arc<Pending>,
+    /// For a failure-rate or slow-call breaker with a window in time: the window summed over
+    /// every instance (`{id}:window` in Redis).
+    pub(crate) window: Option<Box<SummedWindow>>,
 }
 
 impl BreakerLink {
@@ -107,6 +130,7 @@ impl BreakerLink {
             sharing: sharing.clone(),
             id: Arc::from(format!("resil:breaker:{name}")),
             pending: Arc::default(),
+            window: SummedWindow::of(breaker),
         };
         if let Some(link) = breaker.share(link) {
             sharing.store.register_breaker(link, breaker);

@@ -21,6 +21,8 @@ mod directory;
 mod keyed;
 #[cfg(feature = "redis")]
 mod remote;
+#[cfg(feature = "redis")]
+pub(crate) mod summed;
 mod time_window;
 mod verdicts;
 mod window;

@@ -1,17 +1,18 @@
 //! A shared breaker in Redis: the scripts that record its transitions and its half-open
 //! probe's lock under `resil:breaker:{name}` (`:open`, present while open and expiring with
-//! the cooldown; `:probe`, the lock), and the messages instances exchange about it.
+//! the cooldown; `:probe`, the lock; `:window`, the calls of a time window summed over the
+//! instances), and the messages instances exchange about it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::ScriptInvocation;
 
-use super::scripts::{CLOSE, OPEN, PROBE, RELEASE};
+use super::scripts::{CLOSE, OPEN, PROBE, RELEASE, WINDOW};
 use super::store::Store;
 use crate::breaker::{Breaker, BreakerState, Transition};
 use crate::events;
-use crate::seams::{BreakerLink, Pending, ProbeAnswer};
+use crate::seams::{whole_micros, BreakerLink, Pending, ProbeAnswer, StoreFuture, WindowCounts};
 
 /// The key present while the breaker is open.
 pub(crate) fn open_key(link: &BreakerLink) -> String {
@@ -20,6 +21,11 @@ pub(crate) fn open_key(link: &BreakerLink) -> String {
 
 fn probe_key(link: &BreakerLink) -> String {
     format!("{}:probe", link.id)
+}
+
+/// The hash of the breaker's time window, summed over the instances.
+fn window_key(link: &BreakerLink) -> String {
+    format!("{}:window", link.id)
 }
 
 impl Store {
@@ -68,6 +74,7 @@ impl Store {
         let mut invocation = CLOSE.key(open_key(link));
         invocation
             .key(probe_key(link))
+            .key(window_key(link))
             .arg(message)
             .arg(self.instance());
         invocation
@@ -84,6 +91,7 @@ impl Store {
         let mut invocation = OPEN.key(open_key(link));
         invocation
             .key(probe_key(link))
+            .key(window_key(link))
             .arg(millis)
             .arg(message)
             .arg(self.instance());
@@ -110,6 +118,31 @@ impl Store {
         invocation.arg(self.instance());
         self.spawn_eval(link.sharing.timeout, invocation, None);
     }
+}
+
+/// See [`SharedStore::add_to_window`](crate::seams::SharedStore::add_to_window): one script
+/// per batch, on the store's connection.
+pub(crate) fn add_to_window(
+    store: Arc<Store>,
+    link: &BreakerLink,
+    batch: WindowCounts,
+) -> Option<StoreFuture<'static, Option<WindowCounts>>> {
+    let window = link.window.as_deref()?;
+    let mut invocation = WINDOW.key(window_key(link));
+    invocation
+        .arg(whole_micros(window.width).max(1))
+        .arg(window.buckets)
+        .arg(batch.calls)
+        .arg(batch.bad)
+        .arg(millis(window.span + window.width));
+    let timeout = link.sharing.timeout;
+    Some(Box::pin(async move {
+        let sums: Vec<u64> = store.eval(timeout, &invocation).await?;
+        match *sums.as_slice() {
+            [calls, bad] => Some(WindowCounts { calls, bad }),
+            _ => None,
+        }
+    }))
 }
 
 /// Milliseconds, at least 1 (Redis refuses an expiry of 0) and within what Redis accepts.

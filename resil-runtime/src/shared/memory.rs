@@ -14,7 +14,7 @@ use super::breaker::heard;
 use crate::breaker::{Breaker, BreakerState};
 use crate::seams::{
     whole_micros, BreakerLink, GateLink, Granted, Pending, ProbeAnswer, RemoteSlot, SharedSlots,
-    SharedStore, StoreFuture,
+    SharedStore, StoreFuture, WindowCounts,
 };
 use crate::sync::lock_std;
 use crate::Rejected;
@@ -42,6 +42,10 @@ struct State {
     breakers: Vec<(usize, Arc<str>, Weak<Breaker>)>,
     links: Vec<(usize, Weak<GateLink>)>,
     instances: usize,
+    /// Each shared breaker's time window: its buckets' calls and bad calls, by bucket number.
+    windows: HashMap<Arc<str>, HashMap<u64, WindowCounts>>,
+    /// Batches added to windows so far: the round trips a Redis store would make.
+    batches: u64,
     /// While holds are late (as Redis's are: sent in the background), those not arrived yet.
     late: Option<Vec<InFlight>>,
 }
@@ -178,6 +182,34 @@ impl Hub {
         whole_micros(self.origin.elapsed())
     }
 
+    /// Batches added to shared windows so far (a Redis store's round trips for them).
+    pub(crate) fn batches(&self) -> u64 {
+        lock_std(&self.state).batches
+    }
+
+    /// WINDOW: adds a batch to the bucket of now, forgets the buckets the window has passed,
+    /// and answers the sums.
+    fn add_to_window(&self, link: &BreakerLink, batch: WindowCounts) -> Option<WindowCounts> {
+        let window = link.window.as_deref()?;
+        let head = self.now() / whole_micros(window.width).max(1);
+        let oldest = (head + 1).saturating_sub(window.buckets);
+        let mut state = lock_std(&self.state);
+        state.batches += 1;
+        let buckets = state.windows.entry(Arc::clone(&link.id)).or_default();
+        let bucket = buckets.entry(head).or_default();
+        bucket.calls += batch.calls;
+        bucket.bad += batch.bad;
+        buckets.retain(|n, _| *n >= oldest);
+        Some(
+            buckets
+                .values()
+                .fold(WindowCounts::default(), |sum, b| WindowCounts {
+                    calls: sum.calls + b.calls,
+                    bad: sum.bad + b.bad,
+                }),
+        )
+    }
+
     fn up(&self) -> bool {
         self.available.load(Ordering::Acquire)
     }
@@ -207,6 +239,7 @@ impl Hub {
             let mut state = lock_std(&self.state);
             let until = self.now().saturating_add(whole_micros(left));
             state.open.insert(Arc::clone(&link.id), until);
+            state.windows.remove(&link.id);
             release(&mut state.probe, &link.id, instance);
         }
         for peer in self.peers(instance, &link.id) {
@@ -219,6 +252,7 @@ impl Hub {
         {
             let mut state = lock_std(&self.state);
             state.open.remove(&link.id);
+            state.windows.remove(&link.id);
             release(&mut state.probe, &link.id, instance);
         }
         for peer in self.peers(instance, &link.id) {
@@ -350,6 +384,18 @@ impl SharedStore for Memory {
                 kept.tat = Some(slot.from);
             }
         }
+    }
+
+    fn add_to_window(
+        self: Arc<Self>,
+        link: &BreakerLink,
+        batch: WindowCounts,
+    ) -> Option<StoreFuture<'static, Option<WindowCounts>>> {
+        let answer = match self.hub.up() {
+            true => self.hub.add_to_window(link, batch),
+            false => None,
+        };
+        Some(Box::pin(std::future::ready(answer)))
     }
 
     fn hold(&self, gate: &GateLink, wait: Duration) {

@@ -28,24 +28,27 @@ return held
     )
 });
 
-/// Records an opening and tells every instance. KEYS: the opening, the probe lock. ARGV: the
-/// cooldown in ms, the message, this instance.
+/// Records an opening and tells every instance. KEYS: the opening, the probe lock, the
+/// shared window (its calls count for nothing once it opened). ARGV: the cooldown in ms, the
+/// message, this instance.
 pub(super) static OPEN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[1])
+redis.call('DEL', KEYS[3])
 if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end
 return redis.call('PUBLISH', 'resil:breakers', ARGV[2])
 ",
     )
 });
 
-/// Records a closing and tells every instance. KEYS: the opening, the probe lock. ARGV: the
-/// message, this instance.
+/// Records a closing and tells every instance. KEYS: the opening, the probe lock, the shared
+/// window (a closed breaker judges afresh: batches sent while it was open are forgotten).
+/// ARGV: the message, this instance.
 pub(super) static CLOSE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[3])
 if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
 return redis.call('PUBLISH', 'resil:breakers', ARGV[1])
 ",
@@ -142,6 +145,40 @@ redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((math.max(tat, held) - now) / 1000))))
 redis.call('PUBLISH', 'resil:breakers', ARGV[4])
 return 1
+",
+    )
+});
+
+/// Adds an instance's batch of calls to a shared breaker's time window and returns the
+/// window's sums. The window is a hash of buckets on Redis's clock: `c{n}` and `b{n}`, the
+/// calls and bad calls of bucket `n` (the `n`th bucket width since the epoch); the buckets
+/// the window has passed are deleted as they are met, and the hash expires a window after its
+/// last batch. KEYS: the window. ARGV: the bucket width in µs, the buckets in a window, the
+/// batch's calls and bad calls, the expiry in ms. Returns `{calls, bad}`.
+pub(super) static WINDOW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local head = math.floor(now / tonumber(ARGV[1]))
+local oldest = head - tonumber(ARGV[2]) + 1
+local bucket = string.format('%.0f', head)
+if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', KEYS[1], 'c' .. bucket, ARGV[3]) end
+if tonumber(ARGV[4]) > 0 then redis.call('HINCRBY', KEYS[1], 'b' .. bucket, ARGV[4]) end
+local fields = redis.call('HGETALL', KEYS[1])
+local calls, bad = 0, 0
+for i = 1, #fields, 2 do
+  local n = tonumber(string.sub(fields[i], 2))
+  if n == nil or n < oldest then
+    redis.call('HDEL', KEYS[1], fields[i])
+  elseif string.sub(fields[i], 1, 1) == 'c' then
+    calls = calls + tonumber(fields[i + 1])
+  else
+    bad = bad + tonumber(fields[i + 1])
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {calls, bad}
 ",
     )
 });

@@ -439,6 +439,13 @@ impl<K> PolicyBuilder<K> {
             store: store(),
             timeout: resil_spec::defaults::SHARED_TIMEOUT,
             fail_closed: false,
+            heard: |breaker, transition| {
+                crate::events::breaker_transition(
+                    crate::events::resolve(None),
+                    breaker.into(),
+                    transition,
+                );
+            },
         })
     }
 

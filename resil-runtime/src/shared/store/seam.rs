@@ -5,11 +5,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::super::breaker::add_to_window;
 use super::super::gate::reserve;
 use super::Store;
 use crate::breaker::{Breaker, BreakerState};
 use crate::seams::{
     BreakerLink, GateLink, ProbeAnswer, RemoteSlot, SharedSlots, SharedStore, StoreFuture,
+    WindowCounts,
 };
 
 /// Redis, as the seam the breakers and gates of shared policies hold.
@@ -66,5 +68,13 @@ impl SharedStore for Store {
 
     fn hold(&self, gate: &GateLink, wait: Duration) {
         self.hold_gate(gate, wait);
+    }
+
+    fn add_to_window(
+        self: Arc<Self>,
+        link: &BreakerLink,
+        batch: WindowCounts,
+    ) -> Option<StoreFuture<'static, Option<WindowCounts>>> {
+        add_to_window(self, link, batch)
     }
 }

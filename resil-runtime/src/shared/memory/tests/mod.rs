@@ -9,6 +9,7 @@ use crate::{BreakerConfig, Policy, PolicyBuilder, Transient};
 mod gates;
 mod model;
 mod slow;
+mod windows;
 
 const COOLDOWN: Duration = Duration::from_secs(30);
 
