@@ -209,6 +209,13 @@ impl Pending {
     }
 }
 
+/// How often an instance tells a shared gate's store that it uses the gate, with a
+/// reservation it makes anyway.
+pub(crate) const BEAT_EVERY: Duration = Duration::from_secs(1);
+
+/// How long an instance counts among a gate's users after its last heartbeat.
+pub(crate) const SEEN_FOR: Duration = Duration::from_secs(5);
+
 /// The largest number of µs handed to a store: far from where Lua's doubles lose units.
 pub(crate) const MAX_MICROS: u64 = 1 << 50;
 
@@ -226,6 +233,15 @@ pub(crate) struct GateLink {
     /// Times the store answered again after an outage (each revokes the slots this instance's
     /// gate promised alone, meanwhile).
     returns: AtomicU64,
+    /// The instances the store last said use the gate (0: it never said): while the store is
+    /// down, this instance's local gate runs at its share of the rate.
+    seen: AtomicU64,
+    /// When this instance last told the store it uses the gate, in ns from `created` (0:
+    /// never).
+    beat_at: AtomicU64,
+    created: tokio::time::Instant,
+    /// The outage (`returns` + 1) whose share was last told to the listeners.
+    told: AtomicU64,
 }
 
 impl GateLink {
@@ -261,6 +277,10 @@ impl GateLink {
             burst,
             holds: AtomicU64::new(0),
             returns: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
+            beat_at: AtomicU64::new(0),
+            created: tokio::time::Instant::now(),
+            told: AtomicU64::new(0),
         });
         sharing.store.register_gate(&link);
         link
@@ -318,6 +338,50 @@ impl GateLink {
 
     pub(crate) fn refund(&self, slot: RemoteSlot) {
         self.sharing.store.refund(self, slot);
+    }
+
+    /// Whether this reservation should tell the store that this instance uses the gate (a
+    /// heartbeat): once per [`BEAT_EVERY`], claimed by one reservation.
+    pub(crate) fn beat_due(&self) -> bool {
+        let now = u64::try_from(self.created.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let last = self.beat_at.load(Ordering::Acquire);
+        let every = u64::try_from(BEAT_EVERY.as_nanos()).unwrap_or(u64::MAX);
+        (last == 0 || now.saturating_sub(last) >= every)
+            && (self.beat_at)
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
+    /// The store says `instances` use the gate (this one included): the share this instance
+    /// takes while the store is down.
+    pub(crate) fn saw(&self, instances: u64) {
+        if instances > 0 {
+            self.seen.store(instances, Ordering::Release);
+        }
+    }
+
+    /// The instances the store last said use the gate (1 until it said).
+    pub(crate) fn instances(&self) -> u64 {
+        self.seen.load(Ordering::Acquire).max(1)
+    }
+
+    /// The part of the rate this instance's local gate may take now: all of it while the
+    /// store answers, `1 / instances` while it is down and the policy fails open.
+    pub(crate) fn share(&self) -> u64 {
+        match self.is_available() {
+            true => 1,
+            false => self.instances(),
+        }
+    }
+
+    /// Whether the local gate's share in this outage is yet to be told to the listeners:
+    /// once per outage, and only for a share below the whole rate.
+    pub(crate) fn share_untold(&self) -> Option<u64> {
+        let instances = self.instances();
+        let outage = self.returns().wrapping_add(1);
+        (instances > 1 && self.told.swap(outage, Ordering::AcqRel) != outage).then_some(instances)
     }
 
     pub(crate) fn hold(&self, wait: Duration) {

@@ -1,6 +1,9 @@
 //! A shared rate gate in Redis: one hash per gate holding its theoretical arrival time (µs on
 //! Redis's clock), its throttle count and the latest throttle's end, expiring when that time
-//! is past (the gate is then as new); one script per attempt reserves from it.
+//! is past (the gate is then as new); one script per attempt reserves from it. Beside it,
+//! `{gate}:seen` holds the instances that use the gate, each told by one reservation a second
+//! and forgotten 5 s after: while Redis is down, each instance's local gate runs at its share
+//! of the rate.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,8 +11,15 @@ use std::time::Duration;
 use super::breaker::Message;
 use super::scripts::{HOLD, REFUND, RESERVE};
 use super::store::Store;
-use crate::seams::{whole_micros, GateLink, Granted, RemoteSlot, SharedSlots, MAX_MICROS};
+use crate::seams::{
+    whole_micros, GateLink, Granted, RemoteSlot, SharedSlots, MAX_MICROS, SEEN_FOR,
+};
 use crate::Rejected;
+
+/// The instances that use the gate, by their last heartbeat.
+fn seen_key(gate: &GateLink) -> String {
+    format!("{}:seen", gate.key)
+}
 
 impl Store {
     /// See [`SharedStore::refund`](crate::seams::SharedStore::refund).
@@ -52,21 +62,31 @@ pub(crate) async fn reserve(
         i64::try_from(whole_micros(limit)).unwrap_or(i64::MAX)
     });
     let mut invocation = RESERVE.prepare_invoke();
-    invocation.arg(limit);
+    invocation.arg(limit).arg(whole_micros(SEEN_FOR));
     for (gate, cost, interval) in gates.iter().flatten() {
         let (interval, tolerance) = gate.schedule(*cost, *interval);
+        let beat = if gate.beat_due() {
+            store.instance()
+        } else {
+            ""
+        };
         invocation
             .key(&*gate.key)
+            .key(seen_key(gate))
             .arg(interval)
             .arg(tolerance)
-            .arg((*cost).min(MAX_MICROS));
+            .arg((*cost).min(MAX_MICROS))
+            .arg(beat);
     }
     let Some(reply) = store.eval::<Vec<u64>>(timeout, &invocation).await else {
         return SharedSlots::Unavailable;
     };
     match *reply.as_slice() {
         [1, wait, ref rest @ ..] => {
-            let mut slots = rest.chunks_exact(4).map(|slot| RemoteSlot {
+            for ((gate, ..), slot) in gates.iter().flatten().zip(rest.chunks_exact(5)) {
+                gate.saw(slot[4]);
+            }
+            let mut slots = rest.chunks_exact(5).map(|slot| RemoteSlot {
                 from: slot[0],
                 end: slot[1],
                 epoch: slot[2],

@@ -14,7 +14,7 @@ use super::breaker::heard;
 use crate::breaker::{Breaker, BreakerState};
 use crate::seams::{
     whole_micros, BreakerLink, GateLink, Granted, Pending, ProbeAnswer, RemoteSlot, SharedSlots,
-    SharedStore, StoreFuture, WindowCounts,
+    SharedStore, StoreFuture, WindowCounts, SEEN_FOR,
 };
 use crate::sync::lock_std;
 use crate::Rejected;
@@ -46,6 +46,8 @@ struct State {
     windows: HashMap<Arc<str>, HashMap<u64, WindowCounts>>,
     /// Batches added to windows so far: the round trips a Redis store would make.
     batches: u64,
+    /// The instances that use each gate, with their last heartbeat (µs since the origin).
+    seen: HashMap<Arc<str>, HashMap<usize, u64>>,
     /// While holds are late (as Redis's are: sent in the background), those not arrived yet.
     late: Option<Vec<InFlight>>,
 }
@@ -447,6 +449,12 @@ impl Memory {
         for (gate, slot) in gates.iter().zip(&slots) {
             if let (Some((gate, ..)), Some(slot)) = (gate, slot) {
                 state.gates.entry(Arc::clone(&gate.key)).or_default().tat = Some(slot.end);
+                if gate.beat_due() {
+                    let seen = state.seen.entry(Arc::clone(&gate.key)).or_default();
+                    seen.insert(self.instance, now);
+                    seen.retain(|_, at| now.saturating_sub(*at) <= whole_micros(SEEN_FOR));
+                    gate.saw(seen.len() as u64);
+                }
             }
         }
         SharedSlots::Granted(Granted {

@@ -68,10 +68,14 @@ return 0
 
 /// GCRA over one or two gates at once (all reserve or none). A gate is a hash: `tat` (its
 /// theoretical arrival time), `epoch` (throttles so far) and `held` (the latest throttle's
-/// end). KEYS: the gates. ARGV: the longest wait allowed in µs (-1: any), then per gate its
-/// interval and tolerance in µs and the cost. Returns `{0, wait}` (refused; the wait it would
-/// have been) or `{1, wait}` (reserved; µs until the slot) followed, per gate, by the slot:
-/// the schedule before it and after it, the epoch, and how far after now it ends.
+/// end); beside it, a sorted set of the instances that use it, scored by their last
+/// heartbeat. KEYS: per gate, the gate and its instances. ARGV: the longest wait allowed in µs
+/// (-1: any), how long an instance counts after its heartbeat in µs, then per gate its
+/// interval and tolerance in µs, the cost, and this instance's id for a heartbeat (empty:
+/// none now). Returns `{0, wait}` (refused; the wait it would have been) or `{1, wait}`
+/// (reserved; µs until the slot) followed, per gate, by the slot: the schedule before it and
+/// after it, the epoch, how far after now it ends, and the instances seen (0 without a
+/// heartbeat).
 pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -80,8 +84,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
 local longest = 0
 local slots = {}
-for i, key in ipairs(KEYS) do
-  local at = (i - 1) * 3 + 1
+for i = 1, #KEYS / 2 do
+  local key = KEYS[2 * i - 1]
+  local at = (i - 1) * 4 + 2
   local interval, tolerance, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
   local state = redis.call('HMGET', key, 'tat', 'epoch')
   local from = tonumber(state[1]) or now
@@ -95,11 +100,20 @@ for i, key in ipairs(KEYS) do
   if wait > longest then longest = wait end
 end
 local reply = {'1', string.format('%.0f', longest)}
-for i, key in ipairs(KEYS) do
+for i = 1, #KEYS / 2 do
+  local key, seen, beat = KEYS[2 * i - 1], KEYS[2 * i], ARGV[(i - 1) * 4 + 6]
   local slot = slots[i]
   redis.call('HSET', key, 'tat', string.format('%.0f', slot[2]))
   redis.call('PEXPIRE', key, string.format('%.0f', math.max(1, math.ceil((slot[2] - now) / 1000))))
-  for _, value in ipairs({slot[1], slot[2], slot[3], slot[2] - now}) do
+  local instances = 0
+  if beat ~= '' then
+    local since = tonumber(ARGV[2])
+    redis.call('ZADD', seen, now, beat)
+    redis.call('ZREMRANGEBYSCORE', seen, '-inf', string.format('(%.0f', now - since))
+    redis.call('PEXPIRE', seen, string.format('%.0f', math.ceil(since / 1000)))
+    instances = redis.call('ZCARD', seen)
+  end
+  for _, value in ipairs({slot[1], slot[2], slot[3], slot[2] - now, instances}) do
     table.insert(reply, string.format('%.0f', value))
   end
 end

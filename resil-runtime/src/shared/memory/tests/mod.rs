@@ -8,6 +8,7 @@ use crate::{BreakerConfig, Policy, PolicyBuilder, Transient};
 
 mod gates;
 mod model;
+mod shares;
 mod slow;
 mod windows;
 
