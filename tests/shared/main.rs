@@ -13,6 +13,7 @@ mod breakers;
 mod gates;
 mod learning;
 mod outages;
+mod processes;
 mod returns;
 mod windows;
 
