@@ -74,7 +74,7 @@ async fn ten_instances_open_on_the_services_failures_with_a_round_trip_per_100_m
         policies.push(windowed(&server, "ten::window").await);
     }
     let _: () = server
-        .query(&redis::cmd("CONFIG").arg("RESETSTAT"))
+        .query(redis::cmd("CONFIG").arg("RESETSTAT"))
         .expect("CONFIG RESETSTAT");
     let start = Instant::now();
     let calls = Calls::default();
