@@ -470,7 +470,7 @@ pub(crate) fn shared_store(store: &str, reason: Option<&str>) {
 }
 
 /// A shared gate decides alone at its share of the rate (see [`Event::GateShare`]).
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 pub(crate) fn gate_share(gate: &str, instances: u64) {
     #[cfg(feature = "tracing")]
     tracing::warn!(

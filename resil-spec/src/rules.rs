@@ -254,7 +254,7 @@ impl fmt::Display for Violation {
             ),
             Violation::SharedCountWindow { window } => write!(
                 f,
-                "a shared breaker judges the calls of every instance together, in a window of time, and `breaker_window = {window}` counts one instance's last calls: write the window as a duration, such as `breaker_window = \"30s\"`"
+                "a shared breaker judges the calls of every instance together, in a window of time, and a window of {window} calls counts one instance's last calls: set `breaker_window` to a duration, such as `breaker_window = \"30s\"`"
             ),
             Violation::PerKeyWithout { key } => write!(
                 f,

@@ -10,6 +10,8 @@
 mod support;
 
 mod breakers;
+#[cfg(feature = "conformance")]
+mod conformance;
 mod gates;
 mod learning;
 mod outages;

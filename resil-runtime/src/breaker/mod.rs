@@ -19,9 +19,9 @@ mod admission;
 mod config;
 mod directory;
 mod keyed;
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 mod remote;
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 pub(crate) mod summed;
 mod time_window;
 mod verdicts;
@@ -99,7 +99,7 @@ pub struct Breaker {
     /// should not carry them.
     window: Option<Box<Mutex<Window>>>,
     /// Its place in a shared store, for the breaker of a shared policy.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     shared: std::sync::OnceLock<crate::seams::BreakerLink>,
 }
 
@@ -128,7 +128,7 @@ impl Breaker {
             verdict: Notify::new(),
             forced: AtomicBool::new(false),
             window: Window::of(config.kind()).map(|window| Box::new(Mutex::new(window))),
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "shared")]
             shared: std::sync::OnceLock::new(),
         }
     }

@@ -1,5 +1,5 @@
 //! [`SummedWindow`]: the time window of a shared failure-rate or slow-call breaker, summed
-//! over every instance (feature `redis`). This instance's calls go to the store in batches, at
+//! over every instance (feature `shared`). This instance's calls go to the store in batches, at
 //! most one round trip per [`SEND_EVERY`] and none while idle, and the breaker judges the
 //! store's sums plus the calls it has not sent yet, so that `breaker_min_calls` counts the
 //! service's calls, not one instance's.
@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use super::time_window::buckets;
 use super::word::CLOSED;
 use super::{Breaker, BreakerKind, BreakerState, Transition};
+use crate::seams::WindowBatch;
 use crate::sync::{lock, lock_std};
 
 /// The shortest time between two batches of one breaker.
@@ -258,14 +259,24 @@ async fn send(breaker: Weak<Breaker>) {
             }
             Next::Send(batch, generation) => (batch, generation),
         };
-        let Some(answer) = Arc::clone(&link.sharing.store).add_to_window(link, batch) else {
-            summed.unsummed();
-            return;
+        let batch = WindowBatch::new(summed, batch);
+        let (transition, done) = match link.sharing.store.add_to_window(link, batch) {
+            Some(answer) => {
+                let answer = link.sharing.bounded(answer).await.map(WindowCounts::from);
+                (breaker.judge_sums(summed, answer, generation), false)
+            }
+            None => {
+                summed.unsummed();
+                // The calls judged meanwhile waited for this answer: the local window judges.
+                (breaker.judge_alone(generation), true)
+            }
         };
-        let answer = answer.await;
-        if let Some(transition) = breaker.judge_sums(summed, answer, generation) {
+        if let Some(transition) = transition {
             breaker.announce(BreakerState::Open);
             (link.sharing.heard)(&breaker, transition);
+        }
+        if done {
+            return;
         }
     }
 }
@@ -278,15 +289,7 @@ impl Breaker {
         answer: Option<WindowCounts>,
         generation: u32,
     ) -> Option<Transition> {
-        let (BreakerKind::FailureRate {
-            percent, min_calls, ..
-        }
-        | BreakerKind::SlowCall {
-            percent, min_calls, ..
-        }) = self.config.kind()
-        else {
-            return None;
-        };
+        let (percent, min_calls) = self.rate_limits()?;
         let _transition = lock(&self.probing);
         let word = self.load();
         let current = word.generation() == generation && word.state() == CLOSED;
@@ -300,5 +303,38 @@ impl Breaker {
             from: BreakerState::Closed,
             to: BreakerState::Open,
         })
+    }
+
+    /// The store keeps no windows: opens the breaker if this instance's own window trips it.
+    fn judge_alone(&self, generation: u32) -> Option<Transition> {
+        let (percent, min_calls) = self.rate_limits()?;
+        let window = self.window.as_deref()?;
+        let _transition = lock(&self.probing);
+        let word = self.load();
+        if word.generation() != generation
+            || word.state() != CLOSED
+            || !lock(window).trips(percent, min_calls)
+        {
+            return None;
+        }
+        self.forget_calls();
+        self.open(word);
+        Some(Transition {
+            from: BreakerState::Closed,
+            to: BreakerState::Open,
+        })
+    }
+
+    /// A failure-rate or slow-call breaker's percent and minimum of calls.
+    fn rate_limits(&self) -> Option<(u8, u32)> {
+        match self.config.kind() {
+            BreakerKind::FailureRate {
+                percent, min_calls, ..
+            }
+            | BreakerKind::SlowCall {
+                percent, min_calls, ..
+            } => Some((percent, min_calls)),
+            BreakerKind::Consecutive => None,
+        }
     }
 }

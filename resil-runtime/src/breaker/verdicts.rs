@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 use tokio::time::Instant;
 
 use super::window::Window;
@@ -107,7 +107,7 @@ impl Breaker {
             BreakerKind::Consecutive => return None,
         };
         let bad = verdict == Verdict::Failure;
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         let mut send = None;
         let opened = 'judged: {
             let _transition = lock(&self.probing);
@@ -116,7 +116,7 @@ impl Breaker {
                 return None;
             }
             let local = lock(window).push_trips(bad, percent, min_calls);
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "shared")]
             let trips = match self.summed() {
                 Some((usable, summed)) => {
                     let (judged, start) = summed.record(bad, usable, Instant::now());
@@ -125,7 +125,7 @@ impl Breaker {
                 }
                 None => local,
             };
-            #[cfg(not(feature = "redis"))]
+            #[cfg(not(feature = "shared"))]
             let trips = local;
             if !trips {
                 break 'judged false;
@@ -135,7 +135,7 @@ impl Breaker {
             true
         };
         // Out of the locks: the task takes them to count what the store answers.
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         if let Some(summed) = send {
             summed.start_sending();
         }
@@ -151,7 +151,7 @@ impl Breaker {
 
     /// For a shared breaker whose window is summed over instances: whether its store answers
     /// now, and the window.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     fn summed(&self) -> Option<(bool, &super::summed::SummedWindow)> {
         let link = self.shared.get()?;
         let summed = link.window.as_deref()?;
@@ -165,7 +165,7 @@ impl Breaker {
         if let Some(window) = &self.window {
             lock(window).clear();
         }
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         if let Some(summed) = self.shared.get().and_then(|link| link.window.as_deref()) {
             summed.forget();
         }
@@ -179,11 +179,11 @@ impl Breaker {
 
     /// Tells the other instances of a state this breaker reached by its own calls.
     pub(super) fn announce(&self, to: BreakerState) {
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         if let Some(link) = self.shared.get() {
             link.announce(self, to);
         }
-        #[cfg(not(feature = "redis"))]
+        #[cfg(not(feature = "shared"))]
         let _ = to;
     }
 
@@ -206,7 +206,7 @@ impl Breaker {
                     Some(BreakerState::Open)
                 }
                 Verdict::Neutral => {
-                    #[cfg(feature = "redis")]
+                    #[cfg(feature = "shared")]
                     if let Some(link) = self.shared.get() {
                         link.release_probe();
                     }

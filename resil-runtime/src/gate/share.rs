@@ -24,7 +24,7 @@ impl RateGate {
     /// [`GateLink::share`](crate::seams::GateLink::share)).
     #[inline]
     pub(super) fn share_now(&self) -> u64 {
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         if let Some(link) = &self.shared {
             return link.share().max(1);
         }

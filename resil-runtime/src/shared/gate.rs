@@ -5,25 +5,21 @@
 //! and forgotten 5 s after: while Redis is down, each instance's local gate runs at its share
 //! of the rate.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::breaker::Message;
 use super::scripts::{HOLD, REFUND, RESERVE};
 use super::store::Store;
-use crate::seams::{
-    whole_micros, GateLink, Granted, RemoteSlot, SharedSlots, MAX_MICROS, SEEN_FOR,
-};
-use crate::Rejected;
+use crate::seams::{whole_micros, GateLink, Reservation, Reserved, Slot, Unavailable, SEEN_FOR};
 
 /// The instances that use the gate, by their last heartbeat.
 fn seen_key(gate: &GateLink) -> String {
-    format!("{}:seen", gate.key)
+    format!("{}:seen", gate.name())
 }
 
 impl Store {
     /// See [`SharedStore::refund`](crate::seams::SharedStore::refund).
-    pub(crate) fn refund_slot(&self, gate: &GateLink, slot: RemoteSlot) {
+    pub(crate) fn refund_slot(&self, gate: &GateLink, slot: Slot) {
         let mut invocation = REFUND.key(&*gate.key);
         invocation.arg(slot.end).arg(slot.from).arg(slot.epoch);
         self.spawn_eval(gate.sharing.timeout, invocation, None);
@@ -36,7 +32,7 @@ impl Store {
         let mut invocation = HOLD.key(&*gate.key);
         invocation
             .arg(wait)
-            .arg(gate.credit())
+            .arg(gate.credit_micros())
             .arg(gate.interval)
             .arg(message);
         self.spawn_eval(gate.sharing.timeout, invocation, None);
@@ -45,62 +41,46 @@ impl Store {
 
 /// See [`SharedStore::reserve`](crate::seams::SharedStore::reserve): one script for both gates.
 pub(crate) async fn reserve(
-    store: Arc<Store>,
-    gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
-    limit: Option<Duration>,
-) -> SharedSlots {
-    // The seam asks only for a policy with a shared gate.
-    let Some(timeout) = gates
-        .iter()
-        .flatten()
+    store: &Store,
+    reservation: &Reservation,
+) -> Result<Reserved, Unavailable> {
+    // resil asks only for a policy with a shared gate.
+    let timeout = reservation
+        .asks()
         .next()
-        .map(|(gate, ..)| gate.sharing.timeout)
-    else {
-        return SharedSlots::Unavailable;
-    };
-    let limit = limit.map_or(-1, |limit| {
+        .map(|ask| ask.gate().timeout())
+        .ok_or(Unavailable)?;
+    let limit = reservation.limit().map_or(-1, |limit| {
         i64::try_from(whole_micros(limit)).unwrap_or(i64::MAX)
     });
     let mut invocation = RESERVE.prepare_invoke();
     invocation.arg(limit).arg(whole_micros(SEEN_FOR));
-    for (gate, cost, interval) in gates.iter().flatten() {
-        let (interval, tolerance) = gate.schedule(*cost, *interval);
-        let beat = if gate.beat_due() {
-            store.instance()
-        } else {
-            ""
+    for ask in reservation.asks() {
+        let beat = match ask.heartbeat() {
+            Some(_) => store.instance(),
+            None => "",
         };
         invocation
-            .key(&*gate.key)
-            .key(seen_key(gate))
-            .arg(interval)
-            .arg(tolerance)
-            .arg((*cost).min(MAX_MICROS))
+            .key(ask.gate().name())
+            .key(seen_key(ask.gate()))
+            .arg(whole_micros(ask.interval()))
+            .arg(whole_micros(ask.tolerance()))
+            .arg(ask.cost())
             .arg(beat);
     }
-    let Some(reply) = store.eval::<Vec<u64>>(timeout, &invocation).await else {
-        return SharedSlots::Unavailable;
-    };
+    let reply = store
+        .eval::<Vec<u64>>(timeout, &invocation)
+        .await
+        .ok_or(Unavailable)?;
     match *reply.as_slice() {
         [1, wait, ref rest @ ..] => {
-            for ((gate, ..), slot) in gates.iter().flatten().zip(rest.chunks_exact(5)) {
-                gate.saw(slot[4]);
-            }
-            let mut slots = rest.chunks_exact(5).map(|slot| RemoteSlot {
-                from: slot[0],
-                end: slot[1],
-                epoch: slot[2],
-                ahead: Duration::from_micros(slot[3]),
+            let slots = rest.chunks_exact(5).map(|slot| {
+                Slot::new(slot[0], slot[1], slot[2], Duration::from_micros(slot[3]))
+                    .with_instances(slot[4])
             });
-            let slots = gates.map(|gate| gate.and_then(|_| slots.next()));
-            SharedSlots::Granted(Granted {
-                wait: Duration::from_micros(wait),
-                slots,
-            })
+            Ok(Reserved::granted(Duration::from_micros(wait), slots))
         }
-        [_, wait, ..] => SharedSlots::Refused(Rejected::RateLimited {
-            retry_in: Duration::from_micros(wait),
-        }),
-        _ => SharedSlots::Unavailable,
+        [_, wait, ..] => Ok(Reserved::refused(Duration::from_micros(wait))),
+        _ => Err(Unavailable),
     }
 }

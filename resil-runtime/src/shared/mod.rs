@@ -1,5 +1,23 @@
-//! State shared by many instances of a service through Redis: breakers that open and close
-//! together, and rate gates that hold a limit across every instance.
+//! State shared by many instances of a service: breakers that open and close together, and
+//! rate gates that hold a limit across every instance, kept in a store every instance reaches.
+//!
+//! | store | feature | for |
+//! |---|---|---|
+//! | [`Redis`] | `redis` | instances of a service, in any number of processes |
+//! | [`InMemory`] | `shared` | the policies and runtimes of one process; tests of many instances ([`InMemory::instance`]) |
+//! | your own, through [`SharedStore`] | `shared` | state kept elsewhere (Postgres, etcd, DynamoDB…), without redis-rs |
+//!
+//! A policy is shared in the process's Redis store by `shared = true` (or
+//! `PolicyBuilder::shared`), or in any store by
+//! [`PolicyBuilder::shared_in`](crate::PolicyBuilder::shared_in). What follows holds for every
+//! store: resil bounds every answer it waits for by `shared_timeout`, and decides locally
+//! when a store errs, is late or is down. Redis and [`InMemory`] also sum shared windows over
+//! the instances ([`SharedStore::add_to_window`]) and count a gate's instances for each one's
+//! share while the store is down ([`Ask::heartbeat`]); a store of your own may, or leave
+//! both to each instance. [`conformance`] (feature `conformance`) checks a
+//! store keeps the semantics [`SharedStore`] states.
+//!
+//! # Redis
 //!
 //! [`Redis::connect`] installs the process's store; a policy declared `shared = true` (or
 //! built with [`PolicyBuilder::shared`](crate::PolicyBuilder::shared)) keeps its breaker and
@@ -35,8 +53,8 @@
 //!   decide from what this instance did, a shared gate at the declared rate divided by the
 //!   instances Redis last said use it ([`Event::GateShare`](crate::events::Event), once per
 //!   outage), a shared window from this instance's calls; one background task per store
-//!   reconnects with jittered backoff and, once Redis answers again, re-syncs (openings Redis holds are
-//!   applied here, openings made here meanwhile are published). `shared_fail = "closed"`
+//!   reconnects with jittered backoff and, once Redis answers again, re-syncs (openings Redis
+//!   holds are applied here, openings made here meanwhile are published). `shared_fail = "closed"`
 //!   refuses instead ([`Rejected::SharedUnavailable`](crate::Rejected)): for the rare limit
 //!   that must never be exceeded, at the price of refusing every call while Redis is down.
 //! - **Operators.** [`Breaker::force_open`](crate::Breaker::force_open) and
@@ -59,17 +77,35 @@
 //! # let _ = policy; Ok(()) }
 //! ```
 
+#[cfg(feature = "redis")]
 mod breaker;
+#[cfg(any(test, feature = "conformance"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
+#[cfg(feature = "redis")]
 mod gate;
-#[cfg(test)]
+#[cfg(feature = "redis")]
+mod listed;
 mod memory;
 mod policy;
+#[cfg(feature = "redis")]
 mod scripts;
+#[cfg(feature = "redis")]
 mod store;
 
+pub use crate::seams::{
+    Announcement, Ask, BreakerLink, BreakerNews, Change, GateLink, GateNews, Probe, Reservation,
+    Reserved, SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums,
+};
+pub use memory::InMemory;
+pub use policy::IntoSharedStore;
+
+#[cfg(feature = "redis")]
 use store::Store;
 
+#[cfg(feature = "redis")]
 use std::fmt;
+#[cfg(feature = "redis")]
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -80,6 +116,7 @@ use std::time::Duration;
 )]
 pub const DEFAULT_TIMEOUT: Duration = resil_spec::defaults::SHARED_TIMEOUT;
 
+#[cfg(feature = "redis")]
 /// A Redis store for shared state: a connection, a subscription to the breakers' channel,
 /// and the task that keeps both up.
 ///
@@ -102,6 +139,7 @@ pub struct Redis {
     store: Arc<Store>,
 }
 
+#[cfg(feature = "redis")]
 impl fmt::Debug for Redis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Redis")
@@ -112,6 +150,7 @@ impl fmt::Debug for Redis {
     }
 }
 
+#[cfg(feature = "redis")]
 /// Why a store could not be made.
 ///
 /// ```
@@ -138,6 +177,7 @@ pub enum SharedError {
     NoRuntime,
 }
 
+#[cfg(feature = "redis")]
 impl Redis {
     /// Opens a store at `url` and installs it as the process's: every policy declared
     /// `shared = true` keeps its state there, including policies built before this call (they
@@ -181,6 +221,7 @@ impl Redis {
     }
 }
 
+#[cfg(feature = "redis")]
 fn client(url: &str) -> Result<redis::Client, SharedError> {
     redis::Client::open(url).map_err(|error| SharedError::Url {
         url: store::redacted(url),
@@ -188,6 +229,7 @@ fn client(url: &str) -> Result<redis::Client, SharedError> {
     })
 }
 
+#[cfg(feature = "redis")]
 /// The process's store, as policies declared `shared = true` see it: it exists before
 /// [`Redis::connect`] attaches it to a server, so a policy built first is bound to it too.
 pub(crate) fn global() -> &'static Arc<Store> {

@@ -14,16 +14,13 @@ use tokio::task::AbortHandle;
 use tokio::time::{sleep, timeout};
 
 use super::breaker::{open_key, Message, News};
+use super::listed::Listed;
 use super::scripts::{CHANNEL, CLOSE, OPEN};
 use super::SharedError;
-use crate::breaker::Breaker;
 use crate::events;
-use crate::seams::{GateLink, Pending, SharedStore};
+use crate::seams::{Announcement, BreakerNews, GateNews, SharedStore};
 use crate::sync::{lock_std, read_std, write_std};
 
-mod listed;
-
-use listed::Listed;
 mod seam;
 
 /// How long connecting (TCP, handshake, subscription) may take before it counts as failed.
@@ -49,10 +46,10 @@ pub(crate) struct Store {
     in_outage: AtomicBool,
     /// The shared breakers of this process, by their Redis name (several, for keys of a
     /// keyed policy that are unequal but print alike: they share the name, and hear its news).
-    breakers: Listed<Breaker>,
+    breakers: Listed<BreakerNews>,
     /// The shared gates of this process, by their Redis key: other instances' throttles
     /// reach them.
-    gates: Listed<GateLink>,
+    gates: Listed<GateNews>,
     /// Wakes the task when an operation failed: it checks whether Redis still answers.
     check: Arc<Notify>,
 }
@@ -124,12 +121,11 @@ impl Store {
 
     /// Lists a shared breaker, so that what peers publish about it reaches it; a breaker
     /// listed while Redis answers learns at once of an opening in force.
-    fn register(&self, id: &Arc<str>, breaker: &Arc<Breaker>) {
-        self.breakers.list(id, breaker);
+    fn register(&self, breaker: BreakerNews) {
+        self.breakers.list(breaker.clone());
         let runtime = tokio::runtime::Handle::try_current();
         if let (true, Ok(runtime), Some(store)) = (self.is_available(), runtime, self.me.upgrade())
         {
-            let breaker = Arc::clone(breaker);
             runtime.spawn(async move {
                 let connection = read_std(&store.connection).clone();
                 if let Some(connection) = connection {
@@ -174,14 +170,14 @@ impl Store {
     }
 
     /// Runs a script in the background, for what no caller waits on (publishing a
-    /// transition, giving a slot back). `pending`'s announcement is published once Redis has
-    /// run it (see [`Pending::published`]); false when it was not even sent (Redis is down, or
-    /// no runtime).
+    /// transition, giving a slot back). `announcement` is published once Redis has run it (see
+    /// [`Announcement::published`]); false when it was not even sent (Redis is down, or no
+    /// runtime).
     pub(crate) fn spawn_eval(
         &self,
         limit: Duration,
         invocation: ScriptInvocation<'static>,
-        pending: Option<(Arc<Pending>, u64)>,
+        announcement: Option<Announcement>,
     ) -> bool {
         if !self.is_available() {
             return false;
@@ -192,8 +188,8 @@ impl Store {
         };
         runtime.spawn(async move {
             let ran: Option<redis::Value> = store.eval(limit, &invocation).await;
-            if let (Some(_), Some((pending, announced))) = (ran, pending) {
-                pending.published(announced);
+            if let (Some(_), Some(announcement)) = (ran, announcement) {
+                announcement.published();
             }
         });
         true
@@ -253,7 +249,7 @@ impl Store {
         }
         if let News::Held(_) = message.news {
             for gate in self.gates.named(message.id) {
-                gate.revoke_waiting();
+                gate.throttled_elsewhere();
             }
             return;
         }
@@ -270,23 +266,20 @@ impl Store {
 async fn sync(
     store: &Store,
     connection: &MultiplexedConnection,
-    breakers: &[Arc<Breaker>],
+    breakers: &[BreakerNews],
 ) -> redis::RedisResult<()> {
     let mut connection = connection.clone();
     let mut asked = Vec::new();
     let mut published = Vec::new();
     let mut pipe = redis::pipe();
     for breaker in breakers {
-        let Some(link) = breaker.shared_link() else {
-            continue;
-        };
-        match store.pending(link, breaker) {
-            Some((invocation, pending)) => {
-                pipe.invoke_script(&invocation).ignore();
-                published.push((link, pending));
+        match breaker.untold() {
+            Some(announcement) => {
+                pipe.invoke_script(&store.recording(&announcement)).ignore();
+                published.push(announcement);
             }
             None => {
-                pipe.cmd("PTTL").arg(open_key(link));
+                pipe.cmd("PTTL").arg(open_key(breaker.name()));
                 asked.push(breaker);
             }
         }
@@ -305,13 +298,12 @@ async fn sync(
     let open_for: Vec<i64> = timeout(CHECK, pipe.query_async(&mut connection))
         .await
         .map_err(|_| timed_out())??;
-    for (link, pending) in published {
-        link.pending.published(pending);
+    for announcement in published {
+        announcement.published();
     }
     for (breaker, open_for) in asked.into_iter().zip(open_for) {
         if open_for > 0 {
-            let transition = breaker.remote_open(Duration::from_millis(open_for.unsigned_abs()));
-            super::breaker::heard(breaker, transition);
+            breaker.opened_elsewhere(Duration::from_millis(open_for.unsigned_abs()));
         }
     }
     Ok(())

@@ -28,7 +28,7 @@ impl Listener for Shares {
     }
 }
 
-fn gated(hub: &Arc<Hub>, name: &str) -> Policy {
+fn gated(hub: &InMemory, name: &str) -> Policy {
     let builder = Policy::builder().name(name).rate(8, SECOND, 2);
     instance(builder, hub.instance())
 }
@@ -59,7 +59,7 @@ async fn flood(policies: &[Arc<Policy>], how_long: Duration) -> Vec<u32> {
 
 #[tokio::test(start_paused = true)]
 async fn while_the_store_is_down_each_instance_takes_its_share_of_the_rate() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let name = "memory::share";
     let listener = Arc::new(Shares {
         gate: format!("resil:rate:{name}"),
@@ -100,7 +100,7 @@ async fn while_the_store_is_down_each_instance_takes_its_share_of_the_rate() {
 
 #[tokio::test(start_paused = true)]
 async fn an_instance_that_saw_no_other_keeps_the_whole_rate() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let policy = Arc::new(gated(&hub, "memory::alone"));
     flood(std::slice::from_ref(&policy), SECOND).await;
     hub.set_available(false);

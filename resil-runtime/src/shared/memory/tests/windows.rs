@@ -11,7 +11,7 @@ const INSTANCES: usize = 10;
 const WINDOW: Duration = Duration::from_secs(30);
 const MIN_CALLS: u32 = 20;
 
-fn windowed(hub: &Arc<Hub>) -> Policy {
+fn windowed(hub: &InMemory) -> Policy {
     let kind = BreakerKind::FailureRate {
         percent: 50,
         window: WindowSize::Time(WINDOW),
@@ -50,7 +50,7 @@ impl Clone for Error {
 
 #[tokio::test(start_paused = true)]
 async fn ten_instances_open_together_on_the_services_failures() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let policies: Vec<_> = (0..INSTANCES).map(|_| windowed(&hub)).collect();
     let calls = AtomicU32::new(0);
     let start = Instant::now();
@@ -76,7 +76,7 @@ async fn ten_instances_open_together_on_the_services_failures() {
         rounds >= 3,
         "opened at {rounds} rounds of failures: too early"
     );
-    let batches = hub.batches();
+    let batches = hub.hub.batches();
     let elapsed = start.elapsed();
     let bound = INSTANCES as u64 * (elapsed.as_millis() as u64 / 100 + 1);
     assert!(
@@ -90,12 +90,12 @@ async fn ten_instances_open_together_on_the_services_failures() {
     );
     // Idle: no batch goes.
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert_eq!(hub.batches(), batches, "none while idle");
+    assert_eq!(hub.hub.batches(), batches, "none while idle");
 }
 
 #[tokio::test(start_paused = true)]
 async fn while_the_store_is_down_each_judges_its_own_window() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let policies: Vec<_> = (0..INSTANCES).map(|_| windowed(&hub)).collect();
     let calls = AtomicU32::new(0);
     hub.set_available(false);
@@ -116,12 +116,12 @@ async fn while_the_store_is_down_each_judges_its_own_window() {
         1,
         "its own 20 failures open it alone"
     );
-    assert_eq!(hub.batches(), 0, "nothing sent while the store is down");
+    assert_eq!(hub.hub.batches(), 0, "nothing sent while the store is down");
 }
 
 #[tokio::test(start_paused = true)]
 async fn old_failures_age_out_of_the_shared_window() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let policies: Vec<_> = (0..INSTANCES).map(|_| windowed(&hub)).collect();
     let calls = AtomicU32::new(0);
     // 15 failures across the service: under its minimum of 20.
@@ -162,7 +162,7 @@ async fn old_failures_age_out_of_the_shared_window() {
 
 #[test]
 fn a_shared_count_window_is_refused_with_the_fix() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let kind = BreakerKind::FailureRate {
         percent: 50,
         window: WindowSize::Calls(20),
@@ -171,7 +171,7 @@ fn a_shared_count_window_is_refused_with_the_fix() {
     let mut builder = Policy::builder()
         .breaker_named("memory::counted", 5, COOLDOWN)
         .breaker_kind(kind);
-    builder.sharing(|| hub.instance() as Arc<dyn SharedStore>);
+    builder.sharing(|| Arc::new(hub.instance()) as Arc<dyn SharedStore>);
     let refused = builder.build().unwrap_err();
     assert!(
         refused.to_string().contains("breaker_window = \"30s\""),
