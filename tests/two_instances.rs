@@ -23,10 +23,9 @@ async fn the_two_instances_example_shows_what_it_claims() {
     // 2 s at 10/s with a burst of 1 is 21; two unshared gates would let ~40 through.
     assert!(report.gated_requests < 30, "{report:?}");
     assert_eq!(report.calls_without_redis.1, 0, "fail-open: {report:?}");
-    assert!(
-        report.ungated_requests > report.gated_requests,
-        "{report:?}"
-    );
+    // Each at its share (5/s, having seen the other): about 20, not ~40.
+    assert!(report.ungated_requests < 30, "{report:?}");
+    assert_eq!(report.window, (6, true), "{report:?}");
     assert!(report.resynced, "{report:?}");
     assert_eq!(
         report.resync.0, 1000,

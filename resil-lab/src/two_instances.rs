@@ -1,7 +1,9 @@
 //! Two instances of one service against the mock provider, sharing their breaker and their
 //! 10/s rate gate through a real `redis-server`: what each instance does and what the provider
 //! sees, then the same with Redis killed mid-run and restarted; and how long the openings
-//! one instance made during an outage take to reach Redis once it is back (polled every 10 ms).
+//! one instance made during an outage take to reach Redis once it is back (polled every 10 ms);
+//! and a failure-rate window summed over both, which opens on their failures together though
+//! neither alone reaches its minimum of calls.
 //!
 //! The two instances live in one process, each with its own store (its own connection and
 //! subscription) and its own local breaker and gate, as two processes would have them.
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use resil::events::{self, Event, Listener};
 use resil::http::classify;
 use resil::shared::Redis;
-use resil::{Breaker, BreakerConfig, BreakerState, Policy, Rejected};
+use resil::{Breaker, BreakerConfig, BreakerKind, BreakerState, Policy, Rejected, WindowSize};
 
 use crate::mock::MockProvider;
 use crate::redis_server::{settled, RedisServer};
@@ -35,9 +37,13 @@ pub struct Report {
     pub probes: u32,
     /// Requests the provider saw in 2 s of both instances calling as fast as they can.
     pub gated_requests: u32,
+    /// Failing calls each instance made into a failure-rate window of 10 s summed over both
+    /// (at least 10 calls, half of them bad), and whether both breakers opened.
+    pub window: (u32, bool),
     /// Calls made with Redis killed, and how many of them failed.
     pub calls_without_redis: (u32, u32),
-    /// Requests the provider saw in 2 s of calling with Redis killed (each local gate decides).
+    /// Requests the provider saw in 2 s of calling with Redis killed (each local gate decides,
+    /// at its share of the rate: half, having seen the other instance).
     pub ungated_requests: u32,
     /// Whether B followed A's opening (made while Redis was down) once Redis was back.
     pub resynced: bool,
@@ -100,6 +106,7 @@ impl Listener for StoreEvents {
         let said = match event {
             Event::SharedUnavailable { reason, .. } => format!("unavailable ({reason})"),
             Event::SharedRestored { .. } => "restored".to_owned(),
+            Event::GateShare { instances, .. } => format!("gate at its share (1/{instances})"),
             _ => return,
         };
         self.0.lock().expect("not poisoned").push(said);
@@ -156,6 +163,11 @@ pub async fn run() -> std::io::Result<Option<Report>> {
     // Both call as fast as they can for 2 s through the shared 10/s gate.
     report.gated_requests = calls_for(&a, &b, &url, Duration::from_secs(2), requests).await;
 
+    // The provider fails: a window summed over both instances opens on their calls together.
+    provider.set_down(true);
+    report.window = shared_window(&redis, &url, &mut report).await;
+    provider.set_down(false);
+
     // Redis is killed: both go on, each on its own gate and breaker.
     redis.kill();
     let (mut made, mut failed) = (0, 0);
@@ -193,6 +205,47 @@ pub async fn run() -> std::io::Result<Option<Report>> {
     report.resync = resync(&mut redis, &mut report).await;
     provider.stop().await;
     Ok(Some(report))
+}
+
+/// Two more instances whose breaker judges a window of 10 s summed over both (50 % of at least
+/// 10 calls): each makes 6 failing calls, too few alone. The failing calls each made, and
+/// whether both breakers opened.
+async fn shared_window(redis: &RedisServer, url: &str, report: &mut Report) -> (u32, bool) {
+    const CALLS: u32 = 6;
+    let kind = BreakerKind::FailureRate {
+        percent: 50,
+        window: WindowSize::Time(Duration::from_secs(10)),
+        min_calls: 10,
+    };
+    let mut instances = Vec::new();
+    for _ in 0..2 {
+        let store = Redis::open(&redis.url()).await.expect("a Redis URL");
+        let config = BreakerConfig::new(3, COOLDOWN)
+            .and_then(|config| config.with_kind(kind))
+            .expect("a valid breaker");
+        let breaker = Arc::new(Breaker::new("window", config));
+        let policy = Policy::builder()
+            .name("chat::window")
+            .breaker(Arc::clone(&breaker))
+            .shared_in(&store)
+            .build()
+            .expect("a valid policy");
+        instances.push(Instance {
+            store,
+            breaker,
+            policy,
+        });
+    }
+    for _ in 0..CALLS {
+        for instance in &instances {
+            let _ = instance.complete(url).await;
+        }
+        // Each instance sends its calls to Redis every 100 ms at most.
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let open = || (instances.iter()).all(|instance| instance.breaker.state() == BreakerState::Open);
+    settle(report, "the shared window opens both breakers", open).await;
+    (CALLS, open())
 }
 
 /// How many openings of a per-key breaker, made while Redis is down, reach Redis once it is
@@ -298,12 +351,16 @@ pub fn print(report: &Report) {
         "shared gate 10/s across both, 2 s of calling: the provider saw {} requests (10/s each would be ~40)",
         report.gated_requests
     );
+    let (calls, opened) = report.window;
+    println!(
+        "window      {calls} failing calls each into a window summed over both (10 calls at least): both opened: {opened}"
+    );
     let (made, failed) = report.calls_without_redis;
     println!(
         "redis down  {made} calls, {failed} failed: every instance decides locally (fail-open)"
     );
     println!(
-        "            2 s of calling: the provider saw {} requests (each instance's own 10/s)",
+        "            2 s of calling: the provider saw {} requests (each at its share, 5/s; ~40 at 10/s each)",
         report.ungated_requests
     );
     println!(

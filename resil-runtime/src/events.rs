@@ -179,6 +179,17 @@ pub enum Event<'a> {
         /// The store's URL, its password hidden.
         store: &'a str,
     },
+    /// While its store does not answer, a shared rate gate decides alone at its share of the
+    /// rate: the declared rate and burst divided by the instances the store last saw using
+    /// it (the burst at least 1), so that together they keep about the declared rate. Heard
+    /// once per outage and gate, when it first decides alone; not heard by an instance that
+    /// saw no other.
+    GateShare {
+        /// The gate's name in the store (`resil:rate:{fn}`, `resil:tokens:{fn}`).
+        gate: &'a str,
+        /// The instances the store last saw using the gate, this one included.
+        instances: u64,
+    },
     /// A setting was ignored because of a conflict (a named breaker configured differently
     /// at two sites).
     ConfigConflict {
@@ -210,7 +221,8 @@ impl<'a> Event<'a> {
             | Event::BreakerOverridden { .. }
             | Event::ConfigRefused { .. }
             | Event::SharedUnavailable { .. }
-            | Event::SharedRestored { .. } => None,
+            | Event::SharedRestored { .. }
+            | Event::GateShare { .. } => None,
         }
     }
 }
@@ -454,5 +466,19 @@ pub(crate) fn shared_store(store: &str, reason: Option<&str>) {
             Some(reason) => Event::SharedUnavailable { store, reason },
             None => Event::SharedRestored { store },
         });
+    }
+}
+
+/// A shared gate decides alone at its share of the rate (see [`Event::GateShare`]).
+#[cfg(feature = "shared")]
+pub(crate) fn gate_share(gate: &str, instances: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        gate,
+        instances,
+        "shared store unavailable: the gate decides alone at its share of the rate"
+    );
+    if let Some(listener) = resolve(None) {
+        listener.on_event(&Event::GateShare { gate, instances });
     }
 }

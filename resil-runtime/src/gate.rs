@@ -320,7 +320,8 @@ impl RateGate {
         }
         let at = self.offset(now);
         let limit = deadline.map(|deadline| self.offset(deadline));
-        let interval = self.interval_at(at);
+        let share = self.share_now();
+        let interval = self.interval_at(at).saturating_mul(share);
         loop {
             // The epoch before the schedule: a throttle sets the schedule, then counts itself,
             // so a slot is never labelled newer than the schedule it was taken from.
@@ -330,7 +331,7 @@ impl RateGate {
             // of the schedule: the slowdown delays the units after it, never adds credit.
             let from = tat.max(at);
             let next = from.saturating_add(interval.saturating_mul(cost));
-            let allowed = self.allowed(from, cost);
+            let allowed = self.allowed_at_share(from, cost, share);
             let wait = allowed.saturating_sub(at);
             if limit.is_some_and(|limit| allowed > limit) {
                 return Err(Rejected::RateLimited {
@@ -353,12 +354,7 @@ impl RateGate {
     /// When `cost` units starting from `from` may pass, in nanoseconds since the origin.
     #[inline]
     fn allowed(&self, from: u64, cost: u64) -> u64 {
-        if self.auto {
-            // No burst: each call passes when the schedule reaches it.
-            return from;
-        }
-        from.saturating_add(self.interval.saturating_mul(cost))
-            .saturating_sub(self.credit())
+        self.allowed_at_share(from, cost, 1)
     }
 
     /// The wait before `cost` units could pass, reserving nothing (`None`: never, the cost is
@@ -478,6 +474,7 @@ fn nanos(duration: Duration) -> u64 {
 }
 
 mod learn;
+mod share;
 mod slot;
 mod slowdown;
 

@@ -198,7 +198,7 @@ pub const KEYS: &[KeyDoc] = &[
         name: "breaker_window",
         example: "breaker_window = 20",
         summary: "the calls a failure_rate or slow_call breaker remembers: a count or a time",
-        meaning: "with `failure_rate` or `slow_call`: the last calls remembered (`20`), or the calls of the last so long (`\"30s\"`, in buckets of about a second: a quiet night forgets the evening's failures)",
+        meaning: "with `failure_rate` or `slow_call`: the last calls remembered (`20`), or the calls of the last so long (`\"30s\"`, in buckets of about a second: a quiet night forgets the evening's failures); with `shared = true`, a time, summed over every instance",
         default: "20",
         constraints: "1 to 10 000 calls, at least `breaker_min_calls`; or a time from 1s to 24h, in which a declared `rate` lets `breaker_min_calls` through",
         builder: "`breaker_kind(BreakerKind::FailureRate { window: WindowSize::Time(…), … })`",

@@ -18,7 +18,7 @@ use crate::duration::human;
 mod breaker;
 
 pub use breaker::{
-    breaker_kind, breaker_window, min_calls_within_rate, MAX_TIME_WINDOW, MAX_WINDOW,
+    breaker_kind, breaker_window, min_calls_within_rate, shared_window, MAX_TIME_WINDOW, MAX_WINDOW,
 };
 
 /// A setting that cannot work as given.
@@ -110,6 +110,12 @@ pub enum Violation {
         window: Duration,
         /// The most calls the rate gate lets through in that window.
         calls: u64,
+    },
+    /// A shared failure-rate or slow-call breaker counts its window in calls: each instance
+    /// would judge only its own, so the window must be in time to be summed over instances.
+    SharedCountWindow {
+        /// Calls in the window.
+        window: u32,
     },
     /// A setting is made per key, but the policy does not have it.
     PerKeyWithout {
@@ -245,6 +251,10 @@ impl fmt::Display for Violation {
                 f,
                 "the rate lets at most {calls} calls through in {}, and the breaker counts {min_calls} before it may open: it could never open; lower `breaker_min_calls` to at most {calls}, or make the window longer",
                 human(*window)
+            ),
+            Violation::SharedCountWindow { window } => write!(
+                f,
+                "a shared breaker judges the calls of every instance together, in a window of time, and a window of {window} calls counts one instance's last calls: set `breaker_window` to a duration, such as `breaker_window = \"30s\"`"
             ),
             Violation::PerKeyWithout { key } => write!(
                 f,

@@ -46,7 +46,15 @@ async fn a_shared_gate_holds_the_combined_rate() {
         "10 a minute across both instances, not 10 each"
     );
     assert_eq!(limited, 20);
-    assert_eq!(server.keys("resil:rate:"), ["resil:rate:two::instances"]);
+    assert_eq!(
+        gate_keys(&server, "resil:rate:"),
+        ["resil:rate:two::instances"]
+    );
+    assert_eq!(
+        server.keys("resil:rate:two::instances:seen"),
+        ["resil:rate:two::instances:seen"],
+        "the instances that use it, beside it"
+    );
 }
 
 /// One call through `instance` that the provider throttles, asking to wait `wait`.
@@ -220,7 +228,7 @@ async fn a_throttle_revokes_the_slots_other_instances_already_reserved() {
     });
     // The schedule's end in Redis (µs on its clock).
     let tat = || {
-        let key = server.keys("resil:rate:").pop()?;
+        let key = gate_keys(&server, "resil:rate:").pop()?;
         server.query::<u64>(redis::cmd("HGET").arg(&key).arg("tat"))
     };
     eventually("A's slot", || tat().is_some()).await;

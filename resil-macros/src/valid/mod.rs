@@ -400,6 +400,13 @@ fn check_breaker_tuning(args: &ResilientArgs, errors: &mut Errors) -> BreakerKin
         if let Some(span) = span {
             errors.check(span, rules::breaker_window(percent, window, min_calls));
         }
+        if args.shared.as_ref().is_some_and(|s| s.value) {
+            let at = (args.breaker_window.as_ref().map(|s| s.span))
+                .or(args.breaker_kind.as_ref().map(|s| s.span));
+            if let Some(at) = at {
+                errors.check(at, rules::shared_window(window));
+            }
+        }
         // A named breaker behind gates per key sees more than one gate's calls: no bound holds.
         let shared = matches!(
             args.breaker.as_ref().map(|s| &s.value),

@@ -21,6 +21,8 @@ mod directory;
 mod keyed;
 #[cfg(feature = "shared")]
 mod remote;
+#[cfg(feature = "shared")]
+pub(crate) mod summed;
 mod time_window;
 mod verdicts;
 mod window;

@@ -18,6 +18,16 @@ struct Bucket {
     bad: u32,
 }
 
+/// How many buckets a window of `window` has, and how long each lasts: a second a bucket
+/// keeps the ring small and the ageing fine; 10 buckets at least make a short window age in
+/// tenths, 60 at most keep a long one at 960 bytes. A shared window has the same buckets in
+/// the store.
+pub(crate) fn buckets(window: Duration) -> (u64, Duration) {
+    let len = window.as_secs().clamp(10, 60);
+    let width = u64::try_from(window.as_nanos() / u128::from(len)).unwrap_or(u64::MAX);
+    (len, Duration::from_nanos(width))
+}
+
 /// The calls of the last `window`, in buckets, with their totals.
 #[derive(Debug)]
 pub(crate) struct TimeWindow {
@@ -35,10 +45,8 @@ pub(crate) struct TimeWindow {
 impl TimeWindow {
     /// An empty window of `window`, its buckets counted from `now`.
     pub(crate) fn new(window: Duration, now: Instant) -> Self {
-        // A second a bucket keeps the ring small and the ageing fine; 10 buckets at least
-        // make a short window age in tenths, 60 at most keep a long one at 960 bytes.
-        let len = window.as_secs().clamp(10, 60);
-        let width = (window.as_nanos() / u128::from(len)).max(1);
+        let (len, width) = buckets(window);
+        let width = width.as_nanos().max(1);
         TimeWindow {
             buckets: vec![Bucket::default(); len as usize].into_boxed_slice(),
             width,

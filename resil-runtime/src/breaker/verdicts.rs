@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "shared")]
+use tokio::time::Instant;
+
 use super::window::Window;
 use super::word::{Word, CLOSED, HALF_OPEN};
 use super::{Breaker, BreakerKind, BreakerState, Ticket, Transition, Verdict};
@@ -104,18 +107,41 @@ impl Breaker {
             } => (percent, min_calls),
             BreakerKind::Consecutive => return None,
         };
-        {
+        let bad = verdict == Verdict::Failure;
+        #[cfg(feature = "shared")]
+        let mut send = None;
+        let opened = 'judged: {
             let _transition = lock(&self.probing);
             let word = self.load();
             if word.generation() != ticket.generation || word.state() != CLOSED {
                 return None;
             }
-            let mut window = lock(window);
-            if !window.push_trips(verdict == Verdict::Failure, percent, min_calls) {
-                return None;
+            let local = lock(window).push_trips(bad, percent, min_calls);
+            #[cfg(feature = "shared")]
+            let trips = match self.summed() {
+                Some((usable, summed)) => {
+                    let (judged, start) = summed.record(bad, usable, Instant::now());
+                    send = start.then_some(summed);
+                    judged.trips(local, percent, min_calls)
+                }
+                None => local,
+            };
+            #[cfg(not(feature = "shared"))]
+            let trips = local;
+            if !trips {
+                break 'judged false;
             }
-            window.clear();
+            self.forget_calls();
             self.open(word);
+            true
+        };
+        // Out of the locks: the task takes them to count what the store answers.
+        #[cfg(feature = "shared")]
+        if let Some(summed) = send {
+            summed.start_sending();
+        }
+        if !opened {
+            return None;
         }
         self.announce(BreakerState::Open);
         Some(Transition {
@@ -124,11 +150,25 @@ impl Breaker {
         })
     }
 
-    /// A closed breaker judges afresh: the calls of before it opened are forgotten. Called
-    /// with the transition lock held.
+    /// For a shared breaker whose window is summed over instances: whether its store answers
+    /// now, and the window.
+    #[cfg(feature = "shared")]
+    fn summed(&self) -> Option<(bool, &super::summed::SummedWindow)> {
+        let link = self.shared.get()?;
+        let summed = link.window.as_deref()?;
+        Some((link.sharing.store.usable(), summed))
+    }
+
+    /// A breaker judges afresh: the calls of before it opened or closed are forgotten (here,
+    /// and in what this instance knows of a shared window). Called with the transition lock
+    /// held.
     pub(super) fn forget_calls(&self) {
         if let Some(window) = &self.window {
             lock(window).clear();
+        }
+        #[cfg(feature = "shared")]
+        if let Some(summed) = self.shared.get().and_then(|link| link.window.as_deref()) {
+            summed.forget();
         }
     }
 
@@ -141,7 +181,7 @@ impl Breaker {
     /// Tells the other instances of a state this breaker reached by its own calls. Never
     /// with the transition lock held: a store may deliver news to a breaker (this one, or a
     /// peer's that is announcing too) before it returns.
-    fn announce(&self, to: BreakerState) {
+    pub(super) fn announce(&self, to: BreakerState) {
         #[cfg(feature = "shared")]
         if let Some(link) = self.shared.get() {
             link.announce(self, to);

@@ -45,6 +45,14 @@ impl Window {
         }
     }
 
+    /// Whether the calls in the window trip it, as [`Window::push_trips`] says, counting none.
+    pub(crate) fn trips(&mut self, percent: u8, min_calls: u32) -> bool {
+        match self {
+            Window::Calls(window) => window.trips(percent, min_calls),
+            Window::Time(window) => window.trips(Instant::now(), percent, min_calls),
+        }
+    }
+
     /// Bad calls in the window (for a time window, as of now).
     pub(crate) fn bad(&mut self) -> u32 {
         match self {

@@ -96,7 +96,9 @@ impl<'p> Progress<'p> {
             return Ok(SharedStart::Local);
         }
         if !link.is_available() {
-            return self.refuse_if_failing_closed().map(|()| SharedStart::Local);
+            self.refuse_if_failing_closed()?;
+            self.tell_shares();
+            return Ok(SharedStart::Local);
         }
         self.refuse_if_open()?;
         // A throttle this instance knows of holds it, whatever the store says: the store may
@@ -161,7 +163,19 @@ impl<'p> Progress<'p> {
             SharedSlots::Refused(rejected) => Err(rejected),
             SharedSlots::Unavailable => {
                 self.refuse_if_failing_closed()?;
+                self.tell_shares();
                 self.reserve_slots()
+            }
+        }
+    }
+
+    /// The local gates decide alone, each at its share of the rate: said once per outage.
+    #[cfg(feature = "shared")]
+    fn tell_shares(&self) {
+        let links = [self.rate(), self.token_rate()].map(|gate| gate.and_then(RateGate::shared));
+        for link in links.into_iter().flatten() {
+            if let Some(instances) = link.share_untold() {
+                crate::events::gate_share(&link.key, instances);
             }
         }
     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::news::{Announcement, BreakerNews, Change, GateNews};
 use super::{Probe, ProbeAnswer, SharedStore, Slot, Unavailable, MAX_MICROS};
+use crate::breaker::summed::SummedWindow;
 use crate::breaker::{Breaker, BreakerState, Transition};
 
 /// How a policy shares its state: where, what to do when the store does not answer, and who
@@ -21,8 +22,8 @@ pub(crate) struct Sharing {
     pub(crate) store: Arc<dyn SharedStore>,
     pub(crate) timeout: Duration,
     pub(crate) fail_closed: bool,
-    /// Reports a transition a peer caused (no call of this instance hears of it): set by the
-    /// policy, which knows the listeners.
+    /// Reports a transition no call of this instance made (a peer's, or an opening judged
+    /// from a shared window's sums): set by the policy, which knows the listeners.
     pub(crate) heard: fn(&Breaker, Transition),
 }
 
@@ -68,6 +69,9 @@ pub struct BreakerLink {
     /// A transition made here that the store has not heard of (it was down or slow), told at
     /// the next re-sync if the breaker is still in that state.
     pub(crate) pending: Arc<Pending>,
+    /// For a failure-rate or slow-call breaker with a window in time: the window summed over
+    /// every instance (`{id}:window` in Redis).
+    pub(crate) window: Option<Box<SummedWindow>>,
 }
 
 impl fmt::Debug for BreakerLink {
@@ -87,6 +91,7 @@ impl BreakerLink {
             sharing: sharing.clone(),
             id: Arc::from(format!("resil:breaker:{name}")),
             pending: Arc::default(),
+            window: SummedWindow::of(breaker),
         };
         if let Some(link) = breaker.share(link) {
             let news = BreakerNews::new(Arc::clone(&link.id), breaker);
@@ -229,6 +234,15 @@ pub struct GateLink {
     /// Times the store answered again after an outage (each revokes the slots this instance's
     /// gate promised alone, meanwhile).
     returns: AtomicU64,
+    /// The instances the store last said use the gate (0: it never said): while the store is
+    /// down, this instance's local gate runs at its share of the rate.
+    pub(super) seen: AtomicU64,
+    /// When this instance last told the store it uses the gate, in ns from `created` (0:
+    /// never).
+    pub(super) beat_at: AtomicU64,
+    pub(super) created: tokio::time::Instant,
+    /// The outage (`returns` + 1) whose share was last told to the listeners.
+    pub(super) told: AtomicU64,
 }
 
 impl GateLink {
@@ -264,6 +278,10 @@ impl GateLink {
             burst,
             holds: AtomicU64::new(0),
             returns: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
+            beat_at: AtomicU64::new(0),
+            created: tokio::time::Instant::now(),
+            told: AtomicU64::new(0),
         });
         sharing.store.listen_gate(GateNews::new(&link));
         link

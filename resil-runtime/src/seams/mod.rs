@@ -20,13 +20,18 @@ use crate::Rejected;
 
 mod links;
 mod news;
+mod share;
 mod slots;
+mod window;
 
 pub(crate) use links::{whole_micros, Sharing};
 pub use links::{BreakerLink, GateLink};
 pub use news::{Announcement, BreakerNews, Change, GateNews};
+#[cfg(any(test, feature = "redis", feature = "conformance"))]
+pub(crate) use share::SEEN_FOR;
 pub use slots::{Ask, Reservation, Reserved, Slot};
 pub(crate) use slots::{RemoteSlot, RemoteSlots};
+pub use window::{WindowBatch, WindowSums};
 
 /// A future a store hands back: boxed, since it is a trait's, and rare (a probe, or a shared
 /// gate's slot, which is a round trip anyway).
@@ -215,6 +220,32 @@ pub trait SharedStore: Send + Sync {
     /// epoch moves on, so their refunds do nothing), and every other instance's gates of that
     /// name told ([`GateNews::throttled_elsewhere`]).
     fn hold(&self, gate: &GateLink, wait: Duration);
+
+    /// Adds `batch`, this instance's calls to the shared failure-rate or slow-call breaker
+    /// `breaker` since its last batch, to the breaker's window in time, and answers the
+    /// window's sums over every instance, the batch included. Atomic: the batch is added
+    /// whole and the sums read after it, in one step. The window is kept on the store's
+    /// clock: a batch goes to bucket `now / width` ([`WindowBatch::width`]), the sums are
+    /// over the latest [`buckets`](WindowBatch::buckets) buckets (older ones age out), and the
+    /// store may forget the window [`expiry`](WindowBatch::expiry) after its last batch. An
+    /// opening or a closing of the breaker ([`announce`](Self::announce)) empties its window.
+    ///
+    /// resil sends at most one batch per breaker at a time, one every 100 ms at most while
+    /// calls are made, none while idle, and waits for the answer at most `shared_timeout`. A
+    /// batch whose answer is [`Unavailable`] or late is dropped, not sent again (the store may
+    /// have counted it), and the instance judges its own window while the store does not
+    /// answer. So `breaker_min_calls` counts the service's calls, not one instance's.
+    ///
+    /// Unless implemented: `None`, the store keeps no windows, and each instance judges its
+    /// own window (resil asks no more for that breaker).
+    fn add_to_window<'a>(
+        &'a self,
+        breaker: &'a BreakerLink,
+        batch: WindowBatch,
+    ) -> Option<StoreFuture<'a, Result<WindowSums, Unavailable>>> {
+        let _ = (breaker, batch);
+        None
+    }
 
     /// resil gave up waiting for an answer after `shared_timeout`: a store that tracks its
     /// own health may take it as a sign that it is down. Unless implemented: nothing.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::links::{whole_micros, GateLink};
+use super::share::SEEN_FOR;
 use super::{Granted, SharedSlots, MAX_MICROS};
 use crate::Rejected;
 
@@ -51,6 +52,7 @@ pub struct Ask {
     cost: u64,
     interval: u64,
     tolerance: u64,
+    heartbeat: bool,
 }
 
 impl Ask {
@@ -76,6 +78,26 @@ impl Ask {
     pub fn tolerance(&self) -> Duration {
         Duration::from_micros(self.tolerance)
     }
+
+    /// Whether this reservation is this instance's heartbeat for the gate (one reservation a
+    /// second per gate and instance): if so, how long to count this instance among the gate's
+    /// users (5 s). A store that counts them records the heartbeat with the reservation,
+    /// forgets the instances silent for longer than that, and answers the count in the slot
+    /// ([`Slot::with_instances`]); while the store is down, each instance's local gate then
+    /// runs at its share of the rate (the rate and burst divided by the count), so that the
+    /// instances together keep about the declared rate. Optional: a store that ignores it
+    /// leaves each instance at the whole rate while it is down.
+    ///
+    /// ```
+    /// use resil_runtime::shared::Ask;
+    ///
+    /// fn counted(ask: &Ask) -> bool {
+    ///     ask.heartbeat().is_some()
+    /// }
+    /// ```
+    pub fn heartbeat(&self) -> Option<Duration> {
+        self.heartbeat.then_some(SEEN_FOR)
+    }
 }
 
 impl Reservation {
@@ -86,11 +108,13 @@ impl Reservation {
         let asks = gates.map(|gate| {
             gate.map(|(gate, cost, interval)| {
                 let (interval, tolerance) = gate.schedule(cost, interval);
+                let heartbeat = gate.beat_due();
                 Ask {
                     gate,
                     cost: cost.min(MAX_MICROS),
                     interval,
                     tolerance,
+                    heartbeat,
                 }
             })
         });
@@ -121,6 +145,9 @@ impl Reservation {
                 SharedSlots::Refused(Rejected::RateLimited { retry_in: wait })
             }
             Answer::Granted { wait, slots } => {
+                for (ask, slot) in self.asks().zip(slots.iter().flatten()) {
+                    ask.gate.saw(slot.instances);
+                }
                 let mut given = slots.into_iter().flatten();
                 let slots = [0, 1].map(|at| self.asks[at].as_ref().and_then(|_| given.next()));
                 let complete = self
@@ -191,6 +218,7 @@ impl Reserved {
 /// let slot = Slot::new(1_000, 101_000, 0, Duration::from_millis(100));
 /// assert_eq!((slot.from(), slot.end(), slot.epoch()), (1_000, 101_000, 0));
 /// assert_eq!(slot.ahead(), Duration::from_millis(100));
+/// assert_eq!(slot.with_instances(3).instances(), Some(3));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Slot {
@@ -198,6 +226,8 @@ pub struct Slot {
     pub(crate) end: u64,
     pub(crate) epoch: u64,
     pub(crate) ahead: Duration,
+    /// The instances the store counts among the gate's users (0: it did not say).
+    pub(crate) instances: u64,
 }
 
 impl Slot {
@@ -209,7 +239,19 @@ impl Slot {
             end,
             epoch,
             ahead: Duration::from_micros(whole_micros(ahead)),
+            instances: 0,
         }
+    }
+
+    /// The same slot, saying that `instances` instances use the gate (this one included):
+    /// the answer to a [heartbeat](Ask::heartbeat). 0 says nothing.
+    pub fn with_instances(self, instances: u64) -> Self {
+        Slot { instances, ..self }
+    }
+
+    /// The instances the store said use the gate, if it said.
+    pub fn instances(&self) -> Option<u64> {
+        (self.instances > 0).then_some(self.instances)
     }
 
     /// The gate's schedule before this slot.

@@ -1,14 +1,18 @@
 //! A shared breaker in Redis: the scripts that record its transitions and its half-open
 //! probe's lock under `resil:breaker:{name}` (`:open`, present while open and expiring with
-//! the cooldown; `:probe`, the lock), and the messages instances exchange about it.
+//! the cooldown; `:probe`, the lock; `:window`, the calls of a time window summed over the
+//! instances), and the messages instances exchange about it.
 
 use std::time::Duration;
 
 use redis::ScriptInvocation;
 
-use super::scripts::{CLOSE, OPEN, PROBE, RELEASE};
+use super::scripts::{CLOSE, OPEN, PROBE, RELEASE, WINDOW};
 use super::store::Store;
-use crate::seams::{Announcement, BreakerLink, BreakerNews, Change, Probe, Unavailable};
+use crate::seams::{
+    whole_micros, Announcement, BreakerLink, BreakerNews, Change, Probe, Unavailable, WindowBatch,
+    WindowSums,
+};
 
 /// The key present while the breaker `id` is open.
 pub(crate) fn open_key(id: &str) -> String {
@@ -17,6 +21,11 @@ pub(crate) fn open_key(id: &str) -> String {
 
 fn probe_key(id: &str) -> String {
     format!("{id}:probe")
+}
+
+/// The hash of the breaker's time window, summed over the instances.
+fn window_key(id: &str) -> String {
+    format!("{id}:window")
 }
 
 impl Store {
@@ -40,6 +49,7 @@ impl Store {
         let mut invocation = CLOSE.key(open_key(id));
         invocation
             .key(probe_key(id))
+            .key(window_key(id))
             .arg(message)
             .arg(self.instance());
         invocation
@@ -52,6 +62,7 @@ impl Store {
         let mut invocation = OPEN.key(open_key(id));
         invocation
             .key(probe_key(id))
+            .key(window_key(id))
             .arg(millis)
             .arg(message)
             .arg(self.instance());
@@ -81,6 +92,32 @@ impl Store {
         let mut invocation = RELEASE.key(probe_key(&link.id));
         invocation.arg(self.instance());
         self.spawn_eval(link.sharing.timeout, invocation, None);
+    }
+}
+
+impl Store {
+    /// See [`SharedStore::add_to_window`](crate::seams::SharedStore::add_to_window): one
+    /// script per batch.
+    pub(crate) async fn add_to_window(
+        &self,
+        link: &BreakerLink,
+        batch: WindowBatch,
+    ) -> Result<WindowSums, Unavailable> {
+        let mut invocation = WINDOW.key(window_key(&link.id));
+        invocation
+            .arg(whole_micros(batch.width()).max(1))
+            .arg(batch.buckets())
+            .arg(batch.calls())
+            .arg(batch.bad())
+            .arg(millis(batch.expiry()));
+        let sums: Vec<u64> = self
+            .eval(link.sharing.timeout, &invocation)
+            .await
+            .ok_or(Unavailable)?;
+        match *sums.as_slice() {
+            [calls, bad] => Ok(WindowSums::new(calls, bad)),
+            _ => Err(Unavailable),
+        }
     }
 }
 

@@ -14,10 +14,12 @@ use tokio::time::Instant;
 
 use crate::seams::{
     whole_micros, Announcement, BreakerLink, BreakerNews, Change, GateLink, GateNews, Probe,
-    Reservation, Reserved, SharedStore, Slot, StoreFuture, Unavailable,
+    Reservation, Reserved, SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums,
 };
 use crate::sync::lock_std;
 use state::{Gate, State};
+
+mod scripts;
 
 /// A store shared by the policies of one process, kept in memory: breakers shared through it
 /// open and close together, rate gates shared through it hold one limit. Clones are the same
@@ -196,38 +198,6 @@ impl InMemory {
             self.hub.hold(instance, &key, credit, interval, wait);
         }
     }
-
-    /// RESERVE: GCRA over the gates at once, all or none.
-    fn reserve_now(&self, reservation: &Reservation) -> Reserved {
-        let now = self.hub.now();
-        let mut state = lock_std(&self.hub.state);
-        state.sweep(now);
-        let mut longest = 0;
-        let mut slots = Vec::with_capacity(2);
-        for ask in reservation.asks() {
-            let (interval, tolerance) =
-                (whole_micros(ask.interval()), whole_micros(ask.tolerance()));
-            let key = ask.gate().name();
-            let kept = state.gates.get(key).copied().unwrap_or_default();
-            let from = kept.tat.unwrap_or(now);
-            let next = from
-                .max(now)
-                .saturating_add(interval.saturating_mul(ask.cost()));
-            let wait = next.saturating_sub(tolerance).saturating_sub(now);
-            let limit = reservation.limit().map(whole_micros);
-            if limit.is_some_and(|limit| wait > limit) {
-                return Reserved::refused(Duration::from_micros(wait));
-            }
-            longest = longest.max(wait);
-            let ahead = Duration::from_micros(next - now);
-            slots.push(Slot::new(from, next, kept.epoch, ahead));
-        }
-        for (ask, slot) in reservation.asks().zip(&slots) {
-            let key = Arc::clone(&ask.gate().key);
-            state.gates.entry(key).or_default().tat = Some(slot.end());
-        }
-        Reserved::granted(Duration::from_micros(longest), slots)
-    }
 }
 
 impl Hub {
@@ -338,6 +308,7 @@ impl Hub {
                     state.open.remove(id);
                 }
             }
+            state.windows.remove(id);
             release(&mut state.probe, id, instance);
         }
         for peer in self.peers(instance, id) {
@@ -456,6 +427,18 @@ impl SharedStore for InMemory {
                 kept.tat = Some(slot.from());
             }
         }
+    }
+
+    fn add_to_window<'a>(
+        &'a self,
+        breaker: &'a BreakerLink,
+        batch: WindowBatch,
+    ) -> Option<StoreFuture<'a, Result<WindowSums, Unavailable>>> {
+        let answer = match self.hub.up() {
+            true => Ok(self.hub.add_to_window(breaker, batch)),
+            false => Err(Unavailable),
+        };
+        Some(Box::pin(std::future::ready(answer)))
     }
 
     fn hold(&self, gate: &GateLink, wait: Duration) {

@@ -11,7 +11,10 @@
 //! `PolicyBuilder::shared`), or in any store by
 //! [`PolicyBuilder::shared_in`](crate::PolicyBuilder::shared_in). What follows holds for every
 //! store: resil bounds every answer it waits for by `shared_timeout`, and decides locally
-//! when a store errs, is late or is down. [`conformance`] (feature `conformance`) checks a
+//! when a store errs, is late or is down. Redis and [`InMemory`] also sum shared windows over
+//! the instances ([`SharedStore::add_to_window`]) and count a gate's instances for each one's
+//! share while the store is down ([`Ask::heartbeat`]); a store of your own may, or leave
+//! both to each instance. [`conformance`] (feature `conformance`) checks a
 //! store keeps the semantics [`SharedStore`] states.
 //!
 //! # Redis
@@ -25,7 +28,9 @@
 //! |---|---|---|
 //! | a breaker's opening | `resil:breaker:{name}:open` | its cooldown |
 //! | the half-open probe's lock | `resil:breaker:{name}:probe` | the probe's own limit |
+//! | a shared window's buckets | `resil:breaker:{name}:window` | a window after its last batch |
 //! | a rate gate | `resil:rate:{fn}`, `resil:tokens:{fn}` (`…:{label}={key}` per key) | until its slots are past |
+//! | the instances using a gate | `resil:rate:{fn}:seen` (and the others' `…:seen`) | 5 s after the last heartbeat |
 //!
 //! - **Breaker.** The local state stays the fast path: a closed breaker admits with one atomic
 //!   load and never waits on Redis. Opening and closing are written and published on the
@@ -34,15 +39,22 @@
 //!   with the probe's timeout); the others reject until its verdict arrives. A remote
 //!   transition starts a new local generation, as a local one does: a call admitted before it
 //!   counts for nothing after it.
+//! - **Windows.** A failure-rate or slow-call breaker with a window in time judges the calls of
+//!   every instance: each adds its calls to the window in Redis in batches (one script per
+//!   100 ms per breaker at most, none while idle) and judges the sums plus what it has not
+//!   sent. A window counted in calls cannot be shared, and is refused.
 //! - **Rate gates.** GCRA in one atomic Lua script per attempt (the rate and the token gate
-//!   together), on Redis's clock: the limit holds for the sum of the instances.
+//!   together), on Redis's clock: the limit holds for the sum of the instances. One
+//!   reservation a second also tells Redis this instance uses the gate.
 //! - **Fail-open.** When Redis is unreachable or answers slower than `shared_timeout` (50 ms
 //!   unless set), the local state decides, and the global listener hears
 //!   [`Event::SharedUnavailable`](crate::events::Event) once per outage (and
 //!   `SharedRestored` at its end). The local breaker and gates mirror every call, so they
-//!   decide from what this instance did; one background task per store reconnects with
-//!   jittered backoff and, once Redis answers again, re-syncs (openings Redis holds are
-//!   applied here, openings made here meanwhile are published). `shared_fail = "closed"`
+//!   decide from what this instance did, a shared gate at the declared rate divided by the
+//!   instances Redis last said use it ([`Event::GateShare`](crate::events::Event), once per
+//!   outage), a shared window from this instance's calls; one background task per store
+//!   reconnects with jittered backoff and, once Redis answers again, re-syncs (openings Redis
+//!   holds are applied here, openings made here meanwhile are published). `shared_fail = "closed"`
 //!   refuses instead ([`Rejected::SharedUnavailable`](crate::Rejected)): for the rare limit
 //!   that must never be exceeded, at the price of refusing every call while Redis is down.
 //! - **Operators.** [`Breaker::force_open`](crate::Breaker::force_open) and
@@ -83,7 +95,7 @@ mod store;
 
 pub use crate::seams::{
     Announcement, Ask, BreakerLink, BreakerNews, Change, GateLink, GateNews, Probe, Reservation,
-    Reserved, SharedStore, Slot, StoreFuture, Unavailable,
+    Reserved, SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums,
 };
 pub use memory::InMemory;
 pub use policy::IntoSharedStore;

@@ -28,24 +28,27 @@ return held
     )
 });
 
-/// Records an opening and tells every instance. KEYS: the opening, the probe lock. ARGV: the
-/// cooldown in ms, the message, this instance.
+/// Records an opening and tells every instance. KEYS: the opening, the probe lock, the
+/// shared window (its calls count for nothing once it opened). ARGV: the cooldown in ms, the
+/// message, this instance.
 pub(super) static OPEN: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[1])
+redis.call('DEL', KEYS[3])
 if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end
 return redis.call('PUBLISH', 'resil:breakers', ARGV[2])
 ",
     )
 });
 
-/// Records a closing and tells every instance. KEYS: the opening, the probe lock. ARGV: the
-/// message, this instance.
+/// Records a closing and tells every instance. KEYS: the opening, the probe lock, the shared
+/// window (a closed breaker judges afresh: batches sent while it was open are forgotten).
+/// ARGV: the message, this instance.
 pub(super) static CLOSE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], KEYS[3])
 if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
 return redis.call('PUBLISH', 'resil:breakers', ARGV[1])
 ",
@@ -65,10 +68,14 @@ return 0
 
 /// GCRA over one or two gates at once (all reserve or none). A gate is a hash: `tat` (its
 /// theoretical arrival time), `epoch` (throttles so far) and `held` (the latest throttle's
-/// end). KEYS: the gates. ARGV: the longest wait allowed in µs (-1: any), then per gate its
-/// interval and tolerance in µs and the cost. Returns `{0, wait}` (refused; the wait it would
-/// have been) or `{1, wait}` (reserved; µs until the slot) followed, per gate, by the slot:
-/// the schedule before it and after it, the epoch, and how far after now it ends.
+/// end); beside it, a sorted set of the instances that use it, scored by their last
+/// heartbeat. KEYS: per gate, the gate and its instances. ARGV: the longest wait allowed in µs
+/// (-1: any), how long an instance counts after its heartbeat in µs, then per gate its
+/// interval and tolerance in µs, the cost, and this instance's id for a heartbeat (empty:
+/// none now). Returns `{0, wait}` (refused; the wait it would have been) or `{1, wait}`
+/// (reserved; µs until the slot) followed, per gate, by the slot: the schedule before it and
+/// after it, the epoch, how far after now it ends, and the instances seen (0 without a
+/// heartbeat).
 pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -77,8 +84,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
 local longest = 0
 local slots = {}
-for i, key in ipairs(KEYS) do
-  local at = (i - 1) * 3 + 1
+for i = 1, #KEYS / 2 do
+  local key = KEYS[2 * i - 1]
+  local at = (i - 1) * 4 + 2
   local interval, tolerance, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
   local state = redis.call('HMGET', key, 'tat', 'epoch')
   local from = tonumber(state[1]) or now
@@ -92,11 +100,20 @@ for i, key in ipairs(KEYS) do
   if wait > longest then longest = wait end
 end
 local reply = {'1', string.format('%.0f', longest)}
-for i, key in ipairs(KEYS) do
+for i = 1, #KEYS / 2 do
+  local key, seen, beat = KEYS[2 * i - 1], KEYS[2 * i], ARGV[(i - 1) * 4 + 6]
   local slot = slots[i]
   redis.call('HSET', key, 'tat', string.format('%.0f', slot[2]))
   redis.call('PEXPIRE', key, string.format('%.0f', math.max(1, math.ceil((slot[2] - now) / 1000))))
-  for _, value in ipairs({slot[1], slot[2], slot[3], slot[2] - now}) do
+  local instances = 0
+  if beat ~= '' then
+    local since = tonumber(ARGV[2])
+    redis.call('ZADD', seen, now, beat)
+    redis.call('ZREMRANGEBYSCORE', seen, '-inf', string.format('(%.0f', now - since))
+    redis.call('PEXPIRE', seen, string.format('%.0f', math.ceil(since / 1000)))
+    instances = redis.call('ZCARD', seen)
+  end
+  for _, value in ipairs({slot[1], slot[2], slot[3], slot[2] - now, instances}) do
     table.insert(reply, string.format('%.0f', value))
   end
 end
@@ -142,6 +159,40 @@ redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((math.max(tat, held) - now) / 1000))))
 redis.call('PUBLISH', 'resil:breakers', ARGV[4])
 return 1
+",
+    )
+});
+
+/// Adds an instance's batch of calls to a shared breaker's time window and returns the
+/// window's sums. The window is a hash of buckets on Redis's clock: `c{n}` and `b{n}`, the
+/// calls and bad calls of bucket `n` (the `n`th bucket width since the epoch); the buckets
+/// the window has passed are deleted as they are met, and the hash expires a window after its
+/// last batch. KEYS: the window. ARGV: the bucket width in µs, the buckets in a window, the
+/// batch's calls and bad calls, the expiry in ms. Returns `{calls, bad}`.
+pub(super) static WINDOW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local head = math.floor(now / tonumber(ARGV[1]))
+local oldest = head - tonumber(ARGV[2]) + 1
+local bucket = string.format('%.0f', head)
+if tonumber(ARGV[3]) > 0 then redis.call('HINCRBY', KEYS[1], 'c' .. bucket, ARGV[3]) end
+if tonumber(ARGV[4]) > 0 then redis.call('HINCRBY', KEYS[1], 'b' .. bucket, ARGV[4]) end
+local fields = redis.call('HGETALL', KEYS[1])
+local calls, bad = 0, 0
+for i = 1, #fields, 2 do
+  local n = tonumber(string.sub(fields[i], 2))
+  if n == nil or n < oldest then
+    redis.call('HDEL', KEYS[1], fields[i])
+  elseif string.sub(fields[i], 1, 1) == 'c' then
+    calls = calls + tonumber(fields[i + 1])
+  else
+    bad = bad + tonumber(fields[i + 1])
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {calls, bad}
 ",
     )
 });

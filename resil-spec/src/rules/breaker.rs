@@ -46,6 +46,10 @@ pub fn breaker_window(
 /// `period`, `burst` at once: at most `count + burst - 1` in any `period`). A count window
 /// fills at any rate, only more slowly.
 ///
+/// It holds for a shared breaker and gate too: the shared window sums every instance's
+/// calls, and the shared gate lets through the declared rate for the service as a whole, so
+/// the rate still bounds what the window sees.
+///
 /// ```
 /// use std::time::Duration;
 /// use resil_spec::{rules, WindowSize};
@@ -80,6 +84,24 @@ pub fn min_calls_within_rate(
         });
     }
     Ok(())
+}
+
+/// A shared failure-rate or slow-call breaker sums the calls of every instance over a window
+/// of time: a window counted in calls is refused, since the last 20 calls of a service are
+/// no one instance's to count.
+///
+/// ```
+/// use std::time::Duration;
+/// use resil_spec::{rules, WindowSize};
+///
+/// assert!(rules::shared_window(WindowSize::Time(Duration::from_secs(30))).is_ok());
+/// assert!(rules::shared_window(WindowSize::Calls(20)).is_err());
+/// ```
+pub fn shared_window(window: crate::WindowSize) -> Result<(), Violation> {
+    match window {
+        crate::WindowSize::Calls(window) => Err(Violation::SharedCountWindow { window }),
+        crate::WindowSize::Time(_) => Ok(()),
+    }
 }
 
 /// A breaker kind's own settings: its share, window and minimum, and what counts as slow.

@@ -154,6 +154,17 @@ impl<K> PolicyBuilder<K> {
                         || rate.is_some()
                         || token_rate.is_some(),
                 )?;
+                let kinds = [
+                    breaker.as_ref().map(|b| b.config().kind()),
+                    per_key_breaker.map(|c| c.kind()),
+                ];
+                for kind in kinds.into_iter().flatten() {
+                    if let BreakerKind::FailureRate { window, .. }
+                    | BreakerKind::SlowCall { window, .. } = kind
+                    {
+                        rules::shared_window(window)?;
+                    }
+                }
                 if let Some(breaker) = &breaker {
                     crate::seams::BreakerLink::bind(&sharing, breaker.name(), breaker);
                 }

@@ -14,7 +14,11 @@
 //! instance; an opening and a closing reach every other instance's breaker (one listed after
 //! the opening too); the probe's lock
 //! has one holder, expires after its limit and is released; a store that is not usable, or
-//! that never answers (within `shared_timeout`), leaves decisions to the local state.
+//! that never answers (within `shared_timeout`), leaves decisions to the local state. And, for
+//! a store that keeps them (both are optional): two instances' batches are summed in a shared
+//! window, and its old buckets age out; two instances are counted among a gate's users, and
+//! one silent past its heartbeat's expiry is forgotten. Whatever the store, one without
+//! windows leaves each instance to judge its own.
 //!
 //! ```no_run
 //! use resil_runtime::shared::{conformance, InMemory};
@@ -37,6 +41,7 @@ use super::IntoSharedStore;
 use outage::Outage;
 
 mod outage;
+mod windows;
 use crate::seams::{
     reserve, BreakerLink, GateLink, Granted, Probe, SharedSlots, SharedStore, Sharing, Slot,
     Unavailable,
@@ -77,6 +82,13 @@ where
         .await;
     suite
         .a_store_that_never_answers_is_given_up_after_shared_timeout()
+        .await;
+    suite.two_instances_batches_are_summed_and_age_out().await;
+    suite
+        .a_store_without_windows_leaves_each_instance_its_own()
+        .await;
+    suite
+        .a_gate_counts_its_instances_and_forgets_the_silent()
         .await;
 }
 
@@ -395,6 +407,7 @@ fn link(store: &Arc<dyn SharedStore>, id: &str) -> BreakerLink {
         sharing: sharing(store),
         id: Arc::from(id),
         pending: Arc::default(),
+        window: None,
     }
 }
 

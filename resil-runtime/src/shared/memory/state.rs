@@ -25,6 +25,14 @@ pub(super) struct State {
     pub(super) instances: usize,
     /// While holds are late (as Redis's are: sent in the background), those not arrived yet.
     pub(super) late: Option<Vec<InFlight>>,
+    /// Each shared breaker's time window: until when it lasts unfed (µs since the origin),
+    /// and its buckets' calls and bad calls, by bucket number.
+    pub(super) windows: HashMap<Arc<str>, (u64, HashMap<u64, (u64, u64)>)>,
+    /// Batches added to windows so far: the round trips a Redis store would make.
+    pub(super) batches: u64,
+    /// The instances that use each gate, each until its heartbeat expires (µs since the
+    /// origin).
+    pub(super) seen: HashMap<Arc<str>, HashMap<usize, u64>>,
     /// Openings, locks and schedules kept after the last sweep.
     swept: usize,
 }
@@ -45,14 +53,20 @@ impl State {
     /// many come and go, cost the store only those in force. Doubling spreads a sweep's cost
     /// over the entries that grew it.
     pub(super) fn sweep(&mut self, now: u64) {
-        let kept = self.open.len() + self.probe.len() + self.gates.len();
-        if kept < SWEPT_BELOW.max(self.swept.saturating_mul(2)) {
+        if self.kept() < SWEPT_BELOW.max(self.swept.saturating_mul(2)) {
             return;
         }
         self.open.retain(|_, until| *until > now);
         self.probe.retain(|_, (_, until)| *until > now);
         self.gates
             .retain(|_, gate| gate.tat.is_some_and(|tat| tat > now) || gate.held > now);
-        self.swept = self.open.len() + self.probe.len() + self.gates.len();
+        self.windows.retain(|_, (until, _)| *until > now);
+        self.seen
+            .retain(|_, users| users.values().any(|until| *until >= now));
+        self.swept = self.kept();
+    }
+
+    fn kept(&self) -> usize {
+        self.open.len() + self.probe.len() + self.gates.len() + self.windows.len() + self.seen.len()
     }
 }

@@ -8,7 +8,7 @@ use super::super::gate::reserve;
 use super::Store;
 use crate::seams::{
     Announcement, BreakerLink, BreakerNews, GateLink, GateNews, Probe, Reservation, Reserved,
-    SharedStore, Slot, StoreFuture, Unavailable,
+    SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums,
 };
 
 /// Redis, as the store the breakers and gates of shared policies hold.
@@ -65,6 +65,14 @@ impl SharedStore for Store {
         self.hold_gate(gate, wait);
     }
 
+    fn add_to_window<'a>(
+        &'a self,
+        breaker: &'a BreakerLink,
+        batch: WindowBatch,
+    ) -> Option<StoreFuture<'a, Result<WindowSums, Unavailable>>> {
+        Some(Box::pin(Store::add_to_window(self, breaker, batch)))
+    }
+
     /// resil gave up on an answer: check whether Redis still answers (as after an error).
     fn timed_out(&self) {
         self.lost("no answer within shared_timeout");
@@ -115,6 +123,14 @@ impl SharedStore for super::super::Redis {
 
     fn hold(&self, gate: &GateLink, wait: Duration) {
         self.store.hold(gate, wait);
+    }
+
+    fn add_to_window<'a>(
+        &'a self,
+        breaker: &'a BreakerLink,
+        batch: WindowBatch,
+    ) -> Option<StoreFuture<'a, Result<WindowSums, Unavailable>>> {
+        SharedStore::add_to_window(&*self.store, breaker, batch)
     }
 
     fn timed_out(&self) {

@@ -9,7 +9,9 @@ use crate::{BreakerConfig, Policy, PolicyBuilder, Rejected, Transient};
 
 mod gates;
 mod model;
+mod shares;
 mod slow;
+mod windows;
 
 const COOLDOWN: Duration = Duration::from_secs(30);
 

@@ -1,0 +1,63 @@
+//! Each instance's share of a shared gate's rate while its store is down: a reservation
+//! tells the store, once a [`BEAT_EVERY`], that this instance uses the gate (a heartbeat,
+//! [`Ask::heartbeat`](super::Ask::heartbeat)), and the store may answer how many instances
+//! use it ([`Slot::with_instances`](super::Slot::with_instances)). While the store is down,
+//! this instance's local gate runs at the rate divided by that count.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::links::GateLink;
+
+/// How often an instance tells a shared gate's store that it uses the gate, with a
+/// reservation it makes anyway.
+pub(crate) const BEAT_EVERY: Duration = Duration::from_secs(1);
+
+/// How long an instance counts among a gate's users after its last heartbeat.
+pub(crate) const SEEN_FOR: Duration = Duration::from_secs(5);
+
+impl GateLink {
+    /// Whether this reservation should tell the store that this instance uses the gate (a
+    /// heartbeat): once per [`BEAT_EVERY`], claimed by one reservation.
+    pub(crate) fn beat_due(&self) -> bool {
+        let now = u64::try_from(self.created.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let last = self.beat_at.load(Ordering::Acquire);
+        let every = u64::try_from(BEAT_EVERY.as_nanos()).unwrap_or(u64::MAX);
+        (last == 0 || now.saturating_sub(last) >= every)
+            && (self.beat_at)
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
+    /// The store says `instances` use the gate (this one included): the share this instance
+    /// takes while the store is down.
+    pub(crate) fn saw(&self, instances: u64) {
+        if instances > 0 {
+            self.seen.store(instances, Ordering::Release);
+        }
+    }
+
+    /// The instances the store last said use the gate (1 until it said).
+    pub(crate) fn instances(&self) -> u64 {
+        self.seen.load(Ordering::Acquire).max(1)
+    }
+
+    /// The part of the rate this instance's local gate may take now: all of it while the
+    /// store answers, `1 / instances` while it is down and the policy fails open.
+    pub(crate) fn share(&self) -> u64 {
+        match self.is_available() {
+            true => 1,
+            false => self.instances(),
+        }
+    }
+
+    /// Whether the local gate's share in this outage is yet to be told to the listeners:
+    /// once per outage, and only for a share below the whole rate.
+    pub(crate) fn share_untold(&self) -> Option<u64> {
+        let instances = self.instances();
+        let outage = self.returns().wrapping_add(1);
+        (instances > 1 && self.told.swap(outage, Ordering::AcqRel) != outage).then_some(instances)
+    }
+}
