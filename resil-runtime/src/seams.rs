@@ -4,8 +4,10 @@
 //! plain data: a breaker's or a gate's name in the store, the policy's patience with it, and
 //! what this instance still has to tell it.
 //!
-//! A store names a breaker `resil:breaker:{name}` and a gate `resil:{rate|tokens}:{fn}`
-//! (`…:{label}={key}` for a gate per key); peers' news reaches the breakers and gates it lists.
+//! A store names a breaker `resil:{breaker:NAME}` and a gate `resil:{gate:FN}:rate` or
+//! `…:tokens` (`resil:{gate:FN:LABEL=KEY}:…` for a gate per key): see [`breaker_id`] and
+//! [`gate_key`], the one place keys are named. Peers' news reaches the breakers and gates it
+//! lists.
 
 use std::fmt;
 use std::future::Future;
@@ -90,7 +92,39 @@ pub(crate) enum ProbeAnswer {
     Unavailable,
 }
 
-/// A breaker's place in the store, `resil:breaker:{name}`.
+/// A breaker's id in the store, `resil:{breaker:NAME}`: its keys are the id and a suffix
+/// (`:open`, `:probe`), all in one Redis Cluster hash slot (the part in braces), so one script
+/// touches one node; different breakers spread over the nodes.
+pub(crate) fn breaker_id(name: &str) -> String {
+    format!("resil:{{breaker:{}}}", tag_safe(name))
+}
+
+/// A gate's key in the store, `resil:{gate:FN}:rate` or `resil:{gate:FN}:tokens` (`what`):
+/// the rate and the token gate of one function (or of one key of it) share the hash tag, so
+/// the script reserving both at once runs on one Redis Cluster node.
+pub(crate) fn gate_key(what: &str, name: &str) -> String {
+    format!("resil:{{gate:{}}}:{what}", tag_safe(name))
+}
+
+/// A name as it may stand inside a hash tag: `%`, `{` and `}` percent-encoded, so that no
+/// name ends or splits the tag, and two names stay two keys (the encoding is injective).
+pub(crate) fn tag_safe(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.contains(['%', '{', '}']) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut safe = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        match c {
+            '%' => safe.push_str("%25"),
+            '{' => safe.push_str("%7B"),
+            '}' => safe.push_str("%7D"),
+            c => safe.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(safe)
+}
+
+/// A breaker's place in the store, [`breaker_id`].
 pub(crate) struct BreakerLink {
     pub(crate) sharing: Sharing,
     pub(crate) id: Arc<str>,
@@ -105,7 +139,7 @@ impl BreakerLink {
     pub(crate) fn bind(sharing: &Sharing, name: &str, breaker: &Arc<Breaker>) {
         let link = BreakerLink {
             sharing: sharing.clone(),
-            id: Arc::from(format!("resil:breaker:{name}")),
+            id: Arc::from(breaker_id(name)),
             pending: Arc::default(),
         };
         if let Some(link) = breaker.share(link) {
@@ -193,6 +227,11 @@ pub(crate) const MAX_MICROS: u64 = 1 << 50;
 #[derive(Debug)]
 pub(crate) struct GateLink {
     pub(crate) sharing: Sharing,
+    /// `rate` or `tokens`.
+    what: &'static str,
+    /// The function's name (and `:LABEL=KEY` for a gate per key), as written.
+    name: Arc<str>,
+    /// Its key, [`gate_key`].
     pub(crate) key: Arc<str>,
     /// The declared interval between units, in µs.
     pub(crate) interval: u64,
@@ -205,34 +244,39 @@ pub(crate) struct GateLink {
 }
 
 impl GateLink {
-    /// The link of a gate named `resil:{what}:{name}` whose slots are `interval` apart
-    /// (nanoseconds, as the local gate's), `burst` of them at once.
+    /// The link of the gate `what` (`rate` or `tokens`) of the function `name` (see
+    /// [`gate_key`]) whose slots are `interval` apart (nanoseconds, as the local gate's),
+    /// `burst` of them at once.
     pub(crate) fn new(
         sharing: &Sharing,
-        what: &str,
+        what: &'static str,
         name: &str,
         interval: u64,
         burst: u64,
     ) -> Arc<Self> {
-        Self::listed(
-            sharing,
-            format!("resil:{what}:{name}"),
-            micros(interval),
-            burst,
-        )
+        Self::listed(sharing, what, Arc::from(name), micros(interval), burst)
     }
 
-    /// The same gate for one key of a keyed policy: `…:{label=key}`.
-    pub(crate) fn for_key(&self, key: &str) -> Arc<Self> {
-        let key = format!("{}:{key}", self.key);
-        Self::listed(&self.sharing, key, self.interval, self.burst)
+    /// The same gate for the key `key` of a keyed policy whose keys are `label`:
+    /// `resil:{gate:FN:LABEL=KEY}:…`.
+    pub(crate) fn for_key(&self, label: &str, key: &str) -> Arc<Self> {
+        let name = Arc::from(format!("{}:{label}={key}", self.name));
+        Self::listed(&self.sharing, self.what, name, self.interval, self.burst)
     }
 
     /// A link the store lists, so that other instances' throttles reach it.
-    fn listed(sharing: &Sharing, key: String, interval: u64, burst: u64) -> Arc<Self> {
+    fn listed(
+        sharing: &Sharing,
+        what: &'static str,
+        name: Arc<str>,
+        interval: u64,
+        burst: u64,
+    ) -> Arc<Self> {
         let link = Arc::new(GateLink {
             sharing: sharing.clone(),
-            key: Arc::from(key),
+            what,
+            key: Arc::from(gate_key(what, &name)),
+            name,
             interval,
             burst,
             holds: AtomicU64::new(0),
@@ -363,6 +407,28 @@ pub(crate) struct RemoteSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_never_end_or_split_the_hash_tag() {
+        assert_eq!(breaker_id("openai"), "resil:{breaker:openai}");
+        assert_eq!(
+            gate_key("rate", "llm::complete"),
+            "resil:{gate:llm::complete}:rate"
+        );
+        assert_eq!(breaker_id("a}b"), "resil:{breaker:a%7Db}");
+        let names = ["a}b", "a", "{x}", "%7Bx%7D", "%", "%25", "}", "{"];
+        let keys: std::collections::HashSet<_> =
+            names.iter().map(|name| gate_key("rate", name)).collect();
+        assert_eq!(keys.len(), names.len(), "two names, two keys: {keys:?}");
+        for key in &keys {
+            let tag = &key[key.find('{').unwrap() + 1..];
+            assert!(!tag[..tag.find('}').unwrap()].contains('{'), "{key}");
+            assert!(
+                key.ends_with("}:rate"),
+                "the tag ends where resil ends it: {key}"
+            );
+        }
+    }
 
     #[test]
     fn a_reply_clears_only_the_announcement_it_answers() {

@@ -46,7 +46,10 @@ async fn a_shared_gate_holds_the_combined_rate() {
         "10 a minute across both instances, not 10 each"
     );
     assert_eq!(limited, 20);
-    assert_eq!(server.keys("resil:rate:"), ["resil:rate:two::instances"]);
+    assert_eq!(
+        server.keys("resil:{gate:"),
+        ["resil:{gate:two::instances}:rate"]
+    );
 }
 
 /// One call through `instance` that the provider throttles, asking to wait `wait`.
@@ -122,7 +125,7 @@ async fn a_short_throttle_keeps_counting_the_call_that_started() {
     throttle(&a, Duration::from_millis(1)).await;
     // The hold is written in the background; it counts itself in `epoch` (or, before the
     // fix, let the key expire at once).
-    let gate = "resil:rate:two::instances";
+    let gate = "resil:{gate:two::instances}:rate";
     eventually("the hold lands in Redis", || {
         let epoch = redis::cmd("HGET").arg(gate).arg("epoch").clone();
         let exists = redis::cmd("EXISTS").arg(gate).clone();
@@ -157,7 +160,7 @@ async fn a_slot_given_up_goes_back_to_every_instance() {
     let tat = || {
         server.query::<Option<String>>(
             redis::cmd("HGET")
-                .arg("resil:rate:two::instances")
+                .arg("resil:{gate:two::instances}:rate")
                 .arg("tat"),
         )
     };
@@ -220,7 +223,7 @@ async fn a_throttle_revokes_the_slots_other_instances_already_reserved() {
     });
     // The schedule's end in Redis (µs on its clock).
     let tat = || {
-        let key = server.keys("resil:rate:").pop()?;
+        let key = server.keys("resil:{gate:").pop()?;
         server.query::<u64>(redis::cmd("HGET").arg(&key).arg("tat"))
     };
     eventually("A's slot", || tat().is_some()).await;
@@ -377,4 +380,57 @@ async fn run_op(
             let _ = call.await;
         }
     }
+}
+
+#[tokio::test]
+async fn keys_holding_braces_stay_apart_in_redis() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    // A tenant's text never ends or splits the key's hash tag: `a}b` is not `a`, and `{x}`
+    // is not `%7Bx%7D`, though a naive tag would take `{x}` for its own. (A key printed with
+    // odd characters is quoted.)
+    let tenants = ["a}b", "a", "{x}", "%7Bx%7D"];
+    let keyed = || async {
+        let store = Redis::open(&server.url()).await.unwrap();
+        let policy = Policy::builder()
+            .name("llm::tenants")
+            .keyed("tenant")
+            .rate(1, Duration::from_secs(60), 1)
+            .rate_per_key()
+            .deadline(Duration::from_secs(1))
+            .shared_in(&store)
+            .shared_timeout(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        (store, policy)
+    };
+    let ((_a_store, a), (_b_store, b)) = (keyed().await, keyed().await);
+    for tenant in tenants {
+        assert_eq!(
+            a.run_keyed(tenant, || async { Ok::<(), ApiError>(()) })
+                .await,
+            Ok(()),
+            "{tenant}'s one slot a minute is its own"
+        );
+        assert!(
+            matches!(
+                b.run_keyed(tenant, || async { Ok::<(), ApiError>(()) })
+                    .await,
+                Err(ApiError::Rejected(Rejected::RateLimited { .. }))
+            ),
+            "{tenant}'s slot is shared by both instances"
+        );
+    }
+    let mut keys = server.keys("resil:{gate:llm::tenants:");
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "resil:{gate:llm::tenants:tenant=\"%257Bx%257D\"}:rate",
+            "resil:{gate:llm::tenants:tenant=\"%7Bx%7D\"}:rate",
+            "resil:{gate:llm::tenants:tenant=\"a%7Db\"}:rate",
+            "resil:{gate:llm::tenants:tenant=a}:rate",
+        ]
+    );
 }

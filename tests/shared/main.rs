@@ -87,7 +87,7 @@ async fn eventually(what: &str, done: impl Fn() -> bool) {
 async fn cooldown_over(server: &RedisServer) {
     tokio::time::sleep(COOLDOWN).await;
     eventually("the opening expires in Redis", || {
-        server.keys("resil:breaker:").is_empty()
+        server.keys("resil:{breaker:").is_empty()
     })
     .await;
 }
@@ -171,8 +171,8 @@ async fn the_attribute_shares_through_the_installed_store() {
     }
     assert_eq!(passed, 1, "5 a minute: the next slot is 12 s away");
     assert_eq!(
-        server.keys("resil:rate:shared::shared_by"),
-        ["resil:rate:shared::shared_by_the_attribute"]
+        server.keys("resil:{gate:shared::shared_by"),
+        ["resil:{gate:shared::shared_by_the_attribute}:rate"]
     );
 
     // 400 tokens twice fit user a's 1000; the third would wait 12 s for its tokens.
@@ -187,13 +187,16 @@ async fn the_attribute_shares_through_the_installed_store() {
         Ok(400),
         "user b has a gate of its own"
     );
-    let mut keys = server.keys("resil:tokens:shared::handle");
+    let mut keys = server.keys("resil:{gate:shared::handle");
     keys.sort();
     assert_eq!(
         keys,
         [
-            "resil:tokens:shared::handle:user=a",
-            "resil:tokens:shared::handle:user=b"
-        ]
+            "resil:{gate:shared::handle:user=a}:rate",
+            "resil:{gate:shared::handle:user=a}:tokens",
+            "resil:{gate:shared::handle:user=b}:rate",
+            "resil:{gate:shared::handle:user=b}:tokens"
+        ],
+        "a key's rate and token gates share a hash tag: one Redis Cluster node"
     );
 }

@@ -295,12 +295,12 @@ async fn a_thousand_openings_made_during_an_outage_reach_redis_when_it_is_back()
     }
     server.restart();
     eventually("every opening in Redis", || {
-        server.keys("resil:breaker:llm::outage:").len() >= 1000
+        server.keys("resil:{breaker:llm::outage:").len() >= 1000
     })
     .await;
-    let keys = server.keys("resil:breaker:llm::outage:");
+    let keys = server.keys("resil:{breaker:llm::outage:");
     assert!(
-        keys.contains(&"resil:breaker:llm::outage:model=m999:open".to_owned()),
+        keys.contains(&"resil:{breaker:llm::outage:model=m999}:open".to_owned()),
         "{:?}",
         &keys[..5]
     );

@@ -1,6 +1,6 @@
 //! A shared breaker in Redis: the scripts that record its transitions and its half-open
-//! probe's lock under `resil:breaker:{name}` (`:open`, present while open and expiring with
-//! the cooldown; `:probe`, the lock), and the messages instances exchange about it.
+//! probe's lock under its id, `resil:{breaker:NAME}` (`:open`, present while open and expiring
+//! with the cooldown; `:probe`, the lock), and the messages instances exchange about it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -207,7 +207,7 @@ mod tests {
         let Admit::Pass(before) = breaker.try_admit_closed() else {
             panic!("closed")
         };
-        apply(&breaker, "open|peer|12000|resil:breaker:provider");
+        apply(&breaker, "open|peer|12000|resil:{breaker:provider}");
         assert_eq!(breaker.state(), BreakerState::Open);
         assert_eq!(breaker.retry_in(Instant::now()), Duration::from_secs(12));
         assert_eq!(
@@ -216,9 +216,9 @@ mod tests {
             "admitted before: counts nothing"
         );
         // A peer's longer cooldown is cut to this breaker's own.
-        apply(&breaker, "open|peer|99999999|resil:breaker:provider");
+        apply(&breaker, "open|peer|99999999|resil:{breaker:provider}");
         assert_eq!(breaker.retry_in(Instant::now()), COOLDOWN);
-        apply(&breaker, "closed|peer|0|resil:breaker:provider");
+        apply(&breaker, "closed|peer|0|resil:{breaker:provider}");
         assert_eq!(breaker.state(), BreakerState::Closed);
         assert_eq!(breaker.failures(), 0);
     }
@@ -258,15 +258,15 @@ mod tests {
 
     #[test]
     fn messages_round_trip_and_strangers_are_ignored() {
-        let text = Message::format("open", "ab12", 30_000, "resil:breaker:a|b");
+        let text = Message::format("open", "ab12", 30_000, "resil:{breaker:a|b}");
         let message = Message::parse(text.as_bytes()).unwrap();
         assert_eq!(message.news, News::Open(Duration::from_secs(30)));
         assert_eq!(message.instance, "ab12");
-        assert_eq!(message.id, "resil:breaker:a|b");
-        let text = Message::held("ab12", 1_500_000, "resil:rate:a=\"x|y\"");
+        assert_eq!(message.id, "resil:{breaker:a|b}");
+        let text = Message::held("ab12", 1_500_000, "resil:{gate:a=\"x|y\"}:rate");
         let message = Message::parse(text.as_bytes()).unwrap();
         assert_eq!(message.news, News::Held(Duration::from_millis(1500)));
-        assert_eq!(message.id, "resil:rate:a=\"x|y\"");
+        assert_eq!(message.id, "resil:{gate:a=\"x|y\"}:rate");
         for hostile in [
             &b"open|x|-1|id"[..],
             b"half|x|0|id",

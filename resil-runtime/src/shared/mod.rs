@@ -8,9 +8,15 @@
 //!
 //! | what | Redis key | lives |
 //! |---|---|---|
-//! | a breaker's opening | `resil:breaker:{name}:open` | its cooldown |
-//! | the half-open probe's lock | `resil:breaker:{name}:probe` | the probe's own limit |
-//! | a rate gate | `resil:rate:{fn}`, `resil:tokens:{fn}` (`…:{label}={key}` per key) | until its slots are past |
+//! | a breaker's opening | `resil:{breaker:NAME}:open` | its cooldown |
+//! | the half-open probe's lock | `resil:{breaker:NAME}:probe` | the probe's own limit |
+//! | a rate gate | `resil:{gate:FN}:rate`, `resil:{gate:FN}:tokens` (`resil:{gate:FN:LABEL=KEY}:…` per key) | until its slots are past |
+//!
+//! The part in braces is the key's Redis Cluster hash tag: every key one script touches
+//! shares it (a breaker's opening and probe lock; a function's rate and token gates), so the
+//! script runs on one node, and different breakers and gates spread over the nodes. A name's
+//! own `%`, `{` and `}` are percent-encoded (`%25`, `%7B`, `%7D`), so no name ends or splits
+//! its tag and two names are always two keys.
 //!
 //! - **Breaker.** The local state stays the fast path: a closed breaker admits with one atomic
 //!   load and never waits on Redis. Opening and closing are written and published on the
