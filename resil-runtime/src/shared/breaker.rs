@@ -57,6 +57,7 @@ impl Store {
         let announced = link.pending.announce(pending);
         self.spawn_eval(
             link.sharing.timeout,
+            open_key(link),
             invocation,
             Some((Arc::clone(&link.pending), announced)),
         );
@@ -97,7 +98,11 @@ impl Store {
             .key(probe_key(link))
             .arg(self.instance())
             .arg(millis(limit));
-        match self.eval::<u64>(link.sharing.timeout, &invocation).await {
+        let key = open_key(link);
+        match self
+            .eval::<u64>(link.sharing.timeout, &key, &invocation)
+            .await
+        {
             Some(0) => ProbeAnswer::Granted,
             Some(wait) => ProbeAnswer::Peer(Duration::from_millis(wait)),
             None => ProbeAnswer::Unavailable,
@@ -106,9 +111,10 @@ impl Store {
 
     /// See [`SharedStore::release_probe`](crate::seams::SharedStore::release_probe).
     pub(crate) fn release(&self, link: &BreakerLink) {
-        let mut invocation = RELEASE.key(probe_key(link));
+        let key = probe_key(link);
+        let mut invocation = RELEASE.key(&key);
         invocation.arg(self.instance());
-        self.spawn_eval(link.sharing.timeout, invocation, None);
+        self.spawn_eval(link.sharing.timeout, key, invocation, None);
     }
 }
 

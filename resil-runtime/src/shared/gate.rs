@@ -16,7 +16,7 @@ impl Store {
     pub(crate) fn refund_slot(&self, gate: &GateLink, slot: RemoteSlot) {
         let mut invocation = REFUND.key(&*gate.key);
         invocation.arg(slot.end).arg(slot.from).arg(slot.epoch);
-        self.spawn_eval(gate.sharing.timeout, invocation, None);
+        self.spawn_eval(gate.sharing.timeout, gate.key.to_string(), invocation, None);
     }
 
     /// See [`SharedStore::hold`](crate::seams::SharedStore::hold).
@@ -29,16 +29,49 @@ impl Store {
             .arg(gate.credit())
             .arg(gate.interval)
             .arg(message);
-        self.spawn_eval(gate.sharing.timeout, invocation, None);
+        self.spawn_eval(gate.sharing.timeout, gate.key.to_string(), invocation, None);
     }
 }
 
+/// An attempt's shared gates, each with its cost and its local gate's interval now.
+type Gates = [Option<(Arc<GateLink>, u64, u64)>; 2];
+
 /// See [`SharedStore::reserve`](crate::seams::SharedStore::reserve): one script for both gates.
+/// On a Redis Cluster, a policy whose rate gate is per key and token gate per function (or the
+/// reverse) has its gates in two slots: each is reserved by a script of its own, and the first
+/// given back if the second refuses (both or neither still, though not in one step).
 pub(crate) async fn reserve(
     store: Arc<Store>,
-    gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
+    gates: Gates,
     limit: Option<Duration>,
 ) -> SharedSlots {
+    let [Some(rate), Some(tokens)] = &gates else {
+        return reserve_together(store, gates, limit).await;
+    };
+    if !store.apart(&rate.0.key, &tokens.0.key) {
+        return reserve_together(store, gates, limit).await;
+    }
+    let [rate, tokens] = gates;
+    let first = reserve_together(Arc::clone(&store), [rate.clone(), None], limit).await;
+    let SharedSlots::Granted(first) = first else {
+        return first;
+    };
+    match reserve_together(Arc::clone(&store), [None, tokens], limit).await {
+        SharedSlots::Granted(second) => SharedSlots::Granted(Granted {
+            wait: first.wait.max(second.wait),
+            slots: [first.slots[0], second.slots[1]],
+        }),
+        refused => {
+            if let (Some((gate, ..)), Some(slot)) = (rate, first.slots[0]) {
+                store.refund_slot(&gate, slot);
+            }
+            refused
+        }
+    }
+}
+
+/// One script for the gates given, whose keys share a hash slot.
+async fn reserve_together(store: Arc<Store>, gates: Gates, limit: Option<Duration>) -> SharedSlots {
     // The seam asks only for a policy with a shared gate.
     let Some(timeout) = gates
         .iter()
@@ -61,7 +94,13 @@ pub(crate) async fn reserve(
             .arg(tolerance)
             .arg((*cost).min(MAX_MICROS));
     }
-    let Some(reply) = store.eval::<Vec<u64>>(timeout, &invocation).await else {
+    let Some((first, ..)) = gates.iter().flatten().next() else {
+        return SharedSlots::Unavailable;
+    };
+    let Some(reply) = store
+        .eval::<Vec<u64>>(timeout, &first.key, &invocation)
+        .await
+    else {
         return SharedSlots::Unavailable;
     };
     match *reply.as_slice() {

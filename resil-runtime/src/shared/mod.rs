@@ -57,13 +57,18 @@
 //! ```
 
 mod breaker;
+mod builder;
 mod gate;
 #[cfg(test)]
 mod memory;
 mod policy;
 mod scripts;
 mod store;
+mod target;
+#[cfg(feature = "redis-tls")]
+mod tls;
 
+pub use builder::RedisBuilder;
 use store::Store;
 
 use std::fmt;
@@ -123,11 +128,20 @@ impl fmt::Debug for Redis {
 #[non_exhaustive]
 pub enum SharedError {
     /// The URL is not a Redis URL resil can use.
-    #[error("`{url}` cannot be used as a Redis URL ({reason}): write it as redis://host:port/ or redis://:password@host:port/db (rediss://, TLS, is not supported yet)")]
+    #[error("`{url}` cannot be used as a Redis URL ({reason}): write it as redis://host:port/, redis://:password@host:port/db, or rediss://host:port/ for TLS (resil's feature `redis-tls`)")]
     Url {
         /// The URL, its password hidden.
         url: String,
         /// What the client said.
+        reason: String,
+    },
+    /// A TLS file ([`RedisBuilder::ca_file`], [`RedisBuilder::client_cert`]) is missing or
+    /// does not parse.
+    #[error("the TLS file `{path}` cannot be used: {reason}")]
+    Tls {
+        /// The file's path.
+        path: String,
+        /// What is wrong with it, and the fix.
         reason: String,
     },
     /// No tokio runtime to run the store's task on, or one without its IO or time driver.
@@ -143,20 +157,14 @@ impl Redis {
     /// An unreachable server is not an error: the service starts, its policies decide locally
     /// (fail-open), and the store connects as soon as Redis answers. A malformed URL is.
     pub async fn connect(url: &str) -> Result<Redis, SharedError> {
-        let store = global();
-        store.attach(client(url)?, store::redacted(url)).await?;
-        Ok(Redis {
-            store: Arc::clone(store),
-        })
+        Redis::builder(url).connect().await
     }
 
     /// Opens a store at `url` without installing it: for a policy built with
     /// [`PolicyBuilder::shared_in`](crate::PolicyBuilder::shared_in), such as two instances
     /// simulated in one process, each with its own store.
     pub async fn open(url: &str) -> Result<Redis, SharedError> {
-        let store = Store::new();
-        store.attach(client(url)?, store::redacted(url)).await?;
-        Ok(Redis { store })
+        Redis::builder(url).open().await
     }
 
     /// The store [`Redis::connect`] installed, if any.
@@ -172,17 +180,29 @@ impl Redis {
         self.store.is_available()
     }
 
+    /// Why the store, or a cluster node, does not answer now, as the
+    /// [`Event::SharedUnavailable`](crate::events::Event) said it (a refused certificate
+    /// names its fix: `ca_file`, the host name, `client_cert`); `None` while everything
+    /// answers. The latest failure's reason, cleared when Redis answers again.
+    ///
+    /// ```no_run
+    /// use resil_runtime::shared::Redis;
+    ///
+    /// # async fn run() -> Result<(), resil_runtime::shared::SharedError> {
+    /// let store = Redis::builder("rediss://redis.internal:6380/").connect().await?;
+    /// if let Some(reason) = store.last_error() {
+    ///     eprintln!("deciding locally: {reason}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn last_error(&self) -> Option<String> {
+        self.store.last_error()
+    }
+
     /// This instance's random id, carried by what it publishes (it ignores its own messages).
     pub fn instance(&self) -> &str {
         self.store.instance()
     }
-}
-
-fn client(url: &str) -> Result<redis::Client, SharedError> {
-    redis::Client::open(url).map_err(|error| SharedError::Url {
-        url: store::redacted(url),
-        reason: error.to_string(),
-    })
 }
 
 /// The process's store, as policies declared `shared = true` see it: it exists before

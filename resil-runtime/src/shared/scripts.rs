@@ -28,6 +28,12 @@ return held
     )
 });
 
+/// How long a breaker's opening lasts still, in ms (as `PTTL`): a script, so that a
+/// cluster's re-sync finds the script's node and its failures as the others' do. KEYS: the
+/// opening.
+pub(super) static OPEN_FOR: LazyLock<Script> =
+    LazyLock::new(|| Script::new("return redis.call('PTTL', KEYS[1])"));
+
 /// Records an opening and tells every instance. KEYS: the opening, the probe lock. ARGV: the
 /// cooldown in ms, the message, this instance.
 pub(super) static OPEN: LazyLock<Script> = LazyLock::new(|| {

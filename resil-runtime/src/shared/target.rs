@@ -1,0 +1,127 @@
+//! Where a store connects: one Redis server or a Redis Cluster (plain or TLS), the connection
+//! its scripts run on, and the subscription to the breakers' channel.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, MultiplexedConnection, PubSub};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use tokio::time::timeout;
+
+/// How long connecting (TCP, handshake, subscription) may take before it counts as failed.
+pub(super) const CONNECT: Duration = Duration::from_secs(1);
+
+/// What a store connects to.
+pub(crate) enum Target {
+    /// One server.
+    Single(redis::Client),
+    /// A Redis Cluster, and a client per node given, to subscribe on one of them (a PUBLISH
+    /// in a cluster reaches every node).
+    Cluster {
+        client: ClusterClient,
+        nodes: Vec<redis::Client>,
+    },
+}
+
+/// The connection a store's scripts run on: multiplexed, cloned freely.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(connection) => connection.req_packed_command(cmd),
+            Connection::Cluster(connection) => connection.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(connection) => {
+                connection.req_packed_commands(pipeline, offset, count)
+            }
+            Connection::Cluster(connection) => {
+                connection.req_packed_commands(pipeline, offset, count)
+            }
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(connection) => connection.get_db(),
+            Connection::Cluster(connection) => connection.get_db(),
+        }
+    }
+}
+
+impl Target {
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self, Target::Cluster { .. })
+    }
+
+    /// The connection scripts run on. A cluster's follows its slots' moves and reconnects to
+    /// a node by itself; a failed node costs only the calls on its keys.
+    pub(crate) async fn connect(&self) -> RedisResult<Connection> {
+        match self {
+            Target::Single(client) => {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(CONNECT))
+                    .set_response_timeout(Some(CONNECT));
+                let connection = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?;
+                Ok(Connection::Single(connection))
+            }
+            Target::Cluster { client, .. } => {
+                let connection = timeout(CONNECT * 2, client.get_async_connection())
+                    .await
+                    .map_err(|_| timed_out())??;
+                Ok(Connection::Cluster(connection))
+            }
+        }
+    }
+
+    /// Subscribes to `channel`: on the server, or on the first cluster node, from the
+    /// `from`th on, that answers. Returns the subscription and the node it is on.
+    pub(crate) async fn subscribe(
+        &self,
+        channel: &str,
+        from: usize,
+    ) -> RedisResult<(PubSub, usize)> {
+        let nodes = match self {
+            Target::Single(client) => std::slice::from_ref(client),
+            Target::Cluster { nodes, .. } => nodes.as_slice(),
+        };
+        let mut last = None;
+        for at in (0..nodes.len()).map(|step| (from + step) % nodes.len()) {
+            match subscribe_on(&nodes[at], channel).await {
+                Ok(pubsub) => return Ok((pubsub, at)),
+                Err(error) => last = Some(error),
+            }
+        }
+        Err(last.unwrap_or_else(timed_out))
+    }
+}
+
+async fn subscribe_on(client: &redis::Client, channel: &str) -> RedisResult<PubSub> {
+    let mut pubsub = timeout(CONNECT, client.get_async_pubsub())
+        .await
+        .map_err(|_| timed_out())??;
+    timeout(CONNECT, pubsub.subscribe(channel))
+        .await
+        .map_err(|_| timed_out())??;
+    Ok(pubsub)
+}
+
+pub(super) fn timed_out() -> redis::RedisError {
+    std::io::Error::from(std::io::ErrorKind::TimedOut).into()
+}
