@@ -14,6 +14,8 @@ mod gates;
 mod learning;
 mod outages;
 mod returns;
+#[cfg(feature = "redis-tls")]
+mod tls;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -39,6 +41,14 @@ async fn instance(
 ) -> Instance {
     let store = Redis::open(&server.url()).await.expect("a Redis URL");
     assert!(store.is_available(), "the test's server answers");
+    instance_in(store, shape)
+}
+
+/// [`instance`] through `store`.
+fn instance_in(
+    store: Redis,
+    shape: impl FnOnce(resil::PolicyBuilder) -> resil::PolicyBuilder,
+) -> Instance {
     let breaker = Arc::new(Breaker::new(
         "provider",
         BreakerConfig::new(2, COOLDOWN).unwrap(),

@@ -102,13 +102,29 @@ fn private_key(path: &Path) -> Result<Vec<u8>, SharedError> {
     Ok(pem)
 }
 
-/// What to add to a connection failure that names a certificate: how to fix it.
+/// What to add to a connection failure of the TLS handshake: how to fix it.
 pub(crate) fn advice(error: &str) -> Option<&'static str> {
-    let lower = error.to_ascii_lowercase();
-    if !lower.contains("certificate") && !lower.contains("tls") && !lower.contains("handshake") {
-        return None;
+    if error.contains("invalid peer certificate") {
+        return Some(
+            "the server's TLS certificate was refused: give the CA that signed it with Redis::builder(url).ca_file(path), and connect by a host name or IP the certificate names",
+        );
     }
-    Some(
-        "the TLS handshake failed: if the server's certificate is refused, give the CA that signed it with Redis::builder(url).ca_file(path) and connect by a host name or IP the certificate holds; if the server asks for a client certificate (tls-auth-clients), give it with .client_cert(cert, key)",
+    // The server's alert: it wants a client certificate, or refused this one.
+    error.contains("fatal alert").then_some(
+        "the server refused the TLS handshake: if it asks for a client certificate (tls-auth-clients), give one signed by a CA it trusts with Redis::builder(url).client_cert(cert, key)",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handshake_failures_say_their_fix() {
+        let server = advice("invalid peer certificate: UnknownIssuer").unwrap();
+        assert!(server.contains("ca_file"));
+        let client = advice("received fatal alert: CertificateRequired").unwrap();
+        assert!(client.contains("client_cert"));
+        assert_eq!(advice("Connection refused (os error 111)"), None);
+    }
 }
