@@ -10,6 +10,7 @@
 mod support;
 
 mod breakers;
+mod cluster;
 mod gates;
 mod learning;
 mod outages;

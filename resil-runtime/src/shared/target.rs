@@ -6,6 +6,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, MultiplexedConnection, PubSub};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{AsyncConnectionConfig, Cmd, Pipeline, RedisFuture, RedisResult, Value};
 use tokio::time::timeout;
 
@@ -59,6 +60,25 @@ impl ConnectionLike for Connection {
         match self {
             Connection::Single(connection) => connection.get_db(),
             Connection::Cluster(connection) => connection.get_db(),
+        }
+    }
+}
+
+impl Connection {
+    /// Runs `command` on the cluster node at `node` (`host:port`); on one server, there.
+    pub(crate) async fn on_node(&mut self, node: &str, command: Cmd) -> RedisResult<Value> {
+        match self {
+            Connection::Single(connection) => command.query_async(connection).await,
+            Connection::Cluster(connection) => {
+                let (host, port) = node
+                    .rsplit_once(':')
+                    .and_then(|(host, port)| Some((host.to_owned(), port.parse().ok()?)))
+                    .ok_or_else(|| {
+                        redis::RedisError::from(std::io::Error::other("not host:port"))
+                    })?;
+                let node = SingleNodeRoutingInfo::ByAddress { host, port };
+                (connection.route_command(command, RoutingInfo::SingleNode(node))).await
+            }
         }
     }
 }

@@ -275,7 +275,9 @@ impl Store {
             self.me.upgrade(),
             connection,
         ) {
+            let node = node.to_owned();
             runtime.spawn(async move {
+                store.load_scripts(&node).await;
                 let _ = sync(&store, &connection, &breakers).await;
             });
         }
@@ -294,6 +296,23 @@ impl Store {
         .await;
         if let Ok(Ok(answer)) = answer {
             self.nodes.learn(&answer);
+        }
+    }
+
+    /// Loads every script on a cluster's `node`, so that running one does not depend on
+    /// redis-rs's fallback for a missing script, which loads it on every node at once.
+    async fn load_scripts(&self, node: &str) {
+        let Some(mut connection) = read_std(&self.connection).clone() else {
+            return;
+        };
+        for source in super::scripts::SOURCES {
+            let load = redis::cmd("SCRIPT").arg("LOAD").arg(source).clone();
+            if !matches!(
+                timeout(task::CHECK, connection.on_node(node, load)).await,
+                Ok(Ok(_))
+            ) {
+                return;
+            }
         }
     }
 
@@ -363,6 +382,8 @@ impl Store {
         *write_std(&self.connection) = Some(connection.clone());
         if self.is_cluster() {
             self.learn_slots().await;
+            let nodes = self.nodes.all();
+            futures_util::future::join_all(nodes.iter().map(|node| self.load_scripts(node))).await;
         }
         let breakers = self.breakers.all();
         sync(self, &connection, &breakers)

@@ -62,6 +62,16 @@ impl Nodes {
         lock_std(&self.out).remove(node).is_some()
     }
 
+    /// Every node the map names.
+    pub(super) fn all(&self) -> Vec<Arc<str>> {
+        let mut nodes: Vec<_> = (read_std(&self.slots).iter())
+            .map(|(.., node)| Arc::clone(node))
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
+    }
+
     /// Whether any node is out now.
     pub(super) fn any_out(&self) -> bool {
         !lock_std(&self.out).is_empty()
