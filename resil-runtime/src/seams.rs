@@ -229,7 +229,7 @@ pub(crate) struct GateLink {
     pub(crate) sharing: Sharing,
     /// `rate` or `tokens`.
     what: &'static str,
-    /// The function's name (and `:LABEL=KEY` for a gate per key), as written.
+    /// The function's name, as written (shared by the links of its keys).
     name: Arc<str>,
     /// Its key, [`gate_key`].
     pub(crate) key: Arc<str>,
@@ -254,14 +254,16 @@ impl GateLink {
         interval: u64,
         burst: u64,
     ) -> Arc<Self> {
-        Self::listed(sharing, what, Arc::from(name), micros(interval), burst)
+        let key = gate_key(what, name);
+        Self::listed(sharing, what, Arc::from(name), key, micros(interval), burst)
     }
 
     /// The same gate for the key `key` of a keyed policy whose keys are `label`:
-    /// `resil:{gate:FN:LABEL=KEY}:…`.
+    /// `resil:{gate:FN:LABEL=KEY}:…` (of the function's link, not of a key's).
     pub(crate) fn for_key(&self, label: &str, key: &str) -> Arc<Self> {
-        let name = Arc::from(format!("{}:{label}={key}", self.name));
-        Self::listed(&self.sharing, self.what, name, self.interval, self.burst)
+        let key = gate_key(self.what, &format!("{}:{label}={key}", self.name));
+        let name = Arc::clone(&self.name);
+        Self::listed(&self.sharing, self.what, name, key, self.interval, self.burst)
     }
 
     /// A link the store lists, so that other instances' throttles reach it.
@@ -269,13 +271,14 @@ impl GateLink {
         sharing: &Sharing,
         what: &'static str,
         name: Arc<str>,
+        key: String,
         interval: u64,
         burst: u64,
     ) -> Arc<Self> {
         let link = Arc::new(GateLink {
             sharing: sharing.clone(),
             what,
-            key: Arc::from(gate_key(what, &name)),
+            key: Arc::from(key),
             name,
             interval,
             burst,

@@ -157,12 +157,7 @@ async fn a_certificate_from_another_ca_is_refused_saying_so() {
         assert!(reason.contains(needed), "{needed} in {reason}");
     }
     assert!(
-        heard
-            .said
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|said| *said == reason),
+        heard.said.lock().unwrap().contains(&reason),
         "the event said it: {:?}",
         heard.said
     );

@@ -194,7 +194,11 @@ impl RedisBuilder {
         let certificates: Option<Certificates> = None;
         if !self.cluster {
             let client = self.node(&self.nodes[0], certificates)?;
-            return Ok((Target::Single(client), label));
+            let target = Target {
+                nodes: vec![client],
+                cluster: None,
+            };
+            return Ok((target, label));
         }
         // One retry: a call on a dead node's keys has shared_timeout, not a retry loop.
         let builder = ClusterClientBuilder::new(self.nodes.clone())
@@ -219,7 +223,11 @@ impl RedisBuilder {
         let nodes = (self.nodes.iter())
             .map(|node| self.node(node, certificates.clone()))
             .collect::<Result<_, _>>()?;
-        Ok((Target::Cluster { client, nodes }, label))
+        let target = Target {
+            nodes,
+            cluster: Some(client),
+        };
+        Ok((target, label))
     }
 
     /// The TLS settings, checked: they need `rediss://`, and their files must parse.

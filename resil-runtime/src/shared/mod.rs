@@ -36,6 +36,15 @@
 //!   applied here, openings made here meanwhile are published). `shared_fail = "closed"`
 //!   refuses instead ([`Rejected::SharedUnavailable`](crate::Rejected)): for the rare limit
 //!   that must never be exceeded, at the price of refusing every call while Redis is down.
+//! - **TLS** (feature `redis-tls`): `rediss://` URLs, verified against the system's roots or
+//!   [`RedisBuilder::ca_file`], with [`RedisBuilder::client_cert`] for mutual TLS. A refused
+//!   handshake is said (the event's reason, and [`Redis::last_error`]) with its fix.
+//! - **Redis Cluster** ([`Redis::cluster`]): each script runs on the node that holds its hash
+//!   tag. A dead node's breakers and gates decide locally until it answers or the cluster
+//!   fails over (the node is skipped 1 s, doubling to 8 s, rather than waited on at every
+//!   call), said once per node as the store `"{nodes} node {host:port}"`; the others keep
+//!   sharing and the store stays available. News is heard on one node (a cluster broadcasts
+//!   every PUBLISH), and on the next one listed when it goes.
 //! - **Operators.** [`Breaker::force_open`](crate::Breaker::force_open) and
 //!   [`Breaker::reset`](crate::Breaker::reset) act on this instance only (its admin
 //!   endpoint), and a breaker forced open ignores what peers publish until it is reset.

@@ -13,16 +13,13 @@ use tokio::time::timeout;
 /// How long connecting (TCP, handshake, subscription) may take before it counts as failed.
 pub(super) const CONNECT: Duration = Duration::from_secs(1);
 
-/// What a store connects to.
-pub(crate) enum Target {
-    /// One server.
-    Single(redis::Client),
-    /// A Redis Cluster, and a client per node given, to subscribe on one of them (a PUBLISH
+/// What a store connects to: one server, or a Redis Cluster.
+pub(crate) struct Target {
+    /// The server, or a client per cluster node given, to subscribe on one of them (a PUBLISH
     /// in a cluster reaches every node).
-    Cluster {
-        client: ClusterClient,
-        nodes: Vec<redis::Client>,
-    },
+    pub(crate) nodes: Vec<redis::Client>,
+    /// The cluster's client, for a cluster.
+    pub(crate) cluster: Option<ClusterClient>,
 }
 
 /// The connection a store's scripts run on: multiplexed, cloned freely.
@@ -85,29 +82,26 @@ impl Connection {
 
 impl Target {
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self, Target::Cluster { .. })
+        self.cluster.is_some()
     }
 
     /// The connection scripts run on. A cluster's follows its slots' moves and reconnects to
     /// a node by itself; a failed node costs only the calls on its keys.
     pub(crate) async fn connect(&self) -> RedisResult<Connection> {
-        match self {
-            Target::Single(client) => {
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(CONNECT))
-                    .set_response_timeout(Some(CONNECT));
-                let connection = client
-                    .get_multiplexed_async_connection_with_config(&config)
-                    .await?;
-                Ok(Connection::Single(connection))
-            }
-            Target::Cluster { client, .. } => {
-                let connection = timeout(CONNECT * 2, client.get_async_connection())
-                    .await
-                    .map_err(|_| timed_out())??;
-                Ok(Connection::Cluster(connection))
-            }
+        if let Some(cluster) = &self.cluster {
+            let connection = timeout(CONNECT * 2, cluster.get_async_connection())
+                .await
+                .map_err(|_| timed_out())??;
+            return Ok(Connection::Cluster(connection));
         }
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(CONNECT))
+            .set_response_timeout(Some(CONNECT));
+        let client = self.nodes.first().ok_or_else(timed_out)?;
+        let connection = client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?;
+        Ok(Connection::Single(connection))
     }
 
     /// Subscribes to `channel`: on the server, or on the first cluster node, from the
@@ -117,10 +111,7 @@ impl Target {
         channel: &str,
         from: usize,
     ) -> RedisResult<(PubSub, usize)> {
-        let nodes = match self {
-            Target::Single(client) => std::slice::from_ref(client),
-            Target::Cluster { nodes, .. } => nodes.as_slice(),
-        };
+        let nodes = &self.nodes;
         let mut last = None;
         for at in (0..nodes.len()).map(|step| (from + step) % nodes.len()) {
             match subscribe_on(&nodes[at], channel).await {
