@@ -263,7 +263,14 @@ impl GateLink {
     pub(crate) fn for_key(&self, label: &str, key: &str) -> Arc<Self> {
         let key = gate_key(self.what, &format!("{}:{label}={key}", self.name));
         let name = Arc::clone(&self.name);
-        Self::listed(&self.sharing, self.what, name, key, self.interval, self.burst)
+        Self::listed(
+            &self.sharing,
+            self.what,
+            name,
+            key,
+            self.interval,
+            self.burst,
+        )
     }
 
     /// A link the store lists, so that other instances' throttles reach it.

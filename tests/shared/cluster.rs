@@ -90,9 +90,10 @@ async fn a_cluster_shares_across_nodes_and_a_dead_node_fails_open_alone() {
     let b = Redis::cluster(&urls).open().await.unwrap();
     assert!(a.is_available() && b.is_available());
 
-    // Node 0 dies later; node 1 and 2 stay.
+    // Node 0 dies later; node 1 and 2 stay. Each store subscribes on the first node listed,
+    // node 0, then on node 1 once node 0 is gone: news published on another node crosses.
     let doomed = name_on(&cluster, 0, "doomed", breaker_key);
-    let kept = name_on(&cluster, 1, "kept", breaker_key);
+    let kept = name_on(&cluster, 2, "kept", breaker_key);
     assert_ne!(
         cluster.node_of(&breaker_key(&doomed)),
         cluster.node_of(&breaker_key(&kept))
@@ -104,17 +105,23 @@ async fn a_cluster_shares_across_nodes_and_a_dead_node_fails_open_alone() {
         "node 0's breaker is shared"
     );
     assert_eq!(cluster.keys(0, &breaker_key(&doomed)).len(), 1, "on node 0");
+    let across = name_on(&cluster, 1, "across", breaker_key);
+    let (across_a, across_b) = (breaker_in(&a, &across), breaker_in(&b, &across));
+    assert!(
+        opening_reaches(&across_a, &across_b).await,
+        "published on node 1, heard on node 0"
+    );
     let gate_doomed = name_on(&cluster, 0, "gate::doomed", gate_key);
-    let gate_kept = name_on(&cluster, 2, "gate::kept", gate_key);
+    let gate_kept = name_on(&cluster, 1, "gate::kept", gate_key);
     assert!(
         one_between(&gate_in(&a, &gate_doomed), &gate_in(&b, &gate_doomed)).await,
         "node 0's gate is shared"
     );
     assert!(
         one_between(&gate_in(&a, &gate_kept), &gate_in(&b, &gate_kept)).await,
-        "node 2's gate is shared"
+        "node 1's gate is shared"
     );
-    assert_eq!(cluster.keys(2, &gate_key(&gate_kept)).len(), 1, "on node 2");
+    assert_eq!(cluster.keys(1, &gate_key(&gate_kept)).len(), 1, "on node 1");
 
     cluster.kill(0);
 
@@ -135,26 +142,26 @@ async fn a_cluster_shares_across_nodes_and_a_dead_node_fails_open_alone() {
         heard.said
     );
     // The other nodes keep sharing: a breaker opened on a reaches b (its news published on
-    // node 1, heard wherever b subscribes, after node 0 took b's subscription down, if it
-    // held it), and a fresh gate on node 2 still holds one call for both.
+    // node 2, heard on node 1, where b subscribes once node 0 took its subscription down),
+    // and a fresh gate on node 1 still holds one call for both.
     assert!(
         a.is_available() && b.is_available(),
         "one node is not the store"
     );
     assert!(
         opening_reaches(&kept_a, &kept_b).await,
-        "node 1's breaker is still shared"
+        "node 2's breaker is still shared"
     );
-    let gate_live = name_on(&cluster, 2, "gate::live", gate_key);
+    let gate_live = name_on(&cluster, 1, "gate::live", gate_key);
     assert!(
         one_between(&gate_in(&a, &gate_live), &gate_in(&b, &gate_live)).await,
-        "node 2's gate still holds the shared rate"
+        "node 1's gate still holds the shared rate"
     );
     // Scripts not run before the node died (the probe's, the closing's) run on the live
     // nodes: the cooldown over, a's probe closes both breakers.
     tokio::time::sleep(COOLDOWN).await;
     assert!(
-        settled(|| cluster.keys(1, &breaker_key(&kept)).is_empty()).await,
+        settled(|| cluster.keys(2, &breaker_key(&kept)).is_empty()).await,
         "the opening expires"
     );
     assert_eq!(
