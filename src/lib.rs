@@ -119,8 +119,8 @@ pub use resil_runtime::http;
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest-middleware")))]
 #[doc(inline)]
 pub use resil_runtime::middleware;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+#[cfg(feature = "shared")]
+#[cfg_attr(docsrs, doc(cfg(feature = "shared")))]
 #[doc(inline)]
 pub use resil_runtime::shared;
 #[cfg(feature = "tower")]

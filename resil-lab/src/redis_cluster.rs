@@ -95,6 +95,26 @@ impl RedisCluster {
         }
     }
 
+    /// Freezes a node (SIGSTOP): it keeps its connections but answers nothing until
+    /// [`resume`](Self::resume)d, as a node stalled by a long command or a swapping host.
+    pub fn pause(&self, node: usize) {
+        self.signal(node, "-STOP");
+    }
+
+    /// Lets a [`pause`](Self::pause)d node answer again (SIGCONT).
+    pub fn resume(&self, node: usize) {
+        self.signal(node, "-CONT");
+    }
+
+    fn signal(&self, node: usize, signal: &str) {
+        if let Some(child) = &self.children[node] {
+            let _ = Command::new("kill")
+                .arg(signal)
+                .arg(child.id().to_string())
+                .status();
+        }
+    }
+
     /// The node (0, 1 or 2) that holds `key`'s hash slot, as a live node's `CLUSTER SLOTS`
     /// says.
     pub fn node_of(&self, key: &str) -> usize {

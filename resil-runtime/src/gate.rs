@@ -9,7 +9,7 @@ use std::time::Duration;
 use resil_spec::rules;
 use tokio::time::Instant;
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 use crate::deadline::later;
 use crate::deadline::NEVER;
 use crate::sync::lock_std;
@@ -88,7 +88,7 @@ pub struct RateGate {
     revising: Mutex<()>,
     origin: Instant,
     /// Where the gate is kept for every instance, for a shared policy.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     shared: Option<std::sync::Arc<crate::seams::GateLink>>,
 }
 
@@ -143,7 +143,7 @@ impl RateGate {
             // Offsets are unsigned: an origin a little in the past keeps `now` after it even
             // when the gate is made and used at once.
             origin: Instant::now(),
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "shared")]
             shared: None,
         })
     }
@@ -151,7 +151,7 @@ impl RateGate {
     /// A gate with the same limit and nothing reserved: the gate of the key named `key` of a
     /// keyed policy whose keys are `label` (`label=key` in Redis, for a shared gate).
     pub(crate) fn fresh(&self, label: &str, key: &str) -> Self {
-        #[cfg(not(feature = "redis"))]
+        #[cfg(not(feature = "shared"))]
         let _ = label;
         RateGate {
             interval: self.interval,
@@ -169,7 +169,7 @@ impl RateGate {
             auto: self.auto,
             revising: Mutex::new(()),
             origin: Instant::now(),
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "shared")]
             shared: self.shared.as_ref().map(|link| link.for_key(label, key)),
         }
     }
@@ -237,8 +237,8 @@ impl RateGate {
     }
 
     /// Keeps the gate in its policy's shared store too, as `resil:{gate:NAME}:WHAT` (see
-    /// [`gate_key`](crate::seams::gate_key)).
-    #[cfg(feature = "redis")]
+    /// [`GateLink::name`](crate::seams::GateLink::name)).
+    #[cfg(feature = "shared")]
     pub(crate) fn share(
         &mut self,
         sharing: &crate::seams::Sharing,
@@ -255,7 +255,7 @@ impl RateGate {
     }
 
     /// Its place in the shared store, for a shared gate.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub(crate) fn shared(&self) -> Option<&std::sync::Arc<crate::seams::GateLink>> {
         self.shared.as_ref()
     }
@@ -387,7 +387,7 @@ impl RateGate {
     /// how far the shared schedule now runs past now. The local schedule then runs at least
     /// as far, so that if Redis goes this instance carries on from where every instance
     /// together stood, not from a fresh burst.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub(crate) fn mirror(&self, ahead: Duration, cost: u64) -> Slot {
         let target = self
             .offset(Instant::now())
@@ -415,7 +415,7 @@ impl RateGate {
     /// steady rate after it (no burst). Slots reserved before now are revoked (see
     /// [`RateGate::epoch`]); a wait that ends before an earlier throttle's changes nothing.
     pub fn hold(&self, wait: Duration) {
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         if let Some(link) = &self.shared {
             link.hold(wait);
         }
@@ -425,7 +425,7 @@ impl RateGate {
     /// When the latest throttle's hold ends, if it is still in force at `now`: a shared gate
     /// asks the store for no slot before then, since the store may not have heard of a hold
     /// this instance made (it goes there in the background) or heard of.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub(crate) fn held_until(&self, now: Instant) -> Option<Instant> {
         let until = self.held_until.load(Ordering::Acquire);
         (until > self.offset(now)).then(|| later(self.origin, Duration::from_nanos(until)))
@@ -464,7 +464,7 @@ impl RateGate {
     /// reserved a slot under an older count lost it to a throttle and must reserve again.
     pub fn epoch(&self) -> u64 {
         let here = self.epoch.load(Ordering::Acquire);
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         if let Some(link) = &self.shared {
             return here.wrapping_add(link.holds());
         }

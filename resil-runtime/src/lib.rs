@@ -78,11 +78,11 @@
 //! | layer | modules | may import | what it holds |
 //! |---|---|---|---|
 //! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state`, `heard` | — | the words every layer speaks: errors, keys, operation ids, breaker states, the atomics (std or loom) |
-//! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency`, `seams` | foundation | state machines that return what happened (a transition, an admission, a wait), and the seam they hold to a store shared by many instances |
+//! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency`, `seams` | foundation | state machines that return what happened (a transition, an admission, a wait), and the public trait they hold of a store shared by many instances (`SharedStore`) |
 //! | observers | `events`, `meter`, `series` | foundation | what listeners, tracing and metrics hear: plain data |
 //! | policy | `policy`, `operator` | foundation, primitives, observers | a policy's settings, builder, keys and tunings; an operator's handles on breakers |
 //! | execution | `operation`, `execution`, `stream` | foundation, primitives, observers, policy | one operation run through a policy's stages; streams and nested calls |
-//! | integrations | `config`, `shared`, `tower`, `middleware`, `chaos`, `http` | every layer | run-time configuration, Redis, tower, reqwest, chaos |
+//! | integrations | `config`, `shared`, `tower`, `middleware`, `chaos`, `http` | every layer | run-time configuration, the shared stores (Redis, in memory) and their conformance checks, tower, reqwest, chaos |
 //! | checks | `loom` | every layer | model checks, under `--cfg resil_loom` |
 //!
 //! The hot path (breaker closed, bulkhead free, answer ready on the first poll) allocates
@@ -124,11 +124,11 @@ mod operator;
 mod policy;
 mod registry;
 mod rejected;
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 mod seams;
 pub mod series;
-#[cfg(feature = "redis")]
-#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+#[cfg(feature = "shared")]
+#[cfg_attr(docsrs, doc(cfg(feature = "shared")))]
 pub mod shared;
 pub mod stream;
 mod sync;

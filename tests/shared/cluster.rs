@@ -252,3 +252,60 @@ async fn gates_of_one_call_in_two_slots_reserve_together() {
         "the token gate was reserved in its own slot"
     );
 }
+
+#[cfg(feature = "conformance")]
+#[tokio::test]
+async fn a_redis_cluster_conforms() {
+    let Some(cluster) = RedisCluster::start() else {
+        return;
+    };
+    let urls = cluster.urls();
+    resil::shared::conformance::run(|| async { Redis::cluster(&urls).open().await.unwrap() }).await;
+}
+
+#[tokio::test]
+async fn a_late_node_is_skipped_alone_and_the_store_stays_available() {
+    let Some(cluster) = RedisCluster::start() else {
+        return;
+    };
+    let heard = Arc::new(NodeEvents::default());
+    events::add_global_listener(Arc::clone(&heard) as Arc<dyn Listener>);
+    let a = Redis::cluster(cluster.urls()).open().await.unwrap();
+    let b = Redis::cluster(cluster.urls()).open().await.unwrap();
+    let hasty = |store: &Redis, name: &str| {
+        Policy::builder()
+            .name(name)
+            .rate(1, Duration::from_secs(60), 1)
+            .deadline(Duration::from_secs(1))
+            .shared_in(store)
+            .shared_timeout(Duration::from_millis(100))
+            .build()
+            .unwrap()
+    };
+    // Node 2 stalls (it holds no subscription: the stores listen on node 0).
+    let stalled = name_on(&cluster, 2, "gate::stalled", gate_key);
+    let live = name_on(&cluster, 1, "gate::answering", gate_key);
+    cluster.pause(2);
+    let calls = Calls::default();
+    let answered = call(&hasty(&a, &stalled), &calls, Ok(())).await;
+    cluster.resume(2);
+    assert_eq!(answered, Ok(()), "the late node's gate decides locally");
+    let node = format!(
+        "{} node 127.0.0.1:{}",
+        cluster.urls().join(","),
+        cluster.port(2)
+    );
+    assert!(
+        settled(|| heard.count(&node) >= 1).await,
+        "the late node is said: {:?}",
+        heard.said
+    );
+    assert!(
+        a.is_available(),
+        "resil's timeout on one node is not the store's outage"
+    );
+    assert!(
+        one_between(&hasty(&a, &live), &hasty(&b, &live)).await,
+        "node 1's gate is still shared"
+    );
+}

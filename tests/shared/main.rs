@@ -11,6 +11,8 @@ mod support;
 
 mod breakers;
 mod cluster;
+#[cfg(feature = "conformance")]
+mod conformance;
 mod gates;
 mod learning;
 mod outages;

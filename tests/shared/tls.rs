@@ -238,3 +238,14 @@ async fn tls_files_that_are_missing_or_not_pem_are_refused_at_once() {
     let message = garbage.unwrap_err().to_string();
     assert!(message.contains("garbage.pem"), "{message}");
 }
+
+#[cfg(feature = "conformance")]
+#[tokio::test]
+async fn redis_over_tls_conforms() {
+    let files = Certificates::new("conformance");
+    let Some(server) = RedisServer::start_tls(files.server(false)) else {
+        return;
+    };
+    let (url, ca) = (server.tls_url(), files.path("ca.pem"));
+    resil::shared::conformance::run(|| store(&url, &ca)).await;
+}

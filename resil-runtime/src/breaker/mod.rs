@@ -19,7 +19,7 @@ mod admission;
 mod config;
 mod directory;
 mod keyed;
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 mod remote;
 mod time_window;
 mod verdicts;
@@ -97,7 +97,7 @@ pub struct Breaker {
     /// should not carry them.
     window: Option<Box<Mutex<Window>>>,
     /// Its place in a shared store, for the breaker of a shared policy.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     shared: std::sync::OnceLock<crate::seams::BreakerLink>,
 }
 
@@ -126,7 +126,7 @@ impl Breaker {
             verdict: Notify::new(),
             forced: AtomicBool::new(false),
             window: Window::of(config.kind()).map(|window| Box::new(Mutex::new(window))),
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "shared")]
             shared: std::sync::OnceLock::new(),
         }
     }

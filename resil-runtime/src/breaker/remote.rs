@@ -9,7 +9,7 @@ use super::{Breaker, BreakerState, Ticket, Transition};
 use crate::sync::{lock, Ordering};
 
 /// What other instances make of a shared breaker (see `crate::seams`).
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 impl Breaker {
     /// Ties the breaker to a shared store: the link, unless it was tied already.
     pub(crate) fn share(

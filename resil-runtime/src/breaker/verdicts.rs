@@ -137,11 +137,11 @@ impl Breaker {
 
     /// Tells the other instances of a state this breaker reached by its own calls.
     fn announce(&self, to: BreakerState) {
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         if let Some(link) = self.shared.get() {
             link.announce(self, to);
         }
-        #[cfg(not(feature = "redis"))]
+        #[cfg(not(feature = "shared"))]
         let _ = to;
     }
 
@@ -164,7 +164,7 @@ impl Breaker {
                     Some(BreakerState::Open)
                 }
                 Verdict::Neutral => {
-                    #[cfg(feature = "redis")]
+                    #[cfg(feature = "shared")]
                     if let Some(link) = self.shared.get() {
                         link.release_probe();
                     }

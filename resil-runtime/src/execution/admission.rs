@@ -39,11 +39,11 @@ pub(super) struct Reserved {
     /// teaches them; never given back.
     pub(super) used: bool,
     /// The same slots in Redis, when the shared gates granted them.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub(super) remote: Option<Box<crate::seams::RemoteSlots>>,
     /// For slots of shared gates that the local gates promised alone (the store down): the
     /// store's returns then, so that one since revokes them.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub(super) returns: Option<u64>,
 }
 

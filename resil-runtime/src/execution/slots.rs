@@ -11,7 +11,7 @@ use crate::gate::{RateGate, Slot};
 use crate::Rejected;
 
 /// How an attempt of a policy with shared gates starts.
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 pub(super) enum SharedStart {
     /// Ask the store for this attempt's slots.
     Ask(super::attempt::SharedWait),
@@ -46,7 +46,7 @@ impl<'p> Progress<'p> {
                 }
             }
         }
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         {
             reserved.returns = self.store_returns();
         }
@@ -55,7 +55,7 @@ impl<'p> Progress<'p> {
     }
 
     /// For a policy with shared gates, the times their store answered again after an outage.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     fn store_returns(&self) -> Option<u64> {
         [self.rate(), self.token_rate()]
             .into_iter()
@@ -79,7 +79,7 @@ impl<'p> Progress<'p> {
     /// shared gates; `Local` when the local gates decide alone (no shared gate, or the store is
     /// known to be down and the policy fails open). Out of line: only gated policies get
     /// here, and the attempt's own code stays small.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     #[inline(never)]
     pub(super) fn shared_slots(&mut self) -> Result<SharedStart, Rejected> {
         if !self.tuning.enabled {
@@ -136,7 +136,7 @@ impl<'p> Progress<'p> {
     /// What the shared gates answered: the wait for the slot (the local gates then count the
     /// call too, so that they decide from what this instance did if Redis goes), or the
     /// refusal. No answer: the local gates decide, unless the policy fails closed.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub(super) fn shared_answer(
         &mut self,
         answer: crate::seams::SharedSlots,
@@ -167,7 +167,7 @@ impl<'p> Progress<'p> {
     }
 
     /// Redis does not answer: the local gates decide, unless the policy fails closed.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     fn refuse_if_failing_closed(&self) -> Result<(), Rejected> {
         let fail_closed = [self.rate(), self.token_rate()]
             .into_iter()
@@ -194,7 +194,7 @@ impl<'p> Progress<'p> {
         let revoked =
             revoked(self.rate(), reserved.rate) || revoked(self.token_rate(), reserved.tokens);
         // Promised by the local gates alone while the store was down, and the store is back.
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         let revoked = revoked
             || reserved
                 .returns
@@ -249,7 +249,7 @@ impl<'p> Progress<'p> {
             }
             return;
         }
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         if let Some(remote) = reserved.remote {
             let links =
                 [self.rate(), self.token_rate()].map(|gate| gate.and_then(RateGate::shared));

@@ -77,7 +77,7 @@ impl RateGate {
     }
 
     /// The interval now, in nanoseconds (see [`RateGate::slow_down`]), for the shared gate.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub(crate) fn interval_now(&self) -> u64 {
         self.interval_at(self.offset(Instant::now()))
     }

@@ -50,7 +50,7 @@ pub struct Keys {
     token_rate: Option<RateGate>,
     /// Where a new key's breaker is kept for every instance, and its name there's prefix
     /// (the policy's name), for a shared policy.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     shared: Option<(crate::seams::Sharing, Arc<str>)>,
 }
 
@@ -158,7 +158,7 @@ impl Keys {
     /// [`Keys::MAX_BYTES_PER_KEY`] for a policy shared through Redis, whose keys also keep
     /// their places in the store (a Redis key per gate and per breaker, each holding the
     /// key's name): about 30 MB for 10 000 keys. Checked by `tests/alloc.rs`.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub const MAX_BYTES_PER_SHARED_KEY: usize = 3072;
 
     pub(crate) fn new(
@@ -176,14 +176,14 @@ impl Keys {
             bulkhead,
             rate,
             token_rate,
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "shared")]
             shared: None,
         }
     }
 
     /// Keeps every key's breaker in Redis too, as `{policy}:{label}={key}` (the gates carry
     /// their own link).
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub(crate) fn share(&mut self, sharing: &crate::seams::Sharing, policy: &Arc<str>) {
         self.shared = Some((sharing.clone(), Arc::clone(policy)));
     }
@@ -217,7 +217,7 @@ impl Keys {
         self.registry.get(key, |key| Scope {
             breaker: self.breaker.map(|config| {
                 let breaker = Arc::new(Breaker::keyed(&self.label, key, config));
-                #[cfg(feature = "redis")]
+                #[cfg(feature = "shared")]
                 if let Some((sharing, policy)) = &self.shared {
                     let name = format!("{policy}:{}", breaker.name());
                     crate::seams::BreakerLink::bind(sharing, &name, &breaker);

@@ -2,116 +2,88 @@
 //! probe's lock under its id, `resil:{breaker:NAME}` (`:open`, present while open and expiring
 //! with the cooldown; `:probe`, the lock), and the messages instances exchange about it.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use redis::ScriptInvocation;
 
 use super::scripts::{CLOSE, OPEN, PROBE, RELEASE};
 use super::store::Store;
-use crate::breaker::{Breaker, BreakerState, Transition};
-use crate::events;
-use crate::seams::{BreakerLink, Pending, ProbeAnswer};
+use crate::seams::{Announcement, BreakerLink, BreakerNews, Change, Probe, Unavailable};
 
-/// The key present while the breaker is open.
-pub(crate) fn open_key(link: &BreakerLink) -> String {
-    format!("{}:open", link.id)
+/// The key present while the breaker `id` is open.
+pub(crate) fn open_key(id: &str) -> String {
+    format!("{id}:open")
 }
 
-fn probe_key(link: &BreakerLink) -> String {
-    format!("{}:probe", link.id)
+fn probe_key(id: &str) -> String {
+    format!("{id}:probe")
 }
 
 impl Store {
-    /// The script that publishes a transition Redis did not hear of, if the breaker is still
-    /// in the state it reached, with what to hand [`Pending::published`] once it ran.
-    pub(crate) fn pending(
-        &self,
-        link: &BreakerLink,
-        breaker: &Breaker,
-    ) -> Option<(ScriptInvocation<'static>, u64)> {
-        let (untold, pending) = link.pending.untold(breaker.state());
-        let invocation = untold.and_then(|state| match state {
-            BreakerState::Open => self.opening(link, breaker),
-            _ => Some(self.closing(link)),
-        });
-        if invocation.is_none() {
-            link.pending.published(pending);
-        }
-        invocation.map(|invocation| (invocation, pending))
+    /// See [`SharedStore::announce`](crate::seams::SharedStore::announce).
+    pub(crate) fn announce_transition(&self, announcement: Announcement) {
+        let invocation = self.recording(&announcement);
+        let key = open_key(announcement.breaker());
+        self.spawn_eval(announcement.timeout(), key, invocation, Some(announcement));
     }
 
-    /// See [`SharedStore::announce`](crate::seams::SharedStore::announce).
-    pub(crate) fn announce_transition(
-        &self,
-        link: &BreakerLink,
-        breaker: &Breaker,
-        to: BreakerState,
-    ) {
-        let (invocation, pending) = match to {
-            BreakerState::Open => (self.opening(link, breaker), Pending::OPENED),
-            BreakerState::Closed => (Some(self.closing(link)), Pending::CLOSED),
-            BreakerState::HalfOpen => return,
-        };
-        let Some(invocation) = invocation else { return };
-        let announced = link.pending.announce(pending);
-        self.spawn_eval(
-            link.sharing.timeout,
-            open_key(link),
-            invocation,
-            Some((Arc::clone(&link.pending), announced)),
-        );
+    /// The script that records a transition and tells the peers.
+    pub(crate) fn recording(&self, announcement: &Announcement) -> ScriptInvocation<'static> {
+        match announcement.change() {
+            Change::Opened(left) => self.opening(announcement.breaker(), left),
+            _ => self.closing(announcement.breaker()),
+        }
     }
 
     /// The script that records the closing and tells the peers.
-    fn closing(&self, link: &BreakerLink) -> ScriptInvocation<'static> {
-        let message = Message::format("closed", self.instance(), 0, &link.id);
-        let mut invocation = CLOSE.key(open_key(link));
+    fn closing(&self, id: &str) -> ScriptInvocation<'static> {
+        let message = Message::format("closed", self.instance(), 0, id);
+        let mut invocation = CLOSE.key(open_key(id));
         invocation
-            .key(probe_key(link))
+            .key(probe_key(id))
             .arg(message)
             .arg(self.instance());
         invocation
     }
 
-    /// The script that records the breaker's opening, for what is left of its cooldown.
-    fn opening(&self, link: &BreakerLink, breaker: &Breaker) -> Option<ScriptInvocation<'static>> {
-        let left = breaker.retry_in(tokio::time::Instant::now());
-        if left.is_zero() {
-            return None;
-        }
+    /// The script that records the breaker's opening, for `left` of its cooldown.
+    fn opening(&self, id: &str, left: Duration) -> ScriptInvocation<'static> {
         let millis = millis(left);
-        let message = Message::format("open", self.instance(), millis, &link.id);
-        let mut invocation = OPEN.key(open_key(link));
+        let message = Message::format("open", self.instance(), millis, id);
+        let mut invocation = OPEN.key(open_key(id));
         invocation
-            .key(probe_key(link))
+            .key(probe_key(id))
             .arg(millis)
             .arg(message)
             .arg(self.instance());
-        Some(invocation)
+        invocation
     }
 
     /// See [`SharedStore::acquire_probe`](crate::seams::SharedStore::acquire_probe).
-    pub(crate) async fn probe(&self, link: &BreakerLink, limit: Duration) -> ProbeAnswer {
-        let mut invocation = PROBE.key(open_key(link));
+    pub(crate) async fn probe(
+        &self,
+        link: &BreakerLink,
+        limit: Duration,
+    ) -> Result<Probe, Unavailable> {
+        let mut invocation = PROBE.key(open_key(&link.id));
         invocation
-            .key(probe_key(link))
+            .key(probe_key(&link.id))
             .arg(self.instance())
             .arg(millis(limit));
-        let key = open_key(link);
+        let key = open_key(&link.id);
         match self
             .eval::<u64>(link.sharing.timeout, &key, &invocation)
             .await
         {
-            Some(0) => ProbeAnswer::Granted,
-            Some(wait) => ProbeAnswer::Peer(Duration::from_millis(wait)),
-            None => ProbeAnswer::Unavailable,
+            Some(0) => Ok(Probe::Granted),
+            Some(wait) => Ok(Probe::Elsewhere(Duration::from_millis(wait))),
+            None => Err(Unavailable),
         }
     }
 
     /// See [`SharedStore::release_probe`](crate::seams::SharedStore::release_probe).
     pub(crate) fn release(&self, link: &BreakerLink) {
-        let key = probe_key(link);
+        let key = probe_key(&link.id);
         let mut invocation = RELEASE.key(&key);
         invocation.arg(self.instance());
         self.spawn_eval(link.sharing.timeout, key, invocation, None);
@@ -173,47 +145,51 @@ impl<'a> Message<'a> {
     }
 
     /// Brings the local breaker to what the peer said.
-    pub(crate) fn apply(&self, breaker: &Breaker) {
-        let transition = match self.news {
-            News::Open(retry_in) => breaker.remote_open(retry_in),
-            News::Closed => breaker.remote_closed(),
-            News::Held(_) => None,
-        };
-        heard(breaker, transition);
-    }
-}
-
-/// A transition a peer caused: no call of this instance hears of it, so the global listeners
-/// do here.
-pub(crate) fn heard(breaker: &Breaker, transition: Option<Transition>) {
-    if let Some(transition) = transition {
-        events::breaker_transition(events::resolve(None), breaker.into(), transition);
+    pub(crate) fn apply(&self, breaker: &BreakerNews) {
+        match self.news {
+            News::Open(retry_in) => breaker.opened_elsewhere(retry_in),
+            News::Closed => breaker.closed_elsewhere(),
+            News::Held(_) => {}
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::breaker::{Admit, BreakerConfig, Verdict};
+    use crate::breaker::{Admit, Breaker, BreakerConfig, BreakerState, Verdict};
+    use std::sync::Arc;
     use tokio::time::Instant;
 
     const COOLDOWN: Duration = Duration::from_secs(30);
 
-    fn breaker() -> Breaker {
-        Breaker::new("provider", BreakerConfig::new(2, COOLDOWN).unwrap())
+    /// A breaker shared through an in-memory store, as the store's news reaches it.
+    fn breaker() -> (Arc<Breaker>, BreakerNews) {
+        let breaker = Arc::new(Breaker::new(
+            "provider",
+            BreakerConfig::new(2, COOLDOWN).unwrap(),
+        ));
+        let policy = crate::Policy::builder()
+            .breaker(Arc::clone(&breaker))
+            .shared_in(crate::shared::InMemory::new())
+            .build()
+            .unwrap();
+        drop(policy);
+        let news = BreakerNews::new(Arc::from("resil:{breaker:provider}"), &breaker);
+        (breaker, news)
     }
 
-    fn apply(breaker: &Breaker, text: &str) {
+    fn apply(breaker: &BreakerNews, text: &str) {
         Message::parse(text.as_bytes()).unwrap().apply(breaker);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_peer_opening_starts_a_new_generation_for_what_is_left_of_its_cooldown() {
-        let breaker = breaker();
+        let (breaker, news) = breaker();
         let Admit::Pass(before) = breaker.try_admit_closed() else {
             panic!("closed")
         };
-        apply(&breaker, "open|peer|12000|resil:{breaker:provider}");
+        apply(&news, "open|peer|12000|resil:{breaker:provider}");
         assert_eq!(breaker.state(), BreakerState::Open);
         assert_eq!(breaker.retry_in(Instant::now()), Duration::from_secs(12));
         assert_eq!(
@@ -222,27 +198,27 @@ mod tests {
             "admitted before: counts nothing"
         );
         // A peer's longer cooldown is cut to this breaker's own.
-        apply(&breaker, "open|peer|99999999|resil:{breaker:provider}");
+        apply(&news, "open|peer|99999999|resil:{breaker:provider}");
         assert_eq!(breaker.retry_in(Instant::now()), COOLDOWN);
-        apply(&breaker, "closed|peer|0|resil:{breaker:provider}");
+        apply(&news, "closed|peer|0|resil:{breaker:provider}");
         assert_eq!(breaker.state(), BreakerState::Closed);
         assert_eq!(breaker.failures(), 0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_operator_override_outranks_the_peers() {
-        let breaker = breaker();
+        let (breaker, news) = breaker();
         breaker.force_open();
-        apply(&breaker, "closed|peer|0|x");
+        apply(&news, "closed|peer|0|x");
         assert_eq!(breaker.state(), BreakerState::Open);
         breaker.reset();
-        apply(&breaker, "closed|peer|0|x");
+        apply(&news, "closed|peer|0|x");
         assert_eq!(breaker.state(), BreakerState::Closed);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_probe_yielded_to_a_peer_reopens_for_the_peers_time() {
-        let breaker = breaker();
+        let (breaker, _) = breaker();
         for _ in 0..2 {
             let Admit::Pass(admission) = breaker.try_admit_closed() else {
                 panic!("closed")

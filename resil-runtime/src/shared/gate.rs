@@ -2,18 +2,18 @@
 //! Redis's clock), its throttle count and the latest throttle's end, expiring when that time
 //! is past (the gate is then as new); one script per attempt reserves from it.
 
-use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::breaker::Message;
 use super::scripts::{HOLD, REFUND, RESERVE};
 use super::store::Store;
-use crate::seams::{whole_micros, GateLink, Granted, RemoteSlot, SharedSlots, MAX_MICROS};
-use crate::Rejected;
+use crate::seams::{whole_micros, Ask, GateLink, Reservation, Reserved, Slot, Unavailable};
 
 impl Store {
     /// See [`SharedStore::refund`](crate::seams::SharedStore::refund).
-    pub(crate) fn refund_slot(&self, gate: &GateLink, slot: RemoteSlot) {
+    pub(crate) fn refund_slot(&self, gate: &GateLink, slot: Slot) {
         let mut invocation = REFUND.key(&*gate.key);
         invocation.arg(slot.end).arg(slot.from).arg(slot.epoch);
         self.spawn_eval(gate.sharing.timeout, gate.key.to_string(), invocation, None);
@@ -26,100 +26,103 @@ impl Store {
         let mut invocation = HOLD.key(&*gate.key);
         invocation
             .arg(wait)
-            .arg(gate.credit())
+            .arg(gate.credit_micros())
             .arg(gate.interval)
             .arg(message);
         self.spawn_eval(gate.sharing.timeout, gate.key.to_string(), invocation, None);
     }
 }
 
-/// An attempt's shared gates, each with its cost and its local gate's interval now.
-type Gates = [Option<(Arc<GateLink>, u64, u64)>; 2];
-
 /// See [`SharedStore::reserve`](crate::seams::SharedStore::reserve): one script for both gates.
 /// On a Redis Cluster, a policy whose rate gate is per key and token gate per function (or the
-/// reverse) has its gates in two slots: each is reserved by a script of its own, and the first
-/// given back if the second refuses (both or neither still, though not in one step).
+/// reverse) has its gates in two slots: each is reserved by a script of its own, within one
+/// `shared_timeout` together, and the first given back if the second does not grant (both or
+/// neither still, though not in one step).
 pub(crate) async fn reserve(
-    store: Arc<Store>,
-    gates: Gates,
-    limit: Option<Duration>,
-) -> SharedSlots {
-    let [Some(rate), Some(tokens)] = &gates else {
-        return reserve_together(store, gates, limit).await;
+    store: &Store,
+    reservation: &Reservation,
+) -> Result<Reserved, Unavailable> {
+    let mut asks = reservation.asks();
+    // resil asks only for a policy with a shared gate.
+    let first = asks.next().ok_or(Unavailable)?;
+    let deadline = Instant::now() + first.gate().timeout();
+    let limit = reservation.limit().map_or(-1, |limit| {
+        i64::try_from(whole_micros(limit)).unwrap_or(i64::MAX)
+    });
+    let second = match asks.next() {
+        Some(second) if store.apart(first.gate().name(), second.gate().name()) => second,
+        second => {
+            let both = [Some(first), second];
+            return Ok(run(store, both, limit, deadline).await?.into());
+        }
     };
-    if !store.apart(&rate.0.key, &tokens.0.key) {
-        return reserve_together(store, gates, limit).await;
-    }
-    let [rate, tokens] = gates;
-    let first = reserve_together(Arc::clone(&store), [rate.clone(), None], limit).await;
-    let SharedSlots::Granted(first) = first else {
-        return first;
+    let (wait, slot) = match run(store, [Some(first), None], limit, deadline).await? {
+        Reply::Granted(wait, [Some(slot), _]) => (wait, slot),
+        other => return Ok(other.into()),
     };
-    match reserve_together(Arc::clone(&store), [None, tokens], limit).await {
-        SharedSlots::Granted(second) => SharedSlots::Granted(Granted {
-            wait: first.wait.max(second.wait),
-            slots: [first.slots[0], second.slots[1]],
-        }),
-        refused => {
-            if let (Some((gate, ..)), Some(slot)) = (rate, first.slots[0]) {
-                store.refund_slot(&gate, slot);
-            }
-            refused
+    match run(store, [Some(second), None], limit, deadline).await {
+        Ok(Reply::Granted(other, [Some(second), _])) => {
+            Ok(Reserved::granted(wait.max(other), [slot, second]))
+        }
+        answer => {
+            store.refund_slot(first.gate(), slot);
+            Ok(answer?.into())
         }
     }
 }
 
-/// One script for the gates given, whose keys share a hash slot.
-async fn reserve_together(store: Arc<Store>, gates: Gates, limit: Option<Duration>) -> SharedSlots {
-    // The seam asks only for a policy with a shared gate.
-    let Some(timeout) = gates
+/// What one reservation script answered.
+enum Reply {
+    Granted(Duration, [Option<Slot>; 2]),
+    Refused(Duration),
+}
+
+impl From<Reply> for Reserved {
+    fn from(reply: Reply) -> Self {
+        match reply {
+            Reply::Granted(wait, slots) => Reserved::granted(wait, slots.into_iter().flatten()),
+            Reply::Refused(retry_in) => Reserved::refused(retry_in),
+        }
+    }
+}
+
+/// One script for the asks given (whose keys share a hash slot), answered by `deadline`.
+async fn run(
+    store: &Store,
+    asks: [Option<&Ask>; 2],
+    limit: i64,
+    deadline: Instant,
+) -> Result<Reply, Unavailable> {
+    let mut invocation = RESERVE.prepare_invoke();
+    invocation.arg(limit);
+    for ask in asks.iter().flatten() {
+        invocation
+            .key(ask.gate().name())
+            .arg(whole_micros(ask.interval()))
+            .arg(whole_micros(ask.tolerance()))
+            .arg(ask.cost());
+    }
+    let key = asks
         .iter()
         .flatten()
         .next()
-        .map(|(gate, ..)| gate.sharing.timeout)
-    else {
-        return SharedSlots::Unavailable;
-    };
-    let limit = limit.map_or(-1, |limit| {
-        i64::try_from(whole_micros(limit)).unwrap_or(i64::MAX)
-    });
-    let mut invocation = RESERVE.prepare_invoke();
-    invocation.arg(limit);
-    for (gate, cost, interval) in gates.iter().flatten() {
-        let (interval, tolerance) = gate.schedule(*cost, *interval);
-        invocation
-            .key(&*gate.key)
-            .arg(interval)
-            .arg(tolerance)
-            .arg((*cost).min(MAX_MICROS));
-    }
-    let Some((first, ..)) = gates.iter().flatten().next() else {
-        return SharedSlots::Unavailable;
-    };
-    let Some(reply) = store
-        .eval::<Vec<u64>>(timeout, &first.key, &invocation)
+        .ok_or(Unavailable)?
+        .gate()
+        .name();
+    let patience = deadline.saturating_duration_since(Instant::now());
+    let reply = store
+        .eval::<Vec<u64>>(patience, key, &invocation)
         .await
-    else {
-        return SharedSlots::Unavailable;
-    };
+        .ok_or(Unavailable)?;
     match *reply.as_slice() {
         [1, wait, ref rest @ ..] => {
-            let mut slots = rest.chunks_exact(4).map(|slot| RemoteSlot {
-                from: slot[0],
-                end: slot[1],
-                epoch: slot[2],
-                ahead: Duration::from_micros(slot[3]),
-            });
-            let slots = gates.map(|gate| gate.and_then(|_| slots.next()));
-            SharedSlots::Granted(Granted {
-                wait: Duration::from_micros(wait),
-                slots,
-            })
+            let mut slots = rest
+                .chunks_exact(4)
+                .map(|slot| Slot::new(slot[0], slot[1], slot[2], Duration::from_micros(slot[3])));
+            let wait = Duration::from_micros(wait);
+            Ok(Reply::Granted(wait, [slots.next(), slots.next()]))
         }
-        [_, wait, ..] => SharedSlots::Refused(Rejected::RateLimited {
-            retry_in: Duration::from_micros(wait),
-        }),
-        _ => SharedSlots::Unavailable,
+        [_, wait, ..] => Ok(Reply::Refused(Duration::from_micros(wait))),
+        _ => Err(Unavailable),
     }
 }

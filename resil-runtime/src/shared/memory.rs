@@ -1,30 +1,98 @@
-//! The seam's second implementation: a store kept in memory, where each [`Memory`] is one
-//! instance of a service and the [`Hub`] they share plays Redis, with the same decisions as
-//! the scripts (`scripts.rs`) on tokio's clock. It tests the execution's use of the seam
-//! without a server, on the paused clock: exact and instant.
+//! [`InMemory`]: a store kept in this process's memory, with the same decisions as Redis's
+//! scripts (`scripts.rs`) on tokio's clock. Several policies and runtimes of one process share
+//! their state through it; [`InMemory::instance`] simulates another instance of the service
+//! (another process) sharing the same state, so that a test runs many instances on the paused
+//! clock, exact and instant, without a server.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::breaker::heard;
-use crate::breaker::{Breaker, BreakerState};
 use crate::seams::{
-    whole_micros, BreakerLink, GateLink, Granted, Pending, ProbeAnswer, RemoteSlot, SharedSlots,
-    SharedStore, StoreFuture,
+    whole_micros, Announcement, BreakerLink, BreakerNews, Change, GateLink, GateNews, Probe,
+    Reservation, Reserved, SharedStore, Slot, StoreFuture, Unavailable,
 };
 use crate::sync::lock_std;
-use crate::Rejected;
+
+/// A store shared by the policies of one process, kept in memory: breakers shared through it
+/// open and close together, rate gates shared through it hold one limit. Clones are the same
+/// store (the same instance); [`InMemory::instance`] makes another instance of the service
+/// that shares the state, as a second process sharing a Redis would: what one instance does
+/// reaches the others' breakers and gates.
+///
+/// No call waits on it (its answers are ready at once, unless [made slow](Self::set_slow)),
+/// and it costs a lock per shared decision. It reads tokio's clock, so its schedules follow a
+/// paused clock in tests.
+///
+/// ```
+/// use resil_runtime::shared::InMemory;
+/// use resil_runtime::{Breaker, BreakerConfig, BreakerState, Policy, Rejected, Transient};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+///
+/// #[derive(Debug)]
+/// enum Error {
+///     Down,
+///     Rejected(Rejected),
+/// }
+/// # impl Transient for Error {
+/// #     fn is_transient(&self) -> bool { matches!(self, Error::Down) }
+/// # }
+/// # impl From<Rejected> for Error {
+/// #     fn from(rejected: Rejected) -> Self { Error::Rejected(rejected) }
+/// # }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let here = InMemory::new();
+/// let there = here.instance();
+/// let shared = |store: &InMemory| {
+///     let breaker = Breaker::new("provider", BreakerConfig::new(1, Duration::from_secs(30))?);
+///     Policy::builder().breaker(Arc::new(breaker)).shared_in(store).build()
+/// };
+/// let (a, b) = (shared(&here)?, shared(&there)?);
+/// let _ = a.run(|| async { Err::<(), _>(Error::Down) }).await;
+/// assert_eq!(b.breaker().unwrap().state(), BreakerState::Open, "opened elsewhere");
+/// # Ok(()) }
+/// ```
+///
+/// # Simulating an outage
+///
+/// [`set_available`](Self::set_available), [`set_slow`](Self::set_slow) and
+/// [`delay_holds`](Self::delay_holds) act on every instance of the state: tests of code that
+/// uses shared policies see what an outage of their store does (the policies decide locally,
+/// or refuse with `shared_fail = "closed"`), and what its return does.
+#[derive(Clone)]
+pub struct InMemory {
+    hub: Arc<Hub>,
+    instance: usize,
+}
+
+impl fmt::Debug for InMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InMemory")
+            .field("instance", &self.instance)
+            .field("available", &self.hub.up())
+            .finish()
+    }
+}
+
+impl Default for InMemory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// What every instance sees: the breakers' openings and probe locks, the gates' schedules,
 /// and who listens for what.
-pub(crate) struct Hub {
+struct Hub {
     origin: Instant,
     available: AtomicBool,
-    /// Whether its answers come too late (see [`Hub::set_slow`]).
+    /// Whether its answers come too late (see [`InMemory::set_slow`]).
     slow: AtomicBool,
     state: Mutex<State>,
 }
@@ -39,8 +107,8 @@ struct State {
     /// Each breaker's probe lock: the instance holding it, until when.
     probe: HashMap<Arc<str>, (usize, u64)>,
     gates: HashMap<Arc<str>, Gate>,
-    breakers: Vec<(usize, Arc<str>, Weak<Breaker>)>,
-    links: Vec<(usize, Weak<GateLink>)>,
+    breakers: Vec<(usize, BreakerNews)>,
+    links: Vec<(usize, GateNews)>,
     instances: usize,
     /// While holds are late (as Redis's are: sent in the background), those not arrived yet.
     late: Option<Vec<InFlight>>,
@@ -54,88 +122,167 @@ struct Gate {
     held: u64,
 }
 
-impl Hub {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Hub {
+impl InMemory {
+    /// A new shared state, and this process's instance of it. It reads tokio's clock from
+    /// now on: make it inside the runtime whose clock the policies read (a paused one, in a
+    /// test).
+    pub fn new() -> Self {
+        let hub = Arc::new(Hub {
             origin: Instant::now(),
             available: AtomicBool::new(true),
             slow: AtomicBool::new(false),
             state: Mutex::default(),
-        })
+        });
+        Hub::instance(&hub)
     }
 
-    /// A new instance of the service, with its own store.
-    pub(crate) fn instance(self: &Arc<Self>) -> Arc<Memory> {
-        let mut state = lock_std(&self.state);
-        state.instances += 1;
-        Arc::new(Memory {
-            hub: Arc::clone(self),
-            instance: state.instances,
-        })
+    /// Another instance of the service sharing this state, as another process would: it
+    /// hears what the others do, and they hear what it does.
+    ///
+    /// ```
+    /// use resil_runtime::shared::InMemory;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let here = InMemory::new();
+    /// let there = here.instance();
+    /// assert!(there.is_available());
+    /// # }
+    /// ```
+    pub fn instance(&self) -> InMemory {
+        Hub::instance(&self.hub)
     }
 
-    /// The store stops answering, or answers again: then, as Redis's re-sync does, what was
-    /// not heard is told, every breaker learns of the openings in force, and the slots the
-    /// local gates promised meanwhile are revoked (taken again from the store).
-    pub(crate) fn set_available(&self, available: bool) {
-        self.available.store(available, Ordering::Release);
-        if !available {
-            return;
-        }
-        let breakers: Vec<_> = lock_std(&self.state)
-            .breakers
-            .iter()
-            .filter_map(|(instance, _, breaker)| breaker.upgrade().map(|b| (*instance, b)))
-            .collect();
-        for (instance, breaker) in breakers {
-            let Some(link) = breaker.shared_link() else {
-                continue;
-            };
-            let (untold, pending) = link.pending.untold(breaker.state());
-            match untold {
-                Some(BreakerState::Open) => self.opened(instance, link, &breaker),
-                Some(_) => self.closed(instance, link),
-                None => {
-                    let open = lock_std(&self.state).open.get(&link.id).copied();
-                    let left = open.map_or(0, |until| until.saturating_sub(self.now()));
-                    if left > 0 {
-                        heard(&breaker, breaker.remote_open(Duration::from_micros(left)));
-                    }
-                }
-            }
-            link.pending.published(pending);
-        }
-        let links: Vec<_> = lock_std(&self.state)
-            .links
-            .iter()
-            .filter_map(|(_, link)| link.upgrade())
-            .collect();
-        for link in links {
-            link.store_returned();
+    /// Whether the store answers (true unless [`set_available`](Self::set_available) said
+    /// otherwise).
+    pub fn is_available(&self) -> bool {
+        self.hub.up()
+    }
+
+    /// The store stops answering (`false`): every instance's policies decide locally. Or it
+    /// answers again (`true`): as Redis's re-sync does, what was not heard is told, every
+    /// breaker learns of the openings in force, and the slots the local gates promised
+    /// meanwhile are revoked (taken again from the store).
+    ///
+    /// ```
+    /// use resil_runtime::shared::InMemory;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = InMemory::new();
+    /// store.set_available(false);
+    /// assert!(!store.instance().is_available(), "the state is down for every instance");
+    /// store.set_available(true);
+    /// # }
+    /// ```
+    pub fn set_available(&self, available: bool) {
+        self.hub.available.store(available, Ordering::Release);
+        if available {
+            self.hub.resync();
         }
     }
 
-    /// The store answers too late from now on (`true`), as a Redis in `DEBUG SLEEP` does, or in
-    /// time again: a reservation or a probe's lock gets no answer, and is given up after the
-    /// policy's `shared_timeout` as Redis's store gives it up (`Store::eval`; which then decides
-    /// locally at once until Redis answers again, where every question here waits it out). The
-    /// seam leaves that bound to the store: the execution waits for a store's answer within
-    /// the deadline only.
-    pub(crate) fn set_slow(&self, slow: bool) {
-        self.slow.store(slow, Ordering::Release);
+    /// The store answers too late from now on (`true`), as a Redis in `DEBUG SLEEP` does, or
+    /// in time again: a reservation or a probe's lock gets no answer, and resil gives up on it
+    /// after the policy's `shared_timeout`.
+    ///
+    /// ```
+    /// use resil_runtime::shared::InMemory;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = InMemory::new();
+    /// store.set_slow(true);
+    /// # }
+    /// ```
+    pub fn set_slow(&self, slow: bool) {
+        self.hub.slow.store(slow, Ordering::Release);
     }
 
-    /// Throttles' holds arrive late from now on, as Redis's may: the store decides without
-    /// them until [`Hub::deliver_holds`].
-    pub(crate) fn delay_holds(&self) {
-        lock_std(&self.state).late.get_or_insert_with(Vec::new);
+    /// Throttles' holds arrive late from now on, as Redis's may (they are sent in the
+    /// background): the store decides without them until
+    /// [`deliver_holds`](Self::deliver_holds).
+    ///
+    /// ```
+    /// use resil_runtime::shared::InMemory;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let store = InMemory::new();
+    /// store.delay_holds();
+    /// store.deliver_holds();
+    /// # }
+    /// ```
+    pub fn delay_holds(&self) {
+        lock_std(&self.hub.state).late.get_or_insert_with(Vec::new);
     }
 
     /// The holds on their way arrive, and later ones arrive at once again.
-    pub(crate) fn deliver_holds(&self) {
-        let late = lock_std(&self.state).late.take().unwrap_or_default();
+    pub fn deliver_holds(&self) {
+        let late = lock_std(&self.hub.state).late.take().unwrap_or_default();
         for (instance, key, credit, interval, wait) in late {
-            self.hold(instance, &key, credit, interval, wait);
+            self.hub.hold(instance, &key, credit, interval, wait);
+        }
+    }
+
+    /// RESERVE: GCRA over the gates at once, all or none.
+    fn reserve_now(&self, reservation: &Reservation) -> Reserved {
+        let now = self.hub.now();
+        let mut state = lock_std(&self.hub.state);
+        let mut longest = 0;
+        let mut slots = Vec::with_capacity(2);
+        for ask in reservation.asks() {
+            let (interval, tolerance) =
+                (whole_micros(ask.interval()), whole_micros(ask.tolerance()));
+            let key = ask.gate().name();
+            let kept = state.gates.get(key).copied().unwrap_or_default();
+            let from = kept.tat.unwrap_or(now);
+            let next = from
+                .max(now)
+                .saturating_add(interval.saturating_mul(ask.cost()));
+            let wait = next.saturating_sub(tolerance).saturating_sub(now);
+            let limit = reservation.limit().map(whole_micros);
+            if limit.is_some_and(|limit| wait > limit) {
+                return Reserved::refused(Duration::from_micros(wait));
+            }
+            longest = longest.max(wait);
+            let ahead = Duration::from_micros(next - now);
+            slots.push(Slot::new(from, next, kept.epoch, ahead));
+        }
+        for (ask, slot) in reservation.asks().zip(&slots) {
+            let key = Arc::clone(&ask.gate().key);
+            state.gates.entry(key).or_default().tat = Some(slot.end());
+        }
+        Reserved::granted(Duration::from_micros(longest), slots)
+    }
+}
+
+impl Hub {
+    /// A new instance of the service, with its own store.
+    fn instance(hub: &Arc<Hub>) -> InMemory {
+        let mut state = lock_std(&hub.state);
+        state.instances += 1;
+        InMemory {
+            hub: Arc::clone(hub),
+            instance: state.instances,
+        }
+    }
+
+    /// The store answers again: what was not heard is told, the others learn of the openings
+    /// in force, and the gates revoke what they promised alone.
+    fn resync(&self) {
+        let breakers = lock_std(&self.state).breakers.clone();
+        for (instance, breaker) in breakers {
+            match breaker.untold() {
+                Some(announcement) => self.record(instance, announcement),
+                None => {
+                    let open = lock_std(&self.state).open.get(breaker.name()).copied();
+                    let left = open.map_or(0, |until| until.saturating_sub(self.now()));
+                    if left > 0 {
+                        breaker.opened_elsewhere(Duration::from_micros(left));
+                    }
+                }
+            }
+        }
+        let gates = lock_std(&self.state).links.clone();
+        for (_, gate) in gates {
+            gate.store_returned();
         }
     }
 
@@ -164,13 +311,12 @@ impl Hub {
             state
                 .links
                 .iter()
-                .filter(|(of, _)| *of != instance)
-                .filter_map(|(_, link)| link.upgrade())
-                .filter(|link| link.key == *key)
+                .filter(|(of, gate)| *of != instance && gate.name() == &**key)
+                .map(|(_, gate)| gate.clone())
                 .collect()
         };
         for peer in peers {
-            peer.revoke_waiting();
+            peer.throttled_elsewhere();
         }
     }
 
@@ -187,43 +333,39 @@ impl Hub {
     }
 
     /// The other instances' breakers named `id`.
-    fn peers(&self, instance: usize, id: &str) -> Vec<Arc<Breaker>> {
+    fn peers(&self, instance: usize, id: &str) -> Vec<BreakerNews> {
         lock_std(&self.state)
             .breakers
             .iter()
-            .filter(|(of, named, _)| *of != instance && &**named == id)
-            .filter_map(|(_, _, breaker)| breaker.upgrade())
+            .filter(|(of, breaker)| *of != instance && breaker.name() == id)
+            .map(|(_, breaker)| breaker.clone())
             .collect()
     }
 
-    /// OPEN: the opening for what is left of the cooldown, this instance's probe lock freed,
-    /// the peers told.
-    fn opened(&self, instance: usize, link: &BreakerLink, breaker: &Breaker) {
-        let left = breaker.retry_in(Instant::now());
-        if left.is_zero() {
-            return;
-        }
+    /// OPEN or CLOSE, then published: the opening for what is left of the cooldown (or none),
+    /// this instance's probe lock freed, the peers told.
+    fn record(&self, instance: usize, announcement: Announcement) {
+        let id = announcement.breaker();
         {
             let mut state = lock_std(&self.state);
-            let until = self.now().saturating_add(whole_micros(left));
-            state.open.insert(Arc::clone(&link.id), until);
-            release(&mut state.probe, &link.id, instance);
+            match announcement.change() {
+                Change::Opened(left) => {
+                    let until = self.now().saturating_add(whole_micros(left));
+                    state.open.insert(Arc::from(id), until);
+                }
+                _ => {
+                    state.open.remove(id);
+                }
+            }
+            release(&mut state.probe, id, instance);
         }
-        for peer in self.peers(instance, &link.id) {
-            heard(&peer, peer.remote_open(left));
+        for peer in self.peers(instance, id) {
+            match announcement.change() {
+                Change::Opened(left) => peer.opened_elsewhere(left),
+                _ => peer.closed_elsewhere(),
+            }
         }
-    }
-
-    /// CLOSE: the opening gone, this instance's probe lock freed, the peers told.
-    fn closed(&self, instance: usize, link: &BreakerLink) {
-        {
-            let mut state = lock_std(&self.state);
-            state.open.remove(&link.id);
-            release(&mut state.probe, &link.id, instance);
-        }
-        for peer in self.peers(instance, &link.id) {
-            heard(&peer, peer.remote_closed());
-        }
+        announcement.published();
     }
 }
 
@@ -234,179 +376,103 @@ fn release(locks: &mut HashMap<Arc<str>, (usize, u64)>, id: &str, instance: usiz
     }
 }
 
-/// A question a slow store never answers: `unanswered` once `timeout` is over, as Redis's
-/// store bounds its scripts.
-async fn too_late<T>(timeout: Duration, unanswered: T) -> T {
-    let never = std::future::pending::<T>();
-    tokio::time::timeout(timeout, never)
-        .await
-        .unwrap_or(unanswered)
-}
-
-/// One instance's store.
-pub(crate) struct Memory {
-    hub: Arc<Hub>,
-    instance: usize,
-}
-
-impl SharedStore for Memory {
+/// The in-memory store, as the store of shared policies: what Redis's scripts decide, decided
+/// under one lock.
+impl SharedStore for InMemory {
     fn usable(&self) -> bool {
         self.hub.up()
     }
 
-    fn register_breaker(&self, link: &BreakerLink, breaker: &Arc<Breaker>) {
+    fn listen_breaker(&self, breaker: BreakerNews) {
         let mut state = lock_std(&self.hub.state);
-        let entry = (self.instance, Arc::clone(&link.id), Arc::downgrade(breaker));
-        state.breakers.push(entry);
+        state.breakers.retain(|(_, listed)| !listed.is_gone());
+        state.breakers.push((self.instance, breaker));
     }
 
-    fn register_gate(&self, gate: &Arc<GateLink>) {
+    fn listen_gate(&self, gate: GateNews) {
         let mut state = lock_std(&self.hub.state);
-        state.links.push((self.instance, Arc::downgrade(gate)));
+        state.links.retain(|(_, listed)| !listed.is_gone());
+        state.links.push((self.instance, gate));
     }
 
-    fn announce(&self, link: &BreakerLink, breaker: &Breaker, to: BreakerState) {
-        let pending = match to {
-            BreakerState::Open => Pending::OPENED,
-            BreakerState::Closed => Pending::CLOSED,
-            BreakerState::HalfOpen => return,
-        };
-        let announced = link.pending.announce(pending);
-        if !self.hub.up() {
-            return;
+    fn announce(&self, announcement: Announcement) {
+        if self.hub.up() {
+            self.hub.record(self.instance, announcement);
         }
-        match to {
-            BreakerState::Open => self.hub.opened(self.instance, link, breaker),
-            _ => self.hub.closed(self.instance, link),
-        }
-        link.pending.published(announced);
     }
 
     fn acquire_probe<'a>(
         &'a self,
-        link: &'a BreakerLink,
+        breaker: &'a BreakerLink,
         limit: Duration,
-    ) -> StoreFuture<'a, ProbeAnswer> {
-        if self.hub.up() && self.hub.slow() {
-            return Box::pin(too_late(link.sharing.timeout, ProbeAnswer::Unavailable));
+    ) -> StoreFuture<'a, Result<Probe, Unavailable>> {
+        if !self.hub.up() {
+            return Box::pin(std::future::ready(Err(Unavailable)));
         }
-        let answer = if self.hub.up() {
-            let now = self.hub.now();
-            let mut state = lock_std(&self.hub.state);
-            let open = state
-                .open
-                .get(&link.id)
-                .map_or(0, |until| until.saturating_sub(now));
-            let held = state
-                .probe
-                .get(&link.id)
-                .map_or(0, |(_, until)| until.saturating_sub(now));
-            match (open, held) {
-                (0, 0) => {
-                    let until = now.saturating_add(whole_micros(limit));
-                    state
-                        .probe
-                        .insert(Arc::clone(&link.id), (self.instance, until));
-                    ProbeAnswer::Granted
-                }
-                (0, held) => ProbeAnswer::Peer(Duration::from_micros(held)),
-                (open, _) => ProbeAnswer::Peer(Duration::from_micros(open)),
+        if self.hub.slow() {
+            return Box::pin(std::future::pending());
+        }
+        let now = self.hub.now();
+        let mut state = lock_std(&self.hub.state);
+        let id = breaker.name();
+        let open = state
+            .open
+            .get(id)
+            .map_or(0, |until| until.saturating_sub(now));
+        let held = state
+            .probe
+            .get(id)
+            .map_or(0, |(_, until)| until.saturating_sub(now));
+        let answer = match (open, held) {
+            (0, 0) => {
+                let until = now.saturating_add(whole_micros(limit));
+                state.probe.insert(Arc::from(id), (self.instance, until));
+                Probe::Granted
             }
-        } else {
-            ProbeAnswer::Unavailable
+            (0, held) => Probe::Elsewhere(Duration::from_micros(held)),
+            (open, _) => Probe::Elsewhere(Duration::from_micros(open)),
         };
-        Box::pin(std::future::ready(answer))
+        Box::pin(std::future::ready(Ok(answer)))
     }
 
-    fn release_probe(&self, link: &BreakerLink) {
+    fn release_probe(&self, breaker: &BreakerLink) {
         if self.hub.up() {
-            release(
-                &mut lock_std(&self.hub.state).probe,
-                &link.id,
-                self.instance,
-            );
+            let mut state = lock_std(&self.hub.state);
+            release(&mut state.probe, breaker.name(), self.instance);
         }
     }
 
-    fn reserve(
-        self: Arc<Self>,
-        gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
-        limit: Option<Duration>,
-    ) -> StoreFuture<'static, SharedSlots> {
-        let first = gates.iter().flatten().next();
-        if let Some((gate, ..)) = first.filter(|_| self.hub.up() && self.hub.slow()) {
-            return Box::pin(too_late(gate.sharing.timeout, SharedSlots::Unavailable));
+    fn reserve<'a>(
+        &'a self,
+        reservation: &'a Reservation,
+    ) -> StoreFuture<'a, Result<Reserved, Unavailable>> {
+        if !self.hub.up() {
+            return Box::pin(std::future::ready(Err(Unavailable)));
         }
-        Box::pin(std::future::ready(self.reserve_now(&gates, limit)))
+        if self.hub.slow() {
+            return Box::pin(std::future::pending());
+        }
+        Box::pin(std::future::ready(Ok(self.reserve_now(reservation))))
     }
 
-    fn refund(&self, gate: &GateLink, slot: RemoteSlot) {
+    fn refund(&self, gate: &GateLink, slot: Slot) {
         if !self.hub.up() {
             return;
         }
         let mut state = lock_std(&self.hub.state);
-        if let Some(kept) = state.gates.get_mut(&gate.key) {
-            if kept.tat == Some(slot.end) && kept.epoch == slot.epoch {
-                kept.tat = Some(slot.from);
+        if let Some(kept) = state.gates.get_mut(gate.name()) {
+            if kept.tat == Some(slot.end()) && kept.epoch == slot.epoch() {
+                kept.tat = Some(slot.from());
             }
         }
     }
 
     fn hold(&self, gate: &GateLink, wait: Duration) {
         if self.hub.up() {
-            let (credit, interval) = (gate.credit(), gate.interval);
+            let (credit, interval) = (whole_micros(gate.credit()), whole_micros(gate.interval()));
             self.hub
                 .hold(self.instance, &gate.key, credit, interval, wait);
         }
-    }
-}
-
-impl Memory {
-    /// RESERVE: GCRA over the gates at once, all or none.
-    fn reserve_now(
-        &self,
-        gates: &[Option<(Arc<GateLink>, u64, u64)>; 2],
-        limit: Option<Duration>,
-    ) -> SharedSlots {
-        if !self.hub.up() {
-            return SharedSlots::Unavailable;
-        }
-        let now = self.hub.now();
-        let mut state = lock_std(&self.hub.state);
-        let mut longest = 0;
-        let mut slots = [None, None];
-        for (slot, (gate, cost, interval)) in slots
-            .iter_mut()
-            .zip(gates)
-            .filter_map(|(slot, gate)| Some((slot, gate.as_ref()?)))
-        {
-            let (interval, tolerance) = gate.schedule(*cost, *interval);
-            let kept = state.gates.get(&gate.key).copied().unwrap_or_default();
-            let from = kept.tat.unwrap_or(now);
-            let next = from.max(now).saturating_add(interval.saturating_mul(*cost));
-            let wait = next.saturating_sub(tolerance).saturating_sub(now);
-            if limit.is_some_and(|limit| wait > whole_micros(limit)) {
-                return SharedSlots::Refused(Rejected::RateLimited {
-                    retry_in: Duration::from_micros(wait),
-                });
-            }
-            longest = longest.max(wait);
-            *slot = Some(RemoteSlot {
-                from,
-                end: next,
-                epoch: kept.epoch,
-                ahead: Duration::from_micros(next - now),
-            });
-        }
-        for (gate, slot) in gates.iter().zip(&slots) {
-            if let (Some((gate, ..)), Some(slot)) = (gate, slot) {
-                state.gates.entry(Arc::clone(&gate.key)).or_default().tat = Some(slot.end);
-            }
-        }
-        SharedSlots::Granted(Granted {
-            wait: Duration::from_micros(longest),
-            slots,
-        })
     }
 }
 

@@ -1,5 +1,20 @@
-//! State shared by many instances of a service through Redis: breakers that open and close
-//! together, and rate gates that hold a limit across every instance.
+//! State shared by many instances of a service: breakers that open and close together, and
+//! rate gates that hold a limit across every instance, kept in a store every instance reaches.
+//!
+//! | store | feature | for |
+//! |---|---|---|
+//! | [`Redis`] | `redis` | instances of a service, in any number of processes |
+//! | [`InMemory`] | `shared` | the policies and runtimes of one process; tests of many instances ([`InMemory::instance`]) |
+//! | your own, through [`SharedStore`] | `shared` | state kept elsewhere (Postgres, etcd, DynamoDB…), without redis-rs |
+//!
+//! A policy is shared in the process's Redis store by `shared = true` (or
+//! `PolicyBuilder::shared`), or in any store by
+//! [`PolicyBuilder::shared_in`](crate::PolicyBuilder::shared_in). What follows holds for every
+//! store: resil bounds every answer it waits for by `shared_timeout`, and decides locally
+//! when a store errs, is late or is down. [`conformance`] (feature `conformance`) checks a
+//! store keeps the semantics [`SharedStore`] states.
+//!
+//! # Redis
 //!
 //! [`Redis::connect`] installs the process's store; a policy declared `shared = true` (or
 //! built with [`PolicyBuilder::shared`](crate::PolicyBuilder::shared)) keeps its breaker and
@@ -43,8 +58,12 @@
 //!   tag. A dead node's breakers and gates decide locally until it answers or the cluster
 //!   fails over (the node is skipped 1 s, doubling to 8 s, rather than waited on at every
 //!   call), said once per node as the store `"{nodes} node {host:port}"`; the others keep
-//!   sharing and the store stays available. News is heard on one node (a cluster broadcasts
-//!   every PUBLISH), and on the next one listed when it goes.
+//!   sharing and the store stays available. A node that does not answer within
+//!   `shared_timeout` is skipped alike, whichever timer (the store's, or resil's own around
+//!   [`SharedStore::reserve`] and [`SharedStore::acquire_probe`]) fires first: the store knows
+//!   the node of the call that was late, so [`SharedStore::timed_out`] does not take the whole
+//!   cluster for down. News is heard on one node (a cluster broadcasts every PUBLISH), and on
+//!   the next one listed when it goes.
 //! - **Operators.** [`Breaker::force_open`](crate::Breaker::force_open) and
 //!   [`Breaker::reset`](crate::Breaker::reset) act on this instance only (its admin
 //!   endpoint), and a breaker forced open ignores what peers publish until it is reset.
@@ -65,22 +84,43 @@
 //! # let _ = policy; Ok(()) }
 //! ```
 
+#[cfg(feature = "redis")]
 mod breaker;
+#[cfg(feature = "redis")]
 mod builder;
+#[cfg(any(test, feature = "conformance"))]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
+#[cfg(feature = "redis")]
 mod gate;
-#[cfg(test)]
+#[cfg(feature = "redis")]
+mod listed;
 mod memory;
 mod policy;
+#[cfg(feature = "redis")]
 mod scripts;
+#[cfg(feature = "redis")]
 mod store;
+#[cfg(feature = "redis")]
 mod target;
 #[cfg(feature = "redis-tls")]
 mod tls;
 
+pub use crate::seams::{
+    Announcement, Ask, BreakerLink, BreakerNews, Change, GateLink, GateNews, Probe, Reservation,
+    Reserved, SharedStore, Slot, StoreFuture, Unavailable,
+};
+#[cfg(feature = "redis")]
 pub use builder::RedisBuilder;
+pub use memory::InMemory;
+pub use policy::IntoSharedStore;
+
+#[cfg(feature = "redis")]
 use store::Store;
 
+#[cfg(feature = "redis")]
 use std::fmt;
+#[cfg(feature = "redis")]
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -91,6 +131,7 @@ use std::time::Duration;
 )]
 pub const DEFAULT_TIMEOUT: Duration = resil_spec::defaults::SHARED_TIMEOUT;
 
+#[cfg(feature = "redis")]
 /// A Redis store for shared state: a connection, a subscription to the breakers' channel,
 /// and the task that keeps both up.
 ///
@@ -113,6 +154,7 @@ pub struct Redis {
     store: Arc<Store>,
 }
 
+#[cfg(feature = "redis")]
 impl fmt::Debug for Redis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Redis")
@@ -123,6 +165,7 @@ impl fmt::Debug for Redis {
     }
 }
 
+#[cfg(feature = "redis")]
 /// Why a store could not be made.
 ///
 /// ```
@@ -158,6 +201,7 @@ pub enum SharedError {
     NoRuntime,
 }
 
+#[cfg(feature = "redis")]
 impl Redis {
     /// Opens a store at `url` and installs it as the process's: every policy declared
     /// `shared = true` keeps its state there, including policies built before this call (they
@@ -214,6 +258,7 @@ impl Redis {
     }
 }
 
+#[cfg(feature = "redis")]
 /// The process's store, as policies declared `shared = true` see it: it exists before
 /// [`Redis::connect`] attaches it to a server, so a policy built first is bound to it too.
 pub(crate) fn global() -> &'static Arc<Store> {

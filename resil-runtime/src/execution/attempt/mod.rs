@@ -18,7 +18,7 @@ use std::task::{Context as TaskContext, Poll};
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 use super::slots::SharedStart;
 use super::{Decision, Execution, Failure, Next, Progress};
 use crate::breaker::{Breaker, Ticket, Transition, Verdict};
@@ -40,7 +40,7 @@ type Admitted = (Ticket, Option<Transition>);
 type ProbeWait<'p> = Pin<Box<dyn Future<Output = Result<Admitted, Rejected>> + Send + 'p>>;
 pub(super) type PermitWait<'p> =
     Pin<Box<dyn Future<Output = Result<BulkheadPermit<'p>, Rejected>> + Send + 'p>>;
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 pub(super) type SharedWait = crate::seams::StoreFuture<'static, crate::seams::SharedSlots>;
 
 /// Where the attempt stands, unless it waits on one of the rare [`Wait`]s. Plain data, so the
@@ -52,7 +52,7 @@ enum Stage {
     AwaitingSlot,
     /// A throttle's hold is in force: waiting for its end (the timer stands for it), then
     /// starting again.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     Held,
     Call,
     Backoff,
@@ -65,7 +65,7 @@ enum Wait<'p> {
     /// In the bulkhead's queue, within the operation's deadline.
     Permit(PermitWait<'p>),
     /// Asking the shared gates in Redis for this attempt's slots, within `shared_timeout`.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     Shared(SharedWait),
     /// A probe is in flight: waiting for its verdict, within this attempt's limits.
     Probe(ProbeWait<'p>),
@@ -194,7 +194,7 @@ where
         // Whether the call was made: a rejection before it is not an attempt's end.
         let mut called = false;
         let result = match this.wait.as_mut() {
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "shared")]
             Some(Wait::Shared(wait)) => {
                 let answer = wait.as_mut().poll(cx);
                 let limits = Limits {
@@ -291,7 +291,7 @@ where
                         *this.wait = Some(wait);
                         continue;
                     }
-                    #[cfg(feature = "redis")]
+                    #[cfg(feature = "shared")]
                     Ok(Begin::Held(until)) => {
                         set_timer(this.timer.as_mut(), until);
                         *this.stage = Stage::Held;
@@ -299,7 +299,7 @@ where
                     }
                     Err(rejected) => Err(Failure::Rejected(rejected)),
                 },
-                #[cfg(feature = "redis")]
+                #[cfg(feature = "shared")]
                 Stage::Held => {
                     if !fired(this.timer.as_mut(), cx) {
                         return Poll::Pending;
@@ -434,7 +434,7 @@ enum Begin<'p> {
     /// First a wait: for a place in the bulkhead's queue, or for the shared gates' answer.
     Wait(Wait<'p>),
     /// First the end of a throttle's hold, then the checks again.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     Held(Instant),
 }
 
@@ -446,7 +446,7 @@ fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
     if let Some(wait) = progress.admission.as_mut().and_then(|a| a.queue(settings)) {
         return Ok(Begin::Wait(Wait::Permit(wait)));
     }
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     if progress.settings.gated {
         match progress.shared_slots()? {
             SharedStart::Ask(wait) => return Ok(Begin::Wait(Wait::Shared(wait))),

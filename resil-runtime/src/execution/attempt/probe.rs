@@ -9,7 +9,7 @@ use crate::breaker::{Admit, Breaker};
 use crate::execution::address;
 use crate::operation;
 use crate::Rejected;
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 use {
     crate::breaker::{Ticket, Verdict},
     crate::policy::BreakerRef,
@@ -32,7 +32,7 @@ pub(super) fn through_breaker<F, E>(
         return Ok(());
     }
     let admitted = match breaker.get().try_admit(Instant::now) {
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         Admit::Pass(admission) if admission.is_probe() && breaker.get().shared_link().is_some() => {
             // A shared breaker's probe first asks Redis whether a peer probes already.
             let admitted = admission.detach();
@@ -77,7 +77,7 @@ async fn probe_verdict(breaker: &Breaker) -> Result<Admitted, Rejected> {
 /// This instance's probe of a shared breaker, if Redis agrees (or does not answer and the
 /// policy fails open); if a peer probes, this instance stays open until its verdict comes.
 /// Dropped before the answer, the probe slot is freed.
-#[cfg(feature = "redis")]
+#[cfg(feature = "shared")]
 async fn shared_probe(
     breaker: BreakerRef<'_>,
     (ticket, transition): Admitted,

@@ -142,7 +142,7 @@ impl<K> PolicyBuilder<K> {
                 None
             }
         };
-        #[cfg(feature = "redis")]
+        #[cfg(feature = "shared")]
         let sharing = match self.shared {
             None => None,
             Some(sharing) => {
@@ -186,7 +186,7 @@ impl<K> PolicyBuilder<K> {
                         label: label.to_string(),
                     });
                 }
-                #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+                #[cfg_attr(not(feature = "shared"), allow(unused_mut))]
                 let mut keys = Keys::new(
                     label,
                     self.max_keys,
@@ -195,7 +195,7 @@ impl<K> PolicyBuilder<K> {
                     key_rate,
                     key_tokens,
                 );
-                #[cfg(feature = "redis")]
+                #[cfg(feature = "shared")]
                 if let Some(sharing) = &sharing {
                     keys.share(sharing, &name);
                 }

@@ -76,7 +76,7 @@ pub struct PolicyBuilder<K = Unkeyed> {
     budget: Option<(f64, f64)>,
     independent: bool,
     listener: Option<Arc<dyn Listener>>,
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     shared: Option<crate::seams::Sharing>,
     keyed: PhantomData<fn() -> K>,
 }
@@ -134,7 +134,7 @@ impl Default for PolicyBuilder {
             budget: None,
             independent: false,
             listener: None,
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "shared")]
             shared: None,
             keyed: PhantomData,
         }
@@ -430,7 +430,7 @@ impl<K> PolicyBuilder<K> {
     /// How the policy shares its state, declared shared in `store` unless it was already:
     /// for the methods that make a policy shared (`crate::shared` adds them), which know the
     /// stores.
-    #[cfg(feature = "redis")]
+    #[cfg(feature = "shared")]
     pub(crate) fn sharing(
         &mut self,
         store: impl FnOnce() -> Arc<dyn crate::seams::SharedStore>,
@@ -439,6 +439,7 @@ impl<K> PolicyBuilder<K> {
             store: store(),
             timeout: resil_spec::defaults::SHARED_TIMEOUT,
             fail_closed: false,
+            heard: heard_elsewhere,
         })
     }
 
@@ -469,7 +470,7 @@ impl<K> PolicyBuilder<K> {
             budget: self.budget,
             independent: self.independent,
             listener: self.listener,
-            #[cfg(feature = "redis")]
+            #[cfg(feature = "shared")]
             shared: self.shared,
             keyed: PhantomData,
         }
@@ -494,4 +495,11 @@ impl PolicyBuilder<Keyed> {
         self.per_key.token_rate = true;
         self
     }
+}
+
+/// A transition of a shared breaker that a peer caused: no call of this instance hears of it,
+/// so the global listeners do here.
+#[cfg(feature = "shared")]
+fn heard_elsewhere(breaker: &Breaker, transition: crate::breaker::Transition) {
+    crate::events::breaker_transition(crate::events::resolve(None), breaker.into(), transition);
 }

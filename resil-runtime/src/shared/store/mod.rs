@@ -14,22 +14,20 @@ use rand::Rng;
 use redis::{FromRedisValue, ScriptInvocation};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::AbortHandle;
-use tokio::time::timeout;
+use tokio::time::{timeout, Instant};
 
 use super::breaker::{open_key, Message, News};
+use super::listed::Listed;
 use super::target::{Connection, Target};
 use super::SharedError;
-use crate::breaker::Breaker;
 use crate::events;
-use crate::seams::{GateLink, SharedStore};
+use crate::seams::{Announcement, BreakerNews, GateNews, SharedStore};
 use crate::sync::{lock_std, read_std, write_std};
 
-mod listed;
 mod nodes;
 mod seam;
 mod task;
 
-use listed::Listed;
 use nodes::Nodes;
 use task::{keep_up, sync};
 
@@ -52,10 +50,10 @@ pub(crate) struct Store {
     nodes: Nodes,
     /// The shared breakers of this process, by their Redis name (several, for keys of a
     /// keyed policy that are unequal but print alike: they share the name, and hear its news).
-    breakers: Listed<Breaker>,
+    breakers: Listed<BreakerNews>,
     /// The shared gates of this process, by their Redis key: other instances' throttles
     /// reach them.
-    gates: Listed<GateLink>,
+    gates: Listed<GateNews>,
     /// Wakes the task when an operation failed: it checks whether Redis still answers.
     check: Arc<Notify>,
 }
@@ -144,12 +142,11 @@ impl Store {
 
     /// Lists a shared breaker, so that what peers publish about it reaches it; a breaker
     /// listed while Redis answers learns at once of an opening in force.
-    fn register(&self, id: &Arc<str>, breaker: &Arc<Breaker>) {
-        self.breakers.list(id, breaker);
+    fn register(&self, breaker: BreakerNews) {
+        self.breakers.list(breaker.clone());
         let runtime = tokio::runtime::Handle::try_current();
         if let (true, Ok(runtime), Some(store)) = (self.is_available(), runtime, self.me.upgrade())
         {
-            let breaker = Arc::clone(breaker);
             runtime.spawn(async move {
                 let connection = read_std(&store.connection).clone();
                 if let Some(connection) = connection {
@@ -187,8 +184,9 @@ impl Store {
         if node.as_deref().is_some_and(|node| self.nodes.skipped(node)) {
             return None;
         }
+        let asked = Asked::new(self, node, limit);
         let answer = timeout(limit, invocation.invoke_async(&mut connection)).await;
-        if let Some(node) = node {
+        if let Some(node) = asked.answered() {
             return match answer {
                 Ok(Ok(answer)) => {
                     self.node_answered(&node);
@@ -199,8 +197,7 @@ impl Store {
                     None
                 }
                 Err(_) => {
-                    let reason = format!("no answer within {limit:?} (shared_timeout)");
-                    self.node_failed(&node, &reason);
+                    self.node_failed(&node, &late(limit));
                     None
                 }
             };
@@ -222,7 +219,7 @@ impl Store {
                 None
             }
             Err(_) => {
-                self.lost(&format!("no answer within {limit:?} (shared_timeout)"));
+                self.lost(&late(limit));
                 None
             }
         }
@@ -260,14 +257,12 @@ impl Store {
         let url = self.url().unwrap_or_else(|| Arc::from(""));
         events::shared_store(&format!("{url} node {node}"), None);
         for gate in self.gates.all() {
-            if *self.nodes.of(&gate.key) == *node {
+            if *self.nodes.of(gate.name()) == *node {
                 gate.store_returned();
             }
         }
         let breakers: Vec<_> = (self.breakers.all().into_iter())
-            .filter(|breaker| {
-                (breaker.shared_link()).is_some_and(|link| *self.nodes.of(&open_key(link)) == *node)
-            })
+            .filter(|breaker| *self.nodes.of(&open_key(breaker.name())) == *node)
             .collect();
         let connection = read_std(&self.connection).clone();
         if let (Ok(runtime), Some(store), Some(connection)) = (
@@ -317,17 +312,15 @@ impl Store {
     }
 
     /// Runs a script whose first key is `key` in the background, for what no caller waits on
-    /// (publishing a transition, giving a slot back). `pending`'s announcement is published
-    /// once Redis has run it (see [`Pending::published`]); false when it was not even sent
-    /// (Redis is down, or no runtime).
-    ///
-    /// [`Pending::published`]: crate::seams::Pending::published
+    /// (publishing a transition, giving a slot back). `announcement` is published once Redis
+    /// has run it (see [`Announcement::published`]); false when it was not even sent (Redis
+    /// is down, or no runtime).
     pub(crate) fn spawn_eval(
         &self,
         limit: Duration,
         key: String,
         invocation: ScriptInvocation<'static>,
-        pending: Option<(Arc<crate::seams::Pending>, u64)>,
+        announcement: Option<Announcement>,
     ) -> bool {
         if !self.is_available() {
             return false;
@@ -338,8 +331,8 @@ impl Store {
         };
         runtime.spawn(async move {
             let ran: Option<redis::Value> = store.eval(limit, &key, &invocation).await;
-            if let (Some(_), Some((pending, announced))) = (ran, pending) {
-                pending.published(announced);
+            if let (Some(_), Some(announcement)) = (ran, announcement) {
+                announcement.published();
             }
         });
         true
@@ -411,7 +404,7 @@ impl Store {
         }
         if let News::Held(_) = message.news {
             for gate in self.gates.named(message.id) {
-                gate.revoke_waiting();
+                gate.throttled_elsewhere();
             }
             return;
         }
@@ -419,6 +412,50 @@ impl Store {
             message.apply(&breaker);
         }
     }
+}
+
+/// A script sent to a cluster node, until it is answered. resil bounds the wait by
+/// `shared_timeout` too, and when its timer fires first, it drops the call and tells the store
+/// ([`SharedStore::timed_out`]) without saying which node was late: dropped unanswered once its
+/// time is up, the call is its node's failure, as its own timeout's would have been; dropped
+/// sooner, its caller went away, and the node is not blamed.
+struct Asked<'a> {
+    store: &'a Store,
+    node: Option<Arc<str>>,
+    limit: Duration,
+    until: Instant,
+}
+
+impl<'a> Asked<'a> {
+    fn new(store: &'a Store, node: Option<Arc<str>>, limit: Duration) -> Self {
+        let until = Instant::now() + limit;
+        Asked {
+            store,
+            node,
+            limit,
+            until,
+        }
+    }
+
+    /// The node asked (none on one server), its answer come, or its own timeout.
+    fn answered(mut self) -> Option<Arc<str>> {
+        self.node.take()
+    }
+}
+
+impl Drop for Asked<'_> {
+    fn drop(&mut self) {
+        // resil's timer and the call's, started a moment apart, fire in one millisecond.
+        let due = Instant::now() + Duration::from_millis(1) >= self.until;
+        if let (Some(node), true) = (self.node.take(), due) {
+            self.store.node_failed(&node, &late(self.limit));
+        }
+    }
+}
+
+/// Why a call failed that was not answered in time.
+fn late(limit: Duration) -> String {
+    format!("no answer within {limit:?} (shared_timeout)")
 }
 
 /// The URL as it may be shown: without its password.

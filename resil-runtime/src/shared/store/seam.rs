@@ -1,18 +1,17 @@
-//! Redis as the seam (`crate::seams::SharedStore`) the breakers and gates of shared policies
-//! hold: each method is a script, or a lookup in what the store lists.
+//! Redis as the store (`crate::seams::SharedStore`) the breakers and gates of shared policies
+//! hold: each method is a script, or a list of what peers' news reaches.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::gate::reserve;
 use super::Store;
-use crate::breaker::{Breaker, BreakerState};
 use crate::seams::{
-    BreakerLink, GateLink, ProbeAnswer, RemoteSlot, SharedSlots, SharedStore, StoreFuture,
+    Announcement, BreakerLink, BreakerNews, GateLink, GateNews, Probe, Reservation, Reserved,
+    SharedStore, Slot, StoreFuture, Unavailable,
 };
 
-/// Redis, as the seam the breakers and gates of shared policies hold.
+/// Redis, as the store the breakers and gates of shared policies hold.
 impl SharedStore for Store {
     /// Whether Redis answers now, for a policy about to use it: a policy shared through a store
     /// that was never connected says so once, since it would otherwise decide locally in
@@ -27,44 +26,102 @@ impl SharedStore for Store {
         available
     }
 
-    fn register_breaker(&self, link: &BreakerLink, breaker: &Arc<Breaker>) {
-        self.register(&link.id, breaker);
+    fn listen_breaker(&self, breaker: BreakerNews) {
+        self.register(breaker);
     }
 
-    /// Lists a shared gate, so that other instances' throttles reach it.
-    fn register_gate(&self, link: &Arc<GateLink>) {
-        self.gates.list(&link.key, link);
+    fn listen_gate(&self, gate: GateNews) {
+        self.gates.list(gate);
     }
 
-    fn announce(&self, link: &BreakerLink, breaker: &Breaker, to: BreakerState) {
-        self.announce_transition(link, breaker, to);
+    fn announce(&self, announcement: Announcement) {
+        self.announce_transition(announcement);
     }
 
     fn acquire_probe<'a>(
         &'a self,
-        link: &'a BreakerLink,
+        breaker: &'a BreakerLink,
         limit: Duration,
-    ) -> StoreFuture<'a, ProbeAnswer> {
-        Box::pin(self.probe(link, limit))
+    ) -> StoreFuture<'a, Result<Probe, Unavailable>> {
+        Box::pin(self.probe(breaker, limit))
     }
 
-    fn release_probe(&self, link: &BreakerLink) {
-        self.release(link);
+    fn release_probe(&self, breaker: &BreakerLink) {
+        self.release(breaker);
     }
 
-    fn reserve(
-        self: Arc<Self>,
-        gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
-        limit: Option<Duration>,
-    ) -> StoreFuture<'static, SharedSlots> {
-        Box::pin(reserve(self, gates, limit))
+    fn reserve<'a>(
+        &'a self,
+        reservation: &'a Reservation,
+    ) -> StoreFuture<'a, Result<Reserved, Unavailable>> {
+        Box::pin(reserve(self, reservation))
     }
 
-    fn refund(&self, gate: &GateLink, slot: RemoteSlot) {
+    fn refund(&self, gate: &GateLink, slot: Slot) {
         self.refund_slot(gate, slot);
     }
 
     fn hold(&self, gate: &GateLink, wait: Duration) {
         self.hold_gate(gate, wait);
+    }
+
+    /// resil gave up on an answer: on one server, check whether Redis still answers (as after
+    /// an error). On a cluster, the late node is skipped already, by the call resil dropped
+    /// (it knows its node); the other nodes' keys are still shared.
+    fn timed_out(&self) {
+        if !self.is_cluster() {
+            self.lost("no answer within shared_timeout");
+        }
+    }
+}
+
+/// A Redis store is a store like any other: a store of your own may wrap it (to count, to
+/// trace) and delegate to it.
+impl SharedStore for super::super::Redis {
+    fn usable(&self) -> bool {
+        SharedStore::usable(&*self.store)
+    }
+
+    fn listen_breaker(&self, breaker: BreakerNews) {
+        self.store.listen_breaker(breaker);
+    }
+
+    fn listen_gate(&self, gate: GateNews) {
+        self.store.listen_gate(gate);
+    }
+
+    fn announce(&self, announcement: Announcement) {
+        self.store.announce(announcement);
+    }
+
+    fn acquire_probe<'a>(
+        &'a self,
+        breaker: &'a BreakerLink,
+        limit: Duration,
+    ) -> StoreFuture<'a, Result<Probe, Unavailable>> {
+        self.store.acquire_probe(breaker, limit)
+    }
+
+    fn release_probe(&self, breaker: &BreakerLink) {
+        self.store.release_probe(breaker);
+    }
+
+    fn reserve<'a>(
+        &'a self,
+        reservation: &'a Reservation,
+    ) -> StoreFuture<'a, Result<Reserved, Unavailable>> {
+        self.store.reserve(reservation)
+    }
+
+    fn refund(&self, gate: &GateLink, slot: Slot) {
+        self.store.refund(gate, slot);
+    }
+
+    fn hold(&self, gate: &GateLink, wait: Duration) {
+        self.store.hold(gate, wait);
+    }
+
+    fn timed_out(&self) {
+        self.store.timed_out();
     }
 }

@@ -9,11 +9,11 @@ use rand::Rng;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::{sleep, timeout};
 
-use super::super::breaker::{heard, open_key};
+use super::super::breaker::open_key;
 use super::super::scripts::{CHANNEL, CLOSE, OPEN, OPEN_FOR};
 use super::super::target::{timed_out, Connection, Target};
 use super::Store;
-use crate::breaker::Breaker;
+use crate::seams::BreakerNews;
 
 /// How long the task waits for a PING after an operation timed out (Redis may only be slow),
 /// and for a re-sync.
@@ -32,7 +32,7 @@ const RECONNECT_CAP: Duration = Duration::from_secs(2);
 pub(super) async fn sync(
     store: &Store,
     connection: &Connection,
-    breakers: &[Arc<Breaker>],
+    breakers: &[BreakerNews],
 ) -> redis::RedisResult<()> {
     if store.is_cluster() {
         let each = breakers.iter().map(|breaker| sync_one(store, breaker));
@@ -44,16 +44,13 @@ pub(super) async fn sync(
     let mut published = Vec::new();
     let mut pipe = redis::pipe();
     for breaker in breakers {
-        let Some(link) = breaker.shared_link() else {
-            continue;
-        };
-        match store.pending(link, breaker) {
-            Some((invocation, pending)) => {
-                pipe.invoke_script(&invocation).ignore();
-                published.push((link, pending));
+        match breaker.untold() {
+            Some(announcement) => {
+                pipe.invoke_script(&store.recording(&announcement)).ignore();
+                published.push(announcement);
             }
             None => {
-                pipe.cmd("PTTL").arg(open_key(link));
+                pipe.cmd("PTTL").arg(open_key(breaker.name()));
                 asked.push(breaker);
             }
         }
@@ -72,8 +69,8 @@ pub(super) async fn sync(
     let open_for: Vec<i64> = timeout(CHECK, pipe.query_async(&mut connection))
         .await
         .map_err(|_| timed_out())??;
-    for (link, pending) in published {
-        link.pending.published(pending);
+    for announcement in published {
+        announcement.published();
     }
     for (breaker, open_for) in asked.into_iter().zip(open_for) {
         opened_for(breaker, open_for);
@@ -82,16 +79,14 @@ pub(super) async fn sync(
 }
 
 /// One breaker's re-sync on a cluster, through its node.
-async fn sync_one(store: &Store, breaker: &Arc<Breaker>) {
-    let Some(link) = breaker.shared_link() else {
-        return;
-    };
-    let key = open_key(link);
-    match store.pending(link, breaker) {
-        Some((invocation, pending)) => {
+async fn sync_one(store: &Store, breaker: &BreakerNews) {
+    let key = open_key(breaker.name());
+    match breaker.untold() {
+        Some(announcement) => {
+            let invocation = store.recording(&announcement);
             let ran: Option<redis::Value> = store.eval_on(CHECK, &key, &invocation).await;
             if ran.is_some() {
-                link.pending.published(pending);
+                announcement.published();
             }
         }
         None => {
@@ -105,10 +100,9 @@ async fn sync_one(store: &Store, breaker: &Arc<Breaker>) {
 }
 
 /// Redis holds the breaker's opening for `open_for` ms more (none if not positive).
-fn opened_for(breaker: &Breaker, open_for: i64) {
+fn opened_for(breaker: &BreakerNews, open_for: i64) {
     if open_for > 0 {
-        let transition = breaker.remote_open(Duration::from_millis(open_for.unsigned_abs()));
-        heard(breaker, transition);
+        breaker.opened_elsewhere(Duration::from_millis(open_for.unsigned_abs()));
     }
 }
 

@@ -26,7 +26,7 @@ async fn throttle(policy: &Policy, wait: Duration) {
 
 #[tokio::test(start_paused = true)]
 async fn a_throttle_seen_by_one_instance_holds_the_other_until_its_end() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let gated = |deadline: Option<Duration>| {
         let builder = shared(100, SECOND, 100);
         let builder = match deadline {
@@ -56,7 +56,7 @@ async fn a_throttle_seen_by_one_instance_holds_the_other_until_its_end() {
 /// throttled call used (another instance then called 1 ms after it).
 #[tokio::test(start_paused = true)]
 async fn a_short_throttle_keeps_counting_the_call_that_started() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let gated = || {
         let builder = shared(1, 10 * SECOND, 1).deadline(5 * SECOND);
         instance(builder, hub.instance())
@@ -76,7 +76,7 @@ async fn a_short_throttle_keeps_counting_the_call_that_started() {
 
 #[tokio::test(start_paused = true)]
 async fn a_slot_given_up_goes_back_to_every_instance() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     // 2 a second, no burst: slots 500 ms apart across both instances.
     let gated = || instance(shared(2, SECOND, 1), hub.instance());
     let (a, b) = (gated(), gated());
@@ -101,7 +101,7 @@ async fn a_slot_given_up_goes_back_to_every_instance() {
 /// `late` (at 700 ms) is when the store hears of the hold (Redis's HOLD is sent in the
 /// background), if not at once.
 async fn revoked(late: Option<Duration>) -> Vec<Duration> {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let gated = || instance(shared(2, SECOND, 1), hub.instance());
     let (a, b) = (gated(), gated());
     if late.is_some() {
@@ -160,7 +160,7 @@ async fn a_throttle_the_store_hears_of_late_revokes_the_slots_still_ahead() {
 /// task of its own): the instance that was throttled waits it out all the same.
 #[tokio::test(start_paused = true)]
 async fn a_throttled_instance_waits_out_its_own_hold_before_the_store_hears_of_it() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let a = instance(shared(1, SECOND, 1), hub.instance());
     hub.delay_holds();
     throttle(&a, 2 * SECOND).await;
@@ -178,7 +178,7 @@ async fn a_throttled_instance_waits_out_its_own_hold_before_the_store_hears_of_i
 /// the gate opens, instead of waiting out the hold to fail at its deadline.
 #[tokio::test(start_paused = true)]
 async fn a_call_whose_deadline_ends_inside_the_hold_is_refused_at_once() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let builder = shared(1, SECOND, 1).deadline(Duration::from_millis(500));
     let a = instance(builder, hub.instance());
     hub.delay_holds();
@@ -213,7 +213,7 @@ async fn timed(policy: &Policy, who: &'static str, started: &Mutex<Vec<(&'static
 /// in the second after the store is back, the two together start at most the gate's 10.
 #[tokio::test(start_paused = true)]
 async fn after_the_store_is_back_one_schedule_serves_both_instances() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let (a, b) = (
         instance(shared(10, SECOND, 1), hub.instance()),
         instance(shared(10, SECOND, 1), hub.instance()),

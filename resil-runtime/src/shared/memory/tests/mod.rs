@@ -4,7 +4,8 @@
 use std::sync::atomic::AtomicU32;
 
 use super::*;
-use crate::{BreakerConfig, Policy, PolicyBuilder, Transient};
+use crate::breaker::{Breaker, BreakerState};
+use crate::{BreakerConfig, Policy, PolicyBuilder, Rejected, Transient};
 
 mod gates;
 mod model;
@@ -47,13 +48,11 @@ impl From<Rejected> for Error {
 }
 
 /// The policy of one instance, its state shared through `store`.
-fn instance(builder: PolicyBuilder, store: Arc<Memory>) -> Policy {
-    let mut builder = builder;
-    builder.sharing(|| store as Arc<dyn SharedStore>);
-    builder.build().unwrap()
+fn instance(builder: PolicyBuilder, store: InMemory) -> Policy {
+    builder.shared_in(store).build().unwrap()
 }
 
-fn breaker_policy(hub: &Arc<Hub>) -> Policy {
+fn breaker_policy(hub: &InMemory) -> Policy {
     let breaker = Breaker::new("memory", BreakerConfig::new(2, COOLDOWN).unwrap());
     instance(Policy::builder().breaker(Arc::new(breaker)), hub.instance())
 }
@@ -79,7 +78,7 @@ fn is_open(answer: &Result<(), Error>) -> bool {
 
 #[tokio::test(start_paused = true)]
 async fn an_opening_reaches_the_other_instance_and_one_probe_goes_out_for_both() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let (a, b) = (breaker_policy(&hub), breaker_policy(&hub));
     let calls = AtomicU32::new(0);
     for _ in 0..2 {
@@ -111,20 +110,19 @@ async fn an_opening_reaches_the_other_instance_and_one_probe_goes_out_for_both()
     assert_eq!(call(&b, &calls, Ok(())).await, Ok(()));
 }
 
-fn gated(hub: &Arc<Hub>, fail_closed: bool) -> Policy {
-    let builder = Policy::builder()
+fn gated(hub: &InMemory, fail_closed: bool) -> Policy {
+    Policy::builder()
         .name("memory::gate")
-        .rate(1, Duration::from_secs(1), 1);
-    let mut policy = builder;
-    policy
-        .sharing(|| hub.instance() as Arc<dyn SharedStore>)
-        .fail_closed = fail_closed;
-    policy.build().unwrap()
+        .rate(1, Duration::from_secs(1), 1)
+        .shared_in(hub.instance())
+        .shared_fail_closed(fail_closed)
+        .build()
+        .unwrap()
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_shared_gate_holds_its_rate_across_instances() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let (a, b) = (gated(&hub, false), gated(&hub, false));
     let calls = AtomicU32::new(0);
     let start = Instant::now();
@@ -140,7 +138,7 @@ async fn a_shared_gate_holds_its_rate_across_instances() {
 
 #[tokio::test(start_paused = true)]
 async fn while_the_store_is_down_instances_decide_alone_and_catch_up_when_it_is_back() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let calls = AtomicU32::new(0);
     hub.set_available(false);
     let (open, closed) = (gated(&hub, false), gated(&hub, true));
@@ -166,4 +164,10 @@ async fn while_the_store_is_down_instances_decide_alone_and_catch_up_when_it_is_
         BreakerState::Open,
         "told at the re-sync"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_in_memory_store_conforms() {
+    let state = InMemory::new();
+    crate::shared::conformance::run(|| std::future::ready(state.instance())).await;
 }

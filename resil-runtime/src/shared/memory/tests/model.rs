@@ -79,7 +79,7 @@ fn most_in_a_period(starts: &[Duration]) -> usize {
 
 /// The seeded run: what was seen.
 async fn seeded(seed: u64) -> Vec<Seen> {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let gated = || {
         let builder = Policy::builder()
             .name("memory::model")

@@ -4,12 +4,10 @@ use super::*;
 
 /// The fail-open promise, "within `shared_timeout`" (50 ms unless set), as an upper bound: a
 /// store whose answer never comes (a Redis asleep) leaves the decision to the local state after
-/// exactly that, not later. The bound itself is the store's (Redis's `Store::eval`; the
-/// execution waits for a store within the deadline only), so this checks the rest of the way:
-/// the default reaches the store, and the execution decides at once when it gives up.
+/// exactly that, not later. resil bounds the wait itself, whatever the store.
 #[tokio::test(start_paused = true)]
 async fn a_slow_store_leaves_a_gated_call_to_the_local_gate_after_exactly_shared_timeout() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let (open, closed) = (gated(&hub, false), gated(&hub, true));
     hub.set_slow(true);
     let calls = AtomicU32::new(0);
@@ -26,13 +24,13 @@ async fn a_slow_store_leaves_a_gated_call_to_the_local_gate_after_exactly_shared
     );
     assert_eq!(asked.elapsed(), Duration::from_millis(50));
 
-    let mut builder = Policy::builder()
+    let impatient = Policy::builder()
         .name("memory::gate")
-        .rate(1, Duration::from_secs(1), 1);
-    builder
-        .sharing(|| hub.instance() as Arc<dyn SharedStore>)
-        .timeout = Duration::from_millis(20);
-    let impatient = builder.build().unwrap();
+        .rate(1, Duration::from_secs(1), 1)
+        .shared_in(hub.instance())
+        .shared_timeout(Duration::from_millis(20))
+        .build()
+        .unwrap();
     let asked = Instant::now();
     assert_eq!(call(&impatient, &calls, Ok(())).await, Ok(()));
     assert_eq!(asked.elapsed(), Duration::from_millis(20), "as set");
@@ -42,14 +40,15 @@ async fn a_slow_store_leaves_a_gated_call_to_the_local_gate_after_exactly_shared
 /// lets this instance probe (or, failing closed, refuse) after exactly `shared_timeout`.
 #[tokio::test(start_paused = true)]
 async fn a_slow_store_leaves_the_probe_to_the_local_breaker_after_exactly_shared_timeout() {
-    let hub = Hub::new();
+    let hub = InMemory::new();
     let shared_breaker = |fail_closed: bool| {
         let breaker = Breaker::new("memory", BreakerConfig::new(2, COOLDOWN).unwrap());
-        let mut builder = Policy::builder().breaker(Arc::new(breaker));
-        builder
-            .sharing(|| hub.instance() as Arc<dyn SharedStore>)
-            .fail_closed = fail_closed;
-        builder.build().unwrap()
+        Policy::builder()
+            .breaker(Arc::new(breaker))
+            .shared_in(hub.instance())
+            .shared_fail_closed(fail_closed)
+            .build()
+            .unwrap()
     };
     let (open, closed) = (shared_breaker(false), shared_breaker(true));
     let calls = AtomicU32::new(0);

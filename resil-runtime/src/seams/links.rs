@@ -1,75 +1,31 @@
-//! Feature `redis`: what a breaker and a rate gate need from a store that many instances of a
-//! service share, as one trait, [`SharedStore`], that the primitives hold and the execution
-//! calls, and that the layers above implement (Redis in `crate::shared`). The links here are
-//! plain data: a breaker's or a gate's name in the store, the policy's patience with it, and
-//! what this instance still has to tell it.
+//! The links a shared breaker and a shared gate hold to their store: plain data, a name in the
+//! store, the policy's patience with it, and what this instance still has to tell it.
 //!
-//! A store names a breaker `resil:{breaker:NAME}` and a gate `resil:{gate:FN}:rate` or
+//! A breaker is named `resil:{breaker:NAME}` and a gate `resil:{gate:FN}:rate` or
 //! `…:tokens` (`resil:{gate:FN:LABEL=KEY}:…` for a gate per key): see [`breaker_id`] and
-//! [`gate_key`], the one place keys are named. Peers' news reaches the breakers and gates it
-//! lists.
+//! [`gate_key`], the one place names are made. The part in braces is a Redis Cluster hash
+//! tag: what one script touches lives on one node.
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::breaker::{Breaker, BreakerState};
-use crate::Rejected;
+use super::news::{Announcement, BreakerNews, Change, GateNews};
+use super::{Probe, ProbeAnswer, SharedStore, Slot, Unavailable, MAX_MICROS};
+use crate::breaker::{Breaker, BreakerState, Transition};
 
-/// A future a store hands back: boxed, since it is a trait's, and rare (a probe, or a shared
-/// gate's slot, which is a round trip anyway).
-pub(crate) type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// A store shared by many instances: where shared breakers announce their transitions and
-/// take the half-open probe's lock, and where shared gates reserve, refund and hold slots.
-/// Nothing here waits longer than the policy's `shared_timeout`; an answer that does not come
-/// in time is `Unavailable`, and the local state decides.
-pub(crate) trait SharedStore: Send + Sync {
-    /// Whether to ask the store at all now: not while it is known to be down (the local state
-    /// then decides at once, with no wait for a timeout).
-    fn usable(&self) -> bool;
-    /// Lists a shared breaker, so that what peers publish about it reaches it.
-    fn register_breaker(&self, link: &BreakerLink, breaker: &Arc<Breaker>);
-    /// Lists a shared gate, so that other instances' throttles reach it.
-    fn register_gate(&self, gate: &Arc<GateLink>);
-    /// The local breaker reached `to` by its own calls: tell the store and the peers, in the
-    /// background (no call waits on it); what the store does not hear of is told at the next
-    /// re-sync (see [`Pending`]).
-    fn announce(&self, link: &BreakerLink, breaker: &Breaker, to: BreakerState);
-    /// Whether this instance sends the half-open probe, which holds the lock for `limit` at
-    /// most.
-    fn acquire_probe<'a>(
-        &'a self,
-        link: &'a BreakerLink,
-        limit: Duration,
-    ) -> StoreFuture<'a, ProbeAnswer>;
-    /// The probe ended with no verdict: another instance may probe at once.
-    fn release_probe(&self, link: &BreakerLink);
-    /// Reserves an attempt's slots in the shared gates (the rate gate's and the token gate's,
-    /// each with its cost and the interval its local gate runs at now) at once: both or
-    /// neither. `limit` is the longest wait the deadline allows.
-    fn reserve(
-        self: Arc<Self>,
-        gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
-        limit: Option<Duration>,
-    ) -> StoreFuture<'static, SharedSlots>;
-    /// Gives `slot` back, reserved but not used (only while it is the latest promised and no
-    /// throttle revoked it).
-    fn refund(&self, gate: &GateLink, slot: RemoteSlot);
-    /// A provider throttled a call: every instance's gate holds its slots for `wait`, and the
-    /// slots they promised are revoked.
-    fn hold(&self, gate: &GateLink, wait: Duration);
-}
-
-/// How a policy shares its state: where, and what to do when the store does not answer.
+/// How a policy shares its state: where, what to do when the store does not answer, and who
+/// hears of what peers make of its breakers.
 #[derive(Clone)]
 pub(crate) struct Sharing {
     pub(crate) store: Arc<dyn SharedStore>,
     pub(crate) timeout: Duration,
     pub(crate) fail_closed: bool,
+    /// Reports a transition a peer caused (no call of this instance hears of it): set by the
+    /// policy, which knows the listeners.
+    pub(crate) heard: fn(&Breaker, Transition),
 }
 
 impl fmt::Debug for Sharing {
@@ -81,15 +37,21 @@ impl fmt::Debug for Sharing {
     }
 }
 
-/// What the store said about the half-open probe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ProbeAnswer {
-    /// This instance probes.
-    Granted,
-    /// A peer's opening or probe is in force for this long: reject meanwhile.
-    Peer(Duration),
-    /// The store did not answer in time.
-    Unavailable,
+impl Sharing {
+    /// The store's answer, if it gives one within `shared_timeout`; a store that errs or is
+    /// late leaves the decision to the local state, and hears that it was late.
+    pub(crate) async fn bounded<T>(
+        &self,
+        answer: impl Future<Output = Result<T, Unavailable>>,
+    ) -> Option<T> {
+        match tokio::time::timeout(self.timeout, answer).await {
+            Ok(answer) => answer.ok(),
+            Err(_) => {
+                self.store.timed_out();
+                None
+            }
+        }
+    }
 }
 
 /// A breaker's id in the store, `resil:{breaker:NAME}`: its keys are the id and a suffix
@@ -124,13 +86,31 @@ pub(crate) fn tag_safe(name: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(safe)
 }
 
-/// A breaker's place in the store, [`breaker_id`].
-pub(crate) struct BreakerLink {
+/// A shared breaker's place in its store, as the store sees it: its name there and the
+/// policy's patience. Made by resil when a policy is built; a store reads it.
+///
+/// ```
+/// use resil_runtime::shared::BreakerLink;
+///
+/// fn key(breaker: &BreakerLink) -> String {
+///     format!("{}:open", breaker.name())
+/// }
+/// ```
+pub struct BreakerLink {
     pub(crate) sharing: Sharing,
     pub(crate) id: Arc<str>,
     /// A transition made here that the store has not heard of (it was down or slow), told at
     /// the next re-sync if the breaker is still in that state.
     pub(crate) pending: Arc<Pending>,
+}
+
+impl fmt::Debug for BreakerLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BreakerLink")
+            .field("name", &self.id)
+            .field("timeout", &self.sharing.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl BreakerLink {
@@ -143,24 +123,64 @@ impl BreakerLink {
             pending: Arc::default(),
         };
         if let Some(link) = breaker.share(link) {
-            sharing.store.register_breaker(link, breaker);
+            let news = BreakerNews::new(Arc::clone(&link.id), breaker);
+            sharing.store.listen_breaker(news);
         }
+    }
+
+    /// The breaker's name in the store, `resil:{breaker:NAME}`: the same in every instance,
+    /// and different for every shared breaker. Redis keeps its opening at this name followed
+    /// by `:open` and its probe's lock by `:probe`; the part in braces, a Redis Cluster hash
+    /// tag, puts both on one node.
+    pub fn name(&self) -> &str {
+        &self.id
+    }
+
+    /// How long resil waits for the store's answer about this breaker (the policy's
+    /// `shared_timeout`): a store bounds what it sends in the background by it too.
+    pub fn timeout(&self) -> Duration {
+        self.sharing.timeout
     }
 
     pub(crate) fn fail_closed(&self) -> bool {
         self.sharing.fail_closed
     }
 
+    /// The breaker reached `to` by its own calls: the store is told now if it is usable, and
+    /// at the next re-sync otherwise.
     pub(crate) fn announce(&self, breaker: &Breaker, to: BreakerState) {
-        self.sharing.store.announce(self, breaker, to);
+        let Some(change) = Change::of(breaker, to) else {
+            return;
+        };
+        let announcement = Announcement::new(self, change);
+        if self.sharing.store.usable() {
+            self.sharing.store.announce(announcement);
+        }
     }
 
     pub(crate) async fn acquire_probe(&self, limit: Duration) -> ProbeAnswer {
-        self.sharing.store.acquire_probe(self, limit).await
+        if !self.sharing.store.usable() {
+            return ProbeAnswer::Unavailable;
+        }
+        let answer = self.sharing.store.acquire_probe(self, limit);
+        match self.sharing.bounded(answer).await {
+            Some(Probe::Granted) => ProbeAnswer::Granted,
+            Some(Probe::Elsewhere(retry_in)) => ProbeAnswer::Peer(retry_in),
+            None => ProbeAnswer::Unavailable,
+        }
     }
 
     pub(crate) fn release_probe(&self) {
-        self.sharing.store.release_probe(self);
+        if self.sharing.store.usable() {
+            self.sharing.store.release_probe(self);
+        }
+    }
+
+    /// Reports a transition a peer caused.
+    pub(crate) fn heard(&self, breaker: &Breaker, transition: Option<Transition>) {
+        if let Some(transition) = transition {
+            (self.sharing.heard)(breaker, transition);
+        }
     }
 }
 
@@ -219,18 +239,27 @@ impl Pending {
     }
 }
 
-/// The largest number of µs handed to a store: far from where Lua's doubles lose units.
-pub(crate) const MAX_MICROS: u64 = 1 << 50;
-
-/// A rate gate's place in the store: its name, and the schedule it keeps there (GCRA: slots
-/// `interval` µs apart, `burst` of them at once).
+/// A shared rate gate's place in its store, as the store sees it: its name there, the
+/// schedule it keeps (GCRA: slots [`interval`](Self::interval) apart,
+/// [`burst`](Self::burst) of them at once) and the policy's patience. Made by resil when a
+/// policy (or a key of a keyed policy) is built; a store reads it.
+///
+/// ```
+/// use resil_runtime::shared::GateLink;
+/// use std::time::Duration;
+///
+/// fn describe(gate: &GateLink) -> String {
+///     let per_second = Duration::from_secs(1).as_micros() / gate.interval().as_micros();
+///     format!("{}: {per_second}/s, {} at once", gate.name(), gate.burst())
+/// }
+/// ```
 #[derive(Debug)]
-pub(crate) struct GateLink {
+pub struct GateLink {
     pub(crate) sharing: Sharing,
     /// `rate` or `tokens`.
     what: &'static str,
     /// The function's name, as written (shared by the links of its keys).
-    name: Arc<str>,
+    function: Arc<str>,
     /// Its key, [`gate_key`].
     pub(crate) key: Arc<str>,
     /// The declared interval between units, in µs.
@@ -261,12 +290,11 @@ impl GateLink {
     /// The same gate for the key `key` of a keyed policy whose keys are `label`:
     /// `resil:{gate:FN:LABEL=KEY}:…` (of the function's link, not of a key's).
     pub(crate) fn for_key(&self, label: &str, key: &str) -> Arc<Self> {
-        let key = gate_key(self.what, &format!("{}:{label}={key}", self.name));
-        let name = Arc::clone(&self.name);
+        let key = gate_key(self.what, &format!("{}:{label}={key}", self.function));
         Self::listed(
             &self.sharing,
             self.what,
-            name,
+            Arc::clone(&self.function),
             key,
             self.interval,
             self.burst,
@@ -277,7 +305,7 @@ impl GateLink {
     fn listed(
         sharing: &Sharing,
         what: &'static str,
-        name: Arc<str>,
+        function: Arc<str>,
         key: String,
         interval: u64,
         burst: u64,
@@ -286,18 +314,47 @@ impl GateLink {
             sharing: sharing.clone(),
             what,
             key: Arc::from(key),
-            name,
+            function,
             interval,
             burst,
             holds: AtomicU64::new(0),
             returns: AtomicU64::new(0),
         });
-        sharing.store.register_gate(&link);
+        sharing.store.listen_gate(GateNews::new(&link));
         link
     }
 
+    /// The gate's name in the store: `resil:{gate:FN}:rate` or `resil:{gate:FN}:tokens`
+    /// (`resil:{gate:FN:LABEL=KEY}:…` for a gate per key), the same in every instance. A
+    /// function's two gates share the part in braces, a Redis Cluster hash tag, so that a
+    /// reservation of both touches one node.
+    pub fn name(&self) -> &str {
+        &self.key
+    }
+
+    /// The declared interval between two units, in whole µs (at least 1).
+    pub fn interval(&self) -> Duration {
+        Duration::from_micros(self.interval)
+    }
+
+    /// How many units may go at once.
+    pub fn burst(&self) -> u64 {
+        self.burst
+    }
+
+    /// The burst's credit: `interval × burst`, how far a schedule may run ahead of now.
+    pub fn credit(&self) -> Duration {
+        Duration::from_micros(self.credit_micros())
+    }
+
+    /// How long resil waits for the store's answer about this gate (the policy's
+    /// `shared_timeout`): a store bounds what it sends in the background by it too.
+    pub fn timeout(&self) -> Duration {
+        self.sharing.timeout
+    }
+
     /// The burst's credit, in µs.
-    pub(crate) fn credit(&self) -> u64 {
+    pub(crate) fn credit_micros(&self) -> u64 {
         self.interval.saturating_mul(self.burst).min(MAX_MICROS)
     }
 
@@ -310,7 +367,7 @@ impl GateLink {
         let slower = (interval - self.interval).saturating_mul(cost.min(MAX_MICROS));
         (
             interval,
-            self.credit().saturating_add(slower).min(MAX_MICROS),
+            self.credit_micros().saturating_add(slower).min(MAX_MICROS),
         )
     }
 
@@ -346,12 +403,16 @@ impl GateLink {
         self.returns.fetch_add(1, Ordering::AcqRel);
     }
 
-    pub(crate) fn refund(&self, slot: RemoteSlot) {
-        self.sharing.store.refund(self, slot);
+    pub(crate) fn refund(&self, slot: Slot) {
+        if self.sharing.store.usable() {
+            self.sharing.store.refund(self, slot);
+        }
     }
 
     pub(crate) fn hold(&self, wait: Duration) {
-        self.sharing.store.hold(self, wait);
+        if self.sharing.store.usable() {
+            self.sharing.store.hold(self, wait);
+        }
     }
 }
 
@@ -365,53 +426,6 @@ pub(crate) fn whole_micros(duration: Duration) -> u64 {
 /// Nanoseconds in whole µs, rounded up (a slot is never closer than the local gate's).
 pub(crate) fn micros(nanos: u64) -> u64 {
     nanos.div_ceil(1000).clamp(1, MAX_MICROS)
-}
-
-/// Reserves an attempt's slots in its shared gates, through their store (both gates of a
-/// policy share one).
-pub(crate) fn reserve(
-    gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
-    limit: Option<Duration>,
-) -> StoreFuture<'static, SharedSlots> {
-    match gates.iter().flatten().next() {
-        Some((first, ..)) => Arc::clone(&first.sharing.store).reserve(gates, limit),
-        None => Box::pin(std::future::ready(SharedSlots::Granted(Granted {
-            wait: Duration::ZERO,
-            slots: [None, None],
-        }))),
-    }
-}
-
-/// What the shared gates said about an attempt.
-#[derive(Debug)]
-pub(crate) enum SharedSlots {
-    /// Reserved in the store.
-    Granted(Granted),
-    /// The store's gate would make the attempt wait past its deadline: nothing reserved.
-    Refused(Rejected),
-    /// The store did not answer in time: the local gates decide (or, failing closed, refuse).
-    Unavailable,
-}
-
-/// Slots the store reserved: the wait until the later of them, and each gate's (the rate
-/// gate's, then the token gate's).
-#[derive(Debug)]
-pub(crate) struct Granted {
-    pub(crate) wait: Duration,
-    pub(crate) slots: RemoteSlots,
-}
-
-/// The slots of an attempt in the shared gates: the rate gate's, then the token gate's.
-pub(crate) type RemoteSlots = [Option<RemoteSlot>; 2];
-
-/// A slot the store promised: the gate's schedule before and after it (µs on the store's
-/// clock), its throttle count then, and how far past now the schedule runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RemoteSlot {
-    pub(crate) from: u64,
-    pub(crate) end: u64,
-    pub(crate) epoch: u64,
-    pub(crate) ahead: Duration,
 }
 
 #[cfg(test)]
