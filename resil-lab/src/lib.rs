@@ -15,6 +15,7 @@ pub mod mock;
 pub mod observe;
 pub mod profiles;
 pub mod rate_limits;
+pub mod redis_cluster;
 pub mod redis_server;
 pub mod report;
 pub mod retry_storm;

@@ -12,6 +12,22 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    /// A port for TLS beside the plain one (which the test's own looks use), and its files.
+    tls: Option<(u16, ServerTls)>,
+}
+
+/// What a server needs for TLS: its certificate and key, the CA that signs its clients'
+/// certificates, and whether it asks clients for one (mutual TLS).
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// The server's certificate (PEM).
+    pub cert: PathBuf,
+    /// Its private key (PEM).
+    pub key: PathBuf,
+    /// The CA clients' certificates must come from (PEM).
+    pub ca: PathBuf,
+    /// `--tls-auth-clients yes`: a client without a certificate from `ca` is refused.
+    pub auth_clients: bool,
 }
 
 impl RedisServer {
@@ -21,6 +37,17 @@ impl RedisServer {
     /// run means the Redis tests ran; `RESIL_SKIP_REDIS=1` opts out, and then it returns
     /// `None` for the caller to skip.
     pub fn start() -> Option<RedisServer> {
+        Self::start_with(None)
+    }
+
+    /// [`RedisServer::start`], also listening for TLS on a second port
+    /// ([`RedisServer::tls_url`]) with `tls`'s files; the plain port stays for the test's own
+    /// looks ([`RedisServer::query`]).
+    pub fn start_tls(tls: ServerTls) -> Option<RedisServer> {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<ServerTls>) -> Option<RedisServer> {
         if !Self::installed() {
             let advice = "redis-server is not installed: `apt-get install -y redis-server` (or your system's package) runs the Redis tests";
             let skip = std::env::var_os("RESIL_SKIP_REDIS");
@@ -30,16 +57,14 @@ impl RedisServer {
             eprintln!("\n*** SKIPPED (RESIL_SKIP_REDIS): {advice} ***\n");
             return None;
         }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free loopback port")
-            .port();
+        let port = free_port();
         let dir = std::env::temp_dir().join(format!("resil-redis-{port}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a directory for redis-server");
         let mut server = RedisServer {
             port,
             dir,
             child: None,
+            tls: tls.map(|tls| (free_port(), tls)),
         };
         server.restart();
         Some(server)
@@ -59,6 +84,12 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// `rediss://127.0.0.1:{tls port}/`, for a server started by [`RedisServer::start_tls`].
+    pub fn tls_url(&self) -> String {
+        let (port, _) = self.tls.as_ref().expect("a server started with start_tls");
+        format!("rediss://127.0.0.1:{port}/")
+    }
+
     /// The port it listens on.
     pub fn port(&self) -> u16 {
         self.port
@@ -75,7 +106,22 @@ impl RedisServer {
     /// Starts the server again on the same port, empty, and waits until it answers.
     pub fn restart(&mut self) {
         self.kill();
-        let child = Command::new("redis-server")
+        let mut command = Command::new("redis-server");
+        if let Some((port, tls)) = &self.tls {
+            command
+                .args(["--tls-port", &port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca)
+                .args([
+                    "--tls-auth-clients",
+                    if tls.auth_clients { "yes" } else { "no" },
+                ]);
+        }
+        let child = command
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args([
                 "--save",
@@ -134,6 +180,14 @@ impl RedisServer {
                 panic!("KEYS {prefix}* on redis-server port {}: {error}", self.port)
             })
     }
+}
+
+/// A port on 127.0.0.1 free now.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
 }
 
 impl Drop for RedisServer {

@@ -252,7 +252,7 @@ async fn shared_window(redis: &RedisServer, url: &str, report: &mut Report) -> (
 /// back, and how long after the store reconnects.
 async fn resync(redis: &mut RedisServer, report: &mut Report) -> (usize, Duration) {
     const OPENINGS: usize = 1000;
-    const PREFIX: &str = "resil:breaker:lab::resync:";
+    const PREFIX: &str = "resil:{breaker:lab::resync:";
     let store = Redis::open(&redis.url()).await.expect("a Redis URL");
     let policy = Policy::builder()
         .name("lab::resync")

@@ -185,7 +185,7 @@ pub enum Event<'a> {
     /// once per outage and gate, when it first decides alone; not heard by an instance that
     /// saw no other.
     GateShare {
-        /// The gate's name in the store (`resil:rate:{fn}`, `resil:tokens:{fn}`).
+        /// The gate's name in the store (`resil:{gate:FN}:rate`, `resil:{gate:FN}:tokens`).
         gate: &'a str,
         /// The instances the store last saw using the gate, this one included.
         instances: u64,

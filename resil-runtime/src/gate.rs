@@ -170,10 +170,7 @@ impl RateGate {
             revising: Mutex::new(()),
             origin: Instant::now(),
             #[cfg(feature = "shared")]
-            shared: self
-                .shared
-                .as_ref()
-                .map(|link| link.for_key(&format!("{label}={key}"))),
+            shared: self.shared.as_ref().map(|link| link.for_key(label, key)),
         }
     }
 
@@ -239,9 +236,15 @@ impl RateGate {
         self.learning.is_some()
     }
 
-    /// Keeps the gate in its policy's shared store too, as `resil:{what}:{name}`.
+    /// Keeps the gate in its policy's shared store too, as `resil:{gate:NAME}:WHAT` (see
+    /// [`GateLink::name`](crate::seams::GateLink::name)).
     #[cfg(feature = "shared")]
-    pub(crate) fn share(&mut self, sharing: &crate::seams::Sharing, what: &str, name: &str) {
+    pub(crate) fn share(
+        &mut self,
+        sharing: &crate::seams::Sharing,
+        what: &'static str,
+        name: &str,
+    ) {
         self.shared = Some(crate::seams::GateLink::new(
             sharing,
             what,

@@ -140,11 +140,11 @@ async fn keyed_state_is_shared_per_key() {
     let mut keys = server.keys("resil:");
     keys.sort();
     assert!(
-        keys.contains(&"resil:breaker:llm::complete:model=gpt:open".to_owned()),
+        keys.contains(&"resil:{breaker:llm::complete:model=gpt}:open".to_owned()),
         "{keys:?}"
     );
     assert!(
-        keys.contains(&"resil:rate:llm::complete:model=claude".to_owned()),
+        keys.contains(&"resil:{gate:llm::complete:model=claude}:rate".to_owned()),
         "{keys:?}"
     );
 }
@@ -199,7 +199,7 @@ async fn keys_that_print_alike_never_share_redis_state() {
     for victim in victims {
         assert_eq!(state(victim), BreakerState::Closed, "{:.40}", victim.0);
     }
-    let opened = server.keys("resil:breaker:llm::hostile");
+    let opened = server.keys("resil:{breaker:llm::hostile");
     assert_eq!(opened.len(), 2, "one opening per attacker: {opened:.200?}");
     assert!(opened.iter().all(|key| key.len() < 400), "{opened:.200?}");
 }
@@ -280,10 +280,10 @@ async fn keys_expire_once_cooldowns_and_windows_pass() {
         let _ = call(&a.policy, &calls, Err(ApiError::Busy)).await;
     }
     eventually("the opening is in Redis", || {
-        server.keys("resil:breaker:").len() == 1
+        server.keys("resil:{breaker:").len() == 1
     })
     .await;
-    assert_eq!(gate_keys(&server, "resil:rate:").len(), 1);
+    assert_eq!(gate_keys(&server, "resil:{gate:").len(), 1);
     eventually("nothing is left in Redis", || {
         server.keys("resil:").is_empty()
     })

@@ -47,12 +47,12 @@ async fn a_shared_gate_holds_the_combined_rate() {
     );
     assert_eq!(limited, 20);
     assert_eq!(
-        gate_keys(&server, "resil:rate:"),
-        ["resil:rate:two::instances"]
+        gate_keys(&server, "resil:{gate:"),
+        ["resil:{gate:two::instances}:rate"]
     );
     assert_eq!(
-        server.keys("resil:rate:two::instances:seen"),
-        ["resil:rate:two::instances:seen"],
+        server.keys("resil:{gate:two::instances}:rate:seen"),
+        ["resil:{gate:two::instances}:rate:seen"],
         "the instances that use it, beside it"
     );
 }
@@ -130,7 +130,7 @@ async fn a_short_throttle_keeps_counting_the_call_that_started() {
     throttle(&a, Duration::from_millis(1)).await;
     // The hold is written in the background; it counts itself in `epoch` (or, before the
     // fix, let the key expire at once).
-    let gate = "resil:rate:two::instances";
+    let gate = "resil:{gate:two::instances}:rate";
     eventually("the hold lands in Redis", || {
         let epoch = redis::cmd("HGET").arg(gate).arg("epoch").clone();
         let exists = redis::cmd("EXISTS").arg(gate).clone();
@@ -165,7 +165,7 @@ async fn a_slot_given_up_goes_back_to_every_instance() {
     let tat = || {
         server.query::<Option<String>>(
             redis::cmd("HGET")
-                .arg("resil:rate:two::instances")
+                .arg("resil:{gate:two::instances}:rate")
                 .arg("tat"),
         )
     };
@@ -228,7 +228,7 @@ async fn a_throttle_revokes_the_slots_other_instances_already_reserved() {
     });
     // The schedule's end in Redis (µs on its clock).
     let tat = || {
-        let key = gate_keys(&server, "resil:rate:").pop()?;
+        let key = gate_keys(&server, "resil:{gate:").pop()?;
         server.query::<u64>(redis::cmd("HGET").arg(&key).arg("tat"))
     };
     eventually("A's slot", || tat().is_some()).await;
@@ -385,4 +385,55 @@ async fn run_op(
             let _ = call.await;
         }
     }
+}
+
+#[tokio::test]
+async fn keys_holding_braces_stay_apart_in_redis() {
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    // A tenant's text never ends or splits the key's hash tag: `a}b` is not `a`, and `{x}`
+    // is not `%7Bx%7D`, though a naive tag would take `{x}` for its own. (A key printed with
+    // odd characters is quoted.)
+    let tenants = ["a}b", "a", "{x}", "%7Bx%7D"];
+    let keyed = || async {
+        let store = Redis::open(&server.url()).await.unwrap();
+        let policy = Policy::builder()
+            .name("llm::tenants")
+            .keyed("tenant")
+            .rate(1, Duration::from_secs(60), 1)
+            .rate_per_key()
+            .deadline(Duration::from_secs(1))
+            .shared_in(&store)
+            .shared_timeout(Duration::from_secs(1))
+            .build()
+            .unwrap();
+        (store, policy)
+    };
+    let ((_a_store, a), (_b_store, b)) = (keyed().await, keyed().await);
+    for tenant in tenants {
+        assert_eq!(
+            a.run_keyed(tenant, || async { Ok::<(), ApiError>(()) })
+                .await,
+            Ok(()),
+            "{tenant}'s one slot a minute is its own"
+        );
+        assert!(
+            matches!(
+                b.run_keyed(tenant, || async { Ok::<(), ApiError>(()) })
+                    .await,
+                Err(ApiError::Rejected(Rejected::RateLimited { .. }))
+            ),
+            "{tenant}'s slot is shared by both instances"
+        );
+    }
+    assert_eq!(
+        gate_keys(&server, "resil:{gate:llm::tenants:"),
+        [
+            "resil:{gate:llm::tenants:tenant=\"%257Bx%257D\"}:rate",
+            "resil:{gate:llm::tenants:tenant=\"%7Bx%7D\"}:rate",
+            "resil:{gate:llm::tenants:tenant=\"a%7Db\"}:rate",
+            "resil:{gate:llm::tenants:tenant=a}:rate",
+        ]
+    );
 }

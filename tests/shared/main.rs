@@ -10,6 +10,7 @@
 mod support;
 
 mod breakers;
+mod cluster;
 #[cfg(feature = "conformance")]
 mod conformance;
 mod gates;
@@ -17,6 +18,8 @@ mod learning;
 mod outages;
 mod processes;
 mod returns;
+#[cfg(feature = "redis-tls")]
+mod tls;
 mod windows;
 
 use std::sync::{Arc, Mutex};
@@ -43,6 +46,14 @@ async fn instance(
 ) -> Instance {
     let store = Redis::open(&server.url()).await.expect("a Redis URL");
     assert!(store.is_available(), "the test's server answers");
+    instance_in(store, shape)
+}
+
+/// [`instance`] through `store`.
+fn instance_in(
+    store: Redis,
+    shape: impl FnOnce(resil::PolicyBuilder) -> resil::PolicyBuilder,
+) -> Instance {
     let breaker = Arc::new(Breaker::new(
         "provider",
         BreakerConfig::new(2, COOLDOWN).unwrap(),
@@ -100,7 +111,7 @@ async fn eventually(what: &str, done: impl Fn() -> bool) {
 async fn cooldown_over(server: &RedisServer) {
     tokio::time::sleep(COOLDOWN).await;
     eventually("the opening expires in Redis", || {
-        server.keys("resil:breaker:").is_empty()
+        server.keys("resil:{breaker:").is_empty()
     })
     .await;
 }
@@ -184,8 +195,8 @@ async fn the_attribute_shares_through_the_installed_store() {
     }
     assert_eq!(passed, 1, "5 a minute: the next slot is 12 s away");
     assert_eq!(
-        gate_keys(&server, "resil:rate:shared::shared_by"),
-        ["resil:rate:shared::shared_by_the_attribute"]
+        gate_keys(&server, "resil:{gate:shared::shared_by"),
+        ["resil:{gate:shared::shared_by_the_attribute}:rate"]
     );
 
     // 400 tokens twice fit user a's 1000; the third would wait 12 s for its tokens.
@@ -201,10 +212,13 @@ async fn the_attribute_shares_through_the_installed_store() {
         "user b has a gate of its own"
     );
     assert_eq!(
-        gate_keys(&server, "resil:tokens:shared::handle"),
+        gate_keys(&server, "resil:{gate:shared::handle"),
         [
-            "resil:tokens:shared::handle:user=a",
-            "resil:tokens:shared::handle:user=b"
-        ]
+            "resil:{gate:shared::handle:user=a}:rate",
+            "resil:{gate:shared::handle:user=a}:tokens",
+            "resil:{gate:shared::handle:user=b}:rate",
+            "resil:{gate:shared::handle:user=b}:tokens"
+        ],
+        "a key's rate and token gates share a hash tag: one Redis Cluster node"
     );
 }

@@ -195,9 +195,17 @@ async fn failing_closed_refuses_while_redis_is_down() {
 
 #[tokio::test]
 async fn a_bad_url_is_refused_and_an_unreachable_server_is_not() {
-    for url in ["http://127.0.0.1/", "not a url", "", "rediss://127.0.0.1/"] {
+    for url in ["http://127.0.0.1/", "not a url", ""] {
         let error = Redis::open(url).await.unwrap_err().to_string();
         assert!(error.contains("redis://host:port/"), "{url}: {error}");
+    }
+    // TLS is a URL like another with feature `redis-tls`; without it, the error names it.
+    let tls = Redis::open("rediss://127.0.0.1:1/").await;
+    if cfg!(feature = "redis-tls") {
+        assert!(tls.is_ok_and(|store| !store.is_available()));
+    } else {
+        let error = tls.unwrap_err().to_string();
+        assert!(error.contains("feature `redis-tls`"), "{error}");
     }
     // Nothing listens on port 1: the service starts and decides locally.
     let store = Redis::open("redis://:hunter2@127.0.0.1:1/").await.unwrap();
@@ -295,12 +303,12 @@ async fn a_thousand_openings_made_during_an_outage_reach_redis_when_it_is_back()
     }
     server.restart();
     eventually("every opening in Redis", || {
-        server.keys("resil:breaker:llm::outage:").len() >= 1000
+        server.keys("resil:{breaker:llm::outage:").len() >= 1000
     })
     .await;
-    let keys = server.keys("resil:breaker:llm::outage:");
+    let keys = server.keys("resil:{breaker:llm::outage:");
     assert!(
-        keys.contains(&"resil:breaker:llm::outage:model=m999:open".to_owned()),
+        keys.contains(&"resil:{breaker:llm::outage:model=m999}:open".to_owned()),
         "{:?}",
         &keys[..5]
     );

@@ -2,8 +2,8 @@
 //! `.cargo/config.toml`).
 //!
 //! `cargo xtask test [args]` is the README's test command, and what `.ci/run` runs: it brings
-//! what the tests need that cargo cannot (a `redis-server` binary, which the shared-state tests
-//! start on 127.0.0.1), then runs `cargo test --workspace --all-features [args]`. On a fresh
+//! what the tests need that cargo cannot (`redis-server`, which the shared-state tests start on
+//! 127.0.0.1, and `redis-cli`, which joins their Redis Cluster), then runs `cargo test --workspace --all-features [args]`. On a fresh
 //! machine where it can install with the system's package manager (as root), it does; where it
 //! cannot, it stops at once with the one line to run. `RESIL_SKIP_REDIS=1` skips the Redis
 //! tests instead, saying so.
@@ -43,16 +43,17 @@ fn test(args: &[String]) -> ExitCode {
     }
 }
 
-/// A `redis-server` on the path: there already, or installed now, or the one line to run.
+/// `redis-server` and `redis-cli` on the path: there already, or installed now, or the one
+/// line to run.
 fn redis_server() -> Result<(), String> {
-    if runs("redis-server", &["--version"]) {
+    if redis_installed() {
         return Ok(());
     }
     let Some(manager) = MANAGERS
         .iter()
         .find(|manager| runs(manager.probe, &["--version"]))
     else {
-        return Err("the shared-state tests need redis-server (https://redis.io/downloads/): install it, then run `cargo xtask test` again (or `RESIL_SKIP_REDIS=1 cargo xtask test` to skip them)".to_owned());
+        return Err("the shared-state tests need redis-server and redis-cli (https://redis.io/downloads/): install them, then run `cargo xtask test` again (or `RESIL_SKIP_REDIS=1 cargo xtask test` to skip them)".to_owned());
     };
     let line = |sudo: &str| {
         let steps = manager
@@ -63,7 +64,7 @@ fn redis_server() -> Result<(), String> {
     if !is_root() {
         let line = line(if manager.as_root { "sudo " } else { "" });
         return Err(format!(
-            "the shared-state tests need redis-server: run `{line}`, then `cargo xtask test` again (or `RESIL_SKIP_REDIS=1 cargo xtask test` to skip them)"
+            "the shared-state tests need redis-server and redis-cli: run `{line}`, then `cargo xtask test` again (or `RESIL_SKIP_REDIS=1 cargo xtask test` to skip them)"
         ));
     }
     eprintln!("cargo xtask: installing redis-server: {}", line(""));
@@ -81,14 +82,20 @@ fn redis_server() -> Result<(), String> {
             ));
         }
     }
-    if runs("redis-server", &["--version"]) {
+    if redis_installed() {
         Ok(())
     } else {
-        Err("cargo xtask: redis-server was installed but is not on the path: add it, then run `cargo xtask test` again".to_owned())
+        Err("cargo xtask: redis-server was installed but it or redis-cli is not on the path: add them, then run `cargo xtask test` again".to_owned())
     }
 }
 
-/// A system package manager that has redis-server, and how to install it with it.
+/// Whether `redis-server` and `redis-cli` both run.
+fn redis_installed() -> bool {
+    runs("redis-server", &["--version"]) && runs("redis-cli", &["--version"])
+}
+
+/// A system package manager that has redis-server (and redis-cli), and how to install them
+/// with it.
 struct Manager {
     /// The command whose `--version` says the manager is there.
     probe: &'static str,
@@ -109,7 +116,14 @@ const MANAGERS: &[Manager] = &[
     Manager {
         probe: "apt-get",
         refresh: Some(&["apt-get", "update", "-qq"]),
-        install: &["apt-get", "install", "-y", "-qq", "redis-server"],
+        install: &[
+            "apt-get",
+            "install",
+            "-y",
+            "-qq",
+            "redis-server",
+            "redis-tools",
+        ],
         as_root: true,
     },
     Manager {

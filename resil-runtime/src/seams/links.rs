@@ -1,8 +1,10 @@
 //! The links a shared breaker and a shared gate hold to their store: plain data, a name in the
 //! store, the policy's patience with it, and what this instance still has to tell it.
 //!
-//! A breaker is named `resil:breaker:{name}` and a gate `resil:{rate|tokens}:{fn}`
-//! (`…:{label}={key}` for a gate per key).
+//! A breaker is named `resil:{breaker:NAME}` and a gate `resil:{gate:FN}:rate` or
+//! `…:tokens` (`resil:{gate:FN:LABEL=KEY}:…` for a gate per key): see [`breaker_id`] and
+//! [`gate_key`], the one place names are made. The part in braces is a Redis Cluster hash
+//! tag: what one script touches lives on one node.
 
 use std::fmt;
 use std::future::Future;
@@ -53,6 +55,38 @@ impl Sharing {
     }
 }
 
+/// A breaker's id in the store, `resil:{breaker:NAME}`: its keys are the id and a suffix
+/// (`:open`, `:probe`), all in one Redis Cluster hash slot (the part in braces), so one script
+/// touches one node; different breakers spread over the nodes.
+pub(crate) fn breaker_id(name: &str) -> String {
+    format!("resil:{{breaker:{}}}", tag_safe(name))
+}
+
+/// A gate's key in the store, `resil:{gate:FN}:rate` or `resil:{gate:FN}:tokens` (`what`):
+/// the rate and the token gate of one function (or of one key of it) share the hash tag, so
+/// the script reserving both at once runs on one Redis Cluster node.
+pub(crate) fn gate_key(what: &str, name: &str) -> String {
+    format!("resil:{{gate:{}}}:{what}", tag_safe(name))
+}
+
+/// A name as it may stand inside a hash tag: `%`, `{` and `}` percent-encoded, so that no
+/// name ends or splits the tag, and two names stay two keys (the encoding is injective).
+pub(crate) fn tag_safe(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.contains(['%', '{', '}']) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut safe = String::with_capacity(name.len() + 8);
+    for c in name.chars() {
+        match c {
+            '%' => safe.push_str("%25"),
+            '{' => safe.push_str("%7B"),
+            '}' => safe.push_str("%7D"),
+            c => safe.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(safe)
+}
+
 /// A shared breaker's place in its store, as the store sees it: its name there and the
 /// policy's patience. Made by resil when a policy is built; a store reads it.
 ///
@@ -89,7 +123,7 @@ impl BreakerLink {
     pub(crate) fn bind(sharing: &Sharing, name: &str, breaker: &Arc<Breaker>) {
         let link = BreakerLink {
             sharing: sharing.clone(),
-            id: Arc::from(format!("resil:breaker:{name}")),
+            id: Arc::from(breaker_id(name)),
             pending: Arc::default(),
             window: SummedWindow::of(breaker),
         };
@@ -99,8 +133,10 @@ impl BreakerLink {
         }
     }
 
-    /// The breaker's name in the store, `resil:breaker:{name}`: the same in every instance,
-    /// and different for every shared breaker.
+    /// The breaker's name in the store, `resil:{breaker:NAME}`: the same in every instance,
+    /// and different for every shared breaker. Redis keeps its opening at this name followed
+    /// by `:open` and its probe's lock by `:probe`; the part in braces, a Redis Cluster hash
+    /// tag, puts both on one node.
     pub fn name(&self) -> &str {
         &self.id
     }
@@ -225,6 +261,11 @@ impl Pending {
 #[derive(Debug)]
 pub struct GateLink {
     pub(crate) sharing: Sharing,
+    /// `rate` or `tokens`.
+    what: &'static str,
+    /// The function's name, as written (shared by the links of its keys).
+    function: Arc<str>,
+    /// Its key, [`gate_key`].
     pub(crate) key: Arc<str>,
     /// The declared interval between units, in µs.
     pub(crate) interval: u64,
@@ -246,34 +287,48 @@ pub struct GateLink {
 }
 
 impl GateLink {
-    /// The link of a gate named `resil:{what}:{name}` whose slots are `interval` apart
-    /// (nanoseconds, as the local gate's), `burst` of them at once.
+    /// The link of the gate `what` (`rate` or `tokens`) of the function `name` (see
+    /// [`gate_key`]) whose slots are `interval` apart (nanoseconds, as the local gate's),
+    /// `burst` of them at once.
     pub(crate) fn new(
         sharing: &Sharing,
-        what: &str,
+        what: &'static str,
         name: &str,
         interval: u64,
         burst: u64,
     ) -> Arc<Self> {
+        let key = gate_key(what, name);
+        Self::listed(sharing, what, Arc::from(name), key, micros(interval), burst)
+    }
+
+    /// The same gate for the key `key` of a keyed policy whose keys are `label`:
+    /// `resil:{gate:FN:LABEL=KEY}:…` (of the function's link, not of a key's).
+    pub(crate) fn for_key(&self, label: &str, key: &str) -> Arc<Self> {
+        let key = gate_key(self.what, &format!("{}:{label}={key}", self.function));
         Self::listed(
-            sharing,
-            format!("resil:{what}:{name}"),
-            micros(interval),
-            burst,
+            &self.sharing,
+            self.what,
+            Arc::clone(&self.function),
+            key,
+            self.interval,
+            self.burst,
         )
     }
 
-    /// The same gate for one key of a keyed policy: `…:{label=key}`.
-    pub(crate) fn for_key(&self, key: &str) -> Arc<Self> {
-        let key = format!("{}:{key}", self.key);
-        Self::listed(&self.sharing, key, self.interval, self.burst)
-    }
-
     /// A link the store lists, so that other instances' throttles reach it.
-    fn listed(sharing: &Sharing, key: String, interval: u64, burst: u64) -> Arc<Self> {
+    fn listed(
+        sharing: &Sharing,
+        what: &'static str,
+        function: Arc<str>,
+        key: String,
+        interval: u64,
+        burst: u64,
+    ) -> Arc<Self> {
         let link = Arc::new(GateLink {
             sharing: sharing.clone(),
+            what,
             key: Arc::from(key),
+            function,
             interval,
             burst,
             holds: AtomicU64::new(0),
@@ -287,8 +342,10 @@ impl GateLink {
         link
     }
 
-    /// The gate's name in the store: `resil:rate:{fn}` or `resil:tokens:{fn}`
-    /// (`…:{label}={key}` for a gate per key), the same in every instance.
+    /// The gate's name in the store: `resil:{gate:FN}:rate` or `resil:{gate:FN}:tokens`
+    /// (`resil:{gate:FN:LABEL=KEY}:…` for a gate per key), the same in every instance. A
+    /// function's two gates share the part in braces, a Redis Cluster hash tag, so that a
+    /// reservation of both touches one node.
     pub fn name(&self) -> &str {
         &self.key
     }
@@ -392,6 +449,28 @@ pub(crate) fn micros(nanos: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_never_end_or_split_the_hash_tag() {
+        assert_eq!(breaker_id("openai"), "resil:{breaker:openai}");
+        assert_eq!(
+            gate_key("rate", "llm::complete"),
+            "resil:{gate:llm::complete}:rate"
+        );
+        assert_eq!(breaker_id("a}b"), "resil:{breaker:a%7Db}");
+        let names = ["a}b", "a", "{x}", "%7Bx%7D", "%", "%25", "}", "{"];
+        let keys: std::collections::HashSet<_> =
+            names.iter().map(|name| gate_key("rate", name)).collect();
+        assert_eq!(keys.len(), names.len(), "two names, two keys: {keys:?}");
+        for key in &keys {
+            let tag = &key[key.find('{').unwrap() + 1..];
+            assert!(!tag[..tag.find('}').unwrap()].contains('{'), "{key}");
+            assert!(
+                key.ends_with("}:rate"),
+                "the tag ends where resil ends it: {key}"
+            );
+        }
+    }
 
     #[test]
     fn a_reply_clears_only_the_announcement_it_answers() {

@@ -24,6 +24,10 @@ mod share;
 mod slots;
 mod window;
 
+#[cfg(any(test, feature = "conformance"))]
+pub(crate) use links::breaker_id;
+#[cfg(test)]
+pub(crate) use links::gate_key;
 pub(crate) use links::{whole_micros, Sharing};
 pub use links::{BreakerLink, GateLink};
 pub use news::{Announcement, BreakerNews, Change, GateNews};

@@ -1,7 +1,7 @@
 //! A shared breaker in Redis: the scripts that record its transitions and its half-open
-//! probe's lock under `resil:breaker:{name}` (`:open`, present while open and expiring with
-//! the cooldown; `:probe`, the lock; `:window`, the calls of a time window summed over the
-//! instances), and the messages instances exchange about it.
+//! probe's lock under its id, `resil:{breaker:NAME}` (`:open`, present while open and expiring
+//! with the cooldown; `:probe`, the lock; `:window`, the calls of a time window summed over
+//! the instances), and the messages instances exchange about it.
 
 use std::time::Duration;
 
@@ -32,7 +32,8 @@ impl Store {
     /// See [`SharedStore::announce`](crate::seams::SharedStore::announce).
     pub(crate) fn announce_transition(&self, announcement: Announcement) {
         let invocation = self.recording(&announcement);
-        self.spawn_eval(announcement.timeout(), invocation, Some(announcement));
+        let key = open_key(announcement.breaker());
+        self.spawn_eval(announcement.timeout(), key, invocation, Some(announcement));
     }
 
     /// The script that records a transition and tells the peers.
@@ -80,7 +81,11 @@ impl Store {
             .key(probe_key(&link.id))
             .arg(self.instance())
             .arg(millis(limit));
-        match self.eval::<u64>(link.sharing.timeout, &invocation).await {
+        let key = open_key(&link.id);
+        match self
+            .eval::<u64>(link.sharing.timeout, &key, &invocation)
+            .await
+        {
             Some(0) => Ok(Probe::Granted),
             Some(wait) => Ok(Probe::Elsewhere(Duration::from_millis(wait))),
             None => Err(Unavailable),
@@ -89,9 +94,10 @@ impl Store {
 
     /// See [`SharedStore::release_probe`](crate::seams::SharedStore::release_probe).
     pub(crate) fn release(&self, link: &BreakerLink) {
-        let mut invocation = RELEASE.key(probe_key(&link.id));
+        let key = probe_key(&link.id);
+        let mut invocation = RELEASE.key(&key);
         invocation.arg(self.instance());
-        self.spawn_eval(link.sharing.timeout, invocation, None);
+        self.spawn_eval(link.sharing.timeout, key, invocation, None);
     }
 }
 
@@ -103,7 +109,8 @@ impl Store {
         link: &BreakerLink,
         batch: WindowBatch,
     ) -> Result<WindowSums, Unavailable> {
-        let mut invocation = WINDOW.key(window_key(&link.id));
+        let key = window_key(&link.id);
+        let mut invocation = WINDOW.key(&key);
         invocation
             .arg(whole_micros(batch.width()).max(1))
             .arg(batch.buckets())
@@ -111,7 +118,7 @@ impl Store {
             .arg(batch.bad())
             .arg(millis(batch.expiry()));
         let sums: Vec<u64> = self
-            .eval(link.sharing.timeout, &invocation)
+            .eval(link.sharing.timeout, &key, &invocation)
             .await
             .ok_or(Unavailable)?;
         match *sums.as_slice() {
@@ -206,7 +213,7 @@ mod tests {
             .build()
             .unwrap();
         drop(policy);
-        let news = BreakerNews::new(Arc::from("resil:breaker:provider"), &breaker);
+        let news = BreakerNews::new(Arc::from("resil:{breaker:provider}"), &breaker);
         (breaker, news)
     }
 
@@ -220,7 +227,7 @@ mod tests {
         let Admit::Pass(before) = breaker.try_admit_closed() else {
             panic!("closed")
         };
-        apply(&news, "open|peer|12000|resil:breaker:provider");
+        apply(&news, "open|peer|12000|resil:{breaker:provider}");
         assert_eq!(breaker.state(), BreakerState::Open);
         assert_eq!(breaker.retry_in(Instant::now()), Duration::from_secs(12));
         assert_eq!(
@@ -229,9 +236,9 @@ mod tests {
             "admitted before: counts nothing"
         );
         // A peer's longer cooldown is cut to this breaker's own.
-        apply(&news, "open|peer|99999999|resil:breaker:provider");
+        apply(&news, "open|peer|99999999|resil:{breaker:provider}");
         assert_eq!(breaker.retry_in(Instant::now()), COOLDOWN);
-        apply(&news, "closed|peer|0|resil:breaker:provider");
+        apply(&news, "closed|peer|0|resil:{breaker:provider}");
         assert_eq!(breaker.state(), BreakerState::Closed);
         assert_eq!(breaker.failures(), 0);
     }
@@ -271,15 +278,15 @@ mod tests {
 
     #[test]
     fn messages_round_trip_and_strangers_are_ignored() {
-        let text = Message::format("open", "ab12", 30_000, "resil:breaker:a|b");
+        let text = Message::format("open", "ab12", 30_000, "resil:{breaker:a|b}");
         let message = Message::parse(text.as_bytes()).unwrap();
         assert_eq!(message.news, News::Open(Duration::from_secs(30)));
         assert_eq!(message.instance, "ab12");
-        assert_eq!(message.id, "resil:breaker:a|b");
-        let text = Message::held("ab12", 1_500_000, "resil:rate:a=\"x|y\"");
+        assert_eq!(message.id, "resil:{breaker:a|b}");
+        let text = Message::held("ab12", 1_500_000, "resil:{gate:a=\"x|y\"}:rate");
         let message = Message::parse(text.as_bytes()).unwrap();
         assert_eq!(message.news, News::Held(Duration::from_millis(1500)));
-        assert_eq!(message.id, "resil:rate:a=\"x|y\"");
+        assert_eq!(message.id, "resil:{gate:a=\"x|y\"}:rate");
         for hostile in [
             &b"open|x|-1|id"[..],
             b"half|x|0|id",

@@ -7,12 +7,16 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::breaker::Message;
 use super::scripts::{HOLD, REFUND, RESERVE};
 use super::store::Store;
-use crate::seams::{whole_micros, GateLink, Reservation, Reserved, Slot, Unavailable, SEEN_FOR};
+use crate::seams::{
+    whole_micros, Ask, GateLink, Reservation, Reserved, Slot, Unavailable, SEEN_FOR,
+};
 
-/// The instances that use the gate, by their last heartbeat.
+/// The instances that use the gate, by their last heartbeat (in the gate's hash slot).
 fn seen_key(gate: &GateLink) -> String {
     format!("{}:seen", gate.name())
 }
@@ -22,7 +26,7 @@ impl Store {
     pub(crate) fn refund_slot(&self, gate: &GateLink, slot: Slot) {
         let mut invocation = REFUND.key(&*gate.key);
         invocation.arg(slot.end).arg(slot.from).arg(slot.epoch);
-        self.spawn_eval(gate.sharing.timeout, invocation, None);
+        self.spawn_eval(gate.sharing.timeout, gate.key.to_string(), invocation, None);
     }
 
     /// See [`SharedStore::hold`](crate::seams::SharedStore::hold).
@@ -35,27 +39,73 @@ impl Store {
             .arg(gate.credit_micros())
             .arg(gate.interval)
             .arg(message);
-        self.spawn_eval(gate.sharing.timeout, invocation, None);
+        self.spawn_eval(gate.sharing.timeout, gate.key.to_string(), invocation, None);
     }
 }
 
 /// See [`SharedStore::reserve`](crate::seams::SharedStore::reserve): one script for both gates.
+/// On a Redis Cluster, a policy whose rate gate is per key and token gate per function (or the
+/// reverse) has its gates in two slots: each is reserved by a script of its own, within one
+/// `shared_timeout` together, and the first given back if the second does not grant (both or
+/// neither still, though not in one step).
 pub(crate) async fn reserve(
     store: &Store,
     reservation: &Reservation,
 ) -> Result<Reserved, Unavailable> {
+    let mut asks = reservation.asks();
     // resil asks only for a policy with a shared gate.
-    let timeout = reservation
-        .asks()
-        .next()
-        .map(|ask| ask.gate().timeout())
-        .ok_or(Unavailable)?;
+    let first = asks.next().ok_or(Unavailable)?;
+    let deadline = Instant::now() + first.gate().timeout();
     let limit = reservation.limit().map_or(-1, |limit| {
         i64::try_from(whole_micros(limit)).unwrap_or(i64::MAX)
     });
+    let second = match asks.next() {
+        Some(second) if store.apart(first.gate().name(), second.gate().name()) => second,
+        second => {
+            let both = [Some(first), second];
+            return Ok(run(store, both, limit, deadline).await?.into());
+        }
+    };
+    let (wait, slot) = match run(store, [Some(first), None], limit, deadline).await? {
+        Reply::Granted(wait, [Some(slot), _]) => (wait, slot),
+        other => return Ok(other.into()),
+    };
+    match run(store, [Some(second), None], limit, deadline).await {
+        Ok(Reply::Granted(other, [Some(second), _])) => {
+            Ok(Reserved::granted(wait.max(other), [slot, second]))
+        }
+        answer => {
+            store.refund_slot(first.gate(), slot);
+            Ok(answer?.into())
+        }
+    }
+}
+
+/// What one reservation script answered.
+enum Reply {
+    Granted(Duration, [Option<Slot>; 2]),
+    Refused(Duration),
+}
+
+impl From<Reply> for Reserved {
+    fn from(reply: Reply) -> Self {
+        match reply {
+            Reply::Granted(wait, slots) => Reserved::granted(wait, slots.into_iter().flatten()),
+            Reply::Refused(retry_in) => Reserved::refused(retry_in),
+        }
+    }
+}
+
+/// One script for the asks given (whose keys share a hash slot), answered by `deadline`.
+async fn run(
+    store: &Store,
+    asks: [Option<&Ask>; 2],
+    limit: i64,
+    deadline: Instant,
+) -> Result<Reply, Unavailable> {
     let mut invocation = RESERVE.prepare_invoke();
     invocation.arg(limit).arg(whole_micros(SEEN_FOR));
-    for ask in reservation.asks() {
+    for ask in asks.iter().flatten() {
         let beat = match ask.heartbeat() {
             Some(_) => store.instance(),
             None => "",
@@ -68,19 +118,28 @@ pub(crate) async fn reserve(
             .arg(ask.cost())
             .arg(beat);
     }
+    let key = asks
+        .iter()
+        .flatten()
+        .next()
+        .ok_or(Unavailable)?
+        .gate()
+        .name();
+    let patience = deadline.saturating_duration_since(Instant::now());
     let reply = store
-        .eval::<Vec<u64>>(timeout, &invocation)
+        .eval::<Vec<u64>>(patience, key, &invocation)
         .await
         .ok_or(Unavailable)?;
     match *reply.as_slice() {
         [1, wait, ref rest @ ..] => {
-            let slots = rest.chunks_exact(5).map(|slot| {
+            let mut slots = rest.chunks_exact(5).map(|slot| {
                 Slot::new(slot[0], slot[1], slot[2], Duration::from_micros(slot[3]))
                     .with_instances(slot[4])
             });
-            Ok(Reserved::granted(Duration::from_micros(wait), slots))
+            let wait = Duration::from_micros(wait);
+            Ok(Reply::Granted(wait, [slots.next(), slots.next()]))
         }
-        [_, wait, ..] => Ok(Reserved::refused(Duration::from_micros(wait))),
+        [_, wait, ..] => Ok(Reply::Refused(Duration::from_micros(wait))),
         _ => Err(Unavailable),
     }
 }

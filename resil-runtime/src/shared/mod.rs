@@ -26,11 +26,17 @@
 //!
 //! | what | Redis key | lives |
 //! |---|---|---|
-//! | a breaker's opening | `resil:breaker:{name}:open` | its cooldown |
-//! | the half-open probe's lock | `resil:breaker:{name}:probe` | the probe's own limit |
-//! | a shared window's buckets | `resil:breaker:{name}:window` | a window after its last batch |
-//! | a rate gate | `resil:rate:{fn}`, `resil:tokens:{fn}` (`…:{label}={key}` per key) | until its slots are past |
-//! | the instances using a gate | `resil:rate:{fn}:seen` (and the others' `…:seen`) | 5 s after the last heartbeat |
+//! | a breaker's opening | `resil:{breaker:NAME}:open` | its cooldown |
+//! | the half-open probe's lock | `resil:{breaker:NAME}:probe` | the probe's own limit |
+//! | a shared window's buckets | `resil:{breaker:NAME}:window` | a window after its last batch |
+//! | a rate gate | `resil:{gate:FN}:rate`, `resil:{gate:FN}:tokens` (`resil:{gate:FN:LABEL=KEY}:…` per key) | until its slots are past |
+//! | the instances using a gate | `resil:{gate:FN}:rate:seen` (and the others' `…:seen`) | 5 s after the last heartbeat |
+//!
+//! The part in braces is the key's Redis Cluster hash tag: every key one script touches
+//! shares it (a breaker's opening, probe lock and window; a function's rate and token gates
+//! and their instances), so the script runs on one node, and different breakers and gates
+//! spread over the nodes. A name's own `%`, `{` and `}` are percent-encoded (`%25`, `%7B`,
+//! `%7D`), so no name ends or splits its tag and two names are always two keys.
 //!
 //! - **Breaker.** The local state stays the fast path: a closed breaker admits with one atomic
 //!   load and never waits on Redis. Opening and closing are written and published on the
@@ -57,6 +63,19 @@
 //!   holds are applied here, openings made here meanwhile are published). `shared_fail = "closed"`
 //!   refuses instead ([`Rejected::SharedUnavailable`](crate::Rejected)): for the rare limit
 //!   that must never be exceeded, at the price of refusing every call while Redis is down.
+//! - **TLS** (feature `redis-tls`): `rediss://` URLs, verified against the system's roots or
+//!   [`RedisBuilder::ca_file`], with [`RedisBuilder::client_cert`] for mutual TLS. A refused
+//!   handshake is said (the event's reason, and [`Redis::last_error`]) with its fix.
+//! - **Redis Cluster** ([`Redis::cluster`]): each script runs on the node that holds its hash
+//!   tag. A dead node's breakers and gates decide locally until it answers or the cluster
+//!   fails over (the node is skipped 1 s, doubling to 8 s, rather than waited on at every
+//!   call), said once per node as the store `"{nodes} node {host:port}"`; the others keep
+//!   sharing and the store stays available. A node that does not answer within
+//!   `shared_timeout` is skipped alike, whichever timer (the store's, or resil's own around
+//!   [`SharedStore::reserve`] and [`SharedStore::acquire_probe`]) fires first: the store knows
+//!   the node of the call that was late, so [`SharedStore::timed_out`] does not take the whole
+//!   cluster for down. News is heard on one node (a cluster broadcasts every PUBLISH), and on
+//!   the next one listed when it goes.
 //! - **Operators.** [`Breaker::force_open`](crate::Breaker::force_open) and
 //!   [`Breaker::reset`](crate::Breaker::reset) act on this instance only (its admin
 //!   endpoint), and a breaker forced open ignores what peers publish until it is reset.
@@ -79,6 +98,8 @@
 
 #[cfg(feature = "redis")]
 mod breaker;
+#[cfg(feature = "redis")]
+mod builder;
 #[cfg(any(test, feature = "conformance"))]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
@@ -92,11 +113,17 @@ mod policy;
 mod scripts;
 #[cfg(feature = "redis")]
 mod store;
+#[cfg(feature = "redis")]
+mod target;
+#[cfg(feature = "redis-tls")]
+mod tls;
 
 pub use crate::seams::{
     Announcement, Ask, BreakerLink, BreakerNews, Change, GateLink, GateNews, Probe, Reservation,
     Reserved, SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums,
 };
+#[cfg(feature = "redis")]
+pub use builder::RedisBuilder;
 pub use memory::InMemory;
 pub use policy::IntoSharedStore;
 
@@ -165,11 +192,20 @@ impl fmt::Debug for Redis {
 #[non_exhaustive]
 pub enum SharedError {
     /// The URL is not a Redis URL resil can use.
-    #[error("`{url}` cannot be used as a Redis URL ({reason}): write it as redis://host:port/ or redis://:password@host:port/db (rediss://, TLS, is not supported yet)")]
+    #[error("`{url}` cannot be used as a Redis URL ({reason}): write it as redis://host:port/, redis://:password@host:port/db, or rediss://host:port/ for TLS (resil's feature `redis-tls`)")]
     Url {
         /// The URL, its password hidden.
         url: String,
         /// What the client said.
+        reason: String,
+    },
+    /// A TLS file ([`RedisBuilder::ca_file`], [`RedisBuilder::client_cert`]) is missing or
+    /// does not parse.
+    #[error("the TLS file `{path}` cannot be used: {reason}")]
+    Tls {
+        /// The file's path.
+        path: String,
+        /// What is wrong with it, and the fix.
         reason: String,
     },
     /// No tokio runtime to run the store's task on, or one without its IO or time driver.
@@ -186,20 +222,14 @@ impl Redis {
     /// An unreachable server is not an error: the service starts, its policies decide locally
     /// (fail-open), and the store connects as soon as Redis answers. A malformed URL is.
     pub async fn connect(url: &str) -> Result<Redis, SharedError> {
-        let store = global();
-        store.attach(client(url)?, store::redacted(url)).await?;
-        Ok(Redis {
-            store: Arc::clone(store),
-        })
+        Redis::builder(url).connect().await
     }
 
     /// Opens a store at `url` without installing it: for a policy built with
     /// [`PolicyBuilder::shared_in`](crate::PolicyBuilder::shared_in), such as two instances
     /// simulated in one process, each with its own store.
     pub async fn open(url: &str) -> Result<Redis, SharedError> {
-        let store = Store::new();
-        store.attach(client(url)?, store::redacted(url)).await?;
-        Ok(Redis { store })
+        Redis::builder(url).open().await
     }
 
     /// The store [`Redis::connect`] installed, if any.
@@ -215,18 +245,29 @@ impl Redis {
         self.store.is_available()
     }
 
+    /// Why the store, or a cluster node, does not answer now, as the
+    /// [`Event::SharedUnavailable`](crate::events::Event) said it (a refused certificate
+    /// names its fix: `ca_file`, the host name, `client_cert`); `None` while everything
+    /// answers. The latest failure's reason, cleared when Redis answers again.
+    ///
+    /// ```no_run
+    /// use resil_runtime::shared::Redis;
+    ///
+    /// # async fn run() -> Result<(), resil_runtime::shared::SharedError> {
+    /// let store = Redis::builder("rediss://redis.internal:6380/").connect().await?;
+    /// if let Some(reason) = store.last_error() {
+    ///     eprintln!("deciding locally: {reason}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn last_error(&self) -> Option<String> {
+        self.store.last_error()
+    }
+
     /// This instance's random id, carried by what it publishes (it ignores its own messages).
     pub fn instance(&self) -> &str {
         self.store.instance()
     }
-}
-
-#[cfg(feature = "redis")]
-fn client(url: &str) -> Result<redis::Client, SharedError> {
-    redis::Client::open(url).map_err(|error| SharedError::Url {
-        url: store::redacted(url),
-        reason: error.to_string(),
-    })
 }
 
 #[cfg(feature = "redis")]

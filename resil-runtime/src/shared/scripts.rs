@@ -9,62 +9,69 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+/// Every script's source, for loading them on each cluster node before they are needed.
+pub(super) const SOURCES: [&str; 9] = [
+    PROBE_LUA,
+    OPEN_FOR_LUA,
+    OPEN_LUA,
+    CLOSE_LUA,
+    RELEASE_LUA,
+    RESERVE_LUA,
+    REFUND_LUA,
+    HOLD_LUA,
+    WINDOW_LUA,
+];
+
 /// The channel breakers' openings and closings, and gates' throttles, are published on.
 pub(super) const CHANNEL: &str = "resil:breakers";
 
 /// Asks for the half-open probe. KEYS: the opening, the probe lock. ARGV: this instance,
 /// the probe's limit in ms. Returns 0 when this instance probes, else the ms until the
 /// peer's opening or probe ends.
-pub(super) static PROBE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(super) static PROBE: LazyLock<Script> = LazyLock::new(|| Script::new(PROBE_LUA));
+const PROBE_LUA: &str = r"
 local open = redis.call('PTTL', KEYS[1])
 if open > 0 then return open end
 if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
 local held = redis.call('PTTL', KEYS[2])
 if held < 1 then return 1 end
 return held
-",
-    )
-});
+";
+
+/// How long a breaker's opening lasts still, in ms (as `PTTL`): a script, so that a
+/// cluster's re-sync finds the script's node and its failures as the others' do. KEYS: the
+/// opening.
+pub(super) static OPEN_FOR: LazyLock<Script> = LazyLock::new(|| Script::new(OPEN_FOR_LUA));
+const OPEN_FOR_LUA: &str = "return redis.call('PTTL', KEYS[1])";
 
 /// Records an opening and tells every instance. KEYS: the opening, the probe lock, the
 /// shared window (its calls count for nothing once it opened). ARGV: the cooldown in ms, the
 /// message, this instance.
-pub(super) static OPEN: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(super) static OPEN: LazyLock<Script> = LazyLock::new(|| Script::new(OPEN_LUA));
+const OPEN_LUA: &str = r"
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[1])
 redis.call('DEL', KEYS[3])
 if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('DEL', KEYS[2]) end
 return redis.call('PUBLISH', 'resil:breakers', ARGV[2])
-",
-    )
-});
+";
 
 /// Records a closing and tells every instance. KEYS: the opening, the probe lock, the shared
 /// window (a closed breaker judges afresh: batches sent while it was open are forgotten).
 /// ARGV: the message, this instance.
-pub(super) static CLOSE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(super) static CLOSE: LazyLock<Script> = LazyLock::new(|| Script::new(CLOSE_LUA));
+const CLOSE_LUA: &str = r"
 redis.call('DEL', KEYS[1], KEYS[3])
 if redis.call('GET', KEYS[2]) == ARGV[2] then redis.call('DEL', KEYS[2]) end
 return redis.call('PUBLISH', 'resil:breakers', ARGV[1])
-",
-    )
-});
+";
 
 /// Gives the probe lock back when the probe ended with no verdict. KEYS: the probe lock.
 /// ARGV: this instance.
-pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(super) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));
+const RELEASE_LUA: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
-",
-    )
-});
+";
 
 /// GCRA over one or two gates at once (all reserve or none). A gate is a hash: `tat` (its
 /// theoretical arrival time), `epoch` (throttles so far) and `held` (the latest throttle's
@@ -76,9 +83,8 @@ return 0
 /// (reserved; µs until the slot) followed, per gate, by the slot: the schedule before it and
 /// after it, the epoch, how far after now it ends, and the instances seen (0 without a
 /// heartbeat).
-pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(RESERVE_LUA));
+const RESERVE_LUA: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
@@ -118,16 +124,13 @@ for i = 1, #KEYS / 2 do
   end
 end
 return reply
-",
-    )
-});
+";
 
 /// Gives a slot back, reserved but not used: only while it is the latest promised and no
 /// throttle revoked it (a slot in the middle of the queue stays spent). KEYS: the gate. ARGV:
 /// the schedule after the slot and before it, its epoch.
-pub(super) static REFUND: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(super) static REFUND: LazyLock<Script> = LazyLock::new(|| Script::new(REFUND_LUA));
+const REFUND_LUA: &str = r"
 local state = redis.call('HMGET', KEYS[1], 'tat', 'epoch')
 if state[1] ~= ARGV[1] or (state[2] or '0') ~= ARGV[3] then return 0 end
 local t = redis.call('TIME')
@@ -135,18 +138,15 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 redis.call('HSET', KEYS[1], 'tat', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((tonumber(ARGV[2]) - now) / 1000))))
 return 1
-",
-    )
-});
+";
 
 /// A provider throttled a call: no slot for anyone before its wait is over, then the steady
 /// rate; slots already promised, by any instance, are revoked, and every instance hears it.
 /// A wait that ends before an earlier throttle's changes nothing; a short one still counts
 /// the slots already used (the schedule, up to now plus the burst). KEYS: the gate. ARGV: the
 /// wait, the tolerance and the interval, in µs, then the message to publish.
-pub(super) static HOLD: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(super) static HOLD: LazyLock<Script> = LazyLock::new(|| Script::new(HOLD_LUA));
+const HOLD_LUA: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local held = now + tonumber(ARGV[1])
@@ -159,9 +159,7 @@ redis.call('HINCRBY', KEYS[1], 'epoch', 1)
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((math.max(tat, held) - now) / 1000))))
 redis.call('PUBLISH', 'resil:breakers', ARGV[4])
 return 1
-",
-    )
-});
+";
 
 /// Adds an instance's batch of calls to a shared breaker's time window and returns the
 /// window's sums. The window is a hash of buckets on Redis's clock: `c{n}` and `b{n}`, the
@@ -169,9 +167,8 @@ return 1
 /// the window has passed are deleted as they are met, and the hash expires a window after its
 /// last batch. KEYS: the window. ARGV: the bucket width in µs, the buckets in a window, the
 /// batch's calls and bad calls, the expiry in ms. Returns `{calls, bad}`.
-pub(super) static WINDOW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
+pub(super) static WINDOW: LazyLock<Script> = LazyLock::new(|| Script::new(WINDOW_LUA));
+const WINDOW_LUA: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local head = math.floor(now / tonumber(ARGV[1]))
@@ -193,6 +190,4 @@ for i = 1, #fields, 2 do
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {calls, bad}
-",
-    )
-});
+";

@@ -1,5 +1,6 @@
 //! Feature `conformance`: the checks every [`SharedStore`] passes, run against any store by
-//! [`run`]: Redis's and the in-memory store's tests run them, and a store of your own can.
+//! [`run`]: resil's tests run them over the in-memory store, Redis, Redis over TLS and a Redis
+//! Cluster, and a store of your own can.
 //!
 //! [`run`] takes a maker of instances: each call returns a new instance of the service (a new
 //! connection, as another process would have) sharing one state. The checks use names of
@@ -43,8 +44,8 @@ use outage::Outage;
 mod outage;
 mod windows;
 use crate::seams::{
-    reserve, BreakerLink, GateLink, Granted, Probe, SharedSlots, SharedStore, Sharing, Slot,
-    Unavailable,
+    breaker_id, reserve, BreakerLink, GateLink, Granted, Probe, SharedSlots, SharedStore, Sharing,
+    Slot, Unavailable,
 };
 use crate::{Breaker, BreakerConfig, BreakerState, Policy, Rejected, Transient};
 
@@ -271,7 +272,7 @@ where
     }
 
     async fn the_probe_lock_has_one_holder_and_expires(&mut self) {
-        let id = format!("resil:breaker:{}", self.name("probe"));
+        let id = breaker_id(&self.name("probe"));
         let (here, there) = (self.instance().await, self.instance().await);
         let (mine, theirs) = (link(&here, &id), link(&there, &id));
         let answer = probe(&here, &mine, COOLDOWN).await;
@@ -395,7 +396,7 @@ async fn probe(
         .unwrap_or_else(|_| panic!("conformance: acquire_probe answers within {PATIENCE:?}"))
 }
 
-/// A gate of `store` named `resil:rate:{name}`, an hour between slots, `burst` at once.
+/// A gate of `store` named `resil:{gate:NAME}:rate`, an hour between slots, `burst` at once.
 fn gate(store: &Arc<dyn SharedStore>, name: &str, burst: u64) -> Arc<GateLink> {
     let hour = u64::try_from(HOUR.as_nanos()).unwrap_or(u64::MAX);
     GateLink::new(&sharing(store), "rate", name, hour, burst)

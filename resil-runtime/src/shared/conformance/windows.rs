@@ -12,8 +12,8 @@ use tokio::time::{sleep, Instant};
 use super::{call, gate, granted, link, reserve_in, Failure, Suite, PATIENCE, WITHIN};
 use crate::breaker::summed::WindowCounts;
 use crate::seams::{
-    Announcement, BreakerLink, BreakerNews, GateLink, GateNews, Probe, Reservation, Reserved,
-    SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums, SEEN_FOR,
+    breaker_id, Announcement, BreakerLink, BreakerNews, GateLink, GateNews, Probe, Reservation,
+    Reserved, SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums, SEEN_FOR,
 };
 use crate::shared::IntoSharedStore;
 use crate::{BreakerKind, BreakerState, Policy, WindowSize};
@@ -29,7 +29,7 @@ where
     S: IntoSharedStore,
 {
     pub(super) async fn two_instances_batches_are_summed_and_age_out(&mut self) {
-        let id = format!("resil:breaker:{}", self.name("window"));
+        let id = breaker_id(&self.name("window"));
         let (here, there) = (self.instance().await, self.instance().await);
         let (here, there) = (link(&here, &id), link(&there, &id));
         let Some(first) = add(&here, 3, 1).await else {

@@ -1,36 +1,35 @@
-//! [`Store`]: one connection to Redis, one subscription to the breakers' channel, and the
-//! task that keeps both up, tells when Redis is gone and re-syncs when it is back.
+//! [`Store`]: one connection to Redis (a server, or a cluster's nodes), one subscription to
+//! the breakers' channel, and the task that keeps both up, tells when Redis is gone and
+//! re-syncs when it is back.
+//!
+//! On one server, a failure makes the whole store unavailable until the task's PING is
+//! answered again. On a cluster, a failure is its node's ([`Nodes`]): that node's keys decide
+//! locally for a while, the others keep sharing, and the store stays available.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use rand::Rng;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, FromRedisValue, ScriptInvocation};
+use redis::{FromRedisValue, ScriptInvocation};
 use tokio::sync::{oneshot, Notify};
 use tokio::task::AbortHandle;
-use tokio::time::{sleep, timeout};
+use tokio::time::{timeout, Instant};
 
 use super::breaker::{open_key, Message, News};
 use super::listed::Listed;
-use super::scripts::{CHANNEL, CLOSE, OPEN};
+use super::target::{Connection, Target};
 use super::SharedError;
 use crate::events;
 use crate::seams::{Announcement, BreakerNews, GateNews, SharedStore};
 use crate::sync::{lock_std, read_std, write_std};
 
+mod nodes;
 mod seam;
+mod task;
 
-/// How long connecting (TCP, handshake, subscription) may take before it counts as failed.
-const CONNECT: Duration = Duration::from_secs(1);
-/// How long the task waits for a PING after an operation timed out: Redis may only be slow.
-const CHECK: Duration = Duration::from_secs(1);
-/// The reconnection backoff's first step and cap: a fleet's reconnections spread over a
-/// second or two, and an instance is back at most 2 s after Redis is.
-const RECONNECT_BASE: Duration = Duration::from_millis(100);
-const RECONNECT_CAP: Duration = Duration::from_secs(2);
+use nodes::Nodes;
+use task::{keep_up, sync};
 
 pub(crate) struct Store {
     /// Itself, for the tasks it spawns: what the breakers and gates hold is a `&dyn
@@ -40,10 +39,15 @@ pub(crate) struct Store {
     url: Mutex<Option<Arc<str>>>,
     task: Mutex<Option<AbortHandle>>,
     /// The connection, kept while it may still work; `available` says whether to use it.
-    connection: RwLock<Option<MultiplexedConnection>>,
+    connection: RwLock<Option<Connection>>,
     available: AtomicBool,
     /// Whether the current outage was told (from the first failure to the next answer).
     in_outage: AtomicBool,
+    /// The latest failure's reason, until Redis answers again.
+    last_error: Mutex<Option<Arc<str>>>,
+    /// Whether the store is a cluster's: a failure is then its node's.
+    cluster: AtomicBool,
+    nodes: Nodes,
     /// The shared breakers of this process, by their Redis name (several, for keys of a
     /// keyed policy that are unequal but print alike: they share the name, and hear its news).
     breakers: Listed<BreakerNews>,
@@ -73,6 +77,9 @@ impl Store {
             connection: RwLock::new(None),
             available: AtomicBool::new(false),
             in_outage: AtomicBool::new(false),
+            last_error: Mutex::new(None),
+            cluster: AtomicBool::new(false),
+            nodes: Nodes::default(),
             breakers: Listed::default(),
             gates: Listed::default(),
             check: Arc::new(Notify::new()),
@@ -95,20 +102,34 @@ impl Store {
         self.available.load(Ordering::Acquire)
     }
 
+    pub(crate) fn last_error(&self) -> Option<String> {
+        lock_std(&self.last_error).as_deref().map(str::to_owned)
+    }
+
+    fn is_cluster(&self) -> bool {
+        self.cluster.load(Ordering::Acquire)
+    }
+
+    /// Whether the keys `a` and `b` cannot go in one script: on a cluster, in two slots.
+    pub(crate) fn apart(&self, a: &str, b: &str) -> bool {
+        self.is_cluster() && nodes::slot(a) != nodes::slot(b)
+    }
+
     /// Points the store at a server: starts the task that connects (replacing any earlier
     /// one) and returns once its first attempt has ended, connected or not.
     pub(crate) async fn attach(
         self: &Arc<Self>,
-        client: redis::Client,
+        target: Target,
         url: String,
     ) -> Result<(), SharedError> {
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| SharedError::NoRuntime)?;
         *lock_std(&self.url) = Some(Arc::from(url));
+        self.cluster.store(target.is_cluster(), Ordering::Release);
         let (contacted, first) = oneshot::channel();
         let task = runtime.spawn(keep_up(
             Arc::downgrade(self),
             Arc::clone(&self.check),
-            client,
+            target,
             contacted,
         ));
         if let Some(previous) = lock_std(&self.task).replace(task.abort_handle()) {
@@ -135,23 +156,58 @@ impl Store {
         }
     }
 
-    /// Runs a script if Redis answers within `limit`. `None` when it does not (or is known to
-    /// be down): the caller decides locally, and the first failure of an outage says so.
+    /// Runs a script whose first key is `key` if Redis answers within `limit`. `None` when it
+    /// does not (or is known to be down, or `key`'s cluster node is): the caller decides
+    /// locally, and the first failure of an outage says so.
     pub(crate) async fn eval<T: FromRedisValue>(
         &self,
         limit: Duration,
+        key: &str,
         invocation: &ScriptInvocation<'_>,
     ) -> Option<T> {
         if !SharedStore::usable(self) {
             return None;
         }
+        self.eval_on(limit, key, invocation).await
+    }
+
+    /// [`Store::eval`] on the connection, whether or not the store counts as available yet
+    /// (for the re-sync that makes it so).
+    async fn eval_on<T: FromRedisValue>(
+        &self,
+        limit: Duration,
+        key: &str,
+        invocation: &ScriptInvocation<'_>,
+    ) -> Option<T> {
         let mut connection = read_std(&self.connection).clone()?;
-        match timeout(limit, invocation.invoke_async(&mut connection)).await {
+        let node = self.is_cluster().then(|| self.nodes.of(key));
+        if node.as_deref().is_some_and(|node| self.nodes.skipped(node)) {
+            return None;
+        }
+        let asked = Asked::new(self, node, limit);
+        let answer = timeout(limit, invocation.invoke_async(&mut connection)).await;
+        if let Some(node) = asked.answered() {
+            return match answer {
+                Ok(Ok(answer)) => {
+                    self.node_answered(&node);
+                    Some(answer)
+                }
+                Ok(Err(error)) => {
+                    self.node_failed(&node, &error.to_string());
+                    None
+                }
+                Err(_) => {
+                    self.node_failed(&node, &late(limit));
+                    None
+                }
+            };
+        }
+        match answer {
             Ok(Ok(answer)) => {
                 self.outage_ends();
                 Some(answer)
             }
-            Ok(Err(error)) if unreachable(&error) => {
+            Ok(Err(error)) if task::unreachable(&error) => {
                 self.lost(&error.to_string());
                 None
             }
@@ -163,19 +219,106 @@ impl Store {
                 None
             }
             Err(_) => {
-                self.lost(&format!("no answer within {limit:?} (shared_timeout)"));
+                self.lost(&late(limit));
                 None
             }
         }
     }
 
-    /// Runs a script in the background, for what no caller waits on (publishing a
-    /// transition, giving a slot back). `announcement` is published once Redis has run it (see
-    /// [`Announcement::published`]); false when it was not even sent (Redis is down, or no
-    /// runtime).
+    /// A cluster node failed a call: its keys decide locally a while (see [`Nodes`]); the
+    /// first failure in a row is said, as an outage of `{store} node {host:port}`, and the
+    /// map of slots is read again (the cluster may be failing over).
+    fn node_failed(&self, node: &Arc<str>, reason: &str) {
+        *lock_std(&self.last_error) = Some(Arc::from(format!("node {node}: {reason}")));
+        if !self.nodes.failed(node) {
+            return;
+        }
+        let url = self.url().unwrap_or_else(|| Arc::from(""));
+        let reason = format!(
+            "{reason}: the keys this Redis Cluster node holds decide locally until it answers or the cluster fails over; the other nodes' keys are still shared"
+        );
+        events::shared_store(&format!("{url} node {node}"), Some(&reason));
+        if let (Ok(runtime), Some(store)) =
+            (tokio::runtime::Handle::try_current(), self.me.upgrade())
+        {
+            runtime.spawn(async move { store.learn_slots().await });
+        }
+    }
+
+    /// A cluster node answered: if it was out, it is back; the breakers it holds re-sync, and
+    /// the gates it holds take their slots from it again.
+    fn node_answered(&self, node: &str) {
+        if !self.nodes.answered(node) {
+            return;
+        }
+        if !self.nodes.any_out() {
+            *lock_std(&self.last_error) = None;
+        }
+        let url = self.url().unwrap_or_else(|| Arc::from(""));
+        events::shared_store(&format!("{url} node {node}"), None);
+        for gate in self.gates.all() {
+            if *self.nodes.of(gate.name()) == *node {
+                gate.store_returned();
+            }
+        }
+        let breakers: Vec<_> = (self.breakers.all().into_iter())
+            .filter(|breaker| *self.nodes.of(&open_key(breaker.name())) == *node)
+            .collect();
+        let connection = read_std(&self.connection).clone();
+        if let (Ok(runtime), Some(store), Some(connection)) = (
+            tokio::runtime::Handle::try_current(),
+            self.me.upgrade(),
+            connection,
+        ) {
+            let node = node.to_owned();
+            runtime.spawn(async move {
+                store.load_scripts(&node).await;
+                let _ = sync(&store, &connection, &breakers).await;
+            });
+        }
+    }
+
+    /// Reads which cluster node serves which slots (`CLUSTER SLOTS`).
+    async fn learn_slots(&self) {
+        let Some(mut connection) = read_std(&self.connection).clone() else {
+            return;
+        };
+        let asked = redis::cmd("CLUSTER").arg("SLOTS").clone();
+        let answer = timeout(
+            task::CHECK,
+            asked.query_async::<redis::Value>(&mut connection),
+        )
+        .await;
+        if let Ok(Ok(answer)) = answer {
+            self.nodes.learn(&answer);
+        }
+    }
+
+    /// Loads every script on a cluster's `node`, so that running one does not depend on
+    /// redis-rs's fallback for a missing script, which loads it on every node at once.
+    async fn load_scripts(&self, node: &str) {
+        let Some(mut connection) = read_std(&self.connection).clone() else {
+            return;
+        };
+        for source in super::scripts::SOURCES {
+            let load = redis::cmd("SCRIPT").arg("LOAD").arg(source).clone();
+            if !matches!(
+                timeout(task::CHECK, connection.on_node(node, load)).await,
+                Ok(Ok(_))
+            ) {
+                return;
+            }
+        }
+    }
+
+    /// Runs a script whose first key is `key` in the background, for what no caller waits on
+    /// (publishing a transition, giving a slot back). `announcement` is published once Redis
+    /// has run it (see [`Announcement::published`]); false when it was not even sent (Redis
+    /// is down, or no runtime).
     pub(crate) fn spawn_eval(
         &self,
         limit: Duration,
+        key: String,
         invocation: ScriptInvocation<'static>,
         announcement: Option<Announcement>,
     ) -> bool {
@@ -187,7 +330,7 @@ impl Store {
             return false;
         };
         runtime.spawn(async move {
-            let ran: Option<redis::Value> = store.eval(limit, &invocation).await;
+            let ran: Option<redis::Value> = store.eval(limit, &key, &invocation).await;
             if let (Some(_), Some(announcement)) = (ran, announcement) {
                 announcement.published();
             }
@@ -206,6 +349,7 @@ impl Store {
     /// An outage begins (Redis gone, or refusing scripts), said once: it lasts to the next
     /// answer.
     fn outage_begins(&self, reason: &str) {
+        *lock_std(&self.last_error) = Some(Arc::from(reason));
         if !self.in_outage.swap(true, Ordering::AcqRel) {
             let url = self.url().unwrap_or_else(|| Arc::from(""));
             events::shared_store(&url, Some(reason));
@@ -216,24 +360,35 @@ impl Store {
     /// that runs comes here.
     fn outage_ends(&self) {
         if self.in_outage.load(Ordering::Acquire) && self.in_outage.swap(false, Ordering::AcqRel) {
+            if !self.nodes.any_out() {
+                *lock_std(&self.last_error) = None;
+            }
             let url = self.url().unwrap_or_else(|| Arc::from(""));
             events::shared_store(&url, None);
         }
     }
 
     /// Redis answers (again): re-sync every shared breaker, then use it. A breaker that
-    /// cannot be re-synced ends the session: the task reconnects.
-    async fn up(&self, connection: MultiplexedConnection) -> Result<(), String> {
+    /// cannot be re-synced ends the session: the task reconnects (on a cluster, it is its
+    /// node's failure).
+    async fn up(&self, connection: Connection) -> Result<(), String> {
         *write_std(&self.connection) = Some(connection.clone());
+        if self.is_cluster() {
+            self.learn_slots().await;
+            let nodes = self.nodes.all();
+            futures_util::future::join_all(nodes.iter().map(|node| self.load_scripts(node))).await;
+        }
         let breakers = self.breakers.all();
         sync(self, &connection, &breakers)
             .await
             .map_err(|error| format!("re-sync failed: {error}"))?;
-        self.available.store(true, Ordering::Release);
         // The slots the local gates promised meanwhile are taken again from Redis: run beside
-        // its schedule, which does not count them, they would double the rate.
-        for gate in self.gates.all() {
-            gate.store_returned();
+        // its schedule, which does not count them, they would double the rate. (A cluster's
+        // store that only moved its subscription promised none.)
+        if !self.available.swap(true, Ordering::AcqRel) {
+            for gate in self.gates.all() {
+                gate.store_returned();
+            }
         }
         self.outage_ends();
         Ok(())
@@ -259,169 +414,48 @@ impl Store {
     }
 }
 
-/// Brings shared breakers in line with Redis: a transition made here that Redis did not hear
-/// of is published (it is the newest news); the others learn of the openings Redis holds. One
-/// pipelined round trip however many breakers there are (and one more to load the scripts a
-/// restarted Redis no longer has).
-async fn sync(
-    store: &Store,
-    connection: &MultiplexedConnection,
-    breakers: &[BreakerNews],
-) -> redis::RedisResult<()> {
-    let mut connection = connection.clone();
-    let mut asked = Vec::new();
-    let mut published = Vec::new();
-    let mut pipe = redis::pipe();
-    for breaker in breakers {
-        match breaker.untold() {
-            Some(announcement) => {
-                pipe.invoke_script(&store.recording(&announcement)).ignore();
-                published.push(announcement);
-            }
-            None => {
-                pipe.cmd("PTTL").arg(open_key(breaker.name()));
-                asked.push(breaker);
-            }
+/// A script sent to a cluster node, until it is answered. resil bounds the wait by
+/// `shared_timeout` too, and when its timer fires first, it drops the call and tells the store
+/// ([`SharedStore::timed_out`]) without saying which node was late: dropped unanswered once its
+/// time is up, the call is its node's failure, as its own timeout's would have been; dropped
+/// sooner, its caller went away, and the node is not blamed.
+struct Asked<'a> {
+    store: &'a Store,
+    node: Option<Arc<str>>,
+    limit: Duration,
+    until: Instant,
+}
+
+impl<'a> Asked<'a> {
+    fn new(store: &'a Store, node: Option<Arc<str>>, limit: Duration) -> Self {
+        let until = Instant::now() + limit;
+        Asked {
+            store,
+            node,
+            limit,
+            until,
         }
     }
-    if asked.is_empty() && published.is_empty() {
-        return Ok(());
-    }
-    // A pipeline sends EVALSHA without falling back to EVAL: the scripts must be there.
-    if !published.is_empty() {
-        for script in [&*OPEN, &*CLOSE] {
-            timeout(CHECK, script.load_async(&mut connection))
-                .await
-                .map_err(|_| timed_out())??;
-        }
-    }
-    let open_for: Vec<i64> = timeout(CHECK, pipe.query_async(&mut connection))
-        .await
-        .map_err(|_| timed_out())??;
-    for announcement in published {
-        announcement.published();
-    }
-    for (breaker, open_for) in asked.into_iter().zip(open_for) {
-        if open_for > 0 {
-            breaker.opened_elsewhere(Duration::from_millis(open_for.unsigned_abs()));
-        }
-    }
-    Ok(())
-}
 
-/// The store's task: connect, subscribe, re-sync, listen; when Redis goes, reconnect with
-/// jittered backoff so that a fleet of instances does not reconnect in lockstep.
-async fn keep_up(
-    store: Weak<Store>,
-    check: Arc<Notify>,
-    client: redis::Client,
-    contacted: oneshot::Sender<()>,
-) {
-    let mut contacted = Some(contacted);
-    let mut failures = 0u32;
-    loop {
-        let reason = match connect(&client).await {
-            Ok((connection, pubsub)) => {
-                let Some(strong) = store.upgrade() else {
-                    return;
-                };
-                let synced = strong.up(connection.clone()).await;
-                drop(strong);
-                match synced {
-                    Err(reason) => reason,
-                    Ok(()) => {
-                        if let Some(contacted) = contacted.take() {
-                            let _ = contacted.send(());
-                        }
-                        failures = 0;
-                        listen(&store, &check, connection, pubsub).await
-                    }
-                }
-            }
-            Err(error) => error.to_string(),
-        };
-        let Some(strong) = store.upgrade() else {
-            return;
-        };
-        strong.lost(&reason);
-        drop(strong);
-        if let Some(contacted) = contacted.take() {
-            let _ = contacted.send(());
-        }
-        failures = failures.saturating_add(1);
-        sleep(reconnect_wait(failures)).await;
+    /// The node asked (none on one server), its answer come, or its own timeout.
+    fn answered(mut self) -> Option<Arc<str>> {
+        self.node.take()
     }
 }
 
-async fn connect(
-    client: &redis::Client,
-) -> redis::RedisResult<(MultiplexedConnection, redis::aio::PubSub)> {
-    let config = AsyncConnectionConfig::new()
-        .set_connection_timeout(Some(CONNECT))
-        .set_response_timeout(Some(CONNECT));
-    let connection = client
-        .get_multiplexed_async_connection_with_config(&config)
-        .await?;
-    let mut pubsub = timeout(CONNECT, client.get_async_pubsub())
-        .await
-        .map_err(|_| timed_out())??;
-    timeout(CONNECT, pubsub.subscribe(CHANNEL))
-        .await
-        .map_err(|_| timed_out())??;
-    Ok((connection, pubsub))
-}
-
-/// Whether an error says Redis cannot be reached (rather than that it refused a command).
-fn unreachable(error: &redis::RedisError) -> bool {
-    error.is_io_error()
-        || error.is_timeout()
-        || error.is_connection_dropped()
-        || error.is_connection_refusal()
-}
-
-fn timed_out() -> redis::RedisError {
-    std::io::Error::from(std::io::ErrorKind::TimedOut).into()
-}
-
-/// Hands what peers publish to the breakers until the subscription ends or Redis stops
-/// answering; returns why.
-async fn listen(
-    store: &Weak<Store>,
-    check: &Notify,
-    connection: MultiplexedConnection,
-    pubsub: redis::aio::PubSub,
-) -> String {
-    let mut messages = pubsub.into_on_message();
-    loop {
-        tokio::select! {
-            message = messages.next() => {
-                let Some(message) = message else {
-                    return "the subscription ended (connection lost)".to_owned();
-                };
-                let Some(store) = store.upgrade() else { return String::new() };
-                store.receive(message.get_payload_bytes());
-            }
-            () = check.notified() => {
-                let mut ping = connection.clone();
-                let answer = timeout(CHECK, redis::cmd("PING").query_async::<String>(&mut ping)).await;
-                if !matches!(answer, Ok(Ok(_))) {
-                    return format!("no answer to PING within {CHECK:?}");
-                }
-                let Some(store) = store.upgrade() else { return String::new() };
-                if let Err(reason) = store.up(connection.clone()).await {
-                    return reason;
-                }
-            }
+impl Drop for Asked<'_> {
+    fn drop(&mut self) {
+        // resil's timer and the call's, started a moment apart, fire in one millisecond.
+        let due = Instant::now() + Duration::from_millis(1) >= self.until;
+        if let (Some(node), true) = (self.node.take(), due) {
+            self.store.node_failed(&node, &late(self.limit));
         }
     }
 }
 
-/// Equal jitter: half the exponential step for sure, half at random.
-fn reconnect_wait(failures: u32) -> Duration {
-    let step = RECONNECT_BASE
-        .saturating_mul(1 << failures.min(10))
-        .min(RECONNECT_CAP);
-    step / 2 + rand::rng().random_range(Duration::ZERO..=step / 2)
+/// Why a call failed that was not answered in time.
+fn late(limit: Duration) -> String {
+    format!("no answer within {limit:?} (shared_timeout)")
 }
 
 /// The URL as it may be shown: without its password.
@@ -446,13 +480,5 @@ mod tests {
         );
         assert_eq!(redacted("redis://127.0.0.1/"), "redis://127.0.0.1/");
         assert_eq!(redacted("not a url@"), "not a url@");
-    }
-
-    #[test]
-    fn reconnects_spread_and_stay_bounded() {
-        for failures in [1, 5, 40, u32::MAX] {
-            let wait = reconnect_wait(failures);
-            assert!(wait <= RECONNECT_CAP && wait >= RECONNECT_BASE, "{wait:?}");
-        }
     }
 }

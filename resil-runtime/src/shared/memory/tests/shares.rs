@@ -62,7 +62,7 @@ async fn while_the_store_is_down_each_instance_takes_its_share_of_the_rate() {
     let hub = InMemory::new();
     let name = "memory::share";
     let listener = Arc::new(Shares {
-        gate: format!("resil:rate:{name}"),
+        gate: crate::seams::gate_key("rate", name),
         heard: Mutex::default(),
     });
     events::add_global_listener(Arc::clone(&listener) as Arc<dyn Listener>);

@@ -1,0 +1,199 @@
+//! A real Redis Cluster of three masters on 127.0.0.1, for the tests: each node a
+//! `redis-server --cluster-enabled yes` on a free port, joined by `redis-cli --cluster
+//! create`; a node can be killed; every node is stopped when dropped.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::redis_server::{free_port, RedisServer};
+
+/// Three masters, no replicas, `cluster-require-full-coverage no`: a dead node's slots fail,
+/// the others' keep working.
+#[derive(Debug)]
+pub struct RedisCluster {
+    ports: Vec<u16>,
+    children: Vec<Option<Child>>,
+    dir: PathBuf,
+}
+
+impl RedisCluster {
+    /// Starts the three nodes, joins them, and waits until the cluster says `ok`.
+    ///
+    /// Without `redis-server` and `redis-cli` this panics with how to install them (or, with
+    /// `RESIL_SKIP_REDIS=1`, returns `None` for the caller to skip), as
+    /// [`RedisServer::start`] does.
+    pub fn start() -> Option<RedisCluster> {
+        let cli = Command::new("redis-cli")
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok();
+        if !RedisServer::installed() || !cli {
+            let advice = "redis-server and redis-cli are not installed: `apt-get install -y redis-server redis-tools` runs the Redis Cluster tests";
+            let skip = std::env::var_os("RESIL_SKIP_REDIS");
+            if !skip.is_some_and(|value| !value.is_empty() && value != "0") {
+                panic!("{advice}, or set RESIL_SKIP_REDIS=1 to skip them");
+            }
+            eprintln!("\n*** SKIPPED (RESIL_SKIP_REDIS): {advice} ***\n");
+            return None;
+        }
+        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let dir = std::env::temp_dir().join(format!(
+            "resil-redis-cluster-{}-{}",
+            ports[0],
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("a directory for the cluster");
+        let children = ports.iter().map(|port| Some(node(*port, &dir))).collect();
+        let cluster = RedisCluster {
+            ports,
+            children,
+            dir,
+        };
+        for node in 0..3 {
+            cluster.wait(node, "answers", |cluster| {
+                cluster.query::<String>(node, &redis::cmd("PING")).is_some()
+            });
+        }
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(cluster.ports.iter().map(|port| format!("127.0.0.1:{port}")))
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("redis-cli runs");
+        assert!(created.success(), "redis-cli --cluster create failed");
+        for node in 0..3 {
+            cluster.wait(node, "says cluster_state:ok", |cluster| {
+                let info = cluster.query::<String>(node, redis::cmd("CLUSTER").arg("INFO"));
+                info.is_some_and(|info| info.contains("cluster_state:ok"))
+            });
+        }
+        Some(cluster)
+    }
+
+    /// The nodes' URLs, `redis://127.0.0.1:{port}/`.
+    pub fn urls(&self) -> Vec<String> {
+        (self.ports.iter())
+            .map(|port| format!("redis://127.0.0.1:{port}/"))
+            .collect()
+    }
+
+    /// The node's port.
+    pub fn port(&self, node: usize) -> u16 {
+        self.ports[node]
+    }
+
+    /// Kills a node at once (SIGKILL) and waits for it to go.
+    pub fn kill(&mut self, node: usize) {
+        if let Some(mut child) = self.children[node].take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Freezes a node (SIGSTOP): it keeps its connections but answers nothing until
+    /// [`resume`](Self::resume)d, as a node stalled by a long command or a swapping host.
+    pub fn pause(&self, node: usize) {
+        self.signal(node, "-STOP");
+    }
+
+    /// Lets a [`pause`](Self::pause)d node answer again (SIGCONT).
+    pub fn resume(&self, node: usize) {
+        self.signal(node, "-CONT");
+    }
+
+    fn signal(&self, node: usize, signal: &str) {
+        if let Some(child) = &self.children[node] {
+            let _ = Command::new("kill")
+                .arg(signal)
+                .arg(child.id().to_string())
+                .status();
+        }
+    }
+
+    /// The node (0, 1 or 2) that holds `key`'s hash slot, as a live node's `CLUSTER SLOTS`
+    /// says.
+    pub fn node_of(&self, key: &str) -> usize {
+        let live = (0..3)
+            .find(|node| self.children[*node].is_some())
+            .expect("a live node");
+        let slot: u16 = self
+            .query(live, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key))
+            .expect("CLUSTER KEYSLOT");
+        // Each range: its first and last slot, then its master `[host, port, id, …]`.
+        let ranges: Vec<Vec<redis::Value>> = self
+            .query(live, redis::cmd("CLUSTER").arg("SLOTS"))
+            .expect("CLUSTER SLOTS");
+        let number = |value: &redis::Value| redis::from_redis_value_ref::<u16>(value).ok();
+        let port = ranges
+            .iter()
+            .find(|range| {
+                matches!((number(&range[0]), number(&range[1])),
+                    (Some(first), Some(last)) if (first..=last).contains(&slot))
+            })
+            .and_then(|range| redis::from_redis_value_ref::<Vec<redis::Value>>(&range[2]).ok())
+            .and_then(|master| number(&master[1]))
+            .expect("every slot is served");
+        self.ports
+            .iter()
+            .position(|node| *node == port)
+            .expect("one of the nodes")
+    }
+
+    /// Runs one command on a node (redis-rs, blocking); `None` if it does not answer.
+    pub fn query<T: redis::FromRedisValue>(&self, node: usize, command: &redis::Cmd) -> Option<T> {
+        let url = format!("redis://127.0.0.1:{}/", self.ports[node]);
+        let client = redis::Client::open(url).ok()?;
+        let mut connection = client
+            .get_connection_with_timeout(Duration::from_secs(1))
+            .ok()?;
+        command.query(&mut connection).ok()
+    }
+
+    /// The keys on `node` whose name starts with `prefix` (empty if it does not answer).
+    pub fn keys(&self, node: usize, prefix: &str) -> Vec<String> {
+        self.query(node, redis::cmd("KEYS").arg(format!("{prefix}*")))
+            .unwrap_or_default()
+    }
+
+    fn wait(&self, node: usize, what: &str, done: impl Fn(&Self) -> bool) {
+        let started = Instant::now();
+        while !done(self) {
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the cluster's node on port {} never {what} within 20 s",
+                self.ports[node]
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn node(port: u16, dir: &std::path::Path) -> Child {
+    Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--cluster-enabled", "yes"])
+        .arg("--cluster-config-file")
+        .arg(dir.join(format!("nodes-{port}.conf")))
+        .args(["--cluster-require-full-coverage", "no"])
+        .args(["--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("redis-server starts")
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in 0..self.children.len() {
+            self.kill(node);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

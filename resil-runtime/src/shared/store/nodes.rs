@@ -1,0 +1,174 @@
+//! [`Nodes`]: a Redis Cluster store's view of its nodes, so that a dead node costs only the
+//! calls on its keys. Which node holds which hash slots (`CLUSTER SLOTS`, learnt when the
+//! store connects and after each failure), and which nodes are skipped until when: a call on
+//! a skipped node's key decides locally at once rather than waiting `shared_timeout`, and
+//! one call tries the node again when its skip is over (1 s, doubling to 8 s).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::sync::{lock_std, read_std, write_std};
+
+const SKIP_FIRST: Duration = Duration::from_secs(1);
+const SKIP_MOST: Duration = Duration::from_secs(8);
+
+#[derive(Default)]
+pub(super) struct Nodes {
+    /// Slot ranges (first, last) and the node (`host:port`) serving them.
+    slots: RwLock<Vec<(u16, u16, Arc<str>)>>,
+    /// The nodes skipped: until when, and how many failures in a row.
+    out: Mutex<HashMap<Arc<str>, (Instant, u32)>>,
+}
+
+impl Nodes {
+    /// The node that holds `key`, as `host:port`, or `slot N` while the map does not say.
+    pub(super) fn of(&self, key: &str) -> Arc<str> {
+        let slot = slot(key);
+        let slots = read_std(&self.slots);
+        slots
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .map_or_else(
+                || Arc::from(format!("slot {slot}")),
+                |(.., node)| Arc::clone(node),
+            )
+    }
+
+    /// Whether to decide `node`'s keys locally without asking it now.
+    pub(super) fn skipped(&self, node: &str) -> bool {
+        let out = lock_std(&self.out);
+        out.get(node)
+            .is_some_and(|(until, _)| Instant::now() < *until)
+    }
+
+    /// A call on `node` failed: skip it a while (longer at each failure in a row). True for
+    /// the first failure, which is said.
+    pub(super) fn failed(&self, node: &Arc<str>) -> bool {
+        let mut out = lock_std(&self.out);
+        let (until, failures) = out.entry(Arc::clone(node)).or_insert((Instant::now(), 0));
+        *failures = failures.saturating_add(1);
+        let skip = SKIP_FIRST
+            .saturating_mul(1 << (*failures - 1).min(3))
+            .min(SKIP_MOST);
+        *until = Instant::now() + skip;
+        *failures == 1
+    }
+
+    /// A call on `node` was answered: true if it was out (its return is said).
+    pub(super) fn answered(&self, node: &str) -> bool {
+        lock_std(&self.out).remove(node).is_some()
+    }
+
+    /// Every node the map names.
+    pub(super) fn all(&self) -> Vec<Arc<str>> {
+        let mut nodes: Vec<_> = (read_std(&self.slots).iter())
+            .map(|(.., node)| Arc::clone(node))
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        nodes
+    }
+
+    /// Whether any node is out now.
+    pub(super) fn any_out(&self) -> bool {
+        !lock_std(&self.out).is_empty()
+    }
+
+    /// What `CLUSTER SLOTS` answered: the map from then on (unchanged if it does not parse).
+    pub(super) fn learn(&self, answer: &redis::Value) {
+        let redis::Value::Array(ranges) = answer else {
+            return;
+        };
+        let mut slots = Vec::with_capacity(ranges.len());
+        for range in ranges {
+            let redis::Value::Array(range) = range else {
+                return;
+            };
+            let (Some(first), Some(last), Some(redis::Value::Array(master))) =
+                (range.first(), range.get(1), range.get(2))
+            else {
+                return;
+            };
+            let (Ok(first), Ok(last)) = (
+                redis::from_redis_value_ref::<u16>(first),
+                redis::from_redis_value_ref::<u16>(last),
+            ) else {
+                return;
+            };
+            let (Some(host), Some(port)) = (master.first(), master.get(1)) else {
+                return;
+            };
+            let (Ok(host), Ok(port)) = (
+                redis::from_redis_value_ref::<String>(host),
+                redis::from_redis_value_ref::<u16>(port),
+            ) else {
+                return;
+            };
+            slots.push((first, last, Arc::from(format!("{host}:{port}"))));
+        }
+        *write_std(&self.slots) = slots;
+    }
+}
+
+/// A key's Redis Cluster hash slot: CRC16 (XMODEM) of its hash tag (the text between its
+/// first `{` and the next `}`, if not empty), else of the whole key, modulo 16384.
+pub(super) fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let tag = &bytes[open + 1..];
+        let close = tag.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &tag[..close])
+    });
+    crc16(tagged.unwrap_or(bytes)) % 16384
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_redis_clusters() {
+        // As `CLUSTER KEYSLOT` answers.
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("123456789"), 12739);
+        assert_eq!(slot("{user1000}.following"), slot("user1000"));
+        assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
+        assert_eq!(
+            slot("resil:{breaker:a}:open"),
+            slot("resil:{breaker:a}:probe")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_node_is_skipped_longer_at_each_failure_and_said_once() {
+        let nodes = Nodes::default();
+        let node: Arc<str> = Arc::from("127.0.0.1:7001");
+        assert!(nodes.failed(&node), "the first failure is said");
+        assert!(nodes.skipped(&node));
+        tokio::time::advance(SKIP_FIRST).await;
+        assert!(!nodes.skipped(&node), "one call tries again");
+        assert!(!nodes.failed(&node), "said once");
+        tokio::time::advance(SKIP_FIRST).await;
+        assert!(nodes.skipped(&node), "twice as long");
+        assert!(nodes.answered(&node));
+        assert!(!nodes.skipped(&node) && !nodes.any_out());
+    }
+}
