@@ -10,6 +10,9 @@ use crate::seams::{BreakerNews, GateNews};
 /// A throttle's hold on its way to the store: who sent it, for which gate, how long.
 pub(super) type InFlight = (usize, Arc<str>, u64, u64, Duration);
 
+/// A shared window's buckets: calls and bad calls, by bucket number.
+pub(super) type Buckets = HashMap<u64, (u64, u64)>;
+
 /// Below this many entries, nothing is swept.
 const SWEPT_BELOW: usize = 64;
 
@@ -27,7 +30,7 @@ pub(super) struct State {
     pub(super) late: Option<Vec<InFlight>>,
     /// Each shared breaker's time window: until when it lasts unfed (µs since the origin),
     /// and its buckets' calls and bad calls, by bucket number.
-    pub(super) windows: HashMap<Arc<str>, (u64, HashMap<u64, (u64, u64)>)>,
+    pub(super) windows: HashMap<Arc<str>, (u64, Buckets)>,
     /// Batches added to windows so far: the round trips a Redis store would make.
     pub(super) batches: u64,
     /// The instances that use each gate, each until its heartbeat expires (µs since the
