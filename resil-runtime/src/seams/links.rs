@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -277,13 +277,13 @@ pub struct GateLink {
     returns: AtomicU64,
     /// The instances the store last said use the gate (0: it never said): while the store is
     /// down, this instance's local gate runs at its share of the rate.
-    pub(super) seen: AtomicU64,
+    pub(super) seen: AtomicU32,
     /// When this instance last told the store it uses the gate, in ns from `created` (0:
     /// never).
     pub(super) beat_at: AtomicU64,
     pub(super) created: tokio::time::Instant,
     /// The outage (`returns` + 1) whose share was last told to the listeners.
-    pub(super) told: AtomicU64,
+    pub(super) told: AtomicU32,
 }
 
 impl GateLink {
@@ -333,10 +333,10 @@ impl GateLink {
             burst,
             holds: AtomicU64::new(0),
             returns: AtomicU64::new(0),
-            seen: AtomicU64::new(0),
+            seen: AtomicU32::new(0),
             beat_at: AtomicU64::new(0),
             created: tokio::time::Instant::now(),
-            told: AtomicU64::new(0),
+            told: AtomicU32::new(0),
         });
         sharing.store.listen_gate(GateNews::new(&link));
         link

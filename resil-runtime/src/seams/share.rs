@@ -35,13 +35,14 @@ impl GateLink {
     /// takes while the store is down.
     pub(crate) fn saw(&self, instances: u64) {
         if instances > 0 {
+            let instances = u32::try_from(instances).unwrap_or(u32::MAX);
             self.seen.store(instances, Ordering::Release);
         }
     }
 
     /// The instances the store last said use the gate (1 until it said).
     pub(crate) fn instances(&self) -> u64 {
-        self.seen.load(Ordering::Acquire).max(1)
+        u64::from(self.seen.load(Ordering::Acquire).max(1))
     }
 
     /// The part of the rate this instance's local gate may take now: all of it while the
@@ -57,7 +58,8 @@ impl GateLink {
     /// once per outage, and only for a share below the whole rate.
     pub(crate) fn share_untold(&self) -> Option<u64> {
         let instances = self.instances();
-        let outage = self.returns().wrapping_add(1);
+        // Outages are told apart, not counted: the low bits do (and keep a link small).
+        let outage = self.returns().wrapping_add(1) as u32;
         (instances > 1 && self.told.swap(outage, Ordering::AcqRel) != outage).then_some(instances)
     }
 }
