@@ -87,3 +87,43 @@ async fn tls_files_that_are_not_files_are_refused_at_once() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_cluster_of_no_nodes_or_of_a_plain_server_is_refused_or_decides_locally() {
+    let none = Redis::cluster(Vec::<String>::new()).open().await;
+    assert!(
+        matches!(&none, Err(resil::shared::SharedError::Url { .. })),
+        "{none:?}"
+    );
+    let Some(server) = RedisServer::start() else {
+        return;
+    };
+    let opened = tokio::time::timeout(
+        Duration::from_secs(10),
+        Redis::cluster([server.url()]).open(),
+    )
+    .await
+    .expect("connecting to a plain server as a cluster hung");
+    let Ok(store) = opened else {
+        return;
+    };
+    let policy = Policy::builder()
+        .breaker(Arc::new(Breaker::new(
+            "not_a_cluster",
+            BreakerConfig::new(2, COOLDOWN).unwrap(),
+        )))
+        .rate(100, Duration::from_secs(1), 1)
+        .shared_in(&store)
+        .build()
+        .unwrap();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        policy.run(|| async { Ok::<_, ApiError>(()) }),
+    )
+    .await;
+    assert!(matches!(answer, Ok(Ok(()))), "{answer:?}");
+    assert!(
+        store.is_available() || store.last_error().is_some(),
+        "a plain server given as a cluster: unavailable and silent about why"
+    );
+}
