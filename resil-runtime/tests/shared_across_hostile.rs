@@ -18,7 +18,7 @@ use resil_runtime::{
 #[derive(Debug)]
 enum Failure {
     Down,
-    Rejected(Rejected),
+    Rejected(#[allow(dead_code, reason = "read by Debug in a failed assertion")] Rejected),
 }
 
 impl Transient for Failure {
