@@ -14,6 +14,7 @@ mod cluster;
 #[cfg(feature = "conformance")]
 mod conformance;
 mod gates;
+mod hostile;
 mod learning;
 mod outages;
 mod processes;

@@ -249,3 +249,29 @@ async fn redis_over_tls_conforms() {
     let (url, ca) = (server.tls_url(), files.path("ca.pem"));
     resil::shared::conformance::run(|| store(&url, &ca)).await;
 }
+
+#[tokio::test]
+async fn a_client_key_that_is_not_the_certificates_is_refused_saying_so() {
+    let files = Certificates::new("mismatch");
+    let Some(server) = RedisServer::start_tls(files.server(true)) else {
+        return;
+    };
+    let url = server.tls_url();
+    let opened = Redis::builder(&url)
+        .ca_file(files.path("ca.pem"))
+        .client_cert(files.path("client.pem"), files.path("server.key"))
+        .open()
+        .await;
+    let reason = match opened {
+        Err(error) => error.to_string(),
+        Ok(store) => {
+            assert!(settled(|| store.last_error().is_some()).await, "silent");
+            assert!(!store.is_available());
+            store.last_error().unwrap()
+        }
+    };
+    assert!(
+        reason.contains("client_cert") || reason.contains("key"),
+        "no fix said: {reason}"
+    );
+}

@@ -9,7 +9,9 @@
 //! round trip fails is dropped, not sent again: the store may have counted it (a timeout does
 //! not say), and a batch counted twice would open the breaker on failures that never were.
 //! Calls made while the store is known to be down are not sent later either. Both were
-//! counted in the local window, which judges alone while the store does not answer.
+//! counted in the local window, which judges alone while the store does not answer, and
+//! from a batch that fails until one is answered (a store saying it is usable while its
+//! batches fail or hang would otherwise leave the breaker judging nothing).
 //!
 //! The batches are sent by a task that lives only while there is something to send: the
 //! first call after a quiet spell starts it, it sends what has gathered every [`SEND_EVERY`],
@@ -82,6 +84,9 @@ struct Sums {
     sending: bool,
     /// The store keeps no windows (its `add_to_window` says so): each instance judges its own.
     unsummed: bool,
+    /// The last batch failed or went unanswered though the store says it is usable: this
+    /// instance judges its own window until a batch is answered.
+    failed: bool,
     /// The breaker's generation when the batch in flight left: an answer about another
     /// generation's calls counts for nothing.
     generation: u32,
@@ -90,7 +95,8 @@ struct Sums {
 /// How to judge the window now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Judged {
-    /// By this instance's window alone: the store is down, or keeps no windows.
+    /// By this instance's window alone: the store is down, keeps no windows, or failed the
+    /// last batch.
     Local,
     /// By the sums over every instance.
     Sum(WindowCounts),
@@ -159,6 +165,7 @@ impl SummedWindow {
             Some((store, at)) if now.saturating_duration_since(at) <= self.width => {
                 Judged::Sum(store.plus(sums.in_flight).plus(sums.unsent))
             }
+            _ if sums.failed => Judged::Local,
             _ => Judged::Later,
         };
         let start = !sums.sending;
@@ -218,6 +225,7 @@ impl SummedWindow {
     ) -> Option<WindowCounts> {
         let mut sums = lock_std(&self.sums);
         sums.in_flight = WindowCounts::default();
+        sums.failed = answer.is_none();
         match answer {
             Some(store) if current => {
                 sums.store = Some((store, now));
@@ -263,7 +271,16 @@ async fn send(breaker: Weak<Breaker>) {
         let (transition, done) = match link.sharing.store.add_to_window(link, batch) {
             Some(answer) => {
                 let answer = link.sharing.bounded(answer).await.map(WindowCounts::from);
-                (breaker.judge_sums(summed, answer, generation), false)
+                let judged = breaker.judge_sums(summed, answer, generation);
+                // Unanswered, the calls judged meanwhile waited for nothing: the local window
+                // judges them, as it judges the next ones until a batch is answered.
+                let judged = judged.or_else(|| {
+                    answer
+                        .is_none()
+                        .then(|| breaker.judge_alone(generation))
+                        .flatten()
+                });
+                (judged, false)
             }
             None => {
                 summed.unsummed();

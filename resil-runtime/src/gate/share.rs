@@ -21,12 +21,14 @@ impl RateGate {
 
     /// The part of its rate the gate may take when it decides alone: all of it, except for a
     /// shared gate while its store is down, which takes its instance's share (see
-    /// [`GateLink::share`](crate::seams::GateLink::share)).
+    /// [`GateLink::share`](crate::seams::GateLink::share)), never below one unit per period:
+    /// a store counting more instances than the rate has units (or answering `u64::MAX`,
+    /// whose interval saturated and let every call through) leaves one.
     #[inline]
     pub(super) fn share_now(&self) -> u64 {
         #[cfg(feature = "shared")]
         if let Some(link) = &self.shared {
-            return link.share().max(1);
+            return link.share().clamp(1, self.count.max(1));
         }
         1
     }

@@ -25,13 +25,28 @@ type Certificates = std::convert::Infallible;
 /// let store = Redis::builder("redis://127.0.0.1:6379/").open().await?;
 /// # let _ = store; Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 #[must_use = "a builder connects nothing until `.connect()` or `.open()`"]
 pub struct RedisBuilder {
     nodes: Vec<String>,
     cluster: bool,
     #[cfg(feature = "redis-tls")]
     tls: super::tls::Tls,
+}
+
+/// The nodes with their passwords hidden, as events name them: a builder logged with `{:?}`
+/// must not print the URL's credentials.
+impl std::fmt::Debug for RedisBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<_> = self.nodes.iter().map(|node| redacted(node)).collect();
+        let mut builder = f.debug_struct("RedisBuilder");
+        builder
+            .field("nodes", &nodes)
+            .field("cluster", &self.cluster);
+        #[cfg(feature = "redis-tls")]
+        builder.field("tls", &self.tls);
+        builder.finish()
+    }
 }
 
 impl Redis {
@@ -236,7 +251,12 @@ impl RedisBuilder {
         let tls = self.nodes.iter().any(|node| node.starts_with("rediss://"));
         if self.tls.is_set() && !self.nodes.iter().all(|node| node.starts_with("rediss://")) {
             return Err(SharedError::Url {
-                url: self.nodes.iter().map(|node| redacted(node)).collect(),
+                url: self
+                    .nodes
+                    .iter()
+                    .map(|node| redacted(node))
+                    .collect::<Vec<_>>()
+                    .join(","),
                 reason: "ca_file, client_cert and danger_accept_invalid_certs are TLS settings"
                     .to_owned(),
             });

@@ -53,11 +53,32 @@ pub(super) fn install_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// The most a CA, certificate or key file may hold: a system's whole CA bundle is ~250 KB.
+const MAX_PEM_BYTES: u64 = 16 << 20;
+
+/// The file's bytes, read only from a regular file of at most [`MAX_PEM_BYTES`]: a path to a
+/// device (`/dev/zero`) or a FIFO would read forever, or until memory ran out.
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, SharedError> {
-    std::fs::read(path).map_err(|error| SharedError::Tls {
+    use std::io::Read;
+    let refused = |reason: String| SharedError::Tls {
         path: path.display().to_string(),
-        reason: format!("{what}: {error}: give the path of a PEM file this process can read"),
-    })
+        reason: format!("{what}: {reason}: give the path of a PEM file this process can read"),
+    };
+    let file = std::fs::File::open(path).map_err(|error| refused(error.to_string()))?;
+    let metadata = file
+        .metadata()
+        .map_err(|error| refused(error.to_string()))?;
+    if !metadata.is_file() {
+        return Err(refused("not a regular file".to_owned()));
+    }
+    let mut pem = Vec::new();
+    (file.take(MAX_PEM_BYTES + 1))
+        .read_to_end(&mut pem)
+        .map_err(|error| refused(error.to_string()))?;
+    if pem.len() as u64 > MAX_PEM_BYTES {
+        return Err(refused(format!("larger than {MAX_PEM_BYTES} bytes")));
+    }
+    Ok(pem)
 }
 
 /// A PEM file's certificates, at least one, each as a trust anchor would take it.
