@@ -95,7 +95,6 @@ async fn ten_instances_open_on_the_services_failures_with_a_round_trip_per_100_m
     })
     .await;
     let (scripts, elapsed) = (scripts_run(&server), start.elapsed());
-    // A batch per 100 ms per instance at most, and the opening's script.
     // A batch per 100 ms per instance, and an opening per instance: each may judge the
     // tripping sums before the first opening's news reaches it, and announce its own.
     let bound = INSTANCES as u64 * (elapsed.as_millis() as u64 / 100 + 2);
