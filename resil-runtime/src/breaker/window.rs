@@ -46,6 +46,7 @@ impl Window {
     }
 
     /// Whether the calls in the window trip it, as [`Window::push_trips`] says, counting none.
+    #[cfg(feature = "shared")]
     pub(crate) fn trips(&mut self, percent: u8, min_calls: u32) -> bool {
         match self {
             Window::Calls(window) => window.trips(percent, min_calls),
