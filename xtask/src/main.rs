@@ -7,6 +7,11 @@
 //! machine where it can install with the system's package manager (as root), it does; where it
 //! cannot, it stops at once with the one line to run. `RESIL_SKIP_REDIS=1` skips the Redis
 //! tests instead, saying so.
+//!
+//! `cargo xtask code-size` reports the machine code one annotated function costs, per
+//! declaration (see `code_size.rs`).
+
+mod code_size;
 
 use std::env;
 use std::process::{Command, ExitCode, Stdio};
@@ -18,8 +23,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     match args.split_first() {
         Some((command, rest)) if command == "test" => test(rest),
+        Some((command, [])) if command == "code-size" => code_size::code_size(),
         _ => {
-            eprintln!("usage: cargo xtask test [cargo test's arguments]");
+            eprintln!("usage: cargo xtask test [cargo test's arguments] | cargo xtask code-size");
             ExitCode::FAILURE
         }
     }
