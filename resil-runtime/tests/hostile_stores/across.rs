@@ -1,7 +1,6 @@
 //! Hostile stores against the windows summed across instances and each instance's share of a
 //! shared gate (issue 36, items 5 and 6), through the public trait: whatever a store answers,
 //! a breaker still judges and a gate still keeps a rate.
-#![cfg(feature = "shared")]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -11,38 +10,9 @@ use resil_runtime::shared::{
     Announcement, BreakerLink, BreakerNews, GateLink, GateNews, InMemory, Probe, Reservation,
     Reserved, SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums,
 };
-use resil_runtime::{
-    Breaker, BreakerConfig, BreakerKind, BreakerState, Policy, Rejected, Transient, WindowSize,
-};
+use resil_runtime::{Breaker, BreakerConfig, BreakerKind, BreakerState, Policy, WindowSize};
 
-#[derive(Debug)]
-enum Failure {
-    Down,
-    Rejected(#[allow(dead_code, reason = "read by Debug in a failed assertion")] Rejected),
-}
-
-impl Transient for Failure {
-    fn is_transient(&self) -> bool {
-        matches!(self, Failure::Down)
-    }
-}
-
-impl From<Rejected> for Failure {
-    fn from(rejected: Rejected) -> Self {
-        Failure::Rejected(rejected)
-    }
-}
-
-async fn call(policy: &Policy, ok: bool) -> Result<(), Failure> {
-    policy
-        .run(|| async move {
-            match ok {
-                true => Ok(()),
-                false => Err(Failure::Down),
-            }
-        })
-        .await
-}
+use super::call;
 
 /// How the store answers a window's batch.
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,6 @@
 //! Stores a team might write, buggy or hostile, handed to resil through the public trait: a
 //! store's mistakes may make the shared state wrong, but never hang a call, wait past its
 //! deadline, or leave a breaker stuck.
-#![cfg(feature = "conformance")]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
@@ -11,40 +10,12 @@ use resil_runtime::shared::{
     conformance, Announcement, BreakerLink, BreakerNews, GateLink, GateNews, InMemory, Probe,
     Reservation, Reserved, SharedStore, Slot, StoreFuture, Unavailable,
 };
-use resil_runtime::{Breaker, BreakerConfig, BreakerState, Policy, Rejected, Transient};
+use resil_runtime::{Breaker, BreakerConfig, BreakerState, Policy, Rejected};
+
+use super::{call, Failure};
 use tokio::time::Instant;
 
-#[path = "common/counting.rs"]
-mod counting;
-
-#[derive(Debug)]
-enum Failure {
-    Down,
-    Rejected(Rejected),
-}
-
-impl Transient for Failure {
-    fn is_transient(&self) -> bool {
-        matches!(self, Failure::Down)
-    }
-}
-
-impl From<Rejected> for Failure {
-    fn from(rejected: Rejected) -> Self {
-        Failure::Rejected(rejected)
-    }
-}
-
-async fn call(policy: &Policy, ok: bool) -> Result<(), Failure> {
-    policy
-        .run(|| async move {
-            match ok {
-                true => Ok(()),
-                false => Err(Failure::Down),
-            }
-        })
-        .await
-}
+use super::counting;
 
 /// How a [`Hostile`] store misbehaves.
 #[derive(Default)]
