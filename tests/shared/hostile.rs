@@ -39,20 +39,7 @@ async fn a_server_that_accepts_and_never_answers_leaves_connect_and_calls_bounde
             .unwrap_or_else(|_| panic!("{url}: connect hung"))
             .expect("a valid URL");
         assert!(!store.is_available(), "{url}: a mute server is not a store");
-        let policy = Policy::builder()
-            .breaker(Arc::new(Breaker::new(
-                "mute",
-                BreakerConfig::new(2, COOLDOWN).unwrap(),
-            )))
-            .rate(100, Duration::from_secs(1), 1)
-            .shared_in(&store)
-            .build()
-            .unwrap();
-        let answer = tokio::time::timeout(
-            Duration::from_secs(5),
-            policy.run(|| async { Ok::<_, ApiError>(()) }),
-        )
-        .await;
+        let answer = call_through("mute", &store).await;
         assert!(matches!(answer, Ok(Ok(()))), "{url}: {answer:?}");
         assert!(started.elapsed() < Duration::from_secs(10), "{url}");
     }
@@ -107,23 +94,32 @@ async fn a_cluster_of_no_nodes_or_of_a_plain_server_is_refused_or_decides_locall
     let Ok(store) = opened else {
         return;
     };
-    let policy = Policy::builder()
-        .breaker(Arc::new(Breaker::new(
-            "not_a_cluster",
-            BreakerConfig::new(2, COOLDOWN).unwrap(),
-        )))
-        .rate(100, Duration::from_secs(1), 1)
-        .shared_in(&store)
-        .build()
-        .unwrap();
-    let answer = tokio::time::timeout(
-        Duration::from_secs(5),
-        policy.run(|| async { Ok::<_, ApiError>(()) }),
-    )
-    .await;
+    let answer = call_through("not_a_cluster", &store).await;
     assert!(matches!(answer, Ok(Ok(()))), "{answer:?}");
     assert!(
         store.is_available() || store.last_error().is_some(),
         "a plain server given as a cluster: unavailable and silent about why"
     );
+}
+
+/// A call through a breaker named `breaker` and a gate, both shared through `store`, given
+/// 5 s to answer.
+async fn call_through(
+    breaker: &str,
+    store: &Redis,
+) -> Result<Result<(), ApiError>, tokio::time::error::Elapsed> {
+    let policy = Policy::builder()
+        .breaker(Arc::new(Breaker::new(
+            breaker,
+            BreakerConfig::new(2, COOLDOWN).unwrap(),
+        )))
+        .rate(100, Duration::from_secs(1), 1)
+        .shared_in(store)
+        .build()
+        .unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        policy.run(|| async { Ok::<_, ApiError>(()) }),
+    )
+    .await
 }
