@@ -2,9 +2,8 @@
 //! store, the policy's patience with it, and what this instance still has to tell it.
 //!
 //! A breaker is named `resil:{breaker:NAME}` and a gate `resil:{gate:FN}:rate` or
-//! `…:tokens` (`resil:{gate:FN:LABEL=KEY}:…` for a gate per key): see [`breaker_id`] and
-//! [`gate_key`], the one place names are made. The part in braces is a Redis Cluster hash
-//! tag: what one script touches lives on one node.
+//! `…:tokens` (`resil:{gate:FN:LABEL=KEY}:…` for a gate per key), by `keys.rs`, the one place
+//! names are made.
 
 use std::fmt;
 use std::future::Future;
@@ -12,6 +11,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::keys::{breaker_id, gate_key};
 use super::news::{Announcement, BreakerNews, Change, GateNews};
 use super::{Probe, ProbeAnswer, SharedStore, Slot, Unavailable, MAX_MICROS};
 use crate::breaker::summed::SummedWindow;
@@ -53,38 +53,6 @@ impl Sharing {
             }
         }
     }
-}
-
-/// A breaker's id in the store, `resil:{breaker:NAME}`: its keys are the id and a suffix
-/// (`:open`, `:probe`), all in one Redis Cluster hash slot (the part in braces), so one script
-/// touches one node; different breakers spread over the nodes.
-pub(crate) fn breaker_id(name: &str) -> String {
-    format!("resil:{{breaker:{}}}", tag_safe(name))
-}
-
-/// A gate's key in the store, `resil:{gate:FN}:rate` or `resil:{gate:FN}:tokens` (`what`):
-/// the rate and the token gate of one function (or of one key of it) share the hash tag, so
-/// the script reserving both at once runs on one Redis Cluster node.
-pub(crate) fn gate_key(what: &str, name: &str) -> String {
-    format!("resil:{{gate:{}}}:{what}", tag_safe(name))
-}
-
-/// A name as it may stand inside a hash tag: `%`, `{` and `}` percent-encoded, so that no
-/// name ends or splits the tag, and two names stay two keys (the encoding is injective).
-pub(crate) fn tag_safe(name: &str) -> std::borrow::Cow<'_, str> {
-    if !name.contains(['%', '{', '}']) {
-        return std::borrow::Cow::Borrowed(name);
-    }
-    let mut safe = String::with_capacity(name.len() + 8);
-    for c in name.chars() {
-        match c {
-            '%' => safe.push_str("%25"),
-            '{' => safe.push_str("%7B"),
-            '}' => safe.push_str("%7D"),
-            c => safe.push(c),
-        }
-    }
-    std::borrow::Cow::Owned(safe)
 }
 
 /// A shared breaker's place in its store, as the store sees it: its name there and the
@@ -449,28 +417,6 @@ pub(crate) fn micros(nanos: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_never_end_or_split_the_hash_tag() {
-        assert_eq!(breaker_id("openai"), "resil:{breaker:openai}");
-        assert_eq!(
-            gate_key("rate", "llm::complete"),
-            "resil:{gate:llm::complete}:rate"
-        );
-        assert_eq!(breaker_id("a}b"), "resil:{breaker:a%7Db}");
-        let names = ["a}b", "a", "{x}", "%7Bx%7D", "%", "%25", "}", "{"];
-        let keys: std::collections::HashSet<_> =
-            names.iter().map(|name| gate_key("rate", name)).collect();
-        assert_eq!(keys.len(), names.len(), "two names, two keys: {keys:?}");
-        for key in &keys {
-            let tag = &key[key.find('{').unwrap() + 1..];
-            assert!(!tag[..tag.find('}').unwrap()].contains('{'), "{key}");
-            assert!(
-                key.ends_with("}:rate"),
-                "the tag ends where resil ends it: {key}"
-            );
-        }
-    }
 
     #[test]
     fn a_reply_clears_only_the_announcement_it_answers() {

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use crate::Rejected;
 
+mod keys;
 mod links;
 mod news;
 mod share;
@@ -25,9 +26,9 @@ mod slots;
 mod window;
 
 #[cfg(any(test, feature = "conformance"))]
-pub(crate) use links::breaker_id;
+pub(crate) use keys::breaker_id;
 #[cfg(test)]
-pub(crate) use links::gate_key;
+pub(crate) use keys::gate_key;
 pub(crate) use links::{whole_micros, Sharing};
 pub use links::{BreakerLink, GateLink};
 pub use news::{Announcement, BreakerNews, Change, GateNews};

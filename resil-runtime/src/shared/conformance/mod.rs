@@ -39,14 +39,13 @@ use std::time::Duration;
 use tokio::time::{sleep, Instant};
 
 use super::IntoSharedStore;
+use links::{eventually_granted, gate, granted, link, refused, reserve_in};
 use outage::Outage;
 
+mod links;
 mod outage;
 mod windows;
-use crate::seams::{
-    breaker_id, reserve, BreakerLink, GateLink, Granted, Probe, SharedSlots, SharedStore, Sharing,
-    Slot, Unavailable,
-};
+use crate::seams::{breaker_id, BreakerLink, Probe, SharedSlots, SharedStore, Unavailable};
 use crate::{Breaker, BreakerConfig, BreakerState, Policy, Rejected, Transient};
 
 /// How long the checks wait for a store's answer: a loaded machine's server still counts.
@@ -394,73 +393,6 @@ async fn probe(
     tokio::time::timeout(PATIENCE, store.acquire_probe(breaker, limit))
         .await
         .unwrap_or_else(|_| panic!("conformance: acquire_probe answers within {PATIENCE:?}"))
-}
-
-/// A gate of `store` named `resil:{gate:NAME}:rate`, an hour between slots, `burst` at once.
-fn gate(store: &Arc<dyn SharedStore>, name: &str, burst: u64) -> Arc<GateLink> {
-    let hour = u64::try_from(HOUR.as_nanos()).unwrap_or(u64::MAX);
-    GateLink::new(&sharing(store), "rate", name, hour, burst)
-}
-
-/// A breaker's link in `store`, named `id`, with no breaker behind it.
-fn link(store: &Arc<dyn SharedStore>, id: &str) -> BreakerLink {
-    BreakerLink {
-        sharing: sharing(store),
-        id: Arc::from(id),
-        pending: Arc::default(),
-        window: None,
-    }
-}
-
-fn sharing(store: &Arc<dyn SharedStore>) -> Sharing {
-    Sharing {
-        store: Arc::clone(store),
-        timeout: PATIENCE,
-        fail_closed: false,
-        heard: |_, _| {},
-    }
-}
-
-/// Reserves `cost` in each gate at its declared interval, at once.
-async fn reserve_in(gates: &[(&Arc<GateLink>, u64)], limit: Option<Duration>) -> SharedSlots {
-    let ask = |at: usize| {
-        gates
-            .get(at)
-            .map(|(gate, cost)| (Arc::clone(gate), *cost, gate.interval * 1000))
-    };
-    reserve([ask(0), ask(1)], limit).await
-}
-
-/// The first slot of a grant.
-fn granted(what: &str, answer: SharedSlots) -> Slot {
-    match answer {
-        SharedSlots::Granted(Granted {
-            slots: [Some(slot), _],
-            ..
-        }) => slot,
-        answer => panic!("conformance: {what}: granted, not {answer:?}"),
-    }
-}
-
-fn refused(what: &str, answer: SharedSlots) {
-    assert!(
-        matches!(answer, SharedSlots::Refused(Rejected::RateLimited { .. })),
-        "conformance: {what}: refused, not {answer:?}"
-    );
-}
-
-async fn eventually_granted(what: &str, gate: &Arc<GateLink>) {
-    let since = Instant::now();
-    while !matches!(
-        reserve_in(&[(gate, 1)], Some(Duration::ZERO)).await,
-        SharedSlots::Granted(_)
-    ) {
-        assert!(
-            since.elapsed() < WITHIN,
-            "conformance: never within {WITHIN:?}: {what}"
-        );
-        sleep(Duration::from_millis(10)).await;
-    }
 }
 
 async fn eventually(what: &str, done: impl Fn() -> bool) {
