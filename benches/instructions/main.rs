@@ -62,37 +62,37 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "timeout",
         "#[resilient(timeout)]",
-        [Some(588), Some(663), Some(853)],
+        [Some(588), Some(639), Some(676)],
     ),
     (
         "timeout+retry",
         "#[resilient(timeout, retry = 2)]",
-        [Some(605), Some(682), Some(872)],
+        [Some(605), Some(656), Some(695)],
     ),
     (
         "all-four",
         "timeout, retry 2, breaker, bulkhead 8",
-        [Some(876), Some(954), Some(1173)],
+        [Some(876), Some(931), Some(983)],
     ),
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        [Some(1503), Some(1580), Some(1802)],
+        [Some(1503), Some(1556), Some(1608)],
     ),
     (
         "policy",
         "Policy::run with all four (no macro)",
-        [Some(1024), Some(1098), Some(1320)],
+        [Some(1024), Some(1074), Some(1128)],
     ),
     (
         "open-breaker",
         "a call refused by an open breaker",
-        [Some(995), Some(1103), Some(1294)],
+        [Some(995), Some(1080), Some(1131)],
     ),
     (
         "full-bulkhead",
         "a call refused by a full bulkhead",
-        [Some(655), Some(763), Some(948)],
+        [Some(655), Some(738), Some(783)],
     ),
     (
         "all-four-routed",
@@ -112,7 +112,7 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "all-four-yield",
         "all four, the body pending once (a timer armed)",
-        [Some(1941), Some(2044), Some(2219)],
+        [Some(1941), Some(1997), Some(2034)],
     ),
     (
         "hand-written",

@@ -6,10 +6,17 @@
 //! A policy registers its series with the recorder once, at its first call (every outcome of
 //! `resil_calls_total` at once, so each starts at 0), and keeps the handles: a call then costs
 //! a few atomic adds, no allocation. Install the recorder before the first call.
+//!
+//! A histogram or gauge no recorder stands behind (none installed, or one that drops the
+//! series) is known at registration: a call then reads no clock and counts no calls in flight.
+//! With metrics compiled in and no recorder, a call pays a few checks and two counters' no-op
+//! adds (a counter's handle does not tell whether it records).
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram, IntoF64};
 use tokio::time::Instant;
 
 use crate::breaker_state::{BreakerState, Transition};
@@ -17,35 +24,81 @@ use crate::series::{self, OUTCOMES};
 
 /// A policy's series, registered at its first call.
 pub(crate) struct Handles {
+    name: Arc<str>,
     calls: [Counter; OUTCOMES.len()],
     attempts: Counter,
     retries: Counter,
-    seconds: Histogram,
+    /// `None` when nothing records it.
+    seconds: Option<Histogram>,
     /// Registered at the first stream a call returns: a function that never streams has no
-    /// such series.
-    first_item: OnceLock<Histogram>,
-    /// Only for a policy with a bulkhead all calls share.
+    /// such series. `None` inside when nothing records it.
+    first_item: OnceLock<Option<Histogram>>,
+    /// Whether a call reads the clock: one of the histograms of durations is recorded.
+    timed: AtomicBool,
+    /// Only for a policy with a bulkhead all calls share, and when something records it.
     in_use: Option<Gauge>,
 }
 
 impl Handles {
     fn new(name: &Arc<str>, bulkhead: bool) -> Self {
-        let name = || metrics::SharedString::from(Arc::clone(name));
+        let label = || metrics::SharedString::from(Arc::clone(name));
+        let seconds = recorded(histogram!(series::OPERATION_SECONDS.name, "fn" => label()));
         Handles {
+            name: Arc::clone(name),
             calls: OUTCOMES
-                .map(|outcome| counter!(series::CALLS.name, "fn" => name(), "outcome" => outcome)),
-            attempts: counter!(series::ATTEMPTS.name, "fn" => name()),
-            retries: counter!(series::RETRIES.name, "fn" => name()),
-            seconds: histogram!(series::OPERATION_SECONDS.name, "fn" => name()),
+                .map(|outcome| counter!(series::CALLS.name, "fn" => label(), "outcome" => outcome)),
+            attempts: counter!(series::ATTEMPTS.name, "fn" => label()),
+            retries: counter!(series::RETRIES.name, "fn" => label()),
+            timed: AtomicBool::new(seconds.is_some()),
+            seconds,
             first_item: OnceLock::new(),
-            in_use: bulkhead.then(|| gauge!(series::BULKHEAD_IN_USE.name, "fn" => name())),
+            in_use: bulkhead
+                .then(|| gauge!(series::BULKHEAD_IN_USE.name, "fn" => label()))
+                .filter(|gauge| {
+                    // Adding nothing to a gauge changes nothing, and reads the value only when a
+                    // recorder stands behind it.
+                    let read = Cell::new(false);
+                    gauge.increment(Probe(&read));
+                    read.get()
+                }),
         }
     }
 
-    fn first_item(&self, name: &Arc<str>) -> &Histogram {
-        self.first_item.get_or_init(|| {
-            histogram!(series::FIRST_ITEM_SECONDS.name, "fn" => metrics::SharedString::from(Arc::clone(name)))
-        })
+    fn first_item(&self) -> Option<&Histogram> {
+        let first_item = self.first_item.get_or_init(|| {
+            let histogram = recorded(histogram!(series::FIRST_ITEM_SECONDS.name, "fn" => metrics::SharedString::from(Arc::clone(&self.name))));
+            if histogram.is_some() {
+                self.timed.store(true, Ordering::Relaxed);
+            }
+            histogram
+        });
+        first_item.as_ref()
+    }
+
+    /// Sets the bulkhead gauge to what `in_flight` counts now.
+    #[inline]
+    fn in_use(&self, in_flight: Option<&dyn InFlight>) {
+        if let (Some(in_flight), Some(gauge)) = (in_flight, &self.in_use) {
+            gauge.set(in_flight.in_flight() as f64);
+        }
+    }
+}
+
+/// `histogram`, if a recorder stands behind it: a handle hides whether it records, but
+/// reads the value it is given only when it does, and recording none of it records nothing.
+fn recorded(histogram: Histogram) -> Option<Histogram> {
+    let read = Cell::new(false);
+    histogram.record_many(Probe(&read), 0);
+    read.get().then_some(histogram)
+}
+
+/// A value that tells when it is read.
+struct Probe<'a>(&'a Cell<bool>);
+
+impl IntoF64 for Probe<'_> {
+    fn into_f64(self) -> f64 {
+        self.0.set(true);
+        0.0
     }
 }
 
@@ -66,21 +119,17 @@ impl Slot {
         }
     }
 
+    #[inline]
     fn handles(&self) -> &Handles {
         (self.handles).get_or_init(|| Handles::new(&self.name, self.bulkhead))
     }
 
-    /// Sets the bulkhead gauge to what `in_flight` counts now.
-    fn in_use(&self, in_flight: Option<&dyn InFlight>) {
-        if let (Some(in_flight), Some(gauge)) = (in_flight, &self.handles().in_use) {
-            gauge.set(in_flight.in_flight() as f64);
-        }
-    }
-
+    #[inline]
     pub(crate) fn attempt(&self) {
         self.handles().attempts.increment(1);
     }
 
+    #[inline]
     pub(crate) fn retry(&self) {
         self.handles().retries.increment(1);
     }
@@ -93,29 +142,38 @@ pub(crate) trait InFlight: Sync {
 
 /// One operation's report, sent when the operation is over.
 pub(crate) struct Meter<'p> {
-    slot: &'p Slot,
+    handles: &'p Handles,
     bulkhead: Option<&'p dyn InFlight>,
-    started: Instant,
-    outcome: Option<&'static str>,
+    /// Read only when a duration is recorded.
+    started: Option<Instant>,
+    /// Where in [`OUTCOMES`] the outcome is, once the operation ended (`None` inside for an
+    /// outcome not listed there).
+    outcome: Option<Option<u8>>,
     fallback: bool,
     streamed: bool,
 }
 
 impl<'p> Meter<'p> {
+    #[inline]
     pub(crate) fn start(slot: &'p Slot, bulkhead: Option<&'p dyn InFlight>) -> Self {
-        slot.in_use(bulkhead);
+        let handles = slot.handles();
+        handles.in_use(bulkhead);
         Meter {
-            slot,
+            handles,
             bulkhead,
-            started: Instant::now(),
+            started: handles.timed.load(Ordering::Relaxed).then(Instant::now),
             outcome: None,
             fallback: false,
             streamed: false,
         }
     }
 
+    /// Found here rather than when the meter drops: an outcome named by a literal is found
+    /// where it is named, as the code is compiled.
+    #[inline(always)]
     pub(crate) fn ended(&mut self, outcome: &'static str) {
-        self.outcome = Some(outcome);
+        let at = OUTCOMES.iter().position(|known| *known == outcome);
+        self.outcome = Some(at.and_then(|at| u8::try_from(at).ok()));
     }
 
     pub(crate) fn fell_back(&mut self) {
@@ -130,19 +188,32 @@ impl<'p> Meter<'p> {
 /// Sent when the execution ends, after its bulkhead permit went back.
 impl Drop for Meter<'_> {
     fn drop(&mut self) {
-        self.slot.in_use(self.bulkhead);
+        let handles = self.handles;
+        handles.in_use(self.bulkhead);
         let Some(outcome) = self.outcome else {
             return;
         };
-        let outcome = if self.fallback { "fallback" } else { outcome };
-        let handles = self.slot.handles();
-        if let Some(at) = OUTCOMES.iter().position(|known| *known == outcome) {
-            handles.calls[at].increment(1);
+        let outcome = match self.fallback {
+            true => OUTCOMES.iter().position(|known| *known == "fallback"),
+            false => outcome.map(usize::from),
+        };
+        if let Some(calls) = outcome.and_then(|at| handles.calls.get(at)) {
+            calls.increment(1);
         }
-        let seconds = self.started.elapsed().as_secs_f64();
-        handles.seconds.record(seconds);
-        if self.streamed {
-            handles.first_item(&self.slot.name).record(seconds);
+        let Some(started) = self.started else {
+            // Untimed, a first stream still registers its histogram: if that one is recorded,
+            // the calls after this one are timed.
+            if self.streamed {
+                handles.first_item();
+            }
+            return;
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        if let Some(histogram) = &handles.seconds {
+            histogram.record(seconds);
+        }
+        if let Some(histogram) = self.streamed.then(|| handles.first_item()).flatten() {
+            histogram.record(seconds);
         }
     }
 }

@@ -342,7 +342,7 @@ impl<'p> Progress<'p> {
     /// The first poll is where a call joins the operation around it, with or without a
     /// tracing subscriber: an execution started outside a call and first polled inside one
     /// is nested in it.
-    #[inline]
+    #[inline(always)]
     fn push_frame(&mut self, limits: &mut Limits) -> Pushed {
         if let Some(frame) = self.frame.take() {
             return operation::push(frame);

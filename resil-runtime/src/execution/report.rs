@@ -192,6 +192,14 @@ impl Spans {
         )
     }
 
+    /// The attempt's span, entered for one poll: out of line, so that a call nobody traces
+    /// pays one check for it.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn enter(&self) -> tracing::span::EnteredSpan {
+        self.attempt.clone().entered()
+    }
+
     pub(super) fn attempt(&mut self, attempt: u32) {
         self.attempt = tracing::info_span!(
             parent: &self.operation,

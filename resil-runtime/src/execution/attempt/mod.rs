@@ -156,17 +156,13 @@ where
         // This call's frame is on the stack for the whole poll: the body's nested calls see
         // it, and so do listeners of the events emitted here.
         let pushed = this.execution.progress.push_frame(this.limits);
-        // The body's own spans (an HTTP client's) nest under the attempt: entered for the poll,
-        // taken out meanwhile since the poll borrows the execution.
+        // The body's own spans (an HTTP client's) nest under the attempt: entered for the poll.
         #[cfg(feature = "tracing")]
-        let spans = this.execution.progress.report.spans.take();
-        #[cfg(feature = "tracing")]
-        let entered = spans.as_ref().map(|spans| spans.attempt.enter());
+        let entered = (this.execution.progress.report.spans.as_deref()).map(|spans| spans.enter());
         let poll = step::<_, _, _, true>(&mut this, cx, &mut ());
         #[cfg(feature = "tracing")]
-        {
+        if let Some(entered) = entered {
             drop(entered);
-            this.execution.progress.report.spans = spans;
         }
         match poll {
             // The operation is over: its frame is not needed again.
