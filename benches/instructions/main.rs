@@ -62,37 +62,37 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "timeout",
         "#[resilient(timeout)]",
-        [Some(588), Some(639), Some(676)],
+        [Some(588), Some(636), Some(673)],
     ),
     (
         "timeout+retry",
         "#[resilient(timeout, retry = 2)]",
-        [Some(605), Some(656), Some(695)],
+        [Some(605), Some(653), Some(692)],
     ),
     (
         "all-four",
         "timeout, retry 2, breaker, bulkhead 8",
-        [Some(876), Some(931), Some(983)],
+        [Some(876), Some(926), Some(978)],
     ),
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        [Some(1503), Some(1556), Some(1608)],
+        [Some(1503), Some(1547), Some(1602)],
     ),
     (
         "policy",
         "Policy::run with all four (no macro)",
-        [Some(1024), Some(1074), Some(1128)],
+        [Some(1024), Some(1069), Some(1122)],
     ),
     (
         "open-breaker",
         "a call refused by an open breaker",
-        [Some(995), Some(1080), Some(1131)],
+        [Some(995), Some(1075), Some(1125)],
     ),
     (
         "full-bulkhead",
         "a call refused by a full bulkhead",
-        [Some(655), Some(738), Some(783)],
+        [Some(655), Some(734), Some(779)],
     ),
     (
         "all-four-routed",
@@ -112,7 +112,7 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "all-four-yield",
         "all four, the body pending once (a timer armed)",
-        [Some(1941), Some(1997), Some(2034)],
+        [Some(1941), Some(1987), Some(2024)],
     ),
     (
         "hand-written",
