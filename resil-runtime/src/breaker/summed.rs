@@ -48,8 +48,7 @@ impl WindowCounts {
 
     /// Whether at least `percent` % of the calls were bad, with at least `min_calls` counted.
     pub(crate) fn trips(self, percent: u8, min_calls: u32) -> bool {
-        self.calls >= u64::from(min_calls)
-            && u128::from(self.bad) * 100 >= u128::from(percent) * u128::from(self.calls)
+        super::window::trips(self.calls, self.bad, percent, min_calls)
     }
 }
 
@@ -314,12 +313,7 @@ impl Breaker {
         if !sums.trips(percent, min_calls) {
             return None;
         }
-        self.forget_calls();
-        self.open(word);
-        Some(Transition {
-            from: BreakerState::Closed,
-            to: BreakerState::Open,
-        })
+        Some(self.trip(word))
     }
 
     /// The store keeps no windows: opens the breaker if this instance's own window trips it.
@@ -334,24 +328,6 @@ impl Breaker {
         {
             return None;
         }
-        self.forget_calls();
-        self.open(word);
-        Some(Transition {
-            from: BreakerState::Closed,
-            to: BreakerState::Open,
-        })
-    }
-
-    /// A failure-rate or slow-call breaker's percent and minimum of calls.
-    fn rate_limits(&self) -> Option<(u8, u32)> {
-        match self.config.kind() {
-            BreakerKind::FailureRate {
-                percent, min_calls, ..
-            }
-            | BreakerKind::SlowCall {
-                percent, min_calls, ..
-            } => Some((percent, min_calls)),
-            BreakerKind::Consecutive => None,
-        }
+        Some(self.trip(word))
     }
 }

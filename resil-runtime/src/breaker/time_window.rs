@@ -95,8 +95,7 @@ impl TimeWindow {
     /// least `min_calls` counted.
     pub(crate) fn trips(&mut self, now: Instant, percent: u8, min_calls: u32) -> bool {
         self.advance(now);
-        self.calls >= min_calls
-            && u64::from(self.bad) * 100 >= u64::from(percent) * u64::from(self.calls)
+        super::window::trips(self.calls.into(), self.bad.into(), percent, min_calls)
     }
 
     /// Bad calls in the window at `now`.

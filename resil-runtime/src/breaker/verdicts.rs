@@ -98,15 +98,7 @@ impl Breaker {
         ticket: Ticket,
         verdict: Verdict,
     ) -> Option<Transition> {
-        let (percent, min_calls) = match self.config.kind() {
-            BreakerKind::FailureRate {
-                percent, min_calls, ..
-            }
-            | BreakerKind::SlowCall {
-                percent, min_calls, ..
-            } => (percent, min_calls),
-            BreakerKind::Consecutive => return None,
-        };
+        let (percent, min_calls) = self.rate_limits()?;
         let bad = verdict == Verdict::Failure;
         #[cfg(feature = "shared")]
         let mut send = None;
@@ -129,25 +121,42 @@ impl Breaker {
             #[cfg(not(feature = "shared"))]
             let trips = local;
             if !trips {
-                break 'judged false;
+                break 'judged None;
             }
-            self.forget_calls();
-            self.open(word);
-            true
+            Some(self.trip(word))
         };
         // Out of the locks: the task takes them to count what the store answers.
         #[cfg(feature = "shared")]
         if let Some(summed) = send {
             summed.start_sending();
         }
-        if !opened {
-            return None;
-        }
+        let opened = opened?;
         self.announce(BreakerState::Open);
-        Some(Transition {
+        Some(opened)
+    }
+
+    /// A failure-rate or slow-call breaker's percent and minimum of calls.
+    pub(super) fn rate_limits(&self) -> Option<(u8, u32)> {
+        match self.config.kind() {
+            BreakerKind::FailureRate {
+                percent, min_calls, ..
+            }
+            | BreakerKind::SlowCall {
+                percent, min_calls, ..
+            } => Some((percent, min_calls)),
+            BreakerKind::Consecutive => None,
+        }
+    }
+
+    /// Its window tripped a closed breaker (`word`, its state, read under the transition
+    /// lock, which is held): it opens and judges afresh. The caller announces it.
+    pub(super) fn trip(&self, word: Word) -> Transition {
+        self.forget_calls();
+        self.open(word);
+        Transition {
             from: BreakerState::Closed,
             to: BreakerState::Open,
-        })
+        }
     }
 
     /// For a shared breaker whose window is summed over instances: whether its store answers

@@ -15,6 +15,14 @@ pub(crate) enum Window {
     Time(TimeWindow),
 }
 
+/// Whether `bad` of `calls` trip a window: at least `min_calls` counted, and at least
+/// `percent` % of them bad. Every window judges by it (a count window, a time window, and the
+/// sums of a shared one).
+pub(crate) fn trips(calls: u64, bad: u64, percent: u8, min_calls: u32) -> bool {
+    calls >= u64::from(min_calls)
+        && u128::from(bad) * 100 >= u128::from(percent) * u128::from(calls)
+}
+
 impl Window {
     /// The window of a failure-rate or slow-call breaker; none for a consecutive one.
     pub(crate) fn of(kind: BreakerKind) -> Option<Self> {
@@ -119,8 +127,7 @@ impl CallWindow {
     /// Whether at least `percent` % of the calls counted were bad, with at least `min_calls`
     /// counted.
     pub(crate) fn trips(&self, percent: u8, min_calls: u32) -> bool {
-        self.len >= min_calls
-            && u64::from(self.bad) * 100 >= u64::from(percent) * u64::from(self.len)
+        trips(self.len.into(), self.bad.into(), percent, min_calls)
     }
 
     /// Bad calls in the window.
