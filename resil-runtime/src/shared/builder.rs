@@ -61,12 +61,7 @@ impl Redis {
     /// # Ok(()) }
     /// ```
     pub fn builder(url: &str) -> RedisBuilder {
-        RedisBuilder {
-            nodes: vec![url.to_owned()],
-            cluster: false,
-            #[cfg(feature = "redis-tls")]
-            tls: super::tls::Tls::default(),
-        }
+        RedisBuilder::new(vec![url.to_owned()], false)
     }
 
     /// A store on a Redis Cluster, found from any of `nodes` (each `redis://host:port` or
@@ -90,19 +85,21 @@ impl Redis {
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        RedisBuilder {
-            nodes: nodes
-                .into_iter()
-                .map(|node| node.as_ref().to_owned())
-                .collect(),
-            cluster: true,
-            #[cfg(feature = "redis-tls")]
-            tls: super::tls::Tls::default(),
-        }
+        let nodes = nodes.into_iter().map(|node| node.as_ref().to_owned());
+        RedisBuilder::new(nodes.collect(), true)
     }
 }
 
 impl RedisBuilder {
+    fn new(nodes: Vec<String>, cluster: bool) -> Self {
+        RedisBuilder {
+            nodes,
+            cluster,
+            #[cfg(feature = "redis-tls")]
+            tls: super::tls::Tls::default(),
+        }
+    }
+
     /// Verifies the server's certificate against the CA certificates in the PEM file at
     /// `path` rather than the system's roots (a managed Redis's own CA, or a test's). The file
     /// is read when the store is made: missing or not PEM, it is a [`SharedError::Tls`].
@@ -191,12 +188,7 @@ impl RedisBuilder {
 
     /// What to connect to, and how to name it in events (passwords hidden).
     fn target(&self) -> Result<(Target, String), SharedError> {
-        let label = self
-            .nodes
-            .iter()
-            .map(|node| redacted(node))
-            .collect::<Vec<_>>()
-            .join(",");
+        let label = self.label();
         if self.nodes.is_empty() {
             return Err(SharedError::Url {
                 url: label,
@@ -245,18 +237,21 @@ impl RedisBuilder {
         Ok((target, label))
     }
 
+    /// The nodes as events name the store: passwords hidden, joined by commas.
+    fn label(&self) -> String {
+        (self.nodes.iter())
+            .map(|node| redacted(node))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The TLS settings, checked: they need `rediss://`, and their files must parse.
     #[cfg(feature = "redis-tls")]
     fn tls_checked(&self) -> Result<Option<Certificates>, SharedError> {
         let tls = self.nodes.iter().any(|node| node.starts_with("rediss://"));
         if self.tls.is_set() && !self.nodes.iter().all(|node| node.starts_with("rediss://")) {
             return Err(SharedError::Url {
-                url: self
-                    .nodes
-                    .iter()
-                    .map(|node| redacted(node))
-                    .collect::<Vec<_>>()
-                    .join(","),
+                url: self.label(),
                 reason: "ca_file, client_cert and danger_accept_invalid_certs are TLS settings"
                     .to_owned(),
             });
