@@ -55,8 +55,6 @@ impl WindowCounts {
 /// A shared breaker's time window as the store keeps it: its span and buckets (the local
 /// window's), and what this instance knows of the sums.
 pub(crate) struct SummedWindow {
-    /// How long the window lasts.
-    pub(crate) span: Duration,
     /// How many buckets it has, and how long each lasts (see `time_window::buckets`).
     pub(crate) buckets: u64,
     pub(crate) width: Duration,
@@ -67,7 +65,8 @@ pub(crate) struct SummedWindow {
 impl std::fmt::Debug for SummedWindow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SummedWindow")
-            .field("span", &self.span)
+            .field("buckets", &self.buckets)
+            .field("width", &self.width)
             .finish_non_exhaustive()
     }
 }
@@ -136,7 +135,6 @@ impl SummedWindow {
         };
         let (buckets, width) = buckets(span);
         Some(Box::new(SummedWindow {
-            span,
             buckets,
             width,
             breaker: Arc::downgrade(breaker),
