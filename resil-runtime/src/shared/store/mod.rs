@@ -233,11 +233,10 @@ impl Store {
         if !self.nodes.failed(node) {
             return;
         }
-        let url = self.url().unwrap_or_else(|| Arc::from(""));
         let reason = format!(
             "{reason}: the keys this Redis Cluster node holds decide locally until it answers or the cluster fails over; the other nodes' keys are still shared"
         );
-        events::shared_store(&format!("{url} node {node}"), Some(&reason));
+        self.tell(Some(node), Some(&reason));
         if let (Ok(runtime), Some(store)) =
             (tokio::runtime::Handle::try_current(), self.me.upgrade())
         {
@@ -254,8 +253,7 @@ impl Store {
         if !self.nodes.any_out() {
             *lock_std(&self.last_error) = None;
         }
-        let url = self.url().unwrap_or_else(|| Arc::from(""));
-        events::shared_store(&format!("{url} node {node}"), None);
+        self.tell(Some(node), None);
         for gate in self.gates.all() {
             if *self.nodes.of(gate.name()) == *node {
                 gate.store_returned();
@@ -346,13 +344,22 @@ impl Store {
         self.outage_begins(reason);
     }
 
+    /// Tells the listeners that the store (or its cluster `node`) stopped answering, and
+    /// why, or (no reason) that it answers again.
+    fn tell(&self, node: Option<&str>, reason: Option<&str>) {
+        let url = self.url().unwrap_or_else(|| Arc::from(""));
+        match node {
+            Some(node) => events::shared_store(&format!("{url} node {node}"), reason),
+            None => events::shared_store(&url, reason),
+        }
+    }
+
     /// An outage begins (Redis gone, or refusing scripts), said once: it lasts to the next
     /// answer.
     fn outage_begins(&self, reason: &str) {
         *lock_std(&self.last_error) = Some(Arc::from(reason));
         if !self.in_outage.swap(true, Ordering::AcqRel) {
-            let url = self.url().unwrap_or_else(|| Arc::from(""));
-            events::shared_store(&url, Some(reason));
+            self.tell(None, Some(reason));
         }
     }
 
@@ -363,8 +370,7 @@ impl Store {
             if !self.nodes.any_out() {
                 *lock_std(&self.last_error) = None;
             }
-            let url = self.url().unwrap_or_else(|| Arc::from(""));
-            events::shared_store(&url, None);
+            self.tell(None, None);
         }
     }
 
