@@ -60,9 +60,11 @@ const MAX_PEM_BYTES: u64 = 16 << 20;
 /// device (`/dev/zero`) or a FIFO would read forever, or until memory ran out.
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, SharedError> {
     use std::io::Read;
-    let refused = |reason: String| SharedError::Tls {
-        path: path.display().to_string(),
-        reason: format!("{what}: {reason}: give the path of a PEM file this process can read"),
+    let refused = |reason: String| {
+        refused(
+            path,
+            format!("{what}: {reason}: give the path of a PEM file this process can read"),
+        )
     };
     let file = std::fs::File::open(path).map_err(|error| refused(error.to_string()))?;
     let metadata = file
@@ -84,10 +86,7 @@ fn read(path: &Path, what: &str) -> Result<Vec<u8>, SharedError> {
 /// A PEM file's certificates, at least one, each as a trust anchor would take it.
 fn certificates(path: &Path, what: &str) -> Result<Vec<u8>, SharedError> {
     let pem = read(path, what)?;
-    let refused = |reason: String| SharedError::Tls {
-        path: path.display().to_string(),
-        reason: format!("{what}: {reason}"),
-    };
+    let refused = |reason: String| refused(path, format!("{what}: {reason}"));
     let mut found = 0;
     for certificate in CertificateDer::pem_slice_iter(&pem) {
         let certificate = certificate.map_err(|error| {
@@ -114,13 +113,21 @@ fn certificates(path: &Path, what: &str) -> Result<Vec<u8>, SharedError> {
 
 fn private_key(path: &Path) -> Result<Vec<u8>, SharedError> {
     let pem = read(path, "client key")?;
-    PrivateKeyDer::from_pem_slice(&pem).map_err(|error| SharedError::Tls {
-        path: path.display().to_string(),
-        reason: format!(
-            "client key: {error}: the file must hold the client certificate's private key in PEM (-----BEGIN PRIVATE KEY-----)"
-        ),
+    PrivateKeyDer::from_pem_slice(&pem).map_err(|error| {
+        refused(
+            path,
+            format!("client key: {error}: the file must hold the client certificate's private key in PEM (-----BEGIN PRIVATE KEY-----)"),
+        )
     })?;
     Ok(pem)
+}
+
+/// The file at `path` cannot serve, for `reason`.
+fn refused(path: &Path, reason: String) -> SharedError {
+    SharedError::Tls {
+        path: path.display().to_string(),
+        reason,
+    }
 }
 
 /// What to add to a connection failure of the TLS handshake: how to fix it.
