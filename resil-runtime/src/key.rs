@@ -200,14 +200,45 @@ fn write_string(text: &(impl Display + ?Sized), f: &mut fmt::Formatter<'_>) -> f
     f.write_char('"')
 }
 
-/// Whether `text` is its own name: short enough to keep whole, and needing no quotes.
+/// Whether `text` is its own name: short enough to keep whole, and needing no quotes. What
+/// [`Look`] finds, read in one pass over the whole text: every keyed call asks it of its key.
 fn is_plain(text: &str) -> bool {
-    if text.len() > MAX_KEY_BYTES {
+    if text.is_empty() || text.len() > MAX_KEY_BYTES || text == "true" || text == "false" {
         return false;
     }
-    let mut look = Look::default();
-    let _ = look.write_str(text);
-    look.plain()
+    let number =
+        text != "-" && (text.strip_prefix('-').unwrap_or(text).bytes()).all(|b| b.is_ascii_digit());
+    // One pass over the bytes while they are ASCII; Unicode's tables only for the rest.
+    for (at, &byte) in text.as_bytes().iter().enumerate() {
+        match PLAIN_ASCII.get(usize::from(byte)) {
+            Some(true) => {}
+            Some(false) => return false,
+            None => return !number && text[at..].chars().all(plain_char),
+        }
+    }
+    !number
+}
+
+/// Which ASCII characters can stand in an unquoted name: letters, digits and `- _ . / @ + ~`.
+const PLAIN_ASCII: [bool; 128] = {
+    let mut plain = [false; 128];
+    let mut byte = 0u8;
+    while byte < 128 {
+        plain[byte as usize] = byte.is_ascii_alphanumeric()
+            || matches!(byte, b'-' | b'_' | b'.' | b'/' | b'@' | b'+' | b'~');
+        byte += 1;
+    }
+    plain
+};
+
+/// Whether `c` can stand in an unquoted name: see [`PLAIN_ASCII`]; beyond ASCII, any letter or
+/// digit.
+#[inline]
+fn plain_char(c: char) -> bool {
+    match u8::try_from(c) {
+        Ok(byte) if byte.is_ascii() => PLAIN_ASCII[usize::from(byte)],
+        _ => c.is_alphanumeric(),
+    }
 }
 
 /// What a string looks like, seen a piece at a time: whether it can stand unquoted.
@@ -239,7 +270,7 @@ impl Write for Look {
                 self.plain_chars = true;
                 self.digits = true;
             }
-            self.plain_chars &= c.is_alphanumeric() || "-_./@+~".contains(c);
+            self.plain_chars &= plain_char(c);
             self.digits &= c.is_ascii_digit() || (at == 0 && c == '-');
         }
         for (i, byte) in text.bytes().enumerate() {
@@ -458,6 +489,16 @@ mod tests {
             assert_eq!(by_str, !text.is_empty() && name(text) == text, "{text:?}");
         }
         assert_eq!(42u32.plain(), None, "only strings take the shortcut");
+    }
+
+    proptest::proptest! {
+        /// The whole-text check and the streamed one are one rule, read two ways.
+        #[test]
+        fn both_reads_of_a_string_agree(text in "(-|[a-z0-9_./@+~ \"é模,=}{\n-]{0,6}|true|false|-?[0-9]{1,4})") {
+            let mut look = Look::default();
+            let _ = look.write_str(&text);
+            proptest::prop_assert_eq!(is_plain(&text), look.plain(), "{:?}", text);
+        }
     }
 
     #[test]
