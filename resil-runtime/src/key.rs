@@ -73,10 +73,10 @@ pub trait Key: sealed::Sealed {
     /// Writes the key's unambiguous name (see the module docs).
     fn write(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 
-    /// The key's name when it is the key's text as it is (a string that needs no quotes): a
-    /// lookup then hashes the text itself instead of writing the name.
+    /// The key's text when it is a string: a lookup first looks for it among the entries named
+    /// by their own text, and writes the name only when it finds none.
     #[doc(hidden)]
-    fn plain(&self) -> Option<&str> {
+    fn text(&self) -> Option<&str> {
         None
     }
 
@@ -113,8 +113,8 @@ impl Key for str {
         write_string(self, f)
     }
 
-    fn plain(&self) -> Option<&str> {
-        is_plain(self).then_some(self)
+    fn text(&self) -> Option<&str> {
+        Some(self)
     }
 }
 
@@ -135,13 +135,12 @@ impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> Key for T {
         }
     }
 
-    fn plain(&self) -> Option<&str> {
+    fn text(&self) -> Option<&str> {
         let any: &dyn Any = self;
-        let text = (any.downcast_ref::<String>().map(String::as_str))
+        (any.downcast_ref::<String>().map(String::as_str))
             .or_else(|| any.downcast_ref::<&'static str>().copied())
             .or_else(|| any.downcast_ref::<Arc<str>>().map(|text| &**text))
-            .or_else(|| any.downcast_ref::<Box<str>>().map(|text| &**text))?;
-        is_plain(text).then_some(text)
+            .or_else(|| any.downcast_ref::<Box<str>>().map(|text| &**text))
     }
 }
 
@@ -201,8 +200,8 @@ fn write_string(text: &(impl Display + ?Sized), f: &mut fmt::Formatter<'_>) -> f
 }
 
 /// Whether `text` is its own name: short enough to keep whole, and needing no quotes. What
-/// [`Look`] finds, read in one pass over the whole text: every keyed call asks it of its key.
-fn is_plain(text: &str) -> bool {
+/// [`Look`] finds, read in one pass over the whole text.
+pub(crate) fn is_plain(text: &str) -> bool {
     if text.is_empty() || text.len() > MAX_KEY_BYTES || text == "true" || text == "false" {
         return false;
     }
@@ -441,6 +440,11 @@ mod tests {
         KeyName::of(key).as_str().to_owned()
     }
 
+    /// The key's name when a lookup finds it by the key's text alone.
+    fn plain<K: Key + ?Sized>(key: &K) -> Option<&str> {
+        key.text().filter(|text| is_plain(text))
+    }
+
     /// The lookup's shortcut names a key exactly as writing its name would, or stands aside.
     #[test]
     fn a_plain_key_is_named_by_its_text_only_when_writing_it_gives_the_same() {
@@ -474,21 +478,21 @@ mod tests {
                 }
                 plain.is_some()
             };
-            let by_str = named(text.plain(), name(text));
+            let by_str = named(plain(text), name(text));
             assert_eq!(
-                named(String::from(text).plain(), name(&String::from(text))),
+                named(plain(&String::from(text)), name(&String::from(text))),
                 by_str
             );
             assert_eq!(
                 named(
-                    Arc::<str>::from(text).plain(),
+                    plain(&Arc::<str>::from(text)),
                     name(&Arc::<str>::from(text))
                 ),
                 by_str
             );
             assert_eq!(by_str, !text.is_empty() && name(text) == text, "{text:?}");
         }
-        assert_eq!(42u32.plain(), None, "only strings take the shortcut");
+        assert_eq!(plain(&42u32), None, "only strings take the shortcut");
     }
 
     proptest::proptest! {

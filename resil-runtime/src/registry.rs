@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::key::{Key, KeyName};
+use crate::key::{is_plain, Key, KeyName};
 use crate::sync::lock_std;
 
 /// What a registry holds per key.
@@ -70,6 +70,9 @@ struct Cell<T> {
     /// The SHA-256 of the key's parts that its name does not tell apart (see
     /// [`Key::values`]), if it has any.
     parts: Option<Parts>,
+    /// Its name is a plain text, with no other part: the name of that string and of nothing
+    /// else, so a string key is found by its text alone.
+    plain: bool,
 }
 
 /// What a key's parts other than text and integers write through their `Hash` (each with its
@@ -199,17 +202,18 @@ impl<T: Member> Registry<T> {
     /// The entry for `key`, made by `make` from the key's name on first use.
     #[inline]
     pub(crate) fn get<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&str) -> T) -> Held<T> {
-        // A plain string is its own name, with no other part: the common case pays for none.
-        let Some(text) = key.plain() else {
+        // A string is looked for by its text among the entries named by their own text: an
+        // entry whose name is `text` and a plain text can only be this string's, so a key
+        // seen before costs a hash and a comparison, and no look at its characters.
+        let Some(text) = key.text() else {
             return self.get_written(key, make);
         };
         let hash = self.hasher.hash_one(text);
-        let found = self.find(hash, |entry| {
-            *entry.name == *text && entry.cell.parts.is_none()
-        });
+        let found = self.find(hash, |entry| entry.cell.plain && *entry.name == *text);
         match found {
             Some(held) => held,
-            None => self.insert(hash, text, None, make),
+            None if is_plain(text) => self.insert(hash, text, None, make),
+            None => self.get_written(key, make),
         }
     }
 
@@ -276,6 +280,7 @@ impl<T: Member> Registry<T> {
         let cell = Arc::new(Cell {
             lease: Lease::default(),
             value: make(name),
+            plain: parts.is_none() && is_plain(name),
             parts,
         });
         cell.lease.take();

@@ -268,6 +268,55 @@ async fn distinct_keys_never_share_state_or_a_name() {
     );
 }
 
+/// A string key is found by its text among the entries named by their own text only: a string
+/// whose text is another key's quoted name (`"a b"` against `a b`, `"42"` against `42`), or is
+/// an integer's or a type's name, keeps its own state, in whichever order the keys come.
+#[tokio::test(start_paused = true)]
+async fn a_string_is_never_found_under_a_name_that_only_spells_it() {
+    for reversed in [false, true] {
+        let policy = Policy::builder()
+            .breaker_per_key("key", 1, Duration::from_secs(30))
+            .build()
+            .unwrap();
+        let mut texts = vec!["a b", "\"a b\"", "42", "\"42\"", "x", "eu"];
+        if reversed {
+            texts.reverse();
+        }
+        let failed: Result<(), TestError> = policy
+            .run_keyed(texts[0], || async { Err(TestError::Busy) })
+            .await;
+        assert_eq!(failed, Err(TestError::Busy));
+        let keys = policy.keys().unwrap();
+        for text in &texts[1..] {
+            let state = keys.get(*text).breaker().unwrap().state();
+            assert_eq!(state, BreakerState::Closed, "{text:?} after {:?}", texts[0]);
+        }
+        for _ in 0..2 {
+            let state = keys.get(&String::from(texts[0])).breaker().unwrap().state();
+            assert_eq!(state, BreakerState::Open, "{:?} found again", texts[0]);
+        }
+        let integer = keys.get(&42u32).breaker().unwrap().state();
+        assert_eq!(integer, BreakerState::Closed);
+        let tenant = Tenant {
+            id: 1,
+            region: "eu",
+        };
+        assert_eq!(
+            keys.get(&tenant).breaker().unwrap().state(),
+            BreakerState::Closed
+        );
+        assert_eq!(
+            keys.get(&'x').breaker().unwrap().state(),
+            keys.get("x").breaker().unwrap().state()
+        );
+        assert_eq!(
+            keys.len(),
+            texts.len() + 2,
+            "every text, 42 and the tenant: 'x' is \"x\""
+        );
+    }
+}
+
 /// An integer and the string that prints like it are two keys; integers of two types with one
 /// value are one.
 #[tokio::test(start_paused = true)]
