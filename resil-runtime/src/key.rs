@@ -141,6 +141,7 @@ impl<T: Clone + Hash + Eq + Display + Send + Sync + 'static> Key for T {
             .or_else(|| any.downcast_ref::<&'static str>().copied())
             .or_else(|| any.downcast_ref::<Arc<str>>().map(|text| &**text))
             .or_else(|| any.downcast_ref::<Box<str>>().map(|text| &**text))
+            .or_else(|| any.downcast_ref::<Cow<'static, str>>().map(|text| &**text))
     }
 }
 
@@ -199,8 +200,9 @@ fn write_string(text: &(impl Display + ?Sized), f: &mut fmt::Formatter<'_>) -> f
     f.write_char('"')
 }
 
-/// Whether `text` is its own name: short enough to keep whole, and needing no quotes. What
-/// [`Look`] finds, read in one pass over the whole text.
+/// Whether `text` is its own name: short enough to keep whole (what [`Look`] does not see:
+/// [`KeyName`] cuts a longer name), and needing no quotes (what [`Look`] finds), read in one
+/// pass over the whole text.
 pub(crate) fn is_plain(text: &str) -> bool {
     if text.is_empty() || text.len() > MAX_KEY_BYTES || text == "true" || text == "false" {
         return false;
@@ -495,14 +497,60 @@ mod tests {
         assert_eq!(plain(&42u32), None, "only strings take the shortcut");
     }
 
-    proptest::proptest! {
-        /// The whole-text check and the streamed one are one rule, read two ways.
-        #[test]
-        fn both_reads_of_a_string_agree(text in "(-|[a-z0-9_./@+~ \"é模,=}{\n-]{0,6}|true|false|-?[0-9]{1,4})") {
-            let mut look = Look::default();
-            let _ = look.write_str(&text);
-            proptest::prop_assert_eq!(is_plain(&text), look.plain(), "{:?}", text);
+    /// What the streamed read finds of `pieces`, written one after another.
+    fn look(pieces: &[&str]) -> bool {
+        let mut look = Look::default();
+        for piece in pieces {
+            let _ = look.write_str(piece);
         }
+        look.plain()
+    }
+
+    /// `text` cut at every char boundary, as a `Display` writing a char at a time gives it.
+    fn chars(text: &str) -> Vec<&str> {
+        let cuts: Vec<usize> = (0..=text.len())
+            .filter(|&at| text.is_char_boundary(at))
+            .collect();
+        cuts.windows(2).map(|cut| &text[cut[0]..cut[1]]).collect()
+    }
+
+    proptest::proptest! {
+        /// The whole-text check and the streamed one are one rule up to the length limit,
+        /// whether the streamed one reads the text whole or in pieces.
+        #[test]
+        fn both_reads_of_a_string_agree(
+            text in "(-?[0-9]{0,3}|true|false|[\\PC\\p{Cc}\\p{Mn}\\p{Nd}\\p{No}\\u{80}-\\u{ff}A-Za-z\" ,=}{-]{0,8})",
+        ) {
+            proptest::prop_assert_eq!(is_plain(&text), look(&[&text]), "{:?}", text);
+            proptest::prop_assert_eq!(is_plain(&text), look(&chars(&text)), "{:?} in pieces", text);
+        }
+    }
+
+    /// Every char, alone and beside a letter, a digit or a minus: the two reads agree.
+    #[test]
+    fn both_reads_agree_on_every_char() {
+        for c in (0..=0x10_FFFF).filter_map(char::from_u32) {
+            for text in [
+                c.to_string(),
+                format!("a{c}"),
+                format!("{c}a"),
+                format!("-{c}"),
+                format!("1{c}"),
+            ] {
+                assert_eq!(is_plain(&text), look(&[&text]), "{text:?}");
+                assert_eq!(is_plain(&text), look(&chars(&text)), "{text:?} in pieces");
+            }
+        }
+    }
+
+    /// Past the limit only the whole-text check says no: a name that long is cut to its
+    /// digest whatever the streamed read found, so the two still name alike.
+    #[test]
+    fn past_the_limit_no_text_is_plain() {
+        let long = "a".repeat(MAX_KEY_BYTES + 1);
+        assert!(!is_plain(&long));
+        assert!(is_plain(&long[1..]));
+        assert!(name(long.as_str()).starts_with('#'));
     }
 
     #[test]
