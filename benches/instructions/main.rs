@@ -77,7 +77,7 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        [Some(1221), Some(1270), Some(1320)],
+        [Some(1101), Some(1144), Some(1199)],
     ),
     (
         "policy",
