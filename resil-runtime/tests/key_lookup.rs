@@ -125,21 +125,28 @@ fn look_alikes() -> Vec<(String, Getter)> {
     keys
 }
 
+/// Keys `i` and `j` of `keys`, fetched as `a` and `b`, hold one entry exactly when their values
+/// are equal (their labels are).
+fn one_entry_when_equal(
+    keys: &[(String, Getter)],
+    (i, a): (usize, &KeyedBreaker),
+    (j, b): (usize, &KeyedBreaker),
+    at: &str,
+) {
+    let (first, second) = (&keys[i].0, &keys[j].0);
+    assert_eq!(id(a) == id(b), first == second, "{at}{first} then {second}");
+}
+
 /// Every ordered pair, in a fresh registry: one entry exactly when the values are equal.
 #[test]
 fn look_alikes_share_only_with_equal_values_in_either_order() {
     let keys = look_alikes();
-    for (i, (first_label, first)) in keys.iter().enumerate() {
-        for (j, (second_label, second)) in keys.iter().enumerate() {
+    for (i, (_, first)) in keys.iter().enumerate() {
+        for (j, (_, second)) in keys.iter().enumerate() {
             if i != j {
                 let registry = fresh(1000);
                 let (a, b) = (first(&registry), second(&registry));
-                let shared = id(&a) == id(&b);
-                assert_eq!(
-                    shared,
-                    first_label == second_label,
-                    "{first_label} then {second_label}"
-                );
+                one_entry_when_equal(&keys, (i, &a), (j, &b), "");
             }
         }
     }
@@ -192,14 +199,7 @@ fn after_evictions_equal_values_share_and_unequal_ones_never_do() {
             let _ = registry.get(format!("churn {}", round % 47).as_str());
         }
         let b = (keys[j].1)(&registry);
-        let shared = id(&a) == id(&b);
-        assert_eq!(
-            shared,
-            keys[i].0 == keys[j].0,
-            "round {round}: {} and {}",
-            keys[i].0,
-            keys[j].0
-        );
+        one_entry_when_equal(&keys, (i, &a), (j, &b), &format!("round {round}: "));
     }
 }
 
@@ -214,14 +214,7 @@ fn lookups_from_several_threads_never_share_and_never_split() {
             std::thread::spawn(move || {
                 for (i, j) in pairs(0x9E37_79B9_7F4A_7C15 ^ thread, keys.len()).take(50_000) {
                     let (a, b) = ((keys[i].1)(&registry), (keys[j].1)(&registry));
-                    let shared = id(&a) == id(&b);
-                    assert_eq!(
-                        shared,
-                        keys[i].0 == keys[j].0,
-                        "{} and {}",
-                        keys[i].0,
-                        keys[j].0
-                    );
+                    one_entry_when_equal(&keys, (i, &a), (j, &b), "");
                 }
             })
         })

@@ -278,7 +278,7 @@ async fn a_string_is_never_found_under_a_name_that_only_spells_it() {
             .breaker_per_key("key", 1, Duration::from_secs(30))
             .build()
             .unwrap();
-        let mut texts = vec!["a b", "\"a b\"", "42", "\"42\"", "x", "eu"];
+        let mut texts = ["a b", "\"a b\"", "42", "\"42\"", "x", "eu"];
         if reversed {
             texts.reverse();
         }
