@@ -54,8 +54,8 @@ const BUILD: Option<(usize, &str)> = match (cfg!(feature = "tracing"), cfg!(feat
 /// for the default build, tracing's and metrics': the highest count seen over clean builds in
 /// three directories (`.ci/instructions-spread`: the source's path moves a count by up to 12
 /// instructions), plus that spread, plus 0.5 % for what moves between two runs of one binary
-/// (a keyed lookup's hash seed: the mean of [`SEEDS`] processes, see [`SEEDED`]). A count above its budget fails; lower a budget when
-/// a change wins instructions back, raise one only with the reason in the commit.
+/// (a keyed lookup's hash seed: see [`SEEDED`]). A count above its budget fails; lower a
+/// budget when a change wins instructions back, raise one only with the reason in the commit.
 const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     ("bare", "the body alone, awaited in an async fn", [None; 3]),
     ("tokio-timeout", "tokio::time::timeout around it", [None; 3]),
@@ -77,7 +77,7 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        [Some(1101), Some(1144), Some(1199)],
+        [Some(1101), Some(1147), Some(1203)],
     ),
     (
         "policy",
@@ -459,8 +459,9 @@ fn count(scenario: &str, calls: u32) -> Result<u64, String> {
 }
 
 /// The scenarios whose cost depends on a hash seed drawn per process (a keyed lookup meets
-/// more or fewer collisions among its keys): each is counted in [`SEEDS`] processes and
-/// the mean is its count, which moves by a few instructions where one process moved by ten.
+/// more or fewer collisions among its keys): each is counted in [`SEEDS`] processes and the
+/// mean is its count. One process alone moved the tracing build's per-model count between
+/// 1135 and 1146 (40 processes here and one in CI); the mean of five moves by about 2.
 const SEEDED: &[&str] = &["all-four-keyed", "all-four-routed", "hand-written-keyed"];
 const SEEDS: u32 = 5;
 
