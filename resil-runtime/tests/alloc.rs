@@ -28,6 +28,26 @@ fn closed_breaker_bulkhead_timeout_ready_call_allocates_nothing() {
 }
 
 #[test]
+fn a_hedged_call_answered_before_its_hedge_allocates_nothing() {
+    let policy = Policy::builder()
+        .timeout(Duration::from_secs(20))
+        .retry(2)
+        .breaker_named("alloc-test-hedged", 5, Duration::from_secs(30))
+        .bulkhead(8)
+        .hedge(1, Duration::from_millis(800))
+        .build()
+        .unwrap();
+    let _ = allocations_while_polling(policy.run(|| async { Ok::<_, Rejected>(1) }));
+    for _ in 0..3 {
+        let allocations = allocations_while_polling(policy.run(|| async { Ok::<_, Rejected>(1) }));
+        assert_eq!(
+            allocations, 0,
+            "the first racer is held in place, not boxed"
+        );
+    }
+}
+
+#[test]
 fn keyed_breaker_lookup_of_a_known_key_allocates_nothing() {
     let policy = Policy::builder()
         .timeout(Duration::from_secs(20))

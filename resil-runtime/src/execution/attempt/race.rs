@@ -84,7 +84,13 @@ pin_project! {
     pub struct Race<'e, 'p, R: Racers<'p>, E> {
         execution: &'e mut Execution<'p, E>,
         make: R,
-        racers: Vec<Racer<'p, R::Attempt>>,
+        // The first racer, in place, so that a call answered before any hedge allocates
+        // nothing; `None` once it ended.
+        #[pin]
+        first: Option<Lane<'p, R::Attempt>>,
+        first_seat: Seat<'p>,
+        // The hedges, each pinned in a box of its own: started only after the hedge's delay.
+        hedged: Vec<Racer<'p, R::Attempt>>,
         // The next hedge's time while racing; the backoff's after the last racer failed.
         #[pin]
         timer: Option<Sleep>,
@@ -95,36 +101,49 @@ pin_project! {
         refused: bool,
         // The racer being polled and the operation's attempt count, while one is: a racer
         // that panics leaves its admission in the execution's place, and the drop puts it back.
-        polling: Option<(usize, u32)>,
+        polling: Option<(Which, u32)>,
     }
 
     impl<'e, 'p, R: Racers<'p>, E> PinnedDrop for Race<'e, 'p, R, E> {
         fn drop(this: Pin<&mut Self>) {
             let mut this = this.project();
-            if let Some((i, attempts)) = this.polling.take() {
+            if let Some((which, attempts)) = this.polling.take() {
                 let progress = &mut this.execution.progress;
-                if let Some(racer) = this.racers.get_mut(i) {
-                    racer.swap_admission(progress);
+                if let Which::Hedge(i) = which {
+                    if let Some(racer) = this.hedged.get_mut(i) {
+                        racer.seat.swap_admission(progress);
+                    }
                 }
                 progress.tries.attempt = attempts;
             }
-            for racer in this.racers.iter_mut() {
-                racer.cancel(&mut this.execution.progress);
-            }
+            cancel_all(&mut this);
             // A race dropped before its end lost its hedges.
             report(&mut this, false);
         }
     }
 }
 
-/// One racer: an attempt's own state, apart from its execution.
+/// A racer of a race: its first, in place, or the hedge at this index.
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    First,
+    Hedge(usize),
+}
+
+/// A hedge: its attempt's state, boxed to stay pinned while the hedges move in their `Vec`.
 struct Racer<'p, F> {
     lane: Pin<Box<Lane<'p, F>>>,
+    seat: Seat<'p>,
+}
+
+/// What a racer keeps beside its attempt's state.
+struct Seat<'p> {
     /// A hedge's own admission, in the execution's place while the hedge is polled; `None`
     /// for the first racer, whose admission is the execution's.
     admission: Option<Option<Admission<'p>>>,
-    /// Nested calls this racer started: each racer numbers its own, so that the racers derive
-    /// the same ids for the same nested call.
+    /// Nested calls this hedge started: each racer numbers its own, so that the racers derive
+    /// the same ids for the same nested call. The first racer's count is the frame's own,
+    /// which a hedge's is swapped with while the hedge is polled.
     children: u32,
     /// Its attempt number, which its events carry.
     attempt: u32,
@@ -159,15 +178,9 @@ impl<F> Lane<'_, F> {
     }
 }
 
-impl<'p, F> Racer<'p, F> {
-    fn new(
-        progress: &Progress<'p>,
-        future: F,
-        admission: Option<Option<Admission<'p>>>,
-        tag: usize,
-        moved: bool,
-    ) -> Self {
-        let lane = Lane {
+impl<'p, F> Lane<'p, F> {
+    fn new(progress: &Progress<'p>, future: F) -> Self {
+        Lane {
             future,
             timer: None,
             stage: Stage::Start,
@@ -175,9 +188,18 @@ impl<'p, F> Racer<'p, F> {
             limits: progress.limits(),
             cut: None,
             admitted: None,
-        };
-        Racer {
-            lane: Box::pin(lane),
+        }
+    }
+}
+
+impl<'p> Seat<'p> {
+    fn new(
+        progress: &Progress<'p>,
+        admission: Option<Option<Admission<'p>>>,
+        tag: usize,
+        moved: bool,
+    ) -> Self {
+        Seat {
             admission,
             children: 0,
             attempt: progress.tries.attempt,
@@ -195,12 +217,29 @@ impl<'p, F> Racer<'p, F> {
             std::mem::swap(own, &mut progress.admission);
         }
     }
+}
 
+impl<'p, F> Racer<'p, F> {
     /// Dropped before its end: what it holds goes back, and it counts for nothing.
     fn cancel(&mut self, progress: &mut Progress<'p>) {
-        self.swap_admission(progress);
+        self.seat.swap_admission(progress);
         cancel(self.lane.as_mut().project().admitted, progress);
-        self.swap_admission(progress);
+        self.seat.swap_admission(progress);
+    }
+}
+
+/// Every racer still running dropped before its end (the first's admission is the
+/// execution's own).
+fn cancel_all<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
+    let progress = &mut this.execution.progress;
+    if let Some(first) = this.first.as_mut().as_pin_mut() {
+        cancel(first.project().admitted, progress);
+        this.first.set(None);
+    }
+    if !this.hedged.is_empty() {
+        for mut racer in this.hedged.drain(..) {
+            racer.cancel(progress);
+        }
     }
 }
 
@@ -236,11 +275,14 @@ impl<'p, E> Execution<'p, E> {
         };
         let future = make.make(&mut hedging);
         let tag = hedging.tag;
-        let first = Racer::new(&self.progress, future, None, tag, false);
+        let first = Lane::new(&self.progress, future);
+        let first_seat = Seat::new(&self.progress, None, tag, false);
         Race {
             execution: self,
             make,
-            racers: vec![first],
+            first: Some(first),
+            first_seat,
+            hedged: Vec::new(),
             timer: None,
             backoff: false,
             hedges: 0,
@@ -262,8 +304,8 @@ where
         let mut this = self.project();
         // At the first poll the frame gives the first racer the enclosing calls' deadline.
         let mut own = Limits::default();
-        let limits = match this.racers.first_mut() {
-            Some(racer) => racer.lane.as_mut().project().limits,
+        let limits = match this.first.as_mut().as_pin_mut() {
+            Some(first) => first.project().limits,
             None => &mut own,
         };
         let pushed = this.execution.progress.push_frame(limits);
@@ -298,20 +340,15 @@ where
             this.timer.set(None);
             hedge(this);
         }
-        let mut ended = None;
-        for (i, racer) in this.racers.iter_mut().enumerate() {
-            *this.polling = Some((i, this.execution.progress.tries.attempt));
-            let poll = poll_racer(this.execution, racer, cx);
-            *this.polling = None;
-            if let Poll::Ready(result) = poll {
-                ended = Some((i, result));
-                break;
-            }
-        }
-        let Some((i, result)) = ended else {
+        let Some((which, result)) = poll_racers(this, cx) else {
             // The delay counts from the newest racer's call: not while it waits for a place
             // in the bulkhead, a rate slot or a probe's verdict, which a hedge would skip.
-            let calling = (this.racers.last()).is_some_and(|racer| racer.lane.stage_is_call());
+            let calling = match this.hedged.last() {
+                Some(racer) => racer.lane.stage_is_call(),
+                None => (this.first.as_ref().get_ref())
+                    .as_ref()
+                    .is_some_and(Lane::stage_is_call),
+            };
             if this.timer.is_none() && calling && can_hedge(this) {
                 let at = later(Instant::now(), delay(this));
                 set_timer(this.timer.as_mut(), at);
@@ -319,14 +356,22 @@ where
             }
             return Poll::Pending;
         };
-        let mut ended = this.racers.remove(i);
-        let hedge_won = result.is_ok() && ended.admission.is_some();
+        // A hedge's admission, if it won elsewhere, is the operation's from now on.
+        let (tag, hedge) = match which {
+            Which::First => {
+                this.first.set(None);
+                (this.first_seat.tag, None)
+            }
+            Which::Hedge(i) => {
+                let seat = this.hedged.remove(i).seat;
+                (seat.tag, Some((seat.moved, seat.admission.flatten())))
+            }
+        };
+        let hedge_won = result.is_ok() && hedge.is_some();
         if result.is_ok() {
-            this.make.won(ended.tag);
-            if ended.moved {
-                this.execution
-                    .progress
-                    .moved_to(ended.admission.take().flatten());
+            this.make.won(tag);
+            if let Some((true, admission)) = hedge {
+                this.execution.progress.moved_to(admission);
             }
         }
         let over = match &result {
@@ -334,7 +379,7 @@ where
             Err(Failure::Error(error)) => !error.is_transient(),
             Err(Failure::Rejected(_)) => false,
         };
-        if !over && !this.racers.is_empty() {
+        if !over && (this.first.is_some() || !this.hedged.is_empty()) {
             // What the provider said is what a later rejection of the others ends with.
             if let Err(Failure::Error(error)) = result {
                 this.execution.last_error = Some(error);
@@ -342,10 +387,7 @@ where
             continue;
         }
         // The race is over: the others are dropped, and the result decided on.
-        let progress = &mut this.execution.progress;
-        for mut racer in this.racers.drain(..) {
-            racer.cancel(progress);
-        }
+        cancel_all(this);
         this.timer.set(None);
         report(this, hedge_won);
         match this.execution.decide(result) {
@@ -362,10 +404,40 @@ where
     }
 }
 
+/// Each racer's steps in turn, the first first, until one ends: which, and its result.
+fn poll_racers<'p, T, E, R>(
+    this: &mut RaceProjection<'_, '_, 'p, R, E>,
+    cx: &mut TaskContext<'_>,
+) -> Option<(Which, Result<T, Failure<E>>)>
+where
+    R: Racers<'p>,
+    R::Attempt: Future<Output = Result<T, E>>,
+    E: Transient + From<Rejected>,
+{
+    if let Some(first) = this.first.as_mut().as_pin_mut() {
+        *this.polling = Some((Which::First, this.execution.progress.tries.attempt));
+        let poll = poll_racer(this.execution, this.first_seat, first, cx);
+        *this.polling = None;
+        if let Poll::Ready(result) = poll {
+            return Some((Which::First, result));
+        }
+    }
+    for (i, racer) in this.hedged.iter_mut().enumerate() {
+        *this.polling = Some((Which::Hedge(i), this.execution.progress.tries.attempt));
+        let poll = poll_racer(this.execution, &mut racer.seat, racer.lane.as_mut(), cx);
+        *this.polling = None;
+        if let Poll::Ready(result) = poll {
+            return Some((Which::Hedge(i), result));
+        }
+    }
+    None
+}
+
 /// One racer's steps, with its admission in the execution's place.
 fn poll_racer<'p, T, E, F>(
     execution: &mut &mut Execution<'p, E>,
-    racer: &mut Racer<'p, F>,
+    racer: &mut Seat<'p>,
+    lane: Pin<&mut Lane<'p, F>>,
     cx: &mut TaskContext<'_>,
 ) -> Poll<Result<T, Failure<E>>>
 where
@@ -389,9 +461,12 @@ where
     #[cfg(feature = "tracing")]
     let _entered = span.as_ref().map(tracing::Span::enter);
     racer.swap_admission(&mut execution.progress);
-    operation::swap_children(&mut racer.children);
+    let hedge = racer.admission.is_some();
+    if hedge {
+        operation::swap_children(&mut racer.children);
+    }
     let attempts = std::mem::replace(&mut execution.progress.tries.attempt, racer.attempt);
-    let lane = racer.lane.as_mut().project();
+    let lane = lane.project();
     let mut this = AttemptProjection {
         execution,
         future: lane.future,
@@ -404,7 +479,9 @@ where
     };
     let poll = step::<_, _, _, false>(&mut this, cx, &mut call);
     execution.progress.tries.attempt = attempts;
-    operation::swap_children(&mut racer.children);
+    if hedge {
+        operation::swap_children(&mut racer.children);
+    }
     racer.swap_admission(&mut execution.progress);
     match (poll, call) {
         (Poll::Ready(_), Some(result)) => Poll::Ready(result),
@@ -430,7 +507,7 @@ fn can_hedge<'p, R: Racers<'p>, E>(this: &RaceProjection<'_, '_, 'p, R, E>) -> b
 
 /// Starts a hedge, if the operation's allowance and the retry budget allow one more attempt.
 fn hedge<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
-    if !can_hedge(this) || this.racers.is_empty() {
+    if !can_hedge(this) || (this.first.is_none() && this.hedged.is_empty()) {
         return;
     }
     let progress = &mut this.execution.progress;
@@ -451,8 +528,10 @@ fn hedge<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
         Some(elsewhere) => Some(elsewhere),
         None => progress.admission.as_ref().map(Admission::hedge),
     };
-    let racer = Racer::new(progress, future, Some(admission), tag, moved);
-    this.racers.push(racer);
+    this.hedged.push(Racer {
+        lane: Box::pin(Lane::new(progress, future)),
+        seat: Seat::new(progress, Some(admission), tag, moved),
+    });
     let attempt = progress.tries.attempt;
     progress.notify(|listener, site, operation| {
         listener.on_event(&Event::Hedged {
