@@ -18,64 +18,19 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use super::timer::{fired, set_timer};
-use super::{cancel, step, AttemptProjection, Stage, Wait};
-use crate::breaker::Ticket;
-use crate::deadline::{later, Cut, Limits};
+use super::{cancel, step, AttemptProjection};
+use crate::deadline::{later, Limits};
 use crate::events::Event;
 use crate::execution::admission::Admission;
-use crate::execution::{Decision, Execution, Failure, Next, Progress};
+use crate::execution::{Decision, Execution, Failure, Next};
 use crate::operation;
 use crate::{Rejected, Transient};
 
-/// What makes a race's racers: each one's future, and, for a hedge that goes elsewhere (a
-/// route's next target), its admission. Implemented by resil only.
-pub trait Racers<'p>: sealed::Sealed {
-    /// A racer's future.
-    type Attempt;
+mod racers;
+mod seat;
 
-    /// The next racer: the first one, or a hedge (`hedging` says which, and takes the
-    /// admission of a hedge sent elsewhere).
-    #[doc(hidden)]
-    fn make(&mut self, hedging: &mut Hedging<'_, 'p>) -> Self::Attempt;
-
-    /// The racer made with `tag` won.
-    #[doc(hidden)]
-    fn won(&mut self, _tag: usize) {}
-}
-
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// What a maker of racers is told of the race, and tells back.
-#[doc(hidden)]
-#[allow(missing_debug_implementations)]
-pub struct Hedging<'x, 'p> {
-    pub(crate) progress: &'x Progress<'p>,
-    /// Whether the racer is a hedge (not the race's first).
-    pub(crate) hedge: bool,
-    /// A hedge sent elsewhere: its own admission there.
-    pub(crate) admission: Option<Admission<'p>>,
-    /// What the maker calls the racer, told back when it wins.
-    pub(crate) tag: usize,
-}
-
-/// The racers of [`Execution::race`]: every one from `make`, on the operation's target.
-#[doc(hidden)]
-#[allow(missing_debug_implementations)]
-pub struct Plain<M>(M);
-
-impl<M> sealed::Sealed for Plain<M> {}
-
-impl<'p, F, M: FnMut() -> F> Racers<'p> for Plain<M> {
-    type Attempt = F;
-
-    fn make(&mut self, _: &mut Hedging<'_, 'p>) -> F {
-        (self.0)()
-    }
-}
-
-impl<Q, K: ?Sized, M> sealed::Sealed for crate::execution::route::Routed<'_, '_, Q, K, M> {}
+pub use racers::{Hedging, Plain, Racers};
+use seat::{Lane, Racer, Seat, Which};
 
 pin_project! {
     /// Hedged attempts of one operation: see [`Execution::race`].
@@ -120,111 +75,6 @@ pin_project! {
             // A race dropped before its end lost its hedges.
             report(&mut this, false);
         }
-    }
-}
-
-/// A racer of a race: its first, in place, or the hedge at this index.
-#[derive(Debug, Clone, Copy)]
-enum Which {
-    First,
-    Hedge(usize),
-}
-
-/// A hedge: its attempt's state, boxed to stay pinned while the hedges move in their `Vec`.
-struct Racer<'p, F> {
-    lane: Pin<Box<Lane<'p, F>>>,
-    seat: Seat<'p>,
-}
-
-/// What a racer keeps beside its attempt's state.
-struct Seat<'p> {
-    /// A hedge's own admission, in the execution's place while the hedge is polled; `None`
-    /// for the first racer, whose admission is the execution's.
-    admission: Option<Option<Admission<'p>>>,
-    /// Nested calls this hedge started: each racer numbers its own, so that the racers derive
-    /// the same ids for the same nested call. The first racer's count is the frame's own,
-    /// which a hedge's is swapped with while the hedge is polled.
-    children: u32,
-    /// Its attempt number, which its events carry.
-    attempt: u32,
-    /// Its maker's name for it.
-    tag: usize,
-    /// A hedge sent to another target: if it wins, its admission becomes the operation's.
-    moved: bool,
-    /// Its `resil.attempt` span, made at its first poll under a traced operation.
-    #[cfg(feature = "tracing")]
-    span: Option<tracing::Span>,
-}
-
-pin_project! {
-    /// The fields an [`super::Attempt`] holds beside its execution.
-    struct Lane<'p, F> {
-        #[pin]
-        future: F,
-        #[pin]
-        timer: Option<Sleep>,
-        stage: Stage,
-        wait: Option<Wait<'p>>,
-        limits: Limits,
-        cut: Option<Cut>,
-        admitted: Option<Ticket>,
-    }
-}
-
-impl<F> Lane<'_, F> {
-    /// Whether the racer's call is under way (its hedge's delay counts from there).
-    fn stage_is_call(&self) -> bool {
-        matches!(self.stage, Stage::Call)
-    }
-}
-
-impl<'p, F> Lane<'p, F> {
-    fn new(progress: &Progress<'p>, future: F) -> Self {
-        Lane {
-            future,
-            timer: None,
-            stage: Stage::Start,
-            wait: None,
-            limits: progress.limits(),
-            cut: None,
-            admitted: None,
-        }
-    }
-}
-
-impl<'p> Seat<'p> {
-    fn new(
-        progress: &Progress<'p>,
-        admission: Option<Option<Admission<'p>>>,
-        tag: usize,
-        moved: bool,
-    ) -> Self {
-        Seat {
-            admission,
-            children: 0,
-            attempt: progress.tries.attempt,
-            tag,
-            moved,
-            #[cfg(feature = "tracing")]
-            span: None,
-        }
-    }
-
-    /// Swaps this racer's admission (a hedge's) with the execution's: before and after each
-    /// of its steps, so that they see its own.
-    fn swap_admission(&mut self, progress: &mut Progress<'p>) {
-        if let Some(own) = &mut self.admission {
-            std::mem::swap(own, &mut progress.admission);
-        }
-    }
-}
-
-impl<'p, F> Racer<'p, F> {
-    /// Dropped before its end: what it holds goes back, and it counts for nothing.
-    fn cancel(&mut self, progress: &mut Progress<'p>) {
-        self.seat.swap_admission(progress);
-        cancel(self.lane.as_mut().project().admitted, progress);
-        self.seat.swap_admission(progress);
     }
 }
 
