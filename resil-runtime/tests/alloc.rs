@@ -1,7 +1,7 @@
 //! The hot path allocates nothing: closed breaker, free bulkhead, a timeout, and an answer
 //! ready on the first poll. A counting allocator (per thread, so parallel tests do not
-//! disturb it) watches one poll of the whole operation. The first operation on a thread
-//! grows that thread's operation stack once; every later one allocates nothing.
+//! disturb it) watches one poll of the whole operation. The first operation is not
+//! counted; every later one allocates nothing.
 
 #[path = "common/counting.rs"]
 mod counting;

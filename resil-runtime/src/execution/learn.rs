@@ -5,6 +5,7 @@ use tokio::time::Instant;
 
 use super::Progress;
 use crate::events::Event;
+use crate::operation::Frame;
 use crate::ProviderLimits;
 
 impl Progress<'_> {
@@ -15,7 +16,9 @@ impl Progress<'_> {
         if let Some(admission) = &mut self.admission {
             admission.reserved.used = true;
         }
-        crate::operation::listen();
+        if let Some(frame) = &self.frame {
+            frame.listen();
+        }
     }
 
     /// What the call's body told of the provider's limits during a poll, and when: the gates
@@ -31,7 +34,7 @@ impl Progress<'_> {
     /// timeout, or failed before the provider answered) lets another caller probe.
     #[inline(never)]
     pub(super) fn learn(&mut self, answered: bool) {
-        self.heard(crate::operation::heard());
+        self.heard(self.frame.as_ref().and_then(Frame::heard));
         let Some(reserved) = self
             .admission
             .as_mut()

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 use crate::breaker::Breaker;
 use crate::deadline::{later, Limits};
 use crate::events::{Event, GiveUp};
-use crate::operation::{self, Frame, Opening, Pushed};
+use crate::operation::{Frame, Opening};
 use crate::policy::{BreakerRef, Current, Scope, Settings, Tuning};
 use crate::registry::Held;
 use crate::{Rejected, Transient};
@@ -79,8 +79,9 @@ pub(crate) struct Progress<'p> {
     report: Report<'p>,
     /// The earliest deadline this call is under: its own, or an enclosing call's.
     deadline: Option<Instant>,
-    /// This call's place in the operation; on the thread's stack while an attempt is polled.
-    /// Made at the first poll (`None` until then), where the stack shows its ancestors.
+    /// This call's place in the operation; published while its body is polled or its
+    /// listener hears. Made at the first poll (`None` until then), where the frames published
+    /// show its ancestors.
     frame: Option<Frame>,
     /// Whether an enclosing call may hold this call's breaker.
     nested: bool,
@@ -205,7 +206,7 @@ impl<'p, E> Execution<'p, E> {
     /// its slot, and nothing is counted.
     #[inline]
     pub fn attempt<F>(&mut self, future: F) -> Attempt<'_, 'p, F, E> {
-        if let Some(frame) = &mut self.progress.frame {
+        if let Some(frame) = &self.progress.frame {
             frame.new_attempt();
         }
         #[cfg(feature = "tracing")]
@@ -218,7 +219,7 @@ impl<'p, E> Execution<'p, E> {
     /// Moves the next attempts to another key's state: a route's next target.
     fn retarget(&mut self, breaker: Option<BreakerRef<'p>>, scope: Option<Held<Scope>>) {
         let progress = &mut self.progress;
-        if let Some(frame) = &mut progress.frame {
+        if let Some(frame) = &progress.frame {
             frame.set_breaker(breaker.as_ref().map_or(0, |breaker| address(breaker.get())));
         }
         if let Some(admission) = &mut progress.admission {
@@ -337,15 +338,15 @@ impl<'p> Progress<'p> {
         }
     }
 
-    /// This call's frame on the thread's stack for one poll: kept from the last poll, or
-    /// started now, at the first, in place (the deadline it sees then becomes the attempt's).
+    /// Makes this call's frame at its first poll, where the frames published around it are
+    /// those of the calls it is nested in (the deadline it sees then becomes the attempt's).
     /// The first poll is where a call joins the operation around it, with or without a
     /// tracing subscriber: an execution started outside a call and first polled inside one
     /// is nested in it.
     #[inline(always)]
-    fn push_frame(&mut self, limits: &mut Limits) -> Pushed {
-        if let Some(frame) = self.frame.take() {
-            return operation::push(frame);
+    fn join(&mut self, limits: &mut Limits) {
+        if self.frame.is_some() {
+            return;
         }
         let opening = opening(
             self.settings,
@@ -354,24 +355,23 @@ impl<'p> Progress<'p> {
             self.deadline,
             self.breaker(),
         );
-        let (pushed, deadline, nested) = operation::enter(opening);
-        (self.deadline, self.nested) = (deadline, nested);
-        limits.deadline = deadline;
+        let frame = self.frame.insert(opening.frame());
+        (self.deadline, self.nested) = (frame.deadline, frame.nested);
+        limits.deadline = frame.deadline;
         // No subscriber wants INFO: no span is made, moved or entered (one atomic load).
         #[cfg(feature = "tracing")]
         if tracing::level_enabled!(tracing::Level::INFO) {
             self.trace();
         }
-        pushed
     }
 
-    /// Opens the operation's span, named by the id of the frame just pushed, and its first
+    /// Opens the operation's span, named by the id of the frame just made, and its first
     /// attempt's. Out of line: only a traced call pays for it.
     #[cfg(feature = "tracing")]
     #[cold]
     #[inline(never)]
     fn trace(&mut self) {
-        let mut spans = Box::new(Spans::start(&self.settings.name));
+        let mut spans = Box::new(Spans::start(&self.settings.name, self.frame.as_ref()));
         spans.attempt(self.tries.attempt);
         self.report.spans = Some(spans);
     }

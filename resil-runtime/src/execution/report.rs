@@ -9,7 +9,7 @@ use super::Progress;
 use crate::breaker::{Breaker, Transition};
 use crate::bulkhead::adaptive::Signal;
 use crate::events::{self, AttemptOutcome, Event, Listener};
-use crate::operation::{self, OperationId};
+use crate::operation::{self, Frame, OperationId};
 use crate::Rejected;
 
 /// Who hears of an operation: its listener, its spans, its meter.
@@ -50,8 +50,12 @@ impl<'p> Progress<'p> {
     #[inline(never)]
     fn send(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
         if let Some(listener) = self.settings.listener() {
-            let operation = operation::current_id();
-            send(&**listener, &self.settings.name, operation.as_ref());
+            // A listener that asks for `Operation::current()` sees this call's.
+            let frame = self.frame.as_ref();
+            let operation = frame.map(Frame::id);
+            operation::published(frame, || {
+                send(&**listener, &self.settings.name, operation.as_ref());
+            });
         }
     }
 
@@ -163,16 +167,16 @@ pub(super) struct Spans {
 
 #[cfg(feature = "tracing")]
 impl Spans {
-    /// The span of the operation whose frame is on top of the thread's stack.
-    pub(super) fn start(name: &str) -> Self {
+    /// The span of the operation whose frame is `frame`.
+    pub(super) fn start(name: &str, frame: Option<&Frame>) -> Self {
         let operation = tracing::info_span!(
             "resil.operation",
             "resil.fn" = name,
             "resil.id" = tracing::field::Empty
         );
         if !operation.is_disabled() {
-            if let Some(id) = operation::current_id() {
-                operation.record("resil.id", tracing::field::display(id));
+            if let Some(frame) = frame {
+                operation.record("resil.id", tracing::field::display(frame.id()));
             }
         }
         Spans {

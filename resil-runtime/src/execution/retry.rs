@@ -8,7 +8,7 @@ use super::{Next, Outcome, Progress};
 use crate::breaker::BreakerState;
 use crate::deadline::later;
 use crate::events::{Event, GiveUp};
-use crate::operation;
+use crate::operation::Frame;
 use crate::Rejected;
 
 /// The attempts an operation made so far.
@@ -98,7 +98,7 @@ impl<'p> Progress<'p> {
         #[cfg_attr(not(feature = "tracing"), allow(unused_variables))] asked: Option<Duration>,
     ) -> Result<(), GiveUp> {
         let settings = self.settings;
-        if operation::allowance() == Some(0) {
+        if self.frame.as_ref().and_then(Frame::allowance) == Some(0) {
             return Err(GiveUp::AllowanceSpent);
         }
         if let Some(budget) = &settings.budget {
@@ -108,7 +108,9 @@ impl<'p> Progress<'p> {
                 return Err(GiveUp::BudgetExhausted);
             }
         }
-        operation::draw();
+        if let Some(frame) = &self.frame {
+            frame.draw();
+        }
         #[cfg(feature = "metrics")]
         settings.meters.retry();
         #[cfg(feature = "tracing")]
@@ -136,7 +138,7 @@ impl<'p> Progress<'p> {
     /// Draws a hedge, an attempt beside the one in flight, from the operation's allowance
     /// and the retry budget: whether both allow it.
     pub(super) fn draw_hedge(&mut self) -> bool {
-        if operation::allowance() == Some(0) {
+        if self.frame.as_ref().and_then(Frame::allowance) == Some(0) {
             return false;
         }
         if let Some(budget) = &self.settings.budget {
@@ -144,7 +146,9 @@ impl<'p> Progress<'p> {
                 return false;
             }
         }
-        operation::draw();
+        if let Some(frame) = &self.frame {
+            frame.draw();
+        }
         self.tries.attempt += 1;
         #[cfg(feature = "metrics")]
         self.settings.meters.retry();

@@ -29,13 +29,12 @@
 //!   retries the caller never sees), and wrong for plain layering, where it multiplies.
 //!
 //! Each call keeps its frame (id, deadline, allowance, the breaker it holds) in its own
-//! state; around every poll of an attempt the frame is pushed on a thread-local stack and
-//! taken back after, so nested calls see their ancestors and a task started with
-//! `tokio::spawn` does not. Carry the operation into one explicitly with [`Operation::scope`].
+//! state; while its body is polled the frame is published to the thread (see `frame.rs`), so
+//! nested calls see their ancestors and a task started with `tokio::spawn` does not. Carry the
+//! operation into one explicitly with [`Operation::scope`].
 //!
 //! [`PolicyBuilder::independent`]: crate::PolicyBuilder::independent
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -46,226 +45,12 @@ use pin_project_lite::pin_project;
 
 use crate::heard::ProviderLimits;
 
+mod frame;
+
 pub use crate::operation_id::OperationId;
-use crate::operation_id::Path;
+use frame::with_ancestors;
+pub(crate) use frame::{held_by_ancestor, published, Frame, Opening};
 use tokio::time::Instant;
-
-thread_local! {
-    /// The frames of the calls being polled on this thread, outermost first.
-    static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
-    /// What the bodies of calls whose gates learn reported during their polls, and when, by
-    /// the call's depth on the stack: each taken before its call's poll ends.
-    static HEARD: RefCell<Vec<Option<(ProviderLimits, Instant)>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// One `#[resilient]` call's place in its operation. Kept by the call between polls, pushed on
-/// the thread's stack during each poll of one of its attempts.
-#[derive(Debug)]
-pub(crate) struct Frame {
-    /// The operation's sequence number; 0 until an outermost call's id is first asked for.
-    sequence: u64,
-    /// Started inside another call (or a carried operation).
-    nested: bool,
-    path: Path,
-    /// Nested calls started by the current attempt.
-    children: u32,
-    deadline: Option<Instant>,
-    /// Retries left, when this call owns an allowance.
-    allowance: Option<u32>,
-    /// Retries made anywhere in the operation (kept on the outermost frame).
-    retries: u32,
-    /// The breaker this call goes through (its address), or 0: held whenever the call's body
-    /// runs, since a body runs only once the breaker admitted it.
-    breaker: usize,
-    /// The policy owning the allowance; recorded only when someone listens to events.
-    owner: Option<Arc<str>>,
-    /// The call's gates learn: what its body reports of the provider's limits is kept.
-    listening: bool,
-}
-
-impl Frame {
-    /// A new attempt of this call: its nested calls are numbered afresh, so a retried parent
-    /// re-derives the same ids.
-    pub(crate) fn new_attempt(&mut self) {
-        self.children = 0;
-    }
-
-    fn sequence(&mut self) -> u64 {
-        if self.sequence == 0 {
-            self.sequence = OperationId::next_sequence();
-        }
-        self.sequence
-    }
-
-    /// The breaker the call now goes through (its address; 0: none): a route's next target's.
-    pub(crate) fn set_breaker(&mut self, breaker: usize) {
-        self.breaker = breaker;
-    }
-
-    pub(crate) fn id(&mut self) -> OperationId {
-        OperationId::new(self.sequence(), self.path.clone())
-    }
-}
-
-fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
-/// What a call brings to its frame when it starts: its own deadline, its own retry count
-/// (`name` is recorded as the owner when it owns retries) and the breaker it goes through
-/// (its address; 0: none).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Opening<'a> {
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) retry: u32,
-    pub(crate) independent: bool,
-    pub(crate) name: Option<&'a Arc<str>>,
-    pub(crate) breaker: usize,
-}
-
-impl Opening<'_> {
-    /// The frame, nested in the top of `stack` if there is one.
-    #[inline]
-    fn frame(self, stack: &mut [Frame]) -> Frame {
-        let mut frame = Frame {
-            sequence: 0,
-            nested: false,
-            path: Path::ROOT,
-            children: 0,
-            deadline: self.deadline,
-            allowance: None,
-            retries: 0,
-            breaker: self.breaker,
-            owner: None,
-            listening: false,
-        };
-        let has_owner = stack.iter().any(|frame| frame.allowance.is_some());
-        if let Some(parent) = stack.last_mut() {
-            frame.nested = true;
-            parent.children = parent.children.saturating_add(1);
-            frame.sequence = parent.sequence();
-            frame.path = parent.path.child(parent.children);
-            frame.deadline = earliest(parent.deadline, self.deadline);
-        }
-        if self.retry > 0 && (self.independent || !has_owner) {
-            frame.allowance = Some(self.retry);
-            frame.owner = self.name.cloned();
-        }
-        frame
-    }
-}
-
-/// Starts a call's frame on top of the thread's stack, where its first poll needs it: made in
-/// place rather than made, kept and moved in. Returns it pushed, with the deadline it sees
-/// and whether it is nested.
-#[inline]
-pub(crate) fn enter(opening: Opening<'_>) -> (Pushed, Option<Instant>, bool) {
-    STACK.with(|stack| {
-        let mut stack = stack.borrow_mut();
-        let frame = opening.frame(&mut stack);
-        let seen = (frame.deadline, frame.nested);
-        stack.push(frame);
-        (Pushed(()), seen.0, seen.1)
-    })
-}
-
-/// Puts `frame` on top of the thread's stack for one poll of an attempt; [`Pushed::pop`] takes
-/// it back after the poll.
-#[inline]
-pub(crate) fn push(frame: Frame) -> Pushed {
-    STACK.with(|stack| stack.borrow_mut().push(frame));
-    Pushed(())
-}
-
-/// A frame on the thread's stack. Dropped without [`Pushed::pop`] (the call is over, or the
-/// poll panicked), it takes the frame off, so no later poll on this thread sees it as an
-/// ancestor.
-#[must_use = "pop the frame after the poll"]
-#[derive(Debug)]
-pub(crate) struct Pushed(());
-
-impl Pushed {
-    #[inline]
-    pub(crate) fn pop(self) -> Option<Frame> {
-        std::mem::forget(self);
-        STACK.with(|stack| stack.borrow_mut().pop())
-    }
-}
-
-impl Drop for Pushed {
-    fn drop(&mut self) {
-        STACK.with(|stack| stack.borrow_mut().pop());
-    }
-}
-
-/// Runs `f` on the stack, if a call is being polled. Called only while a frame is pushed, where
-/// the top frame is the polled call's.
-fn with_stack<R>(f: impl FnOnce(&mut [Frame]) -> R) -> Option<R> {
-    STACK.with(|stack| {
-        let mut stack = stack.borrow_mut();
-        (!stack.is_empty()).then(|| f(&mut stack))
-    })
-}
-
-/// The index of the frame whose allowance the top frame draws from.
-fn owner_index(stack: &[Frame]) -> Option<usize> {
-    stack.iter().rposition(|frame| frame.allowance.is_some())
-}
-
-/// Retries the polled call may still draw, if an allowance governs it.
-pub(crate) fn allowance() -> Option<u32> {
-    with_stack(|stack| owner_index(stack).and_then(|owner| stack[owner].allowance)).flatten()
-}
-
-/// Counts a retry of the polled call, drawn from the allowance of its owner (itself, when it
-/// owns one). The caller has checked [`allowance`] is not spent.
-pub(crate) fn draw() {
-    with_stack(|stack| {
-        if let Some(owner) = owner_index(stack) {
-            if let Some(left) = stack[owner].allowance {
-                stack[owner].allowance = Some(left.saturating_sub(1));
-            }
-        }
-        stack[0].retries = stack[0].retries.saturating_add(1);
-    });
-}
-
-/// Swaps the polled call's count of nested calls with `children`: each racer of a hedged call
-/// numbers its own nested calls, so that every racer derives the same ids for the same call.
-pub(crate) fn swap_children(children: &mut u32) {
-    with_stack(|stack| {
-        if let Some(top) = stack.last_mut() {
-            std::mem::swap(&mut top.children, children);
-        }
-    });
-}
-
-/// The polled call's gates learn: what its body tells [`report_limits`] is kept, for
-/// [`heard`] to take before the poll ends. A nested call is deeper on the stack: its body's
-/// reports are its own. What a body that panicked left at this depth is forgotten.
-pub(crate) fn listen() {
-    with_stack(|stack| {
-        if let Some(top) = stack.last_mut() {
-            top.listening = true;
-        }
-    });
-    heard();
-}
-
-/// What the polled call's body reported during this poll, and when.
-#[inline(never)]
-pub(crate) fn heard() -> Option<(ProviderLimits, Instant)> {
-    let depth = depth();
-    HEARD.with(|heard| heard.borrow_mut().get_mut(depth)?.take())
-}
-
-/// Frames on the thread's stack: the polled call's depth.
-fn depth() -> usize {
-    STACK.with(|stack| stack.borrow().len())
-}
 
 /// Tells the current call what the provider's answer said of its limits, so that its gates
 /// declared `rate = "auto"` (or `learn = true`) learn from it. [`crate::http::classify`] and
@@ -294,39 +79,9 @@ fn depth() -> usize {
 /// # }
 /// ```
 pub fn report_limits(limits: ProviderLimits) {
-    if limits.is_empty() {
-        return;
+    if !limits.is_empty() {
+        frame::hear(limits);
     }
-    let listening = with_stack(|stack| {
-        let top = stack.last()?;
-        top.listening.then_some(stack.len())
-    });
-    if let Some(depth) = listening.flatten() {
-        HEARD.with(|heard| {
-            let mut heard = heard.borrow_mut();
-            if heard.len() <= depth {
-                heard.resize(depth + 1, None);
-            }
-            // A reset counts from when it was said, not from when the call ends.
-            heard[depth] = Some((limits, Instant::now()));
-        });
-    }
-}
-
-/// The id of the polled call.
-pub(crate) fn current_id() -> Option<OperationId> {
-    with_stack(|stack| stack.last_mut().map(Frame::id)).flatten()
-}
-
-/// Is `breaker` held by a call enclosing the polled one? Then the polled call goes through as
-/// part of it.
-pub(crate) fn held_by_ancestor(breaker: usize) -> bool {
-    with_stack(|stack| {
-        stack
-            .split_last()
-            .is_some_and(|(_, ancestors)| ancestors.iter().any(|frame| frame.breaker == breaker))
-    })
-    .unwrap_or(false)
 }
 
 /// What the current call knows of its logical operation: its id, its attempt, its deadline.
@@ -358,11 +113,11 @@ pub struct Operation {
 impl Operation {
     /// The operation the current task is running, as the innermost call sees it, if any.
     pub fn current() -> Option<Operation> {
-        with_stack(|stack| {
-            let owner = owner_index(stack).map(|owner| &stack[owner]);
-            let (allowance, owner) = owner.map_or((None, None), |f| (f.allowance, f.owner.clone()));
-            let attempt = stack[0].retries;
-            let top = stack.last_mut()?;
+        with_ancestors(|frames| {
+            let top = frames.clone().next()?;
+            let owner = frames.clone().find(|frame| frame.owns());
+            let (allowance, owner) = owner.map_or((None, None), |f| (f.left(), f.owner()));
+            let attempt = frames.last().map_or(0, Frame::retries);
             Some(Operation {
                 id: top.id(),
                 attempt,
@@ -371,7 +126,6 @@ impl Operation {
                 owner,
             })
         })
-        .flatten()
     }
 
     /// This call's id, stable across its attempts; use it as an `Idempotency-Key`.
@@ -434,22 +188,14 @@ impl Operation {
     /// # }
     /// ```
     pub fn scope<F: Future>(self, future: F) -> Scoped<F> {
-        let frame = Frame {
-            sequence: self.id.sequence,
-            nested: true,
-            path: self.id.path,
-            children: 0,
-            deadline: self.deadline,
-            allowance: self.allowance,
-            retries: self.attempt,
-            breaker: 0,
-            owner: self.owner,
-            listening: false,
-        };
-        Scoped {
-            frame: Some(frame),
-            future,
-        }
+        let frame = Frame::carried(
+            self.id,
+            self.deadline,
+            self.allowance,
+            self.attempt,
+            self.owner,
+        );
+        Scoped { frame, future }
     }
 }
 
@@ -458,7 +204,7 @@ pin_project! {
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
     pub struct Scoped<F> {
-        frame: Option<Frame>,
+        frame: Frame,
         #[pin]
         future: F,
     }
@@ -469,11 +215,6 @@ impl<F: Future> Future for Scoped<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let pushed = this.frame.take().map(push);
-        let poll = this.future.poll(cx);
-        if let Some(pushed) = pushed {
-            *this.frame = pushed.pop();
-        }
-        poll
+        published(Some(this.frame), || this.future.poll(cx))
     }
 }

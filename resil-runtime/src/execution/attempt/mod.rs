@@ -25,6 +25,7 @@ use crate::breaker::{Breaker, Ticket, Transition, Verdict};
 use crate::bulkhead::BulkheadPermit;
 use crate::deadline::{later, Cut, Limits};
 use crate::events::AttemptOutcome;
+use crate::operation::Frame;
 use crate::{FromRejected, Rejected, Transient};
 
 mod probe;
@@ -153,9 +154,7 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Next<T, E>> {
         let mut this = self.project();
-        // This call's frame is on the stack for the whole poll: the body's nested calls see
-        // it, and so do listeners of the events emitted here.
-        let pushed = this.execution.progress.push_frame(this.limits);
+        this.execution.progress.join(this.limits);
         // The body's own spans (an HTTP client's) nest under the attempt: entered for the poll.
         #[cfg(feature = "tracing")]
         let entered = (this.execution.progress.report.spans.as_deref()).map(|spans| spans.enter());
@@ -165,11 +164,6 @@ where
         #[cfg(feature = "tracing")]
         if let Some(entered) = entered {
             drop(entered);
-        }
-        match poll {
-            // The operation is over: its frame is not needed again.
-            Poll::Ready(Next::Done(_)) => drop(pushed),
-            _ => this.execution.progress.frame = pushed.pop(),
         }
         poll
     }
@@ -324,16 +318,20 @@ where
                 Stage::Call => {
                     called = true;
                     // What the body reports of the provider's limits, for a policy whose
-                    // gates learn, is kept before the poll yields, or when the call ends.
-                    match this.future.as_mut().poll(cx) {
+                    // gates learn, is kept before the poll yields, or when the call ends. The
+                    // body's nested calls see this call's frame, and those around it.
+                    let future = this.future.as_mut();
+                    let frame = this.execution.progress.frame.as_ref();
+                    match crate::operation::published(frame, || future.poll(cx)) {
                         Poll::Ready(output) => output.map_err(Failure::Error),
                         Poll::Pending => {
                             match lapsed(this.timer.as_mut(), this.limits, this.cut, cx) {
                                 Poll::Ready(rejected) => Err(Failure::Rejected(rejected)),
                                 Poll::Pending => {
-                                    if this.execution.progress.settings.learns {
-                                        let heard = crate::operation::heard();
-                                        this.execution.progress.heard(heard);
+                                    let progress = &mut this.execution.progress;
+                                    if progress.settings.learns {
+                                        let heard = progress.frame.as_ref().and_then(Frame::heard);
+                                        progress.heard(heard);
                                     }
                                     return Poll::Pending;
                                 }

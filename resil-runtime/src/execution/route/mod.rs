@@ -149,14 +149,11 @@ where
     where
         E: Transient + From<Rejected>,
     {
-        // The frame goes on the stack, as at an attempt's poll: the deadline the targets are
-        // judged by includes the enclosing calls', the allowance is the operation's, and the
-        // events carry the id.
-        let mut limits = Limits::default();
-        let pushed = self.execution.progress.push_frame(&mut limits);
-        let chosen = self.choose();
-        self.execution.progress.frame = pushed.pop();
-        let (i, wait) = chosen?;
+        // The call joins its operation, as at an attempt's first poll: the deadline the
+        // targets are judged by includes the enclosing calls', the allowance is the
+        // operation's, and the events carry the id.
+        self.execution.progress.join(&mut Limits::default());
+        let (i, wait) = self.choose()?;
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }

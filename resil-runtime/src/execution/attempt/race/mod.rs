@@ -23,7 +23,7 @@ use crate::deadline::{later, Limits};
 use crate::events::Event;
 use crate::execution::admission::Admission;
 use crate::execution::{Decision, Execution, Failure, Next};
-use crate::operation;
+use crate::operation::Frame;
 use crate::{Rejected, Transient};
 
 mod racers;
@@ -109,7 +109,7 @@ impl<'p, E> Execution<'p, E> {
     /// [`Execution::race`] with racers made by `make`: a route's, which sends hedges to its
     /// next targets.
     pub(crate) fn race_with<R: Racers<'p>>(&mut self, mut make: R) -> Race<'_, 'p, R, E> {
-        if let Some(frame) = &mut self.progress.frame {
+        if let Some(frame) = &self.progress.frame {
             frame.new_attempt();
         }
         // A race after a backoff is a new attempt, in a span of its own.
@@ -158,13 +158,8 @@ where
             Some(first) => first.project().limits,
             None => &mut own,
         };
-        let pushed = this.execution.progress.push_frame(limits);
-        let poll = run(&mut this, cx);
-        match poll {
-            Poll::Ready(Next::Done(_)) => drop(pushed),
-            _ => this.execution.progress.frame = pushed.pop(),
-        }
-        poll
+        this.execution.progress.join(limits);
+        run(&mut this, cx)
     }
 }
 
@@ -312,9 +307,12 @@ where
     let _entered = span.as_ref().map(tracing::Span::enter);
     racer.swap_admission(&mut execution.progress);
     let hedge = racer.admission.is_some();
-    if hedge {
-        operation::swap_children(&mut racer.children);
-    }
+    let swap_children = |racer: &mut Seat<'p>, frame: Option<&Frame>| {
+        if let (true, Some(frame)) = (hedge, frame) {
+            frame.swap_children(&mut racer.children);
+        }
+    };
+    swap_children(racer, execution.progress.frame.as_ref());
     let attempts = std::mem::replace(&mut execution.progress.tries.attempt, racer.attempt);
     let lane = lane.project();
     let mut this = AttemptProjection {
@@ -329,9 +327,7 @@ where
     };
     let poll = step::<_, _, _, false>(&mut this, cx, &mut call);
     execution.progress.tries.attempt = attempts;
-    if hedge {
-        operation::swap_children(&mut racer.children);
-    }
+    swap_children(racer, execution.progress.frame.as_ref());
     racer.swap_admission(&mut execution.progress);
     match (poll, call) {
         (Poll::Ready(_), Some(result)) => Poll::Ready(result),
