@@ -355,7 +355,7 @@ impl<'p> Progress<'p> {
             self.deadline,
             self.breaker(),
         );
-        let frame = self.frame.insert(opening.frame());
+        let frame = opening.open(&mut self.frame);
         (self.deadline, self.nested) = (frame.deadline, frame.nested);
         limits.deadline = frame.deadline;
         // No subscriber wants INFO: no span is made, moved or entered (one atomic load).

@@ -233,7 +233,7 @@ impl<'a> Iterator for Ancestors<'a> {
 }
 
 /// Runs `f` on the frames published on this thread, innermost first.
-#[inline]
+#[inline(always)]
 pub(crate) fn with_ancestors<R>(f: impl for<'a> FnOnce(Ancestors<'a>) -> R) -> R {
     f(Ancestors {
         node: TOP.with(Cell::get),
@@ -286,38 +286,42 @@ pub(crate) struct Opening<'a> {
 }
 
 impl Opening<'_> {
-    /// The call's frame, nested in the innermost published one if there is one: made at the
-    /// call's first poll, where the chain shows the calls around it.
+    /// Makes the call's frame in `slot`, nested in the innermost published one if there is
+    /// one: at the call's first poll, where the chain shows the calls around it. Written in
+    /// place, as the call's state is, rather than made and moved in.
     #[inline]
-    pub(crate) fn frame(self) -> Frame {
+    pub(crate) fn open(self, slot: &mut Option<Frame>) -> &Frame {
+        let frame = slot.insert(Frame {
+            sequence: Cell::new(0),
+            nested: false,
+            path: Path::ROOT,
+            children: Cell::new(0),
+            deadline: self.deadline,
+            allowance: Cell::new(None),
+            retries: Cell::new(0),
+            breaker: Cell::new(self.breaker),
+            owner: None,
+            listening: Cell::new(false),
+        });
         with_ancestors(|mut frames| {
             let parent = frames.next();
             let has_owner = parent.is_some_and(|parent| {
                 parent.allowance.get().is_some()
                     || frames.any(|frame| frame.allowance.get().is_some())
             });
-            let owns = self.retry > 0 && (self.independent || !has_owner);
-            let mut frame = Frame {
-                sequence: Cell::new(0),
-                nested: false,
-                path: Path::ROOT,
-                children: Cell::new(0),
-                deadline: self.deadline,
-                allowance: Cell::new(owns.then_some(self.retry)),
-                retries: Cell::new(0),
-                breaker: Cell::new(self.breaker),
-                owner: if owns { self.name.cloned() } else { None },
-                listening: Cell::new(false),
-            };
+            if self.retry > 0 && (self.independent || !has_owner) {
+                frame.allowance.set(Some(self.retry));
+                frame.owner = self.name.cloned();
+            }
             if let Some(parent) = parent {
                 let n = parent.children.get().saturating_add(1);
                 parent.children.set(n);
                 frame.nested = true;
-                frame.sequence = Cell::new(parent.sequence());
+                frame.sequence.set(parent.sequence());
                 frame.path = parent.path.child(n);
                 frame.deadline = earliest(parent.deadline, self.deadline);
             }
-            frame
-        })
+        });
+        frame
     }
 }
