@@ -185,6 +185,36 @@ fn a_route_counts_what_it_sent_and_skipped_per_target() {
     ));
 }
 
+#[resilient(breaker = "per_model", route = model in ["claude"])]
+async fn routed_widely(model: &str) -> Result<u32, ApiError> {
+    let _ = model;
+    Ok(1)
+}
+
+#[test]
+fn a_route_counts_every_target_past_those_whose_counters_it_keeps() {
+    let snapshot = recorded(async {
+        for n in 0..1100 {
+            assert_eq!(routed_widely(&format!("m{n}")).await, Ok(1));
+        }
+        assert_eq!(routed_widely("m0").await, Ok(1));
+        assert_eq!(routed_widely("m1099").await, Ok(1));
+    });
+    let sent = |target: &str| {
+        value(
+            &snapshot,
+            "resil_route_total",
+            &[("target", target), ("outcome", "sent")],
+        )
+    };
+    assert!(matches!(sent("m0"), Some(DebugValue::Counter(2))));
+    assert!(matches!(sent("m500"), Some(DebugValue::Counter(1))));
+    assert!(
+        matches!(sent("m1099"), Some(DebugValue::Counter(2))),
+        "a target past the kept ones"
+    );
+}
+
 #[resilient(retry = 1, backoff = "1ms..1ms", fallback = cached)]
 async fn with_fallback(calls: &Calls) -> Result<u32, ApiError> {
     calls.add();

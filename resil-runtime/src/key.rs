@@ -406,6 +406,31 @@ impl KeyName {
     }
 }
 
+/// A key's name, borrowed from the key when it is a text that is its own name ([`is_plain`]),
+/// else written ([`KeyName::of`]): a string key's name is then not copied through the
+/// formatter, nor its buffer filled.
+#[allow(clippy::large_enum_variant, reason = "a temporary on the stack: a box would allocate")]
+pub(crate) enum Name<'k> {
+    Own(&'k str),
+    Written(KeyName),
+}
+
+impl<'k> Name<'k> {
+    pub(crate) fn of<K: Key + ?Sized>(key: &'k K) -> Self {
+        match key.text() {
+            Some(text) if is_plain(text) => Name::Own(text),
+            _ => Name::Written(KeyName::of(key)),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            Name::Own(text) => text,
+            Name::Written(name) => name.as_str(),
+        }
+    }
+}
+
 impl Write for KeyName {
     fn write_str(&mut self, text: &str) -> fmt::Result {
         if let Some(digest) = &mut self.overflow {

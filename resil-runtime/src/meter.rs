@@ -37,7 +37,14 @@ pub(crate) struct Handles {
     timed: AtomicBool,
     /// Only for a policy with a bulkhead all calls share, and when something records it.
     in_use: Option<Gauge>,
+    /// A routed policy's `resil_route_total` by target: `sent` and `skipped`, made at the
+    /// target's first attempt (for at most [`ROUTE_TARGETS`] targets).
+    routes: papaya::HashMap<Box<str>, [Counter; 2], foldhash::fast::RandomState>,
 }
+
+/// The targets whose route counters a policy keeps; a target past them is looked up in the
+/// recorder at each attempt, as every series was before it was kept.
+const ROUTE_TARGETS: usize = 1024;
 
 impl Handles {
     fn new(name: &Arc<str>, bulkhead: bool) -> Self {
@@ -61,6 +68,7 @@ impl Handles {
                     gauge.increment(Probe(&read));
                     read.get()
                 }),
+            routes: papaya::HashMap::default(),
         }
     }
 
@@ -132,6 +140,25 @@ impl Slot {
     #[inline]
     pub(crate) fn retry(&self) {
         self.handles().retries.increment(1);
+    }
+
+    /// A routed attempt sent to `target`, or `target` skipped.
+    pub(crate) fn routed(&self, target: &str, sent: bool) {
+        let handles = self.handles();
+        let outcome = usize::from(!sent);
+        let routes = handles.routes.pin();
+        if let Some(counters) = routes.get(target) {
+            counters[outcome].increment(1);
+            return;
+        }
+        let label = || metrics::SharedString::from(Arc::clone(&self.name));
+        let counters = ["sent", "skipped"].map(|name| {
+            counter!(series::ROUTE.name, "fn" => label(), "target" => target.to_owned(), "outcome" => name)
+        });
+        counters[outcome].increment(1);
+        if routes.len() < ROUTE_TARGETS {
+            routes.insert(target.into(), counters);
+        }
     }
 }
 
@@ -236,13 +263,6 @@ pub(crate) fn concurrency_limit(name: &str, key: Option<&str>, limit: usize) {
     let key = key.unwrap_or_default();
     gauge!(series::CONCURRENCY_LIMIT.name, "fn" => name.to_owned(), "key" => key.to_owned())
         .set(limit as f64);
-}
-
-/// A routed attempt sent to `target`, or `target` skipped: looked up each time, as only
-/// routed calls report it.
-pub(crate) fn routed(name: &str, target: &str, outcome: &'static str) {
-    counter!(series::ROUTE.name, "fn" => name.to_owned(), "target" => target.to_owned(), "outcome" => outcome)
-        .increment(1);
 }
 
 /// A learning gate's new rate: rare (a change of more than a tenth), looked up each time.

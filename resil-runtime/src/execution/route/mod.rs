@@ -20,7 +20,7 @@ use super::retry::Routing;
 use super::{Execution, Next, Outcome, Progress};
 use crate::deadline::{later, Limits};
 use crate::events::{Event, GiveUp};
-use crate::key::{Key, KeyName};
+use crate::key::{Key, Name};
 use crate::policy::{BreakerRef, Scope, Settings};
 use crate::registry::Held;
 use crate::{Rejected, Transient};
@@ -313,7 +313,10 @@ where
     fn skipped(&self, i: usize, rejected: &Rejected) {
         let progress = &self.execution.progress;
         #[cfg(feature = "metrics")]
-        crate::meter::routed(&progress.settings.name, self.name(i).as_str(), "skipped");
+        progress
+            .settings
+            .meters
+            .routed(self.name(i).as_str(), false);
         if progress.report.listening {
             let name = self.name(i);
             progress.notify(|listener, site, operation| {
@@ -327,8 +330,8 @@ where
         }
     }
 
-    fn name(&self, i: usize) -> KeyName {
-        KeyName::of((self.key)(&self.targets[i].value))
+    fn name(&self, i: usize) -> Name<'_> {
+        Name::of((self.key)(&self.targets[i].value))
     }
 }
 
@@ -394,9 +397,9 @@ fn sent<K: Key + ?Sized>(progress: &Progress<'_>, target: &K, hedge: bool) {
     if !(listening || cfg!(feature = "metrics")) {
         return;
     }
-    let name = KeyName::of(target);
+    let name = Name::of(target);
     #[cfg(feature = "metrics")]
-    crate::meter::routed(&progress.settings.name, name.as_str(), "sent");
+    progress.settings.meters.routed(name.as_str(), true);
     let attempt = progress.tries.attempt;
     progress.notify(|listener, site, operation| {
         listener.on_event(&Event::Routed {
