@@ -62,47 +62,47 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "timeout",
         "#[resilient(timeout)]",
-        [Some(588), Some(636), Some(673)],
+        [Some(481), Some(527), Some(566)],
     ),
     (
         "timeout+retry",
         "#[resilient(timeout, retry = 2)]",
-        [Some(605), Some(653), Some(692)],
+        [Some(500), Some(544), Some(585)],
     ),
     (
         "all-four",
         "timeout, retry 2, breaker, bulkhead 8",
-        [Some(876), Some(926), Some(978)],
+        [Some(769), Some(817), Some(870)],
     ),
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        [Some(1101), Some(1147), Some(1203)],
+        [Some(1002), Some(1047), Some(1099)],
     ),
     (
         "policy",
         "Policy::run with all four (no macro)",
-        [Some(1024), Some(1069), Some(1122)],
+        [Some(910), Some(953), Some(1010)],
     ),
     (
         "open-breaker",
         "a call refused by an open breaker",
-        [Some(995), Some(1075), Some(1125)],
+        [Some(871), Some(948), Some(999)],
     ),
     (
         "full-bulkhead",
         "a call refused by a full bulkhead",
-        [Some(655), Some(734), Some(779)],
+        [Some(532), Some(608), Some(656)],
     ),
     (
         "all-four-routed",
         "all four per_model, route over 2 models, the first answers",
-        [None; 3],
+        [Some(2280), Some(2310), Some(2705)],
     ),
     (
         "all-four-hedged",
         "all four, hedge = \"1 after 800ms\", ready (no hedge starts)",
-        [None; 3],
+        [Some(1226), Some(1300), Some(1345)],
     ),
     (
         "tokio-timeout-yield",
@@ -112,7 +112,7 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "all-four-yield",
         "all four, the body pending once (a timer armed)",
-        [Some(1941), Some(1987), Some(2024)],
+        [Some(1658), Some(1722), Some(1775)],
     ),
     (
         "hand-written",

@@ -409,7 +409,10 @@ impl KeyName {
 /// A key's name, borrowed from the key when it is a text that is its own name ([`is_plain`]),
 /// else written ([`KeyName::of`]): a string key's name is then not copied through the
 /// formatter, nor its buffer filled.
-#[allow(clippy::large_enum_variant, reason = "a temporary on the stack: a box would allocate")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a temporary on the stack: a box would allocate"
+)]
 pub(crate) enum Name<'k> {
     Own(&'k str),
     Written(KeyName),
