@@ -5,7 +5,6 @@ use tokio::time::Instant;
 
 use super::Progress;
 use crate::events::Event;
-use crate::operation::Frame;
 use crate::ProviderLimits;
 
 impl Progress<'_> {
@@ -16,9 +15,7 @@ impl Progress<'_> {
         if let Some(admission) = &mut self.admission {
             admission.reserved.used = true;
         }
-        if let Some(frame) = &self.frame {
-            frame.listen();
-        }
+        crate::operation::listen();
     }
 
     /// What the call's body told of the provider's limits during a poll, and when: the gates
@@ -34,7 +31,7 @@ impl Progress<'_> {
     /// timeout, or failed before the provider answered) lets another caller probe.
     #[inline(never)]
     pub(super) fn learn(&mut self, answered: bool) {
-        self.heard(self.frame.as_ref().and_then(Frame::heard));
+        self.heard(crate::operation::heard());
         let Some(reserved) = self
             .admission
             .as_mut()

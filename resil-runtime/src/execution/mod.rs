@@ -20,6 +20,7 @@ use report::Spans;
 use retry::Tries;
 
 use std::fmt;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -27,7 +28,7 @@ use tokio::time::Instant;
 use crate::breaker::Breaker;
 use crate::deadline::{later, Limits};
 use crate::events::{Event, GiveUp};
-use crate::operation::{Frame, Opening};
+use crate::operation::{self, Frame, Opening};
 use crate::policy::{BreakerRef, Current, Scope, Settings, Tuning};
 use crate::registry::Held;
 use crate::{Rejected, Transient};
@@ -79,9 +80,8 @@ pub(crate) struct Progress<'p> {
     report: Report<'p>,
     /// The earliest deadline this call is under: its own, or an enclosing call's.
     deadline: Option<Instant>,
-    /// This call's place in the operation; published while its body is polled or its
-    /// listener hears. Made at the first poll (`None` until then), where the frames published
-    /// show its ancestors.
+    /// This call's place in the operation between polls (`None` before the first, and while
+    /// an attempt is polled, when the poll holds it and publishes it).
     frame: Option<Frame>,
     /// Whether an enclosing call may hold this call's breaker.
     nested: bool,
@@ -219,9 +219,8 @@ impl<'p, E> Execution<'p, E> {
     /// Moves the next attempts to another key's state: a route's next target.
     fn retarget(&mut self, breaker: Option<BreakerRef<'p>>, scope: Option<Held<Scope>>) {
         let progress = &mut self.progress;
-        if let Some(frame) = &progress.frame {
-            frame.set_breaker(breaker.as_ref().map_or(0, |breaker| address(breaker.get())));
-        }
+        // A route moves on while its frame is published (the frame the call holds then).
+        operation::set_breaker(breaker.as_ref().map_or(0, |breaker| address(breaker.get())));
         if let Some(admission) = &mut progress.admission {
             admission.retarget(progress.settings, breaker, scope);
         }
@@ -338,15 +337,18 @@ impl<'p> Progress<'p> {
         }
     }
 
-    /// Makes this call's frame at its first poll, where the frames published around it are
-    /// those of the calls it is nested in (the deadline it sees then becomes the attempt's).
-    /// The first poll is where a call joins the operation around it, with or without a
-    /// tracing subscriber: an execution started outside a call and first polled inside one
-    /// is nested in it.
+    /// This call's frame for one poll, taken from where the call keeps it between polls, or
+    /// made now, at the first, where the frames published show the calls it is nested in (the
+    /// deadline it sees then becomes the attempt's). The first poll is where a call joins the
+    /// operation around it, with or without a tracing subscriber: an execution started
+    /// outside a call and first polled inside one is nested in it.
     #[inline(always)]
-    fn join(&mut self, limits: &mut Limits) {
+    fn take_frame(&mut self, limits: &mut Limits) -> Frame {
+        // Checked before it is taken: a first poll then copies no empty slot out.
         if self.frame.is_some() {
-            return;
+            if let Some(frame) = self.frame.take() {
+                return frame;
+            }
         }
         let opening = opening(
             self.settings,
@@ -355,13 +357,22 @@ impl<'p> Progress<'p> {
             self.deadline,
             self.breaker(),
         );
-        let frame = opening.open(&mut self.frame);
+        let frame = opening.frame();
         (self.deadline, self.nested) = (frame.deadline, frame.nested);
         limits.deadline = frame.deadline;
         // No subscriber wants INFO: no span is made, moved or entered (one atomic load).
         #[cfg(feature = "tracing")]
         if tracing::level_enabled!(tracing::Level::INFO) {
-            self.trace();
+            self.trace(&frame);
+        }
+        frame
+    }
+
+    /// Keeps this call's frame until its next poll, unless the operation is over.
+    #[inline(always)]
+    fn keep_frame<T, E>(&mut self, frame: Frame, poll: &Poll<Next<T, E>>) {
+        if !matches!(poll, Poll::Ready(Next::Done(_))) {
+            self.frame = Some(frame);
         }
     }
 
@@ -370,8 +381,8 @@ impl<'p> Progress<'p> {
     #[cfg(feature = "tracing")]
     #[cold]
     #[inline(never)]
-    fn trace(&mut self) {
-        let mut spans = Box::new(Spans::start(&self.settings.name, self.frame.as_ref()));
+    fn trace(&mut self, frame: &Frame) {
+        let mut spans = Box::new(Spans::start(&self.settings.name, frame));
         spans.attempt(self.tries.attempt);
         self.report.spans = Some(spans);
     }

@@ -9,7 +9,9 @@ use super::Progress;
 use crate::breaker::{Breaker, Transition};
 use crate::bulkhead::adaptive::Signal;
 use crate::events::{self, AttemptOutcome, Event, Listener};
-use crate::operation::{self, Frame, OperationId};
+#[cfg(feature = "tracing")]
+use crate::operation::Frame;
+use crate::operation::{self, OperationId};
 use crate::Rejected;
 
 /// Who hears of an operation: its listener, its spans, its meter.
@@ -50,12 +52,8 @@ impl<'p> Progress<'p> {
     #[inline(never)]
     fn send(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
         if let Some(listener) = self.settings.listener() {
-            // A listener that asks for `Operation::current()` sees this call's.
-            let frame = self.frame.as_ref();
-            let operation = frame.map(Frame::id);
-            operation::published(frame, || {
-                send(&**listener, &self.settings.name, operation.as_ref());
-            });
+            let operation = operation::current_id();
+            send(&**listener, &self.settings.name, operation.as_ref());
         }
     }
 
@@ -168,16 +166,14 @@ pub(super) struct Spans {
 #[cfg(feature = "tracing")]
 impl Spans {
     /// The span of the operation whose frame is `frame`.
-    pub(super) fn start(name: &str, frame: Option<&Frame>) -> Self {
+    pub(super) fn start(name: &str, frame: &Frame) -> Self {
         let operation = tracing::info_span!(
             "resil.operation",
             "resil.fn" = name,
             "resil.id" = tracing::field::Empty
         );
         if !operation.is_disabled() {
-            if let Some(frame) = frame {
-                operation.record("resil.id", tracing::field::display(frame.id()));
-            }
+            operation.record("resil.id", tracing::field::display(frame.id()));
         }
         Spans {
             operation,

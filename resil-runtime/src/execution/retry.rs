@@ -8,7 +8,7 @@ use super::{Next, Outcome, Progress};
 use crate::breaker::BreakerState;
 use crate::deadline::later;
 use crate::events::{Event, GiveUp};
-use crate::operation::Frame;
+use crate::operation;
 use crate::Rejected;
 
 /// The attempts an operation made so far.
@@ -98,7 +98,7 @@ impl<'p> Progress<'p> {
         #[cfg_attr(not(feature = "tracing"), allow(unused_variables))] asked: Option<Duration>,
     ) -> Result<(), GiveUp> {
         let settings = self.settings;
-        if self.frame.as_ref().and_then(Frame::allowance) == Some(0) {
+        if operation::allowance() == Some(0) {
             return Err(GiveUp::AllowanceSpent);
         }
         if let Some(budget) = &settings.budget {
@@ -108,9 +108,7 @@ impl<'p> Progress<'p> {
                 return Err(GiveUp::BudgetExhausted);
             }
         }
-        if let Some(frame) = &self.frame {
-            frame.draw();
-        }
+        operation::draw();
         #[cfg(feature = "metrics")]
         settings.meters.retry();
         #[cfg(feature = "tracing")]
@@ -138,7 +136,7 @@ impl<'p> Progress<'p> {
     /// Draws a hedge, an attempt beside the one in flight, from the operation's allowance
     /// and the retry budget: whether both allow it.
     pub(super) fn draw_hedge(&mut self) -> bool {
-        if self.frame.as_ref().and_then(Frame::allowance) == Some(0) {
+        if operation::allowance() == Some(0) {
             return false;
         }
         if let Some(budget) = &self.settings.budget {
@@ -146,9 +144,7 @@ impl<'p> Progress<'p> {
                 return false;
             }
         }
-        if let Some(frame) = &self.frame {
-            frame.draw();
-        }
+        operation::draw();
         self.tries.attempt += 1;
         #[cfg(feature = "metrics")]
         self.settings.meters.retry();

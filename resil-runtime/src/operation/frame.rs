@@ -1,22 +1,27 @@
-//! Each call's [`Frame`], and the chain of frames of the calls whose code runs on this thread.
+//! Each call's [`Frame`], and the chain of frames of the calls being polled on this thread.
 //!
-//! A call keeps its frame in place, in its own state. While its body is polled (or its
-//! listener hears an event) the frame is *published*: a node on the machine stack of
+//! A call keeps its frame in its own state between polls. For each poll of an attempt the
+//! frame is taken into the poll's own locals and *published*: a node on the machine stack of
 //! [`published`] links it to the frames published around it, and a thread-local points at the
-//! innermost node. A nested call reads and counts in its ancestors' frames through that chain.
-//! Nothing is moved: where a thread-local stack of frames moved each frame in and out at every
-//! poll (165 instructions of a ready call's 586, `benches/instructions`), publishing costs a
-//! thread-local read and two writes.
+//! innermost node. Everything the poll runs (the body, the nested calls it starts, a
+//! listener, the error's `Transient` methods) sees the call's frame on top and its ancestors
+//! below. Where a thread-local `Vec` of frames moved each frame in and out at every poll (165
+//! instructions of a ready call's 586, `benches/instructions`), publishing costs a
+//! thread-local read and two writes; a call ready at its first poll makes its frame where it
+//! is published and moves it nowhere.
 //!
 //! This is the crate's one `unsafe`: following a node's pointers. It is sound because a node
 //! lives exactly as long as the `published` call that links it, which unlinks it before it
-//! returns (on unwind too), and borrows its frame for that long; and because a reader gets its
-//! references inside a closure ([`with_ancestors`]) that all those calls enclose. Frames
-//! change only through `Cell`s, so shared references are all anyone holds.
+//! returns (on unwind too), and borrows its frame for that long; because a reader gets its
+//! references inside a closure ([`with_ancestors`]) that all those calls enclose; and because
+//! a published frame is a local of the poll publishing it, which nothing else can reach. A
+//! frame changes only through atomics (relaxed: only its own thread reads it while it is
+//! published), so shared references are all anyone holds, and frames stay `Send + Sync`.
 
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
 use tokio::time::Instant;
@@ -25,8 +30,7 @@ use crate::heard::ProviderLimits;
 use crate::operation_id::{OperationId, Path};
 
 thread_local! {
-    /// The node of the innermost call whose body (or listener) runs on this thread; null
-    /// outside any.
+    /// The node of the innermost call being polled on this thread; null outside any.
     static TOP: Cell<*const Node> = const { Cell::new(ptr::null()) };
     /// What the bodies of calls whose gates learn reported during their polls, and when, by
     /// the call's depth in the chain: each taken before its call's poll ends.
@@ -40,28 +44,31 @@ struct Node {
     parent: *const Node,
 }
 
+/// No allowance: the call draws from an ancestor's, or from none.
+const NO_ALLOWANCE: u64 = u64::MAX;
+
 /// One `#[resilient]` call's place in its operation, kept in the call's own state.
 #[derive(Debug)]
 pub(crate) struct Frame {
     /// The operation's sequence number; 0 until an outermost call's id is first asked for.
-    sequence: Cell<u64>,
+    sequence: AtomicU64,
     /// Started inside another call (or a carried operation).
     pub(crate) nested: bool,
     path: Path,
     /// Nested calls started by the current attempt.
-    children: Cell<u32>,
+    children: AtomicU32,
     pub(crate) deadline: Option<Instant>,
-    /// Retries left, when this call owns an allowance.
-    allowance: Cell<Option<u32>>,
+    /// Retries left, when this call owns an allowance; [`NO_ALLOWANCE`] when it does not.
+    allowance: AtomicU64,
     /// Retries made anywhere in the operation (kept on the outermost frame).
-    retries: Cell<u32>,
+    retries: AtomicU32,
     /// The breaker this call goes through (its address), or 0: held whenever the call's body
     /// runs, since a body runs only once the breaker admitted it.
-    breaker: Cell<usize>,
+    breaker: AtomicUsize,
     /// The policy owning the allowance; recorded only when someone listens to events.
     owner: Option<Arc<str>>,
     /// The call's gates learn: what its body reports of the provider's limits is kept.
-    listening: Cell<bool>,
+    listening: AtomicBool,
 }
 
 impl Frame {
@@ -74,56 +81,46 @@ impl Frame {
         owner: Option<Arc<str>>,
     ) -> Frame {
         Frame {
-            sequence: Cell::new(id.sequence),
+            sequence: AtomicU64::new(id.sequence),
             nested: true,
             path: id.path,
-            children: Cell::new(0),
+            children: AtomicU32::new(0),
             deadline,
-            allowance: Cell::new(allowance),
-            retries: Cell::new(attempt),
-            breaker: Cell::new(0),
+            allowance: AtomicU64::new(allowance.map_or(NO_ALLOWANCE, u64::from)),
+            retries: AtomicU32::new(attempt),
+            breaker: AtomicUsize::new(0),
             owner,
-            listening: Cell::new(false),
+            listening: AtomicBool::new(false),
         }
     }
 
     /// A new attempt of this call: its nested calls are numbered afresh, so a retried parent
     /// re-derives the same ids.
     pub(crate) fn new_attempt(&self) {
-        self.children.set(0);
+        self.children.store(0, Relaxed);
     }
 
     fn sequence(&self) -> u64 {
-        if self.sequence.get() == 0 {
-            self.sequence.set(OperationId::next_sequence());
+        if self.sequence.load(Relaxed) == 0 {
+            self.sequence.store(OperationId::next_sequence(), Relaxed);
         }
-        self.sequence.get()
-    }
-
-    /// The breaker the call now goes through (its address; 0: none): a route's next target's.
-    pub(crate) fn set_breaker(&self, breaker: usize) {
-        self.breaker.set(breaker);
+        self.sequence.load(Relaxed)
     }
 
     pub(crate) fn id(&self) -> OperationId {
         OperationId::new(self.sequence(), self.path.clone())
     }
 
-    /// Swaps this call's count of nested calls with `children`: each racer of a hedged call
-    /// numbers its own nested calls, so that every racer derives the same ids for the same
-    /// call.
-    pub(crate) fn swap_children(&self, children: &mut u32) {
-        *children = self.children.replace(*children);
-    }
-
-    /// Whether this call owns a retry allowance.
-    pub(crate) fn owns(&self) -> bool {
-        self.allowance.get().is_some()
-    }
-
     /// What is left of this call's own allowance, if it owns one.
     pub(crate) fn left(&self) -> Option<u32> {
-        self.allowance.get()
+        u32::try_from(self.allowance.load(Relaxed)).ok()
+    }
+
+    fn spend(&self) {
+        if let Some(left) = self.left() {
+            self.allowance
+                .store(u64::from(left.saturating_sub(1)), Relaxed);
+        }
     }
 
     /// The policy owning this call's allowance, if recorded.
@@ -133,60 +130,15 @@ impl Frame {
 
     /// Retries made anywhere in the operation, on its outermost frame.
     pub(crate) fn retries(&self) -> u32 {
-        self.retries.get()
-    }
-
-    /// Retries this call may still draw, if an allowance governs it: its own, or that of the
-    /// nearest call around it that owns one.
-    pub(crate) fn allowance(&self) -> Option<u32> {
-        self.allowance
-            .get()
-            .or_else(|| with_ancestors(|mut frames| frames.find_map(|f| f.allowance.get())))
-    }
-
-    /// Counts a retry of this call, drawn from the allowance of its owner (itself, when it
-    /// owns one). The caller has checked [`Frame::allowance`] is not spent.
-    pub(crate) fn draw(&self) {
-        fn spend(frame: &Frame) {
-            if let Some(left) = frame.allowance.get() {
-                frame.allowance.set(Some(left.saturating_sub(1)));
-            }
-        }
-        let count = |root: &Frame| root.retries.set(root.retries.get().saturating_add(1));
-        with_ancestors(|frames| {
-            if self.allowance.get().is_some() {
-                spend(self);
-            } else if let Some(owner) = frames.clone().find(|f| f.allowance.get().is_some()) {
-                spend(owner);
-            }
-            count(frames.last().unwrap_or(self));
-        });
-    }
-
-    /// This call's gates learn: what its body tells [`hear`] is kept, for [`Frame::heard`] to
-    /// take before the poll ends. A nested call is deeper in the chain: its body's reports
-    /// are its own. What a body that panicked left at this depth is forgotten.
-    pub(crate) fn listen(&self) {
-        self.listening.set(true);
-        self.heard();
-    }
-
-    /// What this call's body reported during this poll, and when.
-    #[inline(never)]
-    pub(crate) fn heard(&self) -> Option<(ProviderLimits, Instant)> {
-        let depth = with_ancestors(|frames| frames.count()) + 1;
-        HEARD.with(|heard| heard.borrow_mut().get_mut(depth)?.take())
+        self.retries.load(Relaxed)
     }
 }
 
-/// Runs `f` with `frame` published as the innermost call's: code that `f` runs on this
-/// thread (a nested call, [`crate::Operation::current`], a listener) sees it and the frames
-/// published around it. A call not yet polled has no frame: `f` then sees those around it.
+/// Runs `f` with `frame` published as the innermost call's: what `f` runs on this thread (a
+/// nested call, [`crate::Operation::current`], a listener, a `Transient` method) sees it on
+/// top and the frames published around it below.
 #[inline(always)]
-pub(crate) fn published<R>(frame: Option<&Frame>, f: impl FnOnce() -> R) -> R {
-    let Some(frame) = frame else {
-        return f();
-    };
+pub(crate) fn published<R>(frame: &Frame, f: impl FnOnce() -> R) -> R {
     /// Unlinks the node when `published` returns or unwinds.
     struct Unlink(*const Node);
     impl Drop for Unlink {
@@ -223,7 +175,7 @@ impl<'a> Iterator for Ancestors<'a> {
         // the calls nest, so a parent outlives its children. Each node's frame is borrowed by
         // its `published` call for as long. `'a` is the length of a `with_ancestors` closure,
         // which every node seen then encloses, so no reference outlives its node; the frames
-        // change only through `Cell`s, and nothing holds a `&mut` to a frame while it is
+        // change only through atomics, and nothing holds a `&mut` to a frame while it is
         // borrowed by `published`.
         let node = unsafe { self.node.as_ref() }?;
         self.node = node.parent;
@@ -232,7 +184,8 @@ impl<'a> Iterator for Ancestors<'a> {
     }
 }
 
-/// Runs `f` on the frames published on this thread, innermost first.
+/// Runs `f` on the frames published on this thread, innermost first: the polled call's on
+/// top, when one is polled.
 #[inline(always)]
 pub(crate) fn with_ancestors<R>(f: impl for<'a> FnOnce(Ancestors<'a>) -> R) -> R {
     f(Ancestors {
@@ -241,18 +194,66 @@ pub(crate) fn with_ancestors<R>(f: impl for<'a> FnOnce(Ancestors<'a>) -> R) -> R
     })
 }
 
-/// Whether `breaker` is held by a call around the running one: then the running call goes
-/// through as part of it.
-pub(crate) fn held_by_ancestor(breaker: usize) -> bool {
-    with_ancestors(|mut frames| frames.any(|frame| frame.breaker.get() == breaker))
+/// The polled call's allowance and the root's retries: the frame `draw` and `allowance` work
+/// on, and the outermost frame.
+fn owner<'a>(mut frames: Ancestors<'a>) -> Option<&'a Frame> {
+    frames.find(|frame| frame.left().is_some())
 }
 
-/// Keeps what the body of the innermost published call reports of the provider's limits, if
-/// its gates learn.
+/// Retries the polled call may still draw, if an allowance governs it: its own, or that of
+/// the nearest call around it that owns one.
+pub(crate) fn allowance() -> Option<u32> {
+    with_ancestors(|frames| owner(frames).and_then(Frame::left))
+}
+
+/// Counts a retry of the polled call, drawn from the allowance of its owner (itself, when it
+/// owns one). The caller has checked [`allowance`] is not spent.
+pub(crate) fn draw() {
+    with_ancestors(|frames| {
+        if let Some(owner) = owner(frames.clone()) {
+            owner.spend();
+        }
+        if let Some(root) = frames.last() {
+            root.retries
+                .store(root.retries().saturating_add(1), Relaxed);
+        }
+    });
+}
+
+/// Swaps the polled call's count of nested calls with `children`: each racer of a hedged call
+/// numbers its own nested calls, so that every racer derives the same ids for the same call.
+pub(crate) fn swap_children(children: &mut u32) {
+    with_ancestors(|mut frames| {
+        if let Some(top) = frames.next() {
+            *children = top.children.swap(*children, Relaxed);
+        }
+    });
+}
+
+/// The polled call's gates learn: what its body tells [`hear`] is kept, for [`heard`] to take
+/// before the poll ends. A nested call is deeper in the chain: its body's reports are its
+/// own. What a body that panicked left at this depth is forgotten.
+pub(crate) fn listen() {
+    with_ancestors(|mut frames| {
+        if let Some(top) = frames.next() {
+            top.listening.store(true, Relaxed);
+        }
+    });
+    heard();
+}
+
+/// What the polled call's body reported during this poll, and when.
+#[inline(never)]
+pub(crate) fn heard() -> Option<(ProviderLimits, Instant)> {
+    let depth = with_ancestors(|frames| frames.count());
+    HEARD.with(|heard| heard.borrow_mut().get_mut(depth)?.take())
+}
+
+/// Keeps what the polled call's body reports of the provider's limits, if its gates learn.
 pub(crate) fn hear(limits: ProviderLimits) {
     let depth = with_ancestors(|mut frames| {
         let top = frames.next()?;
-        top.listening.get().then(|| frames.count() + 1)
+        top.listening.load(Relaxed).then(|| frames.count() + 1)
     });
     if let Some(depth) = depth {
         HEARD.with(|heard| {
@@ -264,6 +265,31 @@ pub(crate) fn hear(limits: ProviderLimits) {
             heard[depth] = Some((limits, Instant::now()));
         });
     }
+}
+
+/// The breaker the polled call now goes through (its address; 0: none): a route's next
+/// target's, chosen while its frame is published.
+pub(crate) fn set_breaker(breaker: usize) {
+    with_ancestors(|mut frames| {
+        if let Some(top) = frames.next() {
+            top.breaker.store(breaker, Relaxed);
+        }
+    });
+}
+
+/// The id of the polled call.
+pub(crate) fn current_id() -> Option<OperationId> {
+    with_ancestors(|mut frames| frames.next().map(Frame::id))
+}
+
+/// Whether `breaker` is held by a call enclosing the polled one: then the polled call goes
+/// through as part of it.
+pub(crate) fn held_by_ancestor(breaker: usize) -> bool {
+    with_ancestors(|frames| {
+        frames
+            .skip(1)
+            .any(|frame| frame.breaker.load(Relaxed) == breaker)
+    })
 }
 
 fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
@@ -286,42 +312,45 @@ pub(crate) struct Opening<'a> {
 }
 
 impl Opening<'_> {
-    /// Makes the call's frame in `slot`, nested in the innermost published one if there is
-    /// one: at the call's first poll, where the chain shows the calls around it. Written in
-    /// place, as the call's state is, rather than made and moved in.
-    #[inline]
-    pub(crate) fn open(self, slot: &mut Option<Frame>) -> &Frame {
-        let frame = slot.insert(Frame {
-            sequence: Cell::new(0),
-            nested: false,
-            path: Path::ROOT,
-            children: Cell::new(0),
-            deadline: self.deadline,
-            allowance: Cell::new(None),
-            retries: Cell::new(0),
-            breaker: Cell::new(self.breaker),
-            owner: None,
-            listening: Cell::new(false),
-        });
-        with_ancestors(|mut frames| {
+    /// The call's frame, nested in the innermost published one if there is one: made at the
+    /// call's first poll, where the chain shows the calls around it. One struct written at
+    /// the end, so that it is made where the poll keeps it rather than moved there.
+    #[inline(always)]
+    pub(crate) fn frame(self) -> Frame {
+        let (parent, has_owner) = with_ancestors(|mut frames| {
             let parent = frames.next();
             let has_owner = parent.is_some_and(|parent| {
-                parent.allowance.get().is_some()
-                    || frames.any(|frame| frame.allowance.get().is_some())
+                parent.left().is_some() || frames.any(|frame| frame.left().is_some())
             });
-            if self.retry > 0 && (self.independent || !has_owner) {
-                frame.allowance.set(Some(self.retry));
-                frame.owner = self.name.cloned();
-            }
-            if let Some(parent) = parent {
-                let n = parent.children.get().saturating_add(1);
-                parent.children.set(n);
-                frame.nested = true;
-                frame.sequence.set(parent.sequence());
-                frame.path = parent.path.child(n);
-                frame.deadline = earliest(parent.deadline, self.deadline);
-            }
+            let parent = parent.map(|parent| {
+                let n = parent.children.load(Relaxed).saturating_add(1);
+                parent.children.store(n, Relaxed);
+                (parent.sequence(), parent.path.child(n), parent.deadline)
+            });
+            (parent, has_owner)
         });
-        frame
+        let owns = self.retry > 0 && (self.independent || !has_owner);
+        let (nested, sequence, path, deadline) = match parent {
+            Some((sequence, path, deadline)) => {
+                (true, sequence, path, earliest(deadline, self.deadline))
+            }
+            None => (false, 0, Path::ROOT, self.deadline),
+        };
+        Frame {
+            sequence: AtomicU64::new(sequence),
+            nested,
+            path,
+            children: AtomicU32::new(0),
+            deadline,
+            allowance: AtomicU64::new(if owns {
+                u64::from(self.retry)
+            } else {
+                NO_ALLOWANCE
+            }),
+            retries: AtomicU32::new(0),
+            breaker: AtomicUsize::new(self.breaker),
+            owner: if owns { self.name.cloned() } else { None },
+            listening: AtomicBool::new(false),
+        }
     }
 }

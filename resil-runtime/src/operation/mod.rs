@@ -29,9 +29,9 @@
 //!   retries the caller never sees), and wrong for plain layering, where it multiplies.
 //!
 //! Each call keeps its frame (id, deadline, allowance, the breaker it holds) in its own
-//! state; while its body is polled the frame is published to the thread (see `frame.rs`), so
-//! nested calls see their ancestors and a task started with `tokio::spawn` does not. Carry the
-//! operation into one explicitly with [`Operation::scope`].
+//! state; while one of its attempts is polled the frame is published to the thread (see
+//! `frame.rs`), so nested calls see their ancestors and a task started with `tokio::spawn`
+//! does not. Carry the operation into one explicitly with [`Operation::scope`].
 //!
 //! [`PolicyBuilder::independent`]: crate::PolicyBuilder::independent
 
@@ -49,7 +49,10 @@ mod frame;
 
 pub use crate::operation_id::OperationId;
 use frame::with_ancestors;
-pub(crate) use frame::{held_by_ancestor, published, Frame, Opening};
+pub(crate) use frame::{
+    allowance, current_id, draw, heard, held_by_ancestor, listen, published, set_breaker,
+    swap_children, Frame, Opening,
+};
 use tokio::time::Instant;
 
 /// Tells the current call what the provider's answer said of its limits, so that its gates
@@ -115,7 +118,7 @@ impl Operation {
     pub fn current() -> Option<Operation> {
         with_ancestors(|frames| {
             let top = frames.clone().next()?;
-            let owner = frames.clone().find(|frame| frame.owns());
+            let owner = frames.clone().find(|frame| frame.left().is_some());
             let (allowance, owner) = owner.map_or((None, None), |f| (f.left(), f.owner()));
             let attempt = frames.last().map_or(0, Frame::retries);
             Some(Operation {
@@ -215,6 +218,6 @@ impl<F: Future> Future for Scoped<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<F::Output> {
         let this = self.project();
-        published(Some(this.frame), || this.future.poll(cx))
+        published(this.frame, || this.future.poll(cx))
     }
 }

@@ -25,7 +25,6 @@ use crate::breaker::{Breaker, Ticket, Transition, Verdict};
 use crate::bulkhead::BulkheadPermit;
 use crate::deadline::{later, Cut, Limits};
 use crate::events::AttemptOutcome;
-use crate::operation::Frame;
 use crate::{FromRejected, Rejected, Transient};
 
 mod probe;
@@ -154,17 +153,25 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<Next<T, E>> {
         let mut this = self.project();
-        this.execution.progress.join(this.limits);
-        // The body's own spans (an HTTP client's) nest under the attempt: entered for the poll.
-        #[cfg(feature = "tracing")]
-        let entered = (this.execution.progress.report.spans.as_deref()).map(|spans| spans.enter());
-        let poll = step::<_, _, _, true>(&mut this, cx, &mut ());
-        // Matched rather than dropped whole: an untraced poll then runs no drop glue (a plain
-        // `drop(entered)` costs every traced build's call about 16 instructions).
-        #[cfg(feature = "tracing")]
-        if let Some(entered) = entered {
-            drop(entered);
-        }
+        // This call's frame is published for the whole poll: the body's nested calls see it,
+        // and so do listeners of the events emitted here and the error's `Transient` methods.
+        let frame = this.execution.progress.take_frame(this.limits);
+        let poll = crate::operation::published(&frame, || {
+            // The body's own spans (an HTTP client's) nest under the attempt: entered for the
+            // poll.
+            #[cfg(feature = "tracing")]
+            let entered =
+                (this.execution.progress.report.spans.as_deref()).map(|spans| spans.enter());
+            let poll = step::<_, _, _, true>(&mut this, cx, &mut ());
+            // Matched rather than dropped whole: an untraced poll then runs no drop glue (a
+            // plain `drop(entered)` costs every traced build's call about 16 instructions).
+            #[cfg(feature = "tracing")]
+            if let Some(entered) = entered {
+                drop(entered);
+            }
+            poll
+        });
+        this.execution.progress.keep_frame(frame, &poll);
         poll
     }
 }
@@ -318,20 +325,16 @@ where
                 Stage::Call => {
                     called = true;
                     // What the body reports of the provider's limits, for a policy whose
-                    // gates learn, is kept before the poll yields, or when the call ends. The
-                    // body's nested calls see this call's frame, and those around it.
-                    let future = this.future.as_mut();
-                    let frame = this.execution.progress.frame.as_ref();
-                    match crate::operation::published(frame, || future.poll(cx)) {
+                    // gates learn, is kept before the poll yields, or when the call ends.
+                    match this.future.as_mut().poll(cx) {
                         Poll::Ready(output) => output.map_err(Failure::Error),
                         Poll::Pending => {
                             match lapsed(this.timer.as_mut(), this.limits, this.cut, cx) {
                                 Poll::Ready(rejected) => Err(Failure::Rejected(rejected)),
                                 Poll::Pending => {
-                                    let progress = &mut this.execution.progress;
-                                    if progress.settings.learns {
-                                        let heard = progress.frame.as_ref().and_then(Frame::heard);
-                                        progress.heard(heard);
+                                    if this.execution.progress.settings.learns {
+                                        let heard = crate::operation::heard();
+                                        this.execution.progress.heard(heard);
                                     }
                                     return Poll::Pending;
                                 }

@@ -149,11 +149,13 @@ where
     where
         E: Transient + From<Rejected>,
     {
-        // The call joins its operation, as at an attempt's first poll: the deadline the
-        // targets are judged by includes the enclosing calls', the allowance is the
-        // operation's, and the events carry the id.
-        self.execution.progress.join(&mut Limits::default());
-        let (i, wait) = self.choose()?;
+        // The frame is published, as at an attempt's poll: the deadline the targets are
+        // judged by includes the enclosing calls', the allowance is the operation's, and the
+        // events carry the id.
+        let frame = self.execution.progress.take_frame(&mut Limits::default());
+        let chosen = crate::operation::published(&frame, || self.choose());
+        self.execution.progress.frame = Some(frame);
+        let (i, wait) = chosen?;
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;
         }

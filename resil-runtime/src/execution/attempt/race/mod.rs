@@ -23,7 +23,7 @@ use crate::deadline::{later, Limits};
 use crate::events::Event;
 use crate::execution::admission::Admission;
 use crate::execution::{Decision, Execution, Failure, Next};
-use crate::operation::Frame;
+use crate::operation;
 use crate::{Rejected, Transient};
 
 mod racers;
@@ -158,8 +158,10 @@ where
             Some(first) => first.project().limits,
             None => &mut own,
         };
-        this.execution.progress.join(limits);
-        run(&mut this, cx)
+        let frame = this.execution.progress.take_frame(limits);
+        let poll = operation::published(&frame, || run(&mut this, cx));
+        this.execution.progress.keep_frame(frame, &poll);
+        poll
     }
 }
 
@@ -188,11 +190,9 @@ where
         let Some((which, result)) = poll_racers(this, cx) else {
             // The delay counts from the newest racer's call: not while it waits for a place
             // in the bulkhead, a rate slot or a probe's verdict, which a hedge would skip.
-            let calling = match this.hedged.last() {
-                Some(racer) => racer.lane.stage_is_call(),
-                None => (this.first.as_ref().get_ref())
-                    .as_ref()
-                    .is_some_and(Lane::stage_is_call),
+            let calling = match this.hedged.last_mut() {
+                Some(racer) => racer.lane.as_mut().stage_is_call(),
+                None => (this.first.as_mut().as_pin_mut()).is_some_and(Lane::stage_is_call),
             };
             if this.timer.is_none() && calling && can_hedge(this) {
                 let at = later(Instant::now(), delay(this));
@@ -307,12 +307,9 @@ where
     let _entered = span.as_ref().map(tracing::Span::enter);
     racer.swap_admission(&mut execution.progress);
     let hedge = racer.admission.is_some();
-    let swap_children = |racer: &mut Seat<'p>, frame: Option<&Frame>| {
-        if let (true, Some(frame)) = (hedge, frame) {
-            frame.swap_children(&mut racer.children);
-        }
-    };
-    swap_children(racer, execution.progress.frame.as_ref());
+    if hedge {
+        operation::swap_children(&mut racer.children);
+    }
     let attempts = std::mem::replace(&mut execution.progress.tries.attempt, racer.attempt);
     let lane = lane.project();
     let mut this = AttemptProjection {
@@ -327,7 +324,9 @@ where
     };
     let poll = step::<_, _, _, false>(&mut this, cx, &mut call);
     execution.progress.tries.attempt = attempts;
-    swap_children(racer, execution.progress.frame.as_ref());
+    if hedge {
+        operation::swap_children(&mut racer.children);
+    }
     racer.swap_admission(&mut execution.progress);
     match (poll, call) {
         (Poll::Ready(_), Some(result)) => Poll::Ready(result),

@@ -61,9 +61,11 @@ pin_project! {
 }
 
 impl<F> Lane<'_, F> {
-    /// Whether the racer's call is under way (its hedge's delay counts from there).
-    pub(super) fn stage_is_call(&self) -> bool {
-        matches!(self.stage, Stage::Call)
+    /// Whether the racer's call is under way (its hedge's delay counts from there). Read
+    /// through the pin's projection: a `&Lane` would also cover the pinned future, which may
+    /// hold references into itself.
+    pub(super) fn stage_is_call(self: Pin<&mut Self>) -> bool {
+        matches!(self.project().stage, Stage::Call)
     }
 }
 
