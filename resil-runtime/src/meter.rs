@@ -38,8 +38,9 @@ pub(crate) struct Handles {
     /// Only for a policy with a bulkhead all calls share, and when something records it.
     in_use: Option<Gauge>,
     /// A routed policy's `resil_route_total` by target: `sent` and `skipped`, made at the
-    /// target's first attempt (for at most [`ROUTE_TARGETS`] targets).
-    routes: papaya::HashMap<Box<str>, [Counter; 2], foldhash::fast::RandomState>,
+    /// target's first attempt (for at most [`ROUTE_TARGETS`] targets). Made at the first: a
+    /// policy that does not route (and each key's own handles) allocates no map.
+    routes: OnceLock<papaya::HashMap<Box<str>, [Counter; 2], foldhash::fast::RandomState>>,
 }
 
 /// The targets whose route counters a policy keeps; a target past them is looked up in the
@@ -68,7 +69,7 @@ impl Handles {
                     gauge.increment(Probe(&read));
                     read.get()
                 }),
-            routes: papaya::HashMap::default(),
+            routes: OnceLock::new(),
         }
     }
 
@@ -146,7 +147,7 @@ impl Slot {
     pub(crate) fn routed(&self, target: &str, sent: bool) {
         let handles = self.handles();
         let outcome = usize::from(!sent);
-        let routes = handles.routes.pin();
+        let routes = handles.routes.get_or_init(papaya::HashMap::default).pin();
         if let Some(counters) = routes.get(target) {
             counters[outcome].increment(1);
             return;
