@@ -62,47 +62,47 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "timeout",
         "#[resilient(timeout)]",
-        [Some(481), Some(527), Some(566)],
+        [Some(484), Some(538), Some(570)],
     ),
     (
         "timeout+retry",
         "#[resilient(timeout, retry = 2)]",
-        [Some(500), Some(544), Some(585)],
+        [Some(490), Some(544), Some(576)],
     ),
     (
         "all-four",
         "timeout, retry 2, breaker, bulkhead 8",
-        [Some(769), Some(817), Some(870)],
+        [Some(759), Some(814), Some(861)],
     ),
     (
         "all-four-keyed",
         "the same with a per_model breaker, 10 models",
-        [Some(1002), Some(1047), Some(1099)],
+        [Some(1001), Some(1042), Some(1103)],
     ),
     (
         "policy",
         "Policy::run with all four (no macro)",
-        [Some(910), Some(953), Some(1010)],
+        [Some(910), Some(958), Some(1012)],
     ),
     (
         "open-breaker",
         "a call refused by an open breaker",
-        [Some(871), Some(948), Some(999)],
+        [Some(903), Some(981), Some(1036)],
     ),
     (
         "full-bulkhead",
         "a call refused by a full bulkhead",
-        [Some(532), Some(608), Some(656)],
+        [Some(567), Some(641), Some(695)],
     ),
     (
         "all-four-routed",
         "all four per_model, route over 2 models, the first answers",
-        [Some(2280), Some(2310), Some(2705)],
+        [Some(2384), Some(2426), Some(2820)],
     ),
     (
         "all-four-hedged",
         "all four, hedge = \"1 after 800ms\", ready (no hedge starts)",
-        [Some(1226), Some(1300), Some(1345)],
+        [Some(1208), Some(1290), Some(1321)],
     ),
     (
         "tokio-timeout-yield",
@@ -112,7 +112,7 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "all-four-yield",
         "all four, the body pending once (a timer armed)",
-        [Some(1658), Some(1722), Some(1775)],
+        [Some(1691), Some(1784), Some(1818)],
     ),
     (
         "hand-written",
