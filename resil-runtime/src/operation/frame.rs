@@ -14,7 +14,8 @@
 //! lives exactly as long as the `published` call that links it, which unlinks it before it
 //! returns (on unwind too), and borrows its frame for that long; because a reader gets its
 //! references inside a closure ([`with_ancestors`]) that all those calls enclose; and because
-//! a published frame is a local of the poll publishing it, which nothing else can reach. A
+//! a published frame is a local of the poll publishing it (or the field of the `Scoped`
+//! future being polled), which nothing else reaches while it is published. A
 //! frame changes only through atomics (relaxed: only its own thread reads it while it is
 //! published), so shared references are all anyone holds, and frames stay `Send + Sync`.
 
