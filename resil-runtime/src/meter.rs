@@ -38,8 +38,8 @@ pub(crate) struct Handles {
     /// Only for a policy with a bulkhead all calls share, and when something records it.
     in_use: Option<Gauge>,
     /// A routed policy's `resil_route_total` by target: `sent` and `skipped`, made at the
-    /// target's first attempt (for at most [`ROUTE_TARGETS`] targets). Made at the first: a
-    /// policy that does not route (and each key's own handles) allocates no map.
+    /// target's first attempt (for at most [`ROUTE_TARGETS`] targets). The map itself is made
+    /// at the policy's first routed attempt: a policy that does not route allocates none.
     routes: OnceLock<papaya::HashMap<Box<str>, [Counter; 2], foldhash::fast::RandomState>>,
 }
 

@@ -48,11 +48,11 @@ use crate::heard::ProviderLimits;
 mod frame;
 
 pub use crate::operation_id::OperationId;
-use frame::with_ancestors;
 pub(crate) use frame::{
     allowance, current_id, draw, heard, held_by_ancestor, listen, published, set_breaker,
     swap_children, Frame, Opening,
 };
+use frame::{allowance_owner, with_ancestors};
 use tokio::time::Instant;
 
 /// Tells the current call what the provider's answer said of its limits, so that its gates
@@ -118,7 +118,7 @@ impl Operation {
     pub fn current() -> Option<Operation> {
         with_ancestors(|frames| {
             let top = frames.clone().next()?;
-            let owner = frames.clone().find(|frame| frame.left().is_some());
+            let owner = allowance_owner(frames.clone());
             let (allowance, owner) = owner.map_or((None, None), |f| (f.left(), f.owner()));
             let attempt = frames.last().map_or(0, Frame::retries);
             Some(Operation {

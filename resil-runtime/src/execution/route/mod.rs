@@ -314,22 +314,20 @@ where
 
     fn skipped(&self, i: usize, rejected: &Rejected) {
         let progress = &self.execution.progress;
-        #[cfg(feature = "metrics")]
-        progress
-            .settings
-            .meters
-            .routed(self.name(i).as_str(), false);
-        if progress.report.listening {
-            let name = self.name(i);
-            progress.notify(|listener, site, operation| {
-                listener.on_event(&Event::Skipped {
-                    site,
-                    operation,
-                    target: name.as_str(),
-                    rejected,
-                });
-            });
+        if !(progress.report.listening || cfg!(feature = "metrics")) {
+            return;
         }
+        let name = self.name(i);
+        #[cfg(feature = "metrics")]
+        progress.settings.meters.routed(name.as_str(), false);
+        progress.notify(|listener, site, operation| {
+            listener.on_event(&Event::Skipped {
+                site,
+                operation,
+                target: name.as_str(),
+                rejected,
+            });
+        });
     }
 
     fn name(&self, i: usize) -> Name<'_> {
