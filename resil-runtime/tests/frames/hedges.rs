@@ -3,16 +3,21 @@
 
 use super::*;
 
+/// Two retries, and one of them raced as a hedge 100 ms after the first call.
+fn hedged_at_100ms() -> Policy {
+    Policy::builder()
+        .retry(2)
+        .hedge(1, Duration::from_millis(100))
+        .build()
+        .unwrap()
+}
+
 // ---------------------------------------------------------------------------------------
 // Hedges: the first racer's count of nested calls is the frame's; a hedge swaps its own in.
 // ---------------------------------------------------------------------------------------
 #[tokio::test(start_paused = true)]
 async fn each_racer_numbers_its_nested_calls_from_one_and_keeps_counting() {
-    let policy = Policy::builder()
-        .retry(2)
-        .hedge(1, Duration::from_millis(100))
-        .build()
-        .unwrap();
+    let policy = hedged_at_100ms();
     let inner = Policy::builder().build().unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let n = AtomicU32::new(0);
@@ -49,11 +54,7 @@ async fn each_racer_numbers_its_nested_calls_from_one_and_keeps_counting() {
 #[tokio::test(start_paused = true)]
 async fn a_panicking_hedge_leaves_nothing_published() {
     use futures::FutureExt;
-    let policy = Policy::builder()
-        .retry(2)
-        .hedge(1, Duration::from_millis(100))
-        .build()
-        .unwrap();
+    let policy = hedged_at_100ms();
     let inner = Policy::builder().build().unwrap();
     let n = AtomicU32::new(0);
     let caught = std::panic::AssertUnwindSafe(policy.run(|| {
@@ -117,7 +118,7 @@ async fn nested_retries_draw_from_one_allowance_through_a_hedge() {
     );
 }
 
-// Deadline propagation through a hedge and a Scoped.
+// Deadline propagation through a hedge.
 #[tokio::test(start_paused = true)]
 async fn deadline_reaches_nested_calls_in_hedges() {
     let outer = Policy::builder()

@@ -58,6 +58,22 @@ fn id() -> String {
     Operation::current().unwrap().id().to_string()
 }
 
+/// Runs a call through `policy` whose body fails with `error`: its result, and the id its
+/// body saw (the last attempt's).
+async fn failing_call<E>(policy: &Policy, error: E) -> (Result<(), E>, Option<String>)
+where
+    E: Transient + From<Rejected> + Clone + Send + 'static,
+{
+    let body_id = Mutex::new(None);
+    let r = policy
+        .run(|| async {
+            *body_id.lock().unwrap() = Some(id());
+            Err(error.clone())
+        })
+        .await;
+    (r, body_id.into_inner().unwrap())
+}
+
 // ---------------------------------------------------------------------------------------
 // `Operation::current()` inside `Transient::is_transient`: the error is classified inside its
 // call, whose frame is published for the whole poll of an attempt.
@@ -69,18 +85,8 @@ async fn is_transient_runs_inside_its_call() {
         .backoff(Duration::from_millis(1), Duration::from_millis(1))
         .build()
         .unwrap();
-    let body_id = Arc::new(Mutex::new(None));
-    let r: Result<(), Spy> = policy
-        .run(|| {
-            let body_id = body_id.clone();
-            async move {
-                *body_id.lock().unwrap() = Some(id());
-                Err(Spy)
-            }
-        })
-        .await;
+    let (r, body_id) = failing_call(&policy, Spy).await;
     assert!(r.is_err());
-    let body_id = body_id.lock().unwrap().clone();
     let seen = SEEN_IN_TRANSIENT.lock().unwrap().clone();
     assert!(!seen.is_empty());
     for s in &seen {
@@ -118,18 +124,8 @@ async fn a_listener_hearing_the_breaker_open_sees_the_call() {
         .listener(spy.clone())
         .build()
         .unwrap();
-    let body_id = Arc::new(Mutex::new(None));
-    let r: Result<(), Err> = policy
-        .run(|| {
-            let body_id = body_id.clone();
-            async move {
-                *body_id.lock().unwrap() = Some(id());
-                Err(Err::Busy)
-            }
-        })
-        .await;
+    let (r, body_id) = failing_call(&policy, Err::Busy).await;
     assert_eq!(r, Err(Err::Busy));
-    let body_id = body_id.lock().unwrap().clone();
     let seen = spy.0.lock().unwrap().clone();
     assert!(seen.iter().any(|(k, _)| k == "transition"), "{seen:?}");
     for (kind, current) in &seen {
