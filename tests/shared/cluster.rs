@@ -84,8 +84,7 @@ async fn a_cluster_shares_across_nodes_and_a_dead_node_fails_open_alone() {
     };
     let urls = cluster.urls();
     let label = urls.join(",");
-    let heard = Arc::new(NodeEvents::default());
-    events::add_global_listener(Arc::clone(&heard) as Arc<dyn Listener>);
+    let heard = NodeEvents::heard(&label);
     let a = Redis::cluster(&urls).open().await.unwrap();
     let b = Redis::cluster(&urls).open().await.unwrap();
     assert!(a.is_available() && b.is_available());
@@ -196,13 +195,25 @@ async fn a_cluster_shares_across_nodes_and_a_dead_node_fails_open_alone() {
     );
 }
 
-/// The outages the global listener heard, by store label.
-#[derive(Debug, Default)]
+/// The outages the global listener heard from one cluster's stores, by store label.
+#[derive(Debug)]
 struct NodeEvents {
+    cluster: String,
     said: Mutex<Vec<String>>,
 }
 
 impl NodeEvents {
+    /// Listens to the outages of the stores of `cluster` (the store label of its urls): other
+    /// tests' clusters stop while this one runs.
+    fn heard(cluster: &str) -> Arc<Self> {
+        let heard = Arc::new(Self {
+            cluster: cluster.to_owned(),
+            said: Mutex::default(),
+        });
+        events::add_global_listener(Arc::clone(&heard) as Arc<dyn Listener>);
+        heard
+    }
+
     fn count(&self, store: &str) -> usize {
         let said = self.said.lock().unwrap();
         said.iter().filter(|said| *said == store).count()
@@ -211,8 +222,11 @@ impl NodeEvents {
 
 impl Listener for NodeEvents {
     fn on_event(&self, event: &Event<'_>) {
-        if let Event::SharedUnavailable { store, .. } = event {
-            self.said.lock().unwrap().push((*store).to_owned());
+        match event {
+            Event::SharedUnavailable { store, .. } if store.starts_with(&self.cluster) => {
+                self.said.lock().unwrap().push((*store).to_owned())
+            }
+            _ => {}
         }
     }
 }
@@ -272,8 +286,7 @@ async fn a_late_node_is_skipped_alone_and_the_store_stays_available() {
     let Some(cluster) = RedisCluster::start() else {
         return;
     };
-    let heard = Arc::new(NodeEvents::default());
-    events::add_global_listener(Arc::clone(&heard) as Arc<dyn Listener>);
+    let heard = NodeEvents::heard(&cluster.urls().join(","));
     let a = Redis::cluster(cluster.urls()).open().await.unwrap();
     let b = Redis::cluster(cluster.urls()).open().await.unwrap();
     let hasty = |store: &Redis, name: &str| {
