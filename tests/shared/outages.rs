@@ -378,8 +378,11 @@ async fn fail_open_never_exceeds_the_local_limits() {
             .iter()
             .filter(|at| **at < Duration::from_secs(1))
             .count();
+        // Ten slots a second, and one more at the window's start: a slot due just before
+        // the kill may start just after it on a busy machine, and the slot a second later
+        // then falls in the same window (a run on a loaded machine saw 58 µs … 999.6 ms).
         assert!(
-            first_second <= 10,
+            first_second <= 11,
             "instance {which} started {first_second} calls in the second after the kill, over its local 10/s: {after:?}"
         );
         assert!(!after.is_empty(), "instance {which} went on after the kill");
