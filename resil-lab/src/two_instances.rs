@@ -304,7 +304,11 @@ async fn gate_cost(store: Option<&Redis>) -> Duration {
             .name("gate::cost")
             .rate(1_000_000, Duration::from_secs(1), 1_000_000);
     let policy = match store {
-        Some(store) => builder.shared_in(store),
+        // The round trip is what is measured: a reply late on a busy machine is waited for,
+        // not decided locally (and said as an outage).
+        Some(store) => builder
+            .shared_in(store)
+            .shared_timeout(Duration::from_secs(1)),
         None => builder,
     }
     .build()

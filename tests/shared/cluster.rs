@@ -322,7 +322,7 @@ async fn a_late_node_is_skipped_alone_and_the_store_stays_available() {
         "resil's timeout on one node is not the store's outage"
     );
     assert!(
-        one_between(&hasty(&a, &live), &hasty(&b, &live)).await,
+        one_between(&gate_in(&a, &live), &gate_in(&b, &live)).await,
         "node 1's gate is still shared"
     );
 }

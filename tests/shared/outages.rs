@@ -34,6 +34,11 @@ async fn redis_killed_mid_run_fails_open_and_resyncs_when_back() {
         "no permit leaked"
     );
     assert!(!a.store.is_available());
+    // b hears of it on its subscription, in a task of its own.
+    eventually("each store says the outage", || {
+        events.seen.lock().unwrap().len() == 2
+    })
+    .await;
     assert_eq!(
         *events.seen.lock().unwrap(),
         ["unavailable", "unavailable"],
@@ -96,11 +101,12 @@ async fn asleep(
     let url = server.url();
     eventually("redis-server sleeps", || {
         let client = redis::Client::open(url.as_str()).unwrap();
-        let Ok(mut connection) = client.get_connection_with_timeout(Duration::from_millis(200))
+        // Half a second unanswered: a server awake but slow to be scheduled answers sooner.
+        let Ok(mut connection) = client.get_connection_with_timeout(Duration::from_millis(500))
         else {
             return true;
         };
-        let _ = connection.set_read_timeout(Some(Duration::from_millis(50)));
+        let _ = connection.set_read_timeout(Some(Duration::from_millis(500)));
         redis::cmd("PING").query::<String>(&mut connection).is_err()
     })
     .await;
@@ -162,20 +168,26 @@ fn a_sleeping_redis_is_given_up_after_shared_timeout_on_the_paused_clock() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let a = instance(&server, |p| p.rate(100, Duration::from_secs(1), 100)).await;
+        let store = Redis::open(&server.url()).await.unwrap();
+        // Not `instance`: the default `shared_timeout` is under test.
+        let policy = Policy::builder()
+            .rate(100, Duration::from_secs(1), 100)
+            .shared_in(&store)
+            .build()
+            .unwrap();
         let calls = Calls::default();
-        assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()));
+        assert_eq!(call(&policy, &calls, Ok(())).await, Ok(()));
         // Killed with the server when the test ends.
         let _sleeper = asleep(&server, 30).await;
         tokio::time::pause();
         let asked = tokio::time::Instant::now();
-        assert_eq!(call(&a.policy, &calls, Ok(())).await, Ok(()), "fails open");
+        assert_eq!(call(&policy, &calls, Ok(())).await, Ok(()), "fails open");
         let waited = asked.elapsed();
         assert!(
             waited >= Duration::from_millis(50) && waited <= Duration::from_millis(51),
             "the default shared_timeout, 50 ms: {waited:?}"
         );
-        assert!(!a.store.is_available());
+        assert!(!store.is_available());
     });
 }
 

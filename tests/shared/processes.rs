@@ -33,6 +33,8 @@ async fn sender() {
         .name(NAME)
         .rate(RATE, Duration::from_secs(1), 1)
         .shared_in(&store)
+        // Redis decides while it is up, however late a busy machine lets it answer.
+        .shared_timeout(Duration::from_secs(1))
         .build()
         .unwrap();
     let until = Instant::now() + Duration::from_secs(secs.parse().unwrap());
@@ -66,15 +68,16 @@ async fn two_processes_send_about_the_shared_rate_while_redis_is_down_and_after(
             Command::new(std::env::current_exe().unwrap())
                 .args(["processes::sender", "--exact", "--nocapture"])
                 .env("RESIL_SENDER_URL", server.url())
-                .env("RESIL_SENDER_SECS", "11")
+                .env("RESIL_SENDER_SECS", "12")
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("the test binary runs again")
         })
         .collect();
-    // Both send through Redis, and each hears of the other (a heartbeat a second).
-    tokio::time::sleep(Duration::from_millis(3000)).await;
+    // Both send through Redis, and each hears of the other (a heartbeat a second); a busy
+    // machine may take a second or more to start them.
+    tokio::time::sleep(Duration::from_millis(4000)).await;
     let killed = unix_ms();
     server.kill();
     tokio::time::sleep(Duration::from_millis(4000)).await;
@@ -95,15 +98,25 @@ async fn two_processes_send_about_the_shared_rate_while_redis_is_down_and_after(
         sends.extend(mine);
     }
     let first = *sends.iter().min().unwrap();
-    let up = rate_in(&sends, first + 1000, killed);
+    let up_from = first + 1000;
+    assert!(
+        killed >= up_from + 1000,
+        "the senders started {} ms before the kill: too late to measure",
+        killed.saturating_sub(first)
+    );
+    let up = rate_in(&sends, up_from, killed);
     // From the moment both know Redis is gone (a failed round trip, 50 ms at most).
     let down = rate_in(&sends, killed + 200, restarted);
     let back = rate_in(&sends, restarted, restarted + 3000);
     let rates = format!("up {up:.1}/s, down {down:.1}/s, back {back:.1}/s");
-    // Each at the whole rate would send 20/s while Redis is down; at their share, 10/s.
-    assert!(up <= 11.0, "{rates}");
+    // Each at the whole rate would send 20/s while Redis is down; at their share, 10/s. A
+    // window may hold one start more at each edge than the rate gives it (a start delayed by
+    // a busy machine), two in all.
+    let edges = |from: u64, to: u64| 2000.0 / (to - from) as f64;
+    assert!(up <= RATE as f64 + edges(up_from, killed), "{rates}");
     assert!((7.0..=12.0).contains(&down), "{rates}");
     // Until both have reconnected (within 2 s), one may take the store's 10/s while the
-    // other still runs at its 5/s.
-    assert!(back <= 13.0, "{rates}");
+    // other still runs at its 5/s: (2 × 15 + 10) / 3 ≈ 13.3/s, and the edges.
+    let most = (2.0 * 15.0 + 10.0) / 3.0 + edges(restarted, restarted + 3000);
+    assert!(back <= most, "{rates}");
 }

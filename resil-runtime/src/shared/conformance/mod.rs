@@ -54,8 +54,10 @@ const PATIENCE: Duration = Duration::from_secs(1);
 const WITHIN: Duration = Duration::from_secs(10);
 /// A wait no check reaches: slots and holds that last the whole run.
 const HOUR: Duration = Duration::from_secs(3600);
-/// A breaker's cooldown and a probe's limit: short, as the checks wait them out.
-const COOLDOWN: Duration = Duration::from_millis(300);
+/// A breaker's cooldown and a probe's limit: the checks wait them out, but an opening must
+/// still be in force when an instance made after it (a connection, a TLS handshake) starts, on
+/// a busy machine too.
+const COOLDOWN: Duration = Duration::from_secs(2);
 
 /// Runs every check against the store `instance` makes, panicking with the check and what
 /// failed. See the [module](self).

@@ -18,8 +18,10 @@ use crate::seams::{
 use crate::shared::IntoSharedStore;
 use crate::{BreakerKind, BreakerState, Policy, WindowSize};
 
-/// A window's bucket in the checks: short, as they wait for buckets to age out.
-const WIDTH: Duration = Duration::from_millis(100);
+/// A window's bucket in the checks: short, as they wait for buckets to age out, yet long
+/// enough that two instances' batches, a round trip apart, land in one window on a busy
+/// machine.
+const WIDTH: Duration = Duration::from_millis(500);
 const BUCKETS: u64 = 3;
 
 impl<F, Fut, S> Suite<F>
