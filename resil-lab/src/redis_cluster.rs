@@ -1,18 +1,21 @@
 //! A real Redis Cluster of three masters on 127.0.0.1, for the tests: each node a
 //! `redis-server --cluster-enabled yes` on a free port, joined by `redis-cli --cluster
-//! create`; a node can be killed; every node is stopped when dropped.
+//! create`; a node can be killed; every node is stopped when dropped. With TLS, each node
+//! also listens on a TLS port and the nodes talk TLS among themselves (`--tls-cluster yes`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::redis_server::{free_port, RedisServer};
+use crate::redis_server::{free_port, RedisServer, ServerTls};
 
 /// Three masters, no replicas, `cluster-require-full-coverage no`: a dead node's slots fail,
 /// the others' keep working.
 #[derive(Debug)]
 pub struct RedisCluster {
     ports: Vec<u16>,
+    /// Each node's TLS port, when started by [`RedisCluster::start_tls`].
+    tls_ports: Vec<u16>,
     children: Vec<Option<Child>>,
     dir: PathBuf,
 }
@@ -24,6 +27,18 @@ impl RedisCluster {
     /// `RESIL_SKIP_REDIS=1`, returns `None` for the caller to skip), as
     /// [`RedisServer::start`] does.
     pub fn start() -> Option<RedisCluster> {
+        Self::start_with(None)
+    }
+
+    /// [`RedisCluster::start`], each node also listening for TLS on a second port
+    /// ([`RedisCluster::tls_urls`]) with `tls`'s files, and the cluster bus in TLS; the plain
+    /// ports stay for the test's own looks ([`RedisCluster::query`]), and a plain client is
+    /// told of the plain ports, a TLS client of the TLS ones.
+    pub fn start_tls(tls: ServerTls) -> Option<RedisCluster> {
+        Self::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<ServerTls>) -> Option<RedisCluster> {
         let cli = Command::new("redis-cli")
             .arg("--version")
             .stdout(Stdio::null())
@@ -45,9 +60,19 @@ impl RedisCluster {
             std::process::id()
         ));
         std::fs::create_dir_all(&dir).expect("a directory for the cluster");
-        let children = ports.iter().map(|port| Some(node(*port, &dir))).collect();
+        let tls_ports: Vec<u16> = match tls {
+            Some(_) => (0..3).map(|_| free_port()).collect(),
+            None => Vec::new(),
+        };
+        let children = (0..3)
+            .map(|node| {
+                let tls = (tls.as_ref()).map(|tls| (tls_ports[node], tls));
+                Some(spawn(ports[node], tls, &dir))
+            })
+            .collect();
         let cluster = RedisCluster {
             ports,
+            tls_ports,
             children,
             dir,
         };
@@ -56,10 +81,20 @@ impl RedisCluster {
                 cluster.query::<String>(node, &redis::cmd("PING")).is_some()
             });
         }
-        let created = Command::new("redis-cli")
+        // The nodes meet on their cluster bus, whose port follows the TLS port when the bus
+        // talks TLS: redis-cli must name the nodes by that port, and speak TLS to them.
+        let mut create = Command::new("redis-cli");
+        let joined = match &tls {
+            Some(tls) => {
+                create.arg("--tls").arg("--cacert").arg(&tls.ca);
+                &cluster.tls_ports
+            }
+            None => &cluster.ports,
+        };
+        let created = create
             .arg("--cluster")
             .arg("create")
-            .args(cluster.ports.iter().map(|port| format!("127.0.0.1:{port}")))
+            .args(joined.iter().map(|port| format!("127.0.0.1:{port}")))
             .args(["--cluster-replicas", "0", "--cluster-yes"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -79,6 +114,18 @@ impl RedisCluster {
     pub fn urls(&self) -> Vec<String> {
         (self.ports.iter())
             .map(|port| format!("redis://127.0.0.1:{port}/"))
+            .collect()
+    }
+
+    /// The nodes' TLS URLs, `rediss://127.0.0.1:{tls port}/`, for a cluster started by
+    /// [`RedisCluster::start_tls`].
+    pub fn tls_urls(&self) -> Vec<String> {
+        assert!(
+            !self.tls_ports.is_empty(),
+            "a cluster started with start_tls"
+        );
+        (self.tls_ports.iter())
+            .map(|port| format!("rediss://127.0.0.1:{port}/"))
             .collect()
     }
 
@@ -173,8 +220,13 @@ impl RedisCluster {
     }
 }
 
-fn node(port: u16, dir: &std::path::Path) -> Child {
-    Command::new("redis-server")
+fn spawn(port: u16, tls: Option<(u16, &ServerTls)>, dir: &Path) -> Child {
+    let mut command = Command::new("redis-server");
+    if let Some((tls_port, tls)) = tls {
+        tls.listen(tls_port, &mut command);
+        command.args(["--tls-cluster", "yes"]);
+    }
+    command
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
         .args(["--cluster-enabled", "yes"])
         .arg("--cluster-config-file")

@@ -30,6 +30,24 @@ pub struct ServerTls {
     pub auth_clients: bool,
 }
 
+impl ServerTls {
+    /// Has `command` (a `redis-server`) listen for TLS on `port` with these files.
+    pub(crate) fn listen(&self, port: u16, command: &mut Command) {
+        command
+            .args(["--tls-port", &port.to_string()])
+            .arg("--tls-cert-file")
+            .arg(&self.cert)
+            .arg("--tls-key-file")
+            .arg(&self.key)
+            .arg("--tls-ca-cert-file")
+            .arg(&self.ca)
+            .args([
+                "--tls-auth-clients",
+                if self.auth_clients { "yes" } else { "no" },
+            ]);
+    }
+}
+
 impl RedisServer {
     /// Starts a server on a free loopback port and waits until it answers.
     ///
@@ -108,18 +126,7 @@ impl RedisServer {
         self.kill();
         let mut command = Command::new("redis-server");
         if let Some((port, tls)) = &self.tls {
-            command
-                .args(["--tls-port", &port.to_string()])
-                .arg("--tls-cert-file")
-                .arg(&tls.cert)
-                .arg("--tls-key-file")
-                .arg(&tls.key)
-                .arg("--tls-ca-cert-file")
-                .arg(&tls.ca)
-                .args([
-                    "--tls-auth-clients",
-                    if tls.auth_clients { "yes" } else { "no" },
-                ]);
+            tls.listen(*port, &mut command);
         }
         let child = command
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])

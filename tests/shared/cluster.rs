@@ -7,7 +7,7 @@ use resil_lab::redis_cluster::RedisCluster;
 use super::*;
 
 /// A name, found by trying `prefix0`, `prefix1`…, whose key (made by `key`) lives on `node`.
-fn name_on(
+pub(super) fn name_on(
     cluster: &RedisCluster,
     node: usize,
     prefix: &str,
@@ -19,16 +19,16 @@ fn name_on(
         .unwrap()
 }
 
-fn breaker_key(name: &str) -> String {
+pub(super) fn breaker_key(name: &str) -> String {
     format!("resil:{{breaker:{name}}}:open")
 }
 
-fn gate_key(name: &str) -> String {
+pub(super) fn gate_key(name: &str) -> String {
     format!("resil:{{gate:{name}}}:rate")
 }
 
 /// An instance whose breaker is `name`, through `store`.
-fn breaker_in(store: &Redis, name: &str) -> Instance {
+pub(super) fn breaker_in(store: &Redis, name: &str) -> Instance {
     let breaker = Arc::new(Breaker::new(name, BreakerConfig::new(2, COOLDOWN).unwrap()));
     let policy = Policy::builder()
         .name("cluster::breaker")
@@ -45,7 +45,7 @@ fn breaker_in(store: &Redis, name: &str) -> Instance {
 }
 
 /// A policy of the function `name` with a shared gate of one call a minute.
-fn gate_in(store: &Redis, name: &str) -> Policy {
+pub(super) fn gate_in(store: &Redis, name: &str) -> Policy {
     Policy::builder()
         .name(name)
         .rate(1, Duration::from_secs(60), 1)
@@ -57,7 +57,7 @@ fn gate_in(store: &Redis, name: &str) -> Policy {
 }
 
 /// Whether `b` shares `a`'s one slot a minute: a's call passes, b's is refused.
-async fn one_between(a: &Policy, b: &Policy) -> bool {
+pub(super) async fn one_between(a: &Policy, b: &Policy) -> bool {
     let calls = Calls::default();
     let first = call(a, &calls, Ok(())).await;
     let second = call(b, &calls, Ok(())).await;
@@ -69,7 +69,7 @@ async fn one_between(a: &Policy, b: &Policy) -> bool {
 }
 
 /// Opens `a`'s breaker by two failures; true once `b`'s follows.
-async fn opening_reaches(a: &Instance, b: &Instance) -> bool {
+pub(super) async fn opening_reaches(a: &Instance, b: &Instance) -> bool {
     let calls = Calls::default();
     for _ in 0..2 {
         let _ = call(&a.policy, &calls, Err(ApiError::Busy)).await;

@@ -6,8 +6,12 @@ use std::path::{Path, PathBuf};
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use resil::shared::SharedError;
+use resil_lab::redis_cluster::RedisCluster;
 use resil_lab::redis_server::ServerTls;
 
+use super::cluster::{
+    breaker_in, breaker_key, gate_in, gate_key, name_on, one_between, opening_reaches,
+};
 use super::*;
 
 /// The files of one test, in a directory of its own (removed when dropped).
@@ -274,4 +278,34 @@ async fn a_client_key_that_is_not_the_certificates_is_refused_saying_so() {
         reason.contains("client_cert") || reason.contains("key"),
         "no fix said: {reason}"
     );
+}
+
+/// A cluster whose clients and bus speak TLS, as managed services run it: breakers and gates
+/// whose keys live on each of the three nodes are shared, the news of an opening reaches the
+/// other instance over the TLS subscription, and the store conforms.
+#[tokio::test]
+async fn a_cluster_over_tls_shares_on_every_node() {
+    let files = Certificates::new("cluster");
+    let Some(cluster) = RedisCluster::start_tls(files.server(false)) else {
+        return;
+    };
+    let (urls, ca) = (cluster.tls_urls(), files.path("ca.pem"));
+    let open = || Redis::cluster(&urls).ca_file(&ca).open();
+    let (a, b) = (open().await.unwrap(), open().await.unwrap());
+    assert!(a.is_available() && b.is_available(), "{:?}", a.last_error());
+    for node in 0..3 {
+        let breaker = name_on(&cluster, node, "tls::breaker", breaker_key);
+        assert!(
+            opening_reaches(&breaker_in(&a, &breaker), &breaker_in(&b, &breaker)).await,
+            "an opening on node {node} reaches the other instance"
+        );
+        let gate = name_on(&cluster, node, "tls::gate", gate_key);
+        assert!(
+            one_between(&gate_in(&a, &gate), &gate_in(&b, &gate)).await,
+            "a gate on node {node} is shared"
+        );
+    }
+    assert_eq!((a.last_error(), b.last_error()), (None, None));
+    #[cfg(feature = "conformance")]
+    resil::shared::conformance::run(|| async { open().await.unwrap() }).await;
 }

@@ -134,12 +134,12 @@ fn refused(path: &Path, reason: String) -> SharedError {
 pub(crate) fn advice(error: &str) -> Option<&'static str> {
     if error.contains("invalid peer certificate") {
         return Some(
-            "the server's TLS certificate was refused: give the CA that signed it with Redis::builder(url).ca_file(path), and connect by a host name or IP the certificate names",
+            "the server's TLS certificate was refused: give the CA that signed it with .ca_file(path) on Redis::builder(url) or Redis::cluster(nodes), and connect by a host name or IP the certificate names",
         );
     }
     // The server's alert: it wants a client certificate, or refused this one.
     error.contains("fatal alert").then_some(
-        "the server refused the TLS handshake: if it asks for a client certificate (tls-auth-clients), give one signed by a CA it trusts with Redis::builder(url).client_cert(cert, key)",
+        "the server refused the TLS handshake: if it asks for a client certificate (tls-auth-clients), give one signed by a CA it trusts with .client_cert(cert, key) on Redis::builder(url) or Redis::cluster(nodes)",
     )
 }
 
