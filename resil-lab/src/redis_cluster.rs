@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::redis_server::{free_port, RedisServer, ServerTls};
 
-/// Three masters, no replicas, `cluster-require-full-coverage no`: a dead node's slots fail,
-/// the others' keep working.
+/// Three masters (nodes 0, 1 and 2), replicated or not, `cluster-require-full-coverage no`: a
+/// dead master's slots fail (until its replica takes over), the others' keep working.
 #[derive(Debug)]
 pub struct RedisCluster {
     ports: Vec<u16>,
@@ -27,7 +27,14 @@ impl RedisCluster {
     /// `RESIL_SKIP_REDIS=1`, returns `None` for the caller to skip), as
     /// [`RedisServer::start`] does.
     pub fn start() -> Option<RedisCluster> {
-        Self::start_with(None)
+        Self::start_with(None, false)
+    }
+
+    /// [`RedisCluster::start`] with a replica for each master (nodes 3, 4 and 5, as redis-cli
+    /// pairs them), which takes its master's place when the master has not answered its peers
+    /// for a second (`cluster-node-timeout 1000`). Waits until every replica has synced.
+    pub fn start_replicated() -> Option<RedisCluster> {
+        Self::start_with(None, true)
     }
 
     /// [`RedisCluster::start`], each node also listening for TLS on a second port
@@ -35,10 +42,10 @@ impl RedisCluster {
     /// ports stay for the test's own looks ([`RedisCluster::query`]), and a plain client is
     /// told of the plain ports, a TLS client of the TLS ones.
     pub fn start_tls(tls: ServerTls) -> Option<RedisCluster> {
-        Self::start_with(Some(tls))
+        Self::start_with(Some(tls), false)
     }
 
-    fn start_with(tls: Option<ServerTls>) -> Option<RedisCluster> {
+    fn start_with(tls: Option<ServerTls>, replicated: bool) -> Option<RedisCluster> {
         let cli = Command::new("redis-cli")
             .arg("--version")
             .stdout(Stdio::null())
@@ -53,7 +60,8 @@ impl RedisCluster {
             eprintln!("\n*** SKIPPED (RESIL_SKIP_REDIS): {advice} ***\n");
             return None;
         }
-        let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let count = if replicated { 6 } else { 3 };
+        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
         let dir = std::env::temp_dir().join(format!(
             "resil-redis-cluster-{}-{}",
             ports[0],
@@ -61,13 +69,13 @@ impl RedisCluster {
         ));
         std::fs::create_dir_all(&dir).expect("a directory for the cluster");
         let tls_ports: Vec<u16> = match tls {
-            Some(_) => (0..3).map(|_| free_port()).collect(),
+            Some(_) => (0..count).map(|_| free_port()).collect(),
             None => Vec::new(),
         };
-        let children = (0..3)
+        let children = (0..count)
             .map(|node| {
                 let tls = (tls.as_ref()).map(|tls| (tls_ports[node], tls));
-                Some(spawn(ports[node], tls, &dir))
+                Some(spawn(ports[node], tls, replicated, &dir))
             })
             .collect();
         let cluster = RedisCluster {
@@ -76,7 +84,7 @@ impl RedisCluster {
             children,
             dir,
         };
-        for node in 0..3 {
+        for node in 0..count {
             cluster.wait(node, "answers", |cluster| {
                 cluster.query::<String>(node, &redis::cmd("PING")).is_some()
             });
@@ -95,16 +103,23 @@ impl RedisCluster {
             .arg("--cluster")
             .arg("create")
             .args(joined.iter().map(|port| format!("127.0.0.1:{port}")))
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", if replicated { "1" } else { "0" }])
+            .arg("--cluster-yes")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
             .expect("redis-cli runs");
         assert!(created.success(), "redis-cli --cluster create failed");
-        for node in 0..3 {
+        for node in 0..count {
             cluster.wait(node, "says cluster_state:ok", |cluster| {
                 let info = cluster.query::<String>(node, redis::cmd("CLUSTER").arg("INFO"));
                 info.is_some_and(|info| info.contains("cluster_state:ok"))
+            });
+        }
+        for node in 3..count {
+            cluster.wait(node, "synced with its master", |cluster| {
+                let info = cluster.query::<String>(node, redis::cmd("INFO").arg("replication"));
+                info.is_some_and(|info| info.contains("master_link_status:up"))
             });
         }
         Some(cluster)
@@ -162,10 +177,10 @@ impl RedisCluster {
         }
     }
 
-    /// The node (0, 1 or 2) that holds `key`'s hash slot, as a live node's `CLUSTER SLOTS`
-    /// says.
+    /// The node (0, 1 or 2, or a replica that took its master's place) that holds `key`'s hash
+    /// slot, as a live node's `CLUSTER SLOTS` says.
     pub fn node_of(&self, key: &str) -> usize {
-        let live = (0..3)
+        let live = (0..self.ports.len())
             .find(|node| self.children[*node].is_some())
             .expect("a live node");
         let slot: u16 = self
@@ -220,11 +235,14 @@ impl RedisCluster {
     }
 }
 
-fn spawn(port: u16, tls: Option<(u16, &ServerTls)>, dir: &Path) -> Child {
+fn spawn(port: u16, tls: Option<(u16, &ServerTls)>, replicated: bool, dir: &Path) -> Child {
     let mut command = Command::new("redis-server");
     if let Some((tls_port, tls)) = tls {
         tls.listen(tls_port, &mut command);
         command.args(["--tls-cluster", "yes"]);
+    }
+    if replicated {
+        command.args(["--cluster-node-timeout", "1000"]);
     }
     command
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])

@@ -29,7 +29,12 @@ pub(super) fn gate_key(name: &str) -> String {
 
 /// An instance whose breaker is `name`, through `store`.
 pub(super) fn breaker_in(store: &Redis, name: &str) -> Instance {
-    let breaker = Arc::new(Breaker::new(name, BreakerConfig::new(2, COOLDOWN).unwrap()));
+    breaker_cooling(store, name, COOLDOWN)
+}
+
+/// [`breaker_in`], open for `cooldown` once opened.
+fn breaker_cooling(store: &Redis, name: &str, cooldown: Duration) -> Instance {
+    let breaker = Arc::new(Breaker::new(name, BreakerConfig::new(2, cooldown).unwrap()));
     let policy = Policy::builder()
         .name("cluster::breaker")
         .breaker(Arc::clone(&breaker))
@@ -200,6 +205,7 @@ async fn a_cluster_shares_across_nodes_and_a_dead_node_fails_open_alone() {
 struct NodeEvents {
     cluster: String,
     said: Mutex<Vec<String>>,
+    restored: Mutex<Vec<String>>,
 }
 
 impl NodeEvents {
@@ -209,6 +215,7 @@ impl NodeEvents {
         let heard = Arc::new(Self {
             cluster: cluster.to_owned(),
             said: Mutex::default(),
+            restored: Mutex::default(),
         });
         events::add_global_listener(Arc::clone(&heard) as Arc<dyn Listener>);
         heard
@@ -225,6 +232,9 @@ impl Listener for NodeEvents {
         match event {
             Event::SharedUnavailable { store, .. } if store.starts_with(&self.cluster) => {
                 self.said.lock().unwrap().push((*store).to_owned())
+            }
+            Event::SharedRestored { store } if store.starts_with(&self.cluster) => {
+                self.restored.lock().unwrap().push((*store).to_owned())
             }
             _ => {}
         }
@@ -324,5 +334,134 @@ async fn a_late_node_is_skipped_alone_and_the_store_stays_available() {
     assert!(
         one_between(&gate_in(&a, &live), &gate_in(&b, &live)).await,
         "node 1's gate is still shared"
+    );
+}
+
+/// A master dies and its replica takes its place, as a cluster fails over: the keys it held
+/// decide locally meanwhile, and are shared again once the replica serves them (the store
+/// learns the new owner, and the scripts it never loaded there run), with no instance
+/// restarted; a breaker that opened meanwhile is re-synced, and the outage is said over.
+#[tokio::test]
+async fn after_a_failover_the_replica_shares_the_dead_masters_keys() {
+    let Some(mut cluster) = RedisCluster::start_replicated() else {
+        return;
+    };
+    let heard = NodeEvents::heard(&cluster.urls().join(","));
+    let a = Redis::cluster(cluster.urls()).open().await.unwrap();
+    let b = Redis::cluster(cluster.urls()).open().await.unwrap();
+    let gate = name_on(&cluster, 1, "failover::gate", gate_key);
+    let breaker = name_on(&cluster, 1, "failover::breaker", breaker_key);
+    // Open for a minute: still open when the replica takes over.
+    let minute = Duration::from_secs(60);
+    let (breaker_a, breaker_b) = (
+        breaker_cooling(&a, &breaker, minute),
+        breaker_cooling(&b, &breaker, minute),
+    );
+    assert!(
+        one_between(&gate_in(&a, &gate), &gate_in(&b, &gate)).await,
+        "node 1's gate is shared"
+    );
+
+    cluster.kill(1);
+    let calls = Calls::default();
+    let (alone_a, alone_b) = (gate_in(&a, &gate), gate_in(&b, &gate));
+    assert_eq!(call(&alone_a, &calls, Ok(())).await, Ok(()));
+    assert_eq!(
+        call(&alone_b, &calls, Ok(())).await,
+        Ok(()),
+        "each instance decides alone while the master is dead"
+    );
+    let node = format!(
+        "{} node 127.0.0.1:{}",
+        cluster.urls().join(","),
+        cluster.port(1)
+    );
+    assert!(
+        settled(|| heard.count(&node) >= 1).await,
+        "the dead master is said: {:?}",
+        heard.said
+    );
+    for _ in 0..2 {
+        let _ = call(&breaker_a.policy, &calls, Err(ApiError::Busy)).await;
+    }
+    assert_eq!(breaker_a.breaker.state(), BreakerState::Open);
+    assert_eq!(
+        breaker_b.breaker.state(),
+        BreakerState::Closed,
+        "a's opening is not told while its node is dead"
+    );
+    let started = Instant::now();
+    let promoted = loop {
+        let node = cluster.node_of(&gate_key(&gate));
+        if node != 1 {
+            break node;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no replica took node 1's place within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(promoted >= 3, "a replica, not another master: {promoted}");
+
+    // A skipped node is tried again within 8 s: fresh gates and breakers on the promoted
+    // replica are shared by then.
+    let started = Instant::now();
+    let mut round = 0;
+    loop {
+        round += 1;
+        let gate = name_on(
+            &cluster,
+            promoted,
+            &format!("failover::again{round}:"),
+            gate_key,
+        );
+        if one_between(&gate_in(&a, &gate), &gate_in(&b, &gate)).await {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the replica's gates are not shared 20 s after it took over: {:?}",
+            heard.said
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        settled(|| breaker_b.breaker.state() == BreakerState::Open).await,
+        "a's opening meanwhile is re-synced through the replica, and reaches b"
+    );
+    let fresh = name_on(&cluster, promoted, "failover::fresh", breaker_key);
+    assert!(
+        opening_reaches(&breaker_in(&a, &fresh), &breaker_in(&b, &fresh)).await,
+        "a breaker on the replica is shared, its opening heard"
+    );
+    assert!(
+        settled(|| {
+            let restored = heard.restored.lock().unwrap();
+            restored.iter().filter(|store| **store == node).count() == 2
+        })
+        .await,
+        "each store says the dead master's keys are back: {:?}",
+        heard.restored
+    );
+    assert!(a.is_available() && b.is_available());
+    assert_eq!((a.last_error(), b.last_error()), (None, None));
+
+    // The store's map followed the failover: the replica, stalled, is said by its own address,
+    // not the dead master's.
+    let stalled = name_on(&cluster, promoted, "failover::stalled", gate_key);
+    cluster.pause(promoted);
+    let answered = call(&gate_in(&a, &stalled), &calls, Ok(())).await;
+    cluster.resume(promoted);
+    assert_eq!(answered, Ok(()), "decided locally");
+    let replica = format!(
+        "{} node 127.0.0.1:{}",
+        cluster.urls().join(","),
+        cluster.port(promoted)
+    );
+    assert!(
+        settled(|| heard.count(&replica) == 1).await,
+        "the stalled replica is said by its address: {:?}",
+        heard.said
     );
 }

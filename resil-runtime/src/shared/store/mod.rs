@@ -16,7 +16,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio::task::AbortHandle;
 use tokio::time::{timeout, Instant};
 
-use super::breaker::{open_key, Message, News};
+use super::breaker::{Message, News};
 use super::listed::Listed;
 use super::target::{Connection, Target};
 use super::SharedError;
@@ -24,6 +24,7 @@ use crate::events;
 use crate::seams::{Announcement, BreakerNews, GateNews, SharedStore};
 use crate::sync::{lock_std, read_std, write_std};
 
+mod cluster;
 mod nodes;
 mod seam;
 mod task;
@@ -221,90 +222,6 @@ impl Store {
             Err(_) => {
                 self.lost(&late(limit));
                 None
-            }
-        }
-    }
-
-    /// A cluster node failed a call: its keys decide locally a while (see [`Nodes`]); the
-    /// first failure in a row is said, as an outage of `{store} node {host:port}`, and the
-    /// map of slots is read again (the cluster may be failing over).
-    fn node_failed(&self, node: &Arc<str>, reason: &str) {
-        *lock_std(&self.last_error) = Some(Arc::from(format!("node {node}: {reason}")));
-        if !self.nodes.failed(node) {
-            return;
-        }
-        let reason = format!(
-            "{reason}: the keys this Redis Cluster node holds decide locally until it answers or the cluster fails over; the other nodes' keys are still shared"
-        );
-        self.tell(Some(node), Some(&reason));
-        if let (Ok(runtime), Some(store)) =
-            (tokio::runtime::Handle::try_current(), self.me.upgrade())
-        {
-            runtime.spawn(async move { store.learn_slots().await });
-        }
-    }
-
-    /// A cluster node answered: if it was out, it is back; the breakers it holds re-sync, and
-    /// the gates it holds take their slots from it again.
-    fn node_answered(&self, node: &str) {
-        if !self.nodes.answered(node) {
-            return;
-        }
-        if !self.nodes.any_out() {
-            *lock_std(&self.last_error) = None;
-        }
-        self.tell(Some(node), None);
-        for gate in self.gates.all() {
-            if *self.nodes.of(gate.name()) == *node {
-                gate.store_returned();
-            }
-        }
-        let breakers: Vec<_> = (self.breakers.all().into_iter())
-            .filter(|breaker| *self.nodes.of(&open_key(breaker.name())) == *node)
-            .collect();
-        let connection = read_std(&self.connection).clone();
-        if let (Ok(runtime), Some(store), Some(connection)) = (
-            tokio::runtime::Handle::try_current(),
-            self.me.upgrade(),
-            connection,
-        ) {
-            let node = node.to_owned();
-            runtime.spawn(async move {
-                store.load_scripts(&node).await;
-                let _ = sync(&store, &connection, &breakers).await;
-            });
-        }
-    }
-
-    /// Reads which cluster node serves which slots (`CLUSTER SLOTS`).
-    async fn learn_slots(&self) {
-        let Some(mut connection) = read_std(&self.connection).clone() else {
-            return;
-        };
-        let asked = redis::cmd("CLUSTER").arg("SLOTS").clone();
-        let answer = timeout(
-            task::CHECK,
-            asked.query_async::<redis::Value>(&mut connection),
-        )
-        .await;
-        if let Ok(Ok(answer)) = answer {
-            self.nodes.learn(&answer);
-        }
-    }
-
-    /// Loads every script on a cluster's `node`, so that running one does not depend on
-    /// redis-rs's fallback for a missing script, which loads it on every node at once.
-    async fn load_scripts(&self, node: &str) {
-        let Some(mut connection) = read_std(&self.connection).clone() else {
-            return;
-        };
-        for source in super::scripts::SOURCES {
-            let load = redis::cmd("SCRIPT").arg("LOAD").arg(source).clone();
-            if !matches!(
-                timeout(task::CHECK, connection.on_node(node, load)).await,
-                Ok(Ok(_))
-            ) {
-                return;
             }
         }
     }

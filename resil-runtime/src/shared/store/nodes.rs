@@ -19,8 +19,19 @@ const SKIP_MOST: Duration = Duration::from_secs(8);
 pub(super) struct Nodes {
     /// Slot ranges (first, last) and the node (`host:port`) serving them.
     slots: RwLock<Vec<(u16, u16, Arc<str>)>>,
-    /// The nodes skipped: until when, and how many failures in a row.
-    out: Mutex<HashMap<Arc<str>, (Instant, u32)>>,
+    /// The nodes skipped.
+    out: Mutex<HashMap<Arc<str>, Out>>,
+}
+
+/// Slot ranges, each its first and last slot.
+type Ranges = Vec<(u16, u16)>;
+
+/// A node out: skipped until when, after how many failures in a row, and the slot ranges it
+/// held when it went out (whose new master, after a failover, stands in for it).
+struct Out {
+    until: Instant,
+    failures: u32,
+    held: Ranges,
 }
 
 impl Nodes {
@@ -40,21 +51,25 @@ impl Nodes {
     /// Whether to decide `node`'s keys locally without asking it now.
     pub(super) fn skipped(&self, node: &str) -> bool {
         let out = lock_std(&self.out);
-        out.get(node)
-            .is_some_and(|(until, _)| Instant::now() < *until)
+        out.get(node).is_some_and(|out| Instant::now() < out.until)
     }
 
     /// A call on `node` failed: skip it a while (longer at each failure in a row). True for
     /// the first failure, which is said.
     pub(super) fn failed(&self, node: &Arc<str>) -> bool {
+        let held = held(&read_std(&self.slots), node);
         let mut out = lock_std(&self.out);
-        let (until, failures) = out.entry(Arc::clone(node)).or_insert((Instant::now(), 0));
-        *failures = failures.saturating_add(1);
+        let out = out.entry(Arc::clone(node)).or_insert_with(|| Out {
+            until: Instant::now(),
+            failures: 0,
+            held,
+        });
+        out.failures = out.failures.saturating_add(1);
         let skip = SKIP_FIRST
-            .saturating_mul(1 << (*failures - 1).min(3))
+            .saturating_mul(1 << (out.failures - 1).min(3))
             .min(SKIP_MOST);
-        *until = Instant::now() + skip;
-        *failures == 1
+        out.until = Instant::now() + skip;
+        out.failures == 1
     }
 
     /// A call on `node` was answered: true if it was out (its return is said).
@@ -78,39 +93,72 @@ impl Nodes {
     }
 
     /// What `CLUSTER SLOTS` answered: the map from then on (unchanged if it does not parse).
-    pub(super) fn learn(&self, answer: &redis::Value) {
-        let redis::Value::Array(ranges) = answer else {
-            return;
+    /// Returns the nodes that were out and whose slots others serve now (a replica took their
+    /// place), with the slot ranges they held; they are out no more.
+    pub(super) fn learn(&self, answer: &redis::Value) -> Vec<(Arc<str>, Ranges)> {
+        let Some(slots) = parse(answer) else {
+            return Vec::new();
         };
-        let mut slots = Vec::with_capacity(ranges.len());
-        for range in ranges {
-            let redis::Value::Array(range) = range else {
-                return;
-            };
-            let (Some(first), Some(last), Some(redis::Value::Array(master))) =
-                (range.first(), range.get(1), range.get(2))
-            else {
-                return;
-            };
-            let (Ok(first), Ok(last)) = (
-                redis::from_redis_value_ref::<u16>(first),
-                redis::from_redis_value_ref::<u16>(last),
-            ) else {
-                return;
-            };
-            let (Some(host), Some(port)) = (master.first(), master.get(1)) else {
-                return;
-            };
-            let (Ok(host), Ok(port)) = (
-                redis::from_redis_value_ref::<String>(host),
-                redis::from_redis_value_ref::<u16>(port),
-            ) else {
-                return;
-            };
-            slots.push((first, last, Arc::from(format!("{host}:{port}"))));
-        }
+        let served =
+            |slot: u16| (slots.iter()).any(|(first, last, _)| (*first..=*last).contains(&slot));
+        let mut out = lock_std(&self.out);
+        let replaced: Vec<Arc<str>> = (out.iter())
+            .filter(|(node, out)| {
+                held(&slots, node).is_empty()
+                    && !out.held.is_empty()
+                    && (out.held.iter()).all(|(first, last)| served(*first) && served(*last))
+            })
+            .map(|(node, _)| Arc::clone(node))
+            .collect();
         *write_std(&self.slots) = slots;
+        (replaced.into_iter())
+            .filter_map(|node| Some((Arc::clone(&node), out.remove(&node)?.held)))
+            .collect()
     }
+}
+
+/// The slot ranges `node` serves in `map`.
+fn held(map: &[(u16, u16, Arc<str>)], node: &str) -> Ranges {
+    (map.iter())
+        .filter(|(.., owner)| **owner == *node)
+        .map(|(first, last, _)| (*first, *last))
+        .collect()
+}
+
+/// The slot ranges and their masters in a `CLUSTER SLOTS` answer, or `None` if it does not
+/// parse.
+fn parse(answer: &redis::Value) -> Option<Vec<(u16, u16, Arc<str>)>> {
+    let redis::Value::Array(ranges) = answer else {
+        return None;
+    };
+    let mut slots = Vec::with_capacity(ranges.len());
+    for range in ranges {
+        let redis::Value::Array(range) = range else {
+            return None;
+        };
+        let (Some(first), Some(last), Some(redis::Value::Array(master))) =
+            (range.first(), range.get(1), range.get(2))
+        else {
+            return None;
+        };
+        let (Ok(first), Ok(last)) = (
+            redis::from_redis_value_ref::<u16>(first),
+            redis::from_redis_value_ref::<u16>(last),
+        ) else {
+            return None;
+        };
+        let (Some(host), Some(port)) = (master.first(), master.get(1)) else {
+            return None;
+        };
+        let (Ok(host), Ok(port)) = (
+            redis::from_redis_value_ref::<String>(host),
+            redis::from_redis_value_ref::<u16>(port),
+        ) else {
+            return None;
+        };
+        slots.push((first, last, Arc::from(format!("{host}:{port}"))));
+    }
+    Some(slots)
 }
 
 /// A key's Redis Cluster hash slot: CRC16 (XMODEM) of its hash tag (the text between its
@@ -154,6 +202,44 @@ mod tests {
         assert_eq!(
             slot("resil:{breaker:a}:open"),
             slot("resil:{breaker:a}:probe")
+        );
+    }
+
+    /// A `CLUSTER SLOTS` answer: each range's first and last slot and its master's port.
+    fn answer(ranges: &[(i64, i64, i64)]) -> redis::Value {
+        use redis::Value::{Array, BulkString, Int};
+        let range = |(first, last, port): &(i64, i64, i64)| {
+            let master = vec![BulkString(b"127.0.0.1".to_vec()), Int(*port)];
+            Array(vec![Int(*first), Int(*last), Array(master)])
+        };
+        Array(ranges.iter().map(range).collect())
+    }
+
+    #[test]
+    fn a_node_out_whose_slots_another_serves_was_replaced() {
+        let nodes = Nodes::default();
+        assert!((nodes.learn(&answer(&[(0, 8191, 7001), (8192, 16383, 7002)]))).is_empty());
+        let dead: Arc<str> = Arc::from("127.0.0.1:7001");
+        assert_eq!(&*nodes.of("foo"), "127.0.0.1:7002", "slot 12182");
+        nodes.failed(&dead);
+        assert!(
+            (nodes.learn(&answer(&[(0, 8191, 7001), (8192, 16383, 7002)]))).is_empty(),
+            "still its master's: not failed over yet"
+        );
+        assert!(nodes.skipped(&dead));
+        assert_eq!(
+            nodes.learn(&answer(&[(8192, 16383, 7002)])),
+            Vec::new(),
+            "its slots unserved: nobody took its place"
+        );
+        assert!(nodes.skipped(&dead));
+        let replaced = nodes.learn(&answer(&[(0, 8191, 7004), (8192, 16383, 7002)]));
+        assert_eq!(replaced, vec![(dead.clone(), vec![(0, 8191)])]);
+        assert!(!nodes.skipped(&dead) && !nodes.any_out());
+        assert_eq!(nodes.all().len(), 2);
+        assert!(
+            nodes.learn(&redis::Value::Nil).is_empty(),
+            "no parse, no change"
         );
     }
 
