@@ -32,7 +32,8 @@ impl RedisCluster {
 
     /// [`RedisCluster::start`] with a replica for each master (nodes 3, 4 and 5, as redis-cli
     /// pairs them), which takes its master's place when the master has not answered its peers
-    /// for a second (`cluster-node-timeout 1000`). Waits until every replica has synced.
+    /// for two seconds (`cluster-node-timeout 2000`: a loaded machine's stall of a second
+    /// fails nothing over). Waits until every replica has synced.
     pub fn start_replicated() -> Option<RedisCluster> {
         Self::start_with(None, true)
     }
@@ -242,7 +243,7 @@ fn spawn(port: u16, tls: Option<(u16, &ServerTls)>, replicated: bool, dir: &Path
         command.args(["--tls-cluster", "yes"]);
     }
     if replicated {
-        command.args(["--cluster-node-timeout", "1000"]);
+        command.args(["--cluster-node-timeout", "2000"]);
     }
     command
         .args(["--bind", "127.0.0.1", "--port", &port.to_string()])

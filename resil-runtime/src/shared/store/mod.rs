@@ -284,10 +284,17 @@ impl Store {
     /// that runs comes here.
     fn outage_ends(&self) {
         if self.in_outage.load(Ordering::Acquire) && self.in_outage.swap(false, Ordering::AcqRel) {
-            if !self.nodes.any_out() {
-                *lock_std(&self.last_error) = None;
-            }
+            self.error_over();
             self.tell(None, None);
+        }
+    }
+
+    /// Forgets the last failure unless a cluster node is still out; under the error's lock,
+    /// which a node's failure holds while it goes out, so that one never ends up without it.
+    fn error_over(&self) {
+        let mut error = lock_std(&self.last_error);
+        if !self.nodes.any_out() {
+            *error = None;
         }
     }
 

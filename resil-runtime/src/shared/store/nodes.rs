@@ -1,10 +1,11 @@
 //! [`Nodes`]: a Redis Cluster store's view of its nodes, so that a dead node costs only the
 //! calls on its keys. Which node holds which hash slots (`CLUSTER SLOTS`, learnt when the
-//! store connects and after each failure), and which nodes are skipped until when: a call on
-//! a skipped node's key decides locally at once rather than waiting `shared_timeout`, and
-//! one call tries the node again when its skip is over (1 s, doubling to 8 s).
+//! store connects, after a node's failures and after its return), and which nodes are skipped
+//! until when: a call on a skipped node's key decides locally at once rather than waiting
+//! `shared_timeout`, and one call tries the node again when its skip is over (1 s, doubling
+//! to 8 s). A node out whose slots others serve now was replaced by a failover.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use crate::sync::{lock_std, read_std, write_std};
 
 const SKIP_FIRST: Duration = Duration::from_secs(1);
 const SKIP_MOST: Duration = Duration::from_secs(8);
+const SLOTS: usize = 16384;
 
 #[derive(Default)]
 pub(super) struct Nodes {
@@ -21,10 +23,12 @@ pub(super) struct Nodes {
     slots: RwLock<Vec<(u16, u16, Arc<str>)>>,
     /// The nodes skipped.
     out: Mutex<HashMap<Arc<str>, Out>>,
+    /// Whether a read of the map runs, and whether another was asked for meanwhile.
+    learning: Mutex<(bool, bool)>,
 }
 
 /// Slot ranges, each its first and last slot.
-type Ranges = Vec<(u16, u16)>;
+pub(super) type Ranges = Vec<(u16, u16)>;
 
 /// A node out: skipped until when, after how many failures in a row, and the slot ranges it
 /// held when it went out (whose new master, after a failover, stands in for it).
@@ -32,6 +36,17 @@ struct Out {
     until: Instant,
     failures: u32,
     held: Ranges,
+}
+
+/// What a failed call on a node means.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// The node is out from now: said.
+    First,
+    /// It was out already (tried again when its skip ended).
+    Again,
+    /// The map no longer names it (the call was routed by an older map): nothing.
+    Stale,
 }
 
 impl Nodes {
@@ -54,10 +69,18 @@ impl Nodes {
         out.get(node).is_some_and(|out| Instant::now() < out.until)
     }
 
-    /// A call on `node` failed: skip it a while (longer at each failure in a row). True for
-    /// the first failure, which is said.
-    pub(super) fn failed(&self, node: &Arc<str>) -> bool {
-        let held = held(&read_std(&self.slots), node);
+    /// A call on `node` failed: skip it a while (longer at each failure in a row).
+    pub(super) fn failed(&self, node: &Arc<str>) -> Failure {
+        let held = {
+            let map = read_std(&self.slots);
+            let held = held(&map, node);
+            match unmapped(node) {
+                _ if !held.is_empty() => held,
+                Some(slot) => vec![(slot, slot)],
+                None if map.is_empty() => held,
+                None => return Failure::Stale,
+            }
+        };
         let mut out = lock_std(&self.out);
         let out = out.entry(Arc::clone(node)).or_insert_with(|| Out {
             until: Instant::now(),
@@ -69,17 +92,34 @@ impl Nodes {
             .saturating_mul(1 << (out.failures - 1).min(3))
             .min(SKIP_MOST);
         out.until = Instant::now() + skip;
-        out.failures == 1
+        if out.failures == 1 {
+            Failure::First
+        } else {
+            Failure::Again
+        }
     }
 
-    /// A call on `node` was answered: true if it was out (its return is said).
-    pub(super) fn answered(&self, node: &str) -> bool {
-        lock_std(&self.out).remove(node).is_some()
+    /// A call on `node` was answered: if it was out (its return is said), the slot ranges it
+    /// held.
+    pub(super) fn answered(&self, node: &str) -> Option<Ranges> {
+        lock_std(&self.out).remove(node).map(|out| out.held)
     }
 
     /// Every node the map names.
     pub(super) fn all(&self) -> Vec<Arc<str>> {
+        self.serving(|_| true)
+    }
+
+    /// The nodes the map names as serving some of `ranges`.
+    pub(super) fn owners(&self, ranges: &Ranges) -> Vec<Arc<str>> {
+        self.serving(|(first, last)| {
+            (ranges.iter()).any(|(from, to)| first <= *to && *from <= last)
+        })
+    }
+
+    fn serving(&self, serves: impl Fn((u16, u16)) -> bool) -> Vec<Arc<str>> {
         let mut nodes: Vec<_> = (read_std(&self.slots).iter())
+            .filter(|(first, last, _)| serves((*first, *last)))
             .map(|(.., node)| Arc::clone(node))
             .collect();
         nodes.sort();
@@ -92,29 +132,86 @@ impl Nodes {
         !lock_std(&self.out).is_empty()
     }
 
-    /// What `CLUSTER SLOTS` answered: the map from then on (unchanged if it does not parse).
-    /// Returns the nodes that were out and whose slots others serve now (a replica took their
-    /// place), with the slot ranges they held; they are out no more.
+    /// What `CLUSTER SLOTS` answered: the map from then on (unchanged if it does not parse or
+    /// names no slot). Returns the nodes that were out, that the map no longer names and whose
+    /// slots others serve now (a replica took their place), with the slot ranges they held;
+    /// they are out no more.
     pub(super) fn learn(&self, answer: &redis::Value) -> Vec<(Arc<str>, Ranges)> {
-        let Some(slots) = parse(answer) else {
+        let Some(slots) = parse(answer).filter(|slots| !slots.is_empty()) else {
             return Vec::new();
         };
-        let served =
-            |slot: u16| (slots.iter()).any(|(first, last, _)| (*first..=*last).contains(&slot));
+        let mut served = vec![false; SLOTS];
+        for (first, last, _) in &slots {
+            served[usize::from(*first)..=usize::from(*last)].fill(true);
+        }
+        let named: HashSet<&str> = slots.iter().map(|(.., node)| &**node).collect();
         let mut out = lock_std(&self.out);
         let replaced: Vec<Arc<str>> = (out.iter())
             .filter(|(node, out)| {
-                held(&slots, node).is_empty()
-                    && !out.held.is_empty()
-                    && (out.held.iter()).all(|(first, last)| served(*first) && served(*last))
+                !named.contains(&***node)
+                    && (out.held.iter()).all(|(first, last)| {
+                        served[usize::from(*first)..=usize::from(*last)]
+                            .iter()
+                            .all(|served| *served)
+                    })
             })
             .map(|(node, _)| Arc::clone(node))
             .collect();
+        drop(named);
         *write_std(&self.slots) = slots;
         (replaced.into_iter())
             .filter_map(|node| Some((Arc::clone(&node), out.remove(&node)?.held)))
             .collect()
     }
+
+    /// A turn to read the map: `None` while another read runs, which then runs once more
+    /// (reads one at a time, so that an older answer never lands after a newer one).
+    pub(super) fn learning(&self) -> Option<Turn<'_>> {
+        let mut learning = lock_std(&self.learning);
+        if learning.0 {
+            learning.1 = true;
+            return None;
+        }
+        *learning = (true, false);
+        Some(Turn {
+            nodes: self,
+            over: false,
+        })
+    }
+}
+
+/// The one read of the map that runs ([`Nodes::learning`]); dropped unfinished, it lets the
+/// next one run.
+pub(super) struct Turn<'a> {
+    nodes: &'a Nodes,
+    over: bool,
+}
+
+impl Turn<'_> {
+    /// Whether to read the map once more: another read was asked for meanwhile. If not, the
+    /// turn is over.
+    pub(super) fn again(&mut self) -> bool {
+        let mut learning = lock_std(&self.nodes.learning);
+        if std::mem::take(&mut learning.1) {
+            return true;
+        }
+        learning.0 = false;
+        self.over = true;
+        false
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if !self.over {
+            *lock_std(&self.nodes.learning) = (false, false);
+        }
+    }
+}
+
+/// The slot of a node named for a slot the map did not hold (`slot N`, see [`Nodes::of`]).
+fn unmapped(node: &str) -> Option<u16> {
+    node.strip_prefix("slot ")?.parse().ok()
 }
 
 /// The slot ranges `node` serves in `map`.
@@ -147,6 +244,9 @@ fn parse(answer: &redis::Value) -> Option<Vec<(u16, u16, Arc<str>)>> {
         ) else {
             return None;
         };
+        if first > last || usize::from(last) >= SLOTS {
+            return None;
+        }
         let (Some(host), Some(port)) = (master.first(), master.get(1)) else {
             return None;
         };
@@ -215,13 +315,19 @@ mod tests {
         Array(ranges.iter().map(range).collect())
     }
 
-    #[test]
-    fn a_node_out_whose_slots_another_serves_was_replaced() {
+    /// Nodes whose map has 7001 serving 0–8191 and 7002 the rest, and 7001 out.
+    fn with_7001_out() -> (Nodes, Arc<str>) {
         let nodes = Nodes::default();
         assert!((nodes.learn(&answer(&[(0, 8191, 7001), (8192, 16383, 7002)]))).is_empty());
         let dead: Arc<str> = Arc::from("127.0.0.1:7001");
+        assert_eq!(nodes.failed(&dead), Failure::First);
+        (nodes, dead)
+    }
+
+    #[test]
+    fn a_node_out_whose_slots_another_serves_was_replaced() {
+        let (nodes, dead) = with_7001_out();
         assert_eq!(&*nodes.of("foo"), "127.0.0.1:7002", "slot 12182");
-        nodes.failed(&dead);
         assert!(
             (nodes.learn(&answer(&[(0, 8191, 7001), (8192, 16383, 7002)]))).is_empty(),
             "still its master's: not failed over yet"
@@ -232,14 +338,76 @@ mod tests {
             Vec::new(),
             "its slots unserved: nobody took its place"
         );
+        assert_eq!(
+            nodes.learn(&answer(&[
+                (0, 0, 7004),
+                (8191, 8191, 7004),
+                (8192, 16383, 7002)
+            ])),
+            Vec::new(),
+            "served at its ends only: slots 1-8190 have nobody"
+        );
         assert!(nodes.skipped(&dead));
         let replaced = nodes.learn(&answer(&[(0, 8191, 7004), (8192, 16383, 7002)]));
         assert_eq!(replaced, vec![(dead.clone(), vec![(0, 8191)])]);
         assert!(!nodes.skipped(&dead) && !nodes.any_out());
         assert_eq!(nodes.all().len(), 2);
+        assert_eq!(
+            nodes.owners(&vec![(100, 200)]),
+            vec![Arc::from("127.0.0.1:7004")]
+        );
+        assert_eq!(
+            nodes.failed(&dead),
+            Failure::Stale,
+            "a call routed by the older map failed: it does not take the node out again"
+        );
+        assert!(!nodes.any_out());
+    }
+
+    #[test]
+    fn answers_that_say_nothing_keep_the_map() {
+        let (nodes, dead) = with_7001_out();
+        for nothing in [
+            redis::Value::Nil,
+            answer(&[]),
+            answer(&[(0, 16384, 7004)]),
+            answer(&[(9, 8, 7004)]),
+        ] {
+            assert!(nodes.learn(&nothing).is_empty());
+            assert_eq!(nodes.all().len(), 2, "{nothing:?}");
+            assert!(nodes.skipped(&dead));
+        }
+    }
+
+    #[test]
+    fn a_slot_the_map_did_not_hold_is_back_once_served() {
+        let nodes = Nodes::default();
+        let unmapped = nodes.of("foo");
+        assert_eq!(&*unmapped, "slot 12182");
+        assert_eq!(nodes.failed(&unmapped), Failure::First);
         assert!(
-            nodes.learn(&redis::Value::Nil).is_empty(),
-            "no parse, no change"
+            (nodes.learn(&answer(&[(0, 8191, 7001)]))).is_empty(),
+            "still unserved"
+        );
+        assert_eq!(nodes.failed(&unmapped), Failure::Again);
+        let back = nodes.learn(&answer(&[(0, 8191, 7001), (8192, 16383, 7002)]));
+        assert_eq!(back, vec![(unmapped, vec![(12182, 12182)])]);
+        assert!(!nodes.any_out());
+    }
+
+    #[test]
+    fn the_map_is_read_once_at_a_time_and_once_more_if_asked_meanwhile() {
+        let nodes = Nodes::default();
+        let mut turn = nodes.learning().unwrap();
+        assert!(nodes.learning().is_none() && nodes.learning().is_none());
+        assert!(turn.again(), "asked meanwhile: once more");
+        assert!(!turn.again(), "then over");
+        drop(turn);
+        let turn = nodes.learning().expect("the next read runs");
+        drop(turn);
+        assert!(
+            nodes.learning().is_some(),
+            "a turn dropped unfinished lets the next run"
         );
     }
 
@@ -247,14 +415,18 @@ mod tests {
     async fn a_failed_node_is_skipped_longer_at_each_failure_and_said_once() {
         let nodes = Nodes::default();
         let node: Arc<str> = Arc::from("127.0.0.1:7001");
-        assert!(nodes.failed(&node), "the first failure is said");
+        assert_eq!(
+            nodes.failed(&node),
+            Failure::First,
+            "the first failure is said"
+        );
         assert!(nodes.skipped(&node));
         tokio::time::advance(SKIP_FIRST).await;
         assert!(!nodes.skipped(&node), "one call tries again");
-        assert!(!nodes.failed(&node), "said once");
+        assert_eq!(nodes.failed(&node), Failure::Again, "said once");
         tokio::time::advance(SKIP_FIRST).await;
         assert!(nodes.skipped(&node), "twice as long");
-        assert!(nodes.answered(&node));
+        assert_eq!(nodes.answered(&node), Some(Vec::new()));
         assert!(!nodes.skipped(&node) && !nodes.any_out());
     }
 }
