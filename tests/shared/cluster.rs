@@ -89,8 +89,7 @@ async fn a_cluster_shares_across_nodes_and_a_dead_node_fails_open_alone() {
         return;
     };
     let urls = cluster.urls();
-    let label = urls.join(",");
-    let heard = NodeEvents::heard(&label);
+    let heard = NodeEvents::heard(&cluster);
     let a = Redis::cluster(&urls).open().await.unwrap();
     let b = Redis::cluster(&urls).open().await.unwrap();
     assert!(a.is_available() && b.is_available());
@@ -144,7 +143,7 @@ async fn a_cluster_shares_across_nodes_and_a_dead_node_fails_open_alone() {
         Ok(()),
         "each instance decides alone on a dead node's keys"
     );
-    let node = format!("{label} node 127.0.0.1:{}", cluster.port(0));
+    let node = node_label(&cluster, 0);
     assert!(
         settled(|| heard.count(&node) >= 1).await,
         "the dead node is said: {:?}",
@@ -201,7 +200,15 @@ async fn a_cluster_shares_across_nodes_and_a_dead_node_fails_open_alone() {
     );
 }
 
-/// The outages the global listener heard from one cluster's stores, by store label.
+/// How a store of `cluster` names `node` in its events: the cluster's label (its nodes'
+/// URLs), then the node's address.
+fn node_label(cluster: &RedisCluster, node: usize) -> String {
+    let port = cluster.port(node);
+    format!("{} node 127.0.0.1:{port}", cluster.urls().join(","))
+}
+
+/// The outages and returns the global listener heard from one cluster's stores, by store
+/// label.
 #[derive(Debug)]
 struct NodeEvents {
     cluster: String,
@@ -210,11 +217,11 @@ struct NodeEvents {
 }
 
 impl NodeEvents {
-    /// Listens to the outages of the stores of `cluster` (the store label of its urls): other
-    /// tests' clusters stop while this one runs.
-    fn heard(cluster: &str) -> Arc<Self> {
+    /// Listens to the stores of `cluster` (by the store label of its urls): other tests'
+    /// clusters stop while this one runs.
+    fn heard(cluster: &RedisCluster) -> Arc<Self> {
         let heard = Arc::new(Self {
-            cluster: cluster.to_owned(),
+            cluster: cluster.urls().join(","),
             said: Mutex::default(),
             restored: Mutex::default(),
         });
@@ -222,10 +229,20 @@ impl NodeEvents {
         heard
     }
 
+    /// How many outages of `store` were said.
     fn count(&self, store: &str) -> usize {
-        let said = self.said.lock().unwrap();
-        said.iter().filter(|said| *said == store).count()
+        times(&self.said, store)
     }
+
+    /// How many returns of `store` were said.
+    fn restored(&self, store: &str) -> usize {
+        times(&self.restored, store)
+    }
+}
+
+fn times(heard: &Mutex<Vec<String>>, store: &str) -> usize {
+    let heard = heard.lock().unwrap();
+    heard.iter().filter(|heard| *heard == store).count()
 }
 
 impl Listener for NodeEvents {
@@ -297,7 +314,7 @@ async fn a_late_node_is_skipped_alone_and_the_store_stays_available() {
     let Some(cluster) = RedisCluster::start() else {
         return;
     };
-    let heard = NodeEvents::heard(&cluster.urls().join(","));
+    let heard = NodeEvents::heard(&cluster);
     let a = Redis::cluster(cluster.urls()).open().await.unwrap();
     let b = Redis::cluster(cluster.urls()).open().await.unwrap();
     let hasty = |store: &Redis, name: &str| {
@@ -318,11 +335,7 @@ async fn a_late_node_is_skipped_alone_and_the_store_stays_available() {
     let answered = call(&hasty(&a, &stalled), &calls, Ok(())).await;
     cluster.resume(2);
     assert_eq!(answered, Ok(()), "the late node's gate decides locally");
-    let node = format!(
-        "{} node 127.0.0.1:{}",
-        cluster.urls().join(","),
-        cluster.port(2)
-    );
+    let node = node_label(&cluster, 2);
     assert!(
         settled(|| heard.count(&node) >= 1).await,
         "the late node is said: {:?}",
@@ -347,7 +360,7 @@ async fn after_a_failover_the_replica_shares_the_dead_masters_keys() {
     let Some(mut cluster) = RedisCluster::start_replicated() else {
         return;
     };
-    let heard = NodeEvents::heard(&cluster.urls().join(","));
+    let heard = NodeEvents::heard(&cluster);
     let a = Redis::cluster(cluster.urls()).open().await.unwrap();
     let b = Redis::cluster(cluster.urls()).open().await.unwrap();
     let gate = name_on(&cluster, 1, "failover::gate", gate_key);
@@ -372,11 +385,7 @@ async fn after_a_failover_the_replica_shares_the_dead_masters_keys() {
         Ok(()),
         "each instance decides alone while the master is dead"
     );
-    let node = format!(
-        "{} node 127.0.0.1:{}",
-        cluster.urls().join(","),
-        cluster.port(1)
-    );
+    let node = node_label(&cluster, 1);
     assert!(
         settled(|| heard.count(&node) >= 1).await,
         "the dead master is said: {:?}",
@@ -436,13 +445,9 @@ async fn after_a_failover_the_replica_shares_the_dead_masters_keys() {
         opening_reaches(&breaker_in(&a, &fresh), &breaker_in(&b, &fresh)).await,
         "a breaker on the replica is shared, its opening heard"
     );
-    let restored = || {
-        let restored = heard.restored.lock().unwrap();
-        restored.iter().filter(|store| **store == node).count()
-    };
-    assert!(settled(|| restored() >= 2).await);
+    assert!(settled(|| heard.restored(&node) >= 2).await);
     assert_eq!(
-        restored(),
+        heard.restored(&node),
         2,
         "each store says the dead master's keys are back, once: {:?}",
         heard.restored
@@ -457,11 +462,7 @@ async fn after_a_failover_the_replica_shares_the_dead_masters_keys() {
     let answered = call(&gate_in(&a, &stalled), &calls, Ok(())).await;
     cluster.resume(promoted);
     assert_eq!(answered, Ok(()), "decided locally");
-    let replica = format!(
-        "{} node 127.0.0.1:{}",
-        cluster.urls().join(","),
-        cluster.port(promoted)
-    );
+    let replica = node_label(&cluster, promoted);
     assert!(settled(|| heard.count(&replica) >= 1).await);
     assert_eq!(
         (heard.count(&replica), heard.count(&node)),

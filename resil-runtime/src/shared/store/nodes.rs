@@ -16,6 +16,8 @@ use crate::sync::{lock_std, read_std, write_std};
 const SKIP_FIRST: Duration = Duration::from_secs(1);
 const SKIP_MOST: Duration = Duration::from_secs(8);
 const SLOTS: usize = 16384;
+/// How a slot the map does not hold is named in place of its node: `slot N`.
+const UNMAPPED: &str = "slot ";
 
 #[derive(Default)]
 pub(super) struct Nodes {
@@ -23,8 +25,14 @@ pub(super) struct Nodes {
     slots: RwLock<Vec<(u16, u16, Arc<str>)>>,
     /// The nodes skipped.
     out: Mutex<HashMap<Arc<str>, Out>>,
-    /// Whether a read of the map runs, and whether another was asked for meanwhile.
-    learning: Mutex<(bool, bool)>,
+    learning: Mutex<Learning>,
+}
+
+/// Whether a read of the map runs, and whether another was asked for meanwhile.
+#[derive(Default)]
+struct Learning {
+    running: bool,
+    again: bool,
 }
 
 /// Slot ranges, each its first and last slot.
@@ -58,7 +66,7 @@ impl Nodes {
             .iter()
             .find(|(first, last, _)| (*first..=*last).contains(&slot))
             .map_or_else(
-                || Arc::from(format!("slot {slot}")),
+                || Arc::from(format!("{UNMAPPED}{slot}")),
                 |(.., node)| Arc::clone(node),
             )
     }
@@ -168,11 +176,11 @@ impl Nodes {
     /// (reads one at a time, so that an older answer never lands after a newer one).
     pub(super) fn learning(&self) -> Option<Turn<'_>> {
         let mut learning = lock_std(&self.learning);
-        if learning.0 {
-            learning.1 = true;
+        if learning.running {
+            learning.again = true;
             return None;
         }
-        *learning = (true, false);
+        learning.running = true;
         Some(Turn {
             nodes: self,
             over: false,
@@ -192,10 +200,10 @@ impl Turn<'_> {
     /// turn is over.
     pub(super) fn again(&mut self) -> bool {
         let mut learning = lock_std(&self.nodes.learning);
-        if std::mem::take(&mut learning.1) {
+        if std::mem::take(&mut learning.again) {
             return true;
         }
-        learning.0 = false;
+        learning.running = false;
         self.over = true;
         false
     }
@@ -204,14 +212,14 @@ impl Turn<'_> {
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
         if !self.over {
-            *lock_std(&self.nodes.learning) = (false, false);
+            *lock_std(&self.nodes.learning) = Learning::default();
         }
     }
 }
 
 /// The slot of a node named for a slot the map did not hold (`slot N`, see [`Nodes::of`]).
 fn unmapped(node: &str) -> Option<u16> {
-    node.strip_prefix("slot ")?.parse().ok()
+    node.strip_prefix(UNMAPPED)?.parse().ok()
 }
 
 /// The slot ranges `node` serves in `map`.
