@@ -5,13 +5,83 @@ use std::future::Future;
 pub use core::time::Duration;
 pub use resil_runtime::stream::{Commit, Committed, OrFallback, ResilientStream, Stream};
 pub use resil_runtime::{
-    Attempt, BreakerKind, Execution, FromRejected, Jitter, KeyTuple, Keyed, Next, Outcome, Policy,
-    PolicyBuilder, Race, Rejected, Route, Transient, WindowSize,
+    Attempt, BreakerKind, Classification, Execution, FromRejected, Jitter, KeyTuple, Keyed, Next,
+    Outcome, Policy, PolicyBuilder, Race, Rejected, Route, Transient, WindowSize,
 };
 pub use std::sync::LazyLock;
 
-#[cfg(feature = "config")]
 pub use linkme;
+pub use resil_runtime::{transient_type, TransientType, TRANSIENT_TYPES};
+
+/// What `#[derive(Transient)]` lists in `TRANSIENT_TYPES` for a type that may or may not be
+/// an error (`std::error::Error`): autoref specialization, `(&&Probe::<T>::new()).in_chain(e)`
+/// finds [`InChain`] when `T` is one (it is looked for in chains), else [`NotInChain`].
+#[derive(Debug)]
+pub struct Probe<T>(core::marker::PhantomData<fn() -> T>);
+
+impl<T> Probe<T> {
+    /// The probe of `T`.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        Probe(core::marker::PhantomData)
+    }
+}
+
+/// An error type, found in chains by its type.
+pub trait InChain {
+    /// `error` as `Transient`, when it is of this type.
+    fn __resil_in_chain<'a>(
+        &self,
+        error: &'a (dyn std::error::Error + 'static),
+    ) -> Option<&'a dyn Transient>;
+}
+
+impl<T: std::error::Error + Transient + 'static> InChain for &Probe<T> {
+    fn __resil_in_chain<'a>(
+        &self,
+        error: &'a (dyn std::error::Error + 'static),
+    ) -> Option<&'a dyn Transient> {
+        transient_type::<T>(error)
+    }
+}
+
+/// Not an error type: never in a chain.
+pub trait NotInChain {
+    /// Nothing.
+    fn __resil_in_chain<'a>(
+        &self,
+        error: &'a (dyn std::error::Error + 'static),
+    ) -> Option<&'a dyn Transient>;
+}
+
+impl<T> NotInChain for Probe<T> {
+    fn __resil_in_chain<'a>(
+        &self,
+        _: &'a (dyn std::error::Error + 'static),
+    ) -> Option<&'a dyn Transient> {
+        None
+    }
+}
+
+/// Lists a type that derives `Transient` in `TRANSIENT_TYPES`, if it is an error (see
+/// [`Probe`]). The derive writes it inside the body of the type's `is_transient`: written
+/// beside the type (named, or in an anonymous `const _`), the element was lost by incremental
+/// rebuilds of the crate (the list came out empty after an edit elsewhere in the file).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! __resil_in_chains {
+    ($ty:ty, $static:ident) => {
+        #[doc(hidden)]
+        #[allow(non_upper_case_globals)]
+        #[$crate::__private::linkme::distributed_slice($crate::__private::TRANSIENT_TYPES)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static $static: $crate::__private::TransientType = |error| {
+            #[allow(unused_imports)]
+            use $crate::__private::{InChain as _, NotInChain as _};
+            (&&$crate::__private::Probe::<$ty>::new()).__resil_in_chain(error)
+        };
+    };
+}
 
 /// Every `#[resilient]` function's policy, to build (and so register) before configuration
 /// applies: filled at link time.
@@ -127,6 +197,8 @@ where
 }
 
 /// [`attempt`] for a hedged function: `make` makes each racer's future.
+// Inlined: the race is then built in place in the function's future, not copied into it.
+#[inline(always)]
 pub fn race<'a, 'p, R, F, M>(
     execution: &'a mut Execution<'p, R::Err>,
     make: M,
@@ -245,6 +317,29 @@ macro_rules! cost {
 }
 cost!(u8, u16, u32, u64, usize);
 
+/// The class of a call, for `priority = ARG`.
+#[diagnostic::on_unimplemented(
+    message = "`priority` names an argument of type `resil::Priority`, not `{Self}`",
+    label = "this is not a `Priority`",
+    note = "declare the argument as `class: resil::Priority`, or give its type `Copy` and `impl From<{Self}> for resil::Priority`"
+)]
+pub trait AsPriority {
+    /// The class.
+    fn class(&self) -> resil_runtime::Priority;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: Copy + Into<resil_runtime::Priority>> AsPriority for T {
+    fn class(&self) -> resil_runtime::Priority {
+        (*self).into()
+    }
+}
+
+/// The class a call's argument says, for `priority = ARG`.
+pub fn priority(class: &impl AsPriority) -> resil_runtime::Priority {
+    class.class()
+}
+
 /// What one attempt costs the token gate.
 pub fn cost(cost: impl Cost) -> u64 {
     cost.units()
@@ -281,6 +376,13 @@ pub fn clone_for_retry<T: CloneForRetry>(value: &T) -> T {
     value.clone()
 }
 
+/// [`clone_for_retry`] for an argument whose type is generic (it names a type parameter,
+/// `impl Trait` or `Self`): bound by `Clone` itself, so that rustc's suggestion to restrict
+/// the parameter names `Clone`, never a trait of this private module.
+pub fn clone_generic_for_retry<T: Clone>(value: &T) -> T {
+    value.clone()
+}
+
 /// A field named by `#[transient(retry_after = field)]`.
 #[diagnostic::on_unimplemented(
     message = "`retry_after` must name a `Duration` or `Option<Duration>` field, not `{Self}`",
@@ -300,5 +402,73 @@ impl RetryAfterField for Duration {
 impl RetryAfterField for Option<Duration> {
     fn retry_after_field(&self) -> Option<Duration> {
         *self
+    }
+}
+
+/// What a classifier (`transient = path`) returns.
+#[diagnostic::on_unimplemented(
+    message = "a `transient` classifier returns `bool` or `resil::Classification`, not `{Self}`",
+    label = "this function returns `{Self}`",
+    note = "write `fn classify(error: &E) -> bool` (true: worth retrying), or return `resil::Classification` to say throttle, wait or move on"
+)]
+pub trait IntoClassification {
+    /// What it says.
+    fn into_classification(self) -> Classification;
+}
+
+#[diagnostic::do_not_recommend]
+impl IntoClassification for bool {
+    fn into_classification(self) -> Classification {
+        self.into()
+    }
+}
+
+#[diagnostic::do_not_recommend]
+impl IntoClassification for Classification {
+    fn into_classification(self) -> Classification {
+        self
+    }
+}
+
+/// The error of a function with `transient = path`, as the runtime sees it.
+pub use resil_runtime::Judged;
+
+/// `Result<T, Judged<E>>` for `R = Result<T, E>`: what an attempt of a function with
+/// `transient = path` returns to the runtime.
+pub type JudgedResult<R> = Result<<R as ResultType>::Ok, Judged<<R as ResultType>::Err>>;
+
+/// What a classifier said, as a [`Classification`].
+pub fn classification(said: impl IntoClassification) -> Classification {
+    said.into_classification()
+}
+
+/// `transient = classify`: the attempt's error, judged by `classify` (the expansion's
+/// closure around the user's function, so that a path of the wrong kind is reported at the
+/// path). `R` is the function's return type, so that `?` in the body infers its conversion.
+pub async fn judge<R, F>(classify: fn(&R::Err) -> Classification, attempt: F) -> JudgedResult<R>
+where
+    R: ResultType,
+    F: Future<Output = Result<R::Ok, R::Err>>,
+{
+    attempt.await.map_err(|error| Judged::body(error, classify))
+}
+
+/// `From<Rejected>` for a function with `transient = path`, with an error message that says
+/// what is still needed and why.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot carry resil's own failures (timeouts, open breaker, full bulkhead): it does not implement `From<resil::Rejected>`",
+    label = "this error type needs `From<resil::Rejected>`",
+    note = "with `transient = ...` the error type need not implement `Transient`, but a timeout or an open breaker must still reach the caller as a `{Self}`: implement `From<resil::Rejected>` for it (a variant holding the `resil::Rejected`, or a wrapper of your own); resil keeps its own classification of those failures"
+)]
+pub trait CarriesRejected: From<Rejected> {}
+
+#[diagnostic::do_not_recommend]
+impl<E: From<Rejected>> CarriesRejected for E {}
+
+/// The outcome of a function with `transient = path`, in its own error type.
+pub fn unjudged<T, E: CarriesRejected>(outcome: Outcome<T, Judged<E>>) -> Outcome<T, E> {
+    match outcome {
+        Outcome::Completed(result) => Outcome::Completed(result.map_err(Judged::into_error)),
+        Outcome::Failed(judged) => Outcome::Failed(judged.into_error()),
     }
 }

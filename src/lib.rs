@@ -130,9 +130,9 @@ pub use resil_runtime::tower;
 #[doc(inline)]
 pub use resil_runtime::{breaker, events, operation, profiles, series, stream};
 pub use resil_runtime::{
-    worst_case, Backoff, Bulkhead, BulkheadPermit, ConfigError, Jitter, Key, KeyScope, KeyTuple,
-    Keyed, Keys, Operation, OperationId, Policy, PolicyBuilder, ProviderLimits, Quota, RateGate,
-    Rejected, RetryBudget, Transient, Unkeyed,
+    worst_case, Backoff, Bulkhead, BulkheadPermit, ByTransient, Classification, ConfigError,
+    Jitter, Key, KeyScope, KeyTuple, Keyed, Keys, Operation, OperationId, Policy, PolicyBuilder,
+    Priority, ProviderLimits, Quota, RateGate, Rejected, RetryBudget, Transient, Unkeyed,
 };
 
 // Circuit breakers, used by hand (the `breaker` module documents them), and every breaker
@@ -182,7 +182,57 @@ pub mod execution {
 /// assert!(!PaymentError::Declined { reason: "card expired".into() }.is_transient());
 /// assert!(PaymentError::Rejected(Rejected::Timeout { after: Duration::from_secs(1) }).is_transient());
 /// ```
+///
+/// A type that derives it and is an error (`std::error::Error`) is also found in the chain of
+/// a `Box<dyn Error + Send + Sync>` or, with the `anyhow` feature, an `anyhow::Error`: the
+/// chain says what its variant says, throttle, wait and move-on included. A generic type is
+/// not (each of its instances is a type of its own): list the ones you use with
+/// [`transient_in_chains!`].
 pub use resil_macros::Transient;
+
+/// Lists types that implement [`Transient`](trait@Transient) by hand, so that a
+/// `Box<dyn Error + Send + Sync>` (or, with the `anyhow` feature, an `anyhow::Error`) whose
+/// chain holds one of them says what it says. A type that derives `Transient` needs none of
+/// this (unless it is generic: list each instance you use, `transient_in_chains!(Failed<Db>)`).
+/// The list is made at link time: nothing runs, and only an error's classification reads it.
+///
+/// ```
+/// use resil::Transient;
+/// use std::error::Error;
+/// use std::fmt;
+///
+/// #[derive(Debug)]
+/// struct Overloaded;
+///
+/// impl fmt::Display for Overloaded {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str("the gateway is overloaded")
+///     }
+/// }
+///
+/// impl Error for Overloaded {}
+///
+/// impl Transient for Overloaded {
+///     fn is_transient(&self) -> bool {
+///         true
+///     }
+/// }
+///
+/// resil::transient_in_chains!(Overloaded);
+///
+/// let error: Box<dyn Error + Send + Sync> = Box::new(Overloaded);
+/// assert!(error.is_transient());
+/// ```
+#[macro_export]
+macro_rules! transient_in_chains {
+    ($($ty:ty),+ $(,)?) => {$(
+        const _: () = {
+            #[$crate::__private::linkme::distributed_slice($crate::__private::TRANSIENT_TYPES)]
+            #[linkme(crate = $crate::__private::linkme)]
+            static TYPE: $crate::__private::TransientType = $crate::__private::transient_type::<$ty>;
+        };
+    )+};
+}
 
 /// Makes an `async fn` resilient. Every key is optional; durations are strings with a unit
 /// (`"300ms"`, `"20s"`, `"1m"`, `"1m30s"`, `"1h"`) checked at compile time.
@@ -194,6 +244,7 @@ pub use resil_macros::Transient;
 /// | `retry = 2` | extra attempts after the first, only when the error `is_transient()` | 0 |
 /// | `backoff = "300ms..8s"` | wait before retry n = random(0, min(cap, base·2ⁿ)); when the error has a `retry_after()`, that plus the draw, so clients told the same `Retry-After` do not return together (`jitter = "none"`: exactly the longer of the two) | `"300ms..8s"` |
 /// | `jitter = "full"` | `"full"`, `"equal"`, `"decorrelated"` or `"none"` | `"full"` |
+/// | `transient = classify` | a function `fn(&E) -> bool` or `fn(&E) -> `[`Classification`] that says which errors are worth retrying, instead of `E`'s [`Transient`] (for an error type of another crate) | `E`'s `Transient` |
 /// | `breaker = "openai"` | the process-wide circuit breaker of that name | none |
 /// | `breaker = "per_model"` | one breaker per value of the argument `model` (`&str`, `String`, or any `Clone + Hash + Eq + Display` type) | none |
 /// | `breaker_threshold = 5` | consecutive transient failures that open the breaker | 5 |
@@ -206,7 +257,8 @@ pub use resil_macros::Transient;
 /// | `shared_fail = "closed"` | refuse calls ([`Rejected::SharedUnavailable`]) while Redis does not answer, for a limit that must never be exceeded | `"open"` |
 /// | `nested = "independent"` | inside another operation, keep this call's own retry count instead of drawing from the operation's allowance (see the crate docs) | `"shared"` |
 ///
-/// The function must return `Result<T, E>` with `E: Transient + From<Rejected>`. Its
+/// The function must return `Result<T, E>` with `E: Transient + From<Rejected>` (with
+/// `transient = ...`, `E: From<Rejected>` only). Its
 /// signature, visibility, attributes and docs stay as written; its docs gain a
 /// "Resilience" section with the policy and its worst-case latency.
 ///
@@ -259,6 +311,69 @@ pub use resil_macros::Transient;
 ///             }
 ///         }; // the execution gives back its permit here, before any fallback runs
 ///         outcome.into_result()
+///     }
+/// }
+/// ```
+///
+/// # For an error type that is not `Transient`
+///
+/// An error type of another crate (a gRPC `Status`, a cloud SDK's error) can neither derive
+/// nor implement [`Transient`]. `transient = classify` names a function that decides for
+/// it: `fn(&E) -> bool` (`true`: worth retrying), or `fn(&E) -> `[`Classification`] to say
+/// also a throttle, a wait (`Retry-After`) or move on (to a route's next target). The
+/// runtime's own failures (a timeout, an open breaker) reach `E` through `From<Rejected>`
+/// and keep the runtime's classification, whatever the function says of them: a timeout
+/// is retried even when the function calls every `E` it made permanent.
+///
+/// ```
+/// # use resil::{resilient, Classification};
+/// # mod sdk {
+/// #     #[derive(Debug)] pub struct Status { pub code: u16, pub retry_after: Option<std::time::Duration> }
+/// #     impl From<resil::Rejected> for Status {
+/// #         fn from(_: resil::Rejected) -> Self { Status { code: 599, retry_after: None } }
+/// #     }
+/// # }
+/// fn classify(status: &sdk::Status) -> Classification {
+///     match status.code {
+///         429 => Classification::Throttle { wait: status.retry_after },
+///         500..=599 => Classification::Transient,
+///         _ => Classification::Permanent,
+///     }
+/// }
+///
+/// #[resilient(timeout = "2s", retry = 2, transient = classify)]
+/// async fn fetch(id: u64) -> Result<String, sdk::Status> {
+///     Ok(format!("record {id}"))
+/// }
+/// ```
+///
+/// # In an `#[async_trait]` impl or trait
+///
+/// Behind `Box<dyn Provider>` or `Arc<dyn Provider>`, trait methods are written with
+/// `#[async_trait]`. Put `#[resilient]` on the method, in the impl or on a default method of
+/// the trait, as on any `async fn`: `#[async_trait]` on the impl expands first, and the
+/// attribute guards the body inside the boxed future it made, so the method keeps the
+/// signature async-trait gave it and its future stays `Send`. `#[tracing::instrument]`
+/// stacks on either side.
+///
+/// ```
+/// # use resil::{resilient, Rejected, Transient};
+/// # #[derive(Debug, Transient)] enum Error { #[transient(transparent)] Rejected(Rejected) }
+/// # impl From<Rejected> for Error { fn from(r: Rejected) -> Self { Error::Rejected(r) } }
+/// use async_trait::async_trait;
+///
+/// #[async_trait]
+/// trait Provider: Send + Sync {
+///     async fn complete(&self, model: &str, prompt: String) -> Result<String, Error>;
+/// }
+///
+/// struct OpenAi;
+///
+/// #[async_trait]
+/// impl Provider for OpenAi {
+///     #[resilient(timeout = "20s", retry = 2, breaker = "per_model")]
+///     async fn complete(&self, model: &str, prompt: String) -> Result<String, Error> {
+///         Ok(format!("{model}: {prompt}"))
 ///     }
 /// }
 /// ```

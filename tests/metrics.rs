@@ -185,6 +185,39 @@ fn a_route_counts_what_it_sent_and_skipped_per_target() {
     ));
 }
 
+#[resilient(timeout = "10s", retry = 1, breaker = "per_model", breaker_threshold = 1,
+            hedge = "1 after 800ms", route = model in ["claude"])]
+async fn routed_hedged(model: &str) -> Result<u32, ApiError> {
+    match model {
+        "gpt" => {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            Ok(1)
+        }
+        _ => Err(ApiError::Busy),
+    }
+}
+
+#[test]
+fn a_hedge_kept_on_the_same_target_counts_as_sent() {
+    let snapshot = recorded(async {
+        // claude fails: its breaker opens, and gpt's hedge stays on gpt.
+        assert_eq!(routed_hedged("claude").await, Err(ApiError::Busy));
+        assert_eq!(routed_hedged("gpt").await, Ok(1));
+    });
+    let route = |target, outcome| {
+        value(
+            &snapshot,
+            "resil_route_total",
+            &[("target", target), ("outcome", outcome)],
+        )
+    };
+    assert!(
+        matches!(route("gpt", "sent"), Some(DebugValue::Counter(2))),
+        "{:?}",
+        route("gpt", "sent")
+    );
+}
+
 #[resilient(breaker = "per_model", route = model in ["claude"])]
 async fn routed_widely(model: &str) -> Result<u32, ApiError> {
     let _ = model;

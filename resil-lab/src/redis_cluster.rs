@@ -3,11 +3,13 @@
 //! create`; a node can be killed; every node is stopped when dropped. With TLS, each node
 //! also listens on a TLS port and the nodes talk TLS among themselves (`--tls-cluster yes`).
 
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::redis_server::{free_port, RedisServer, ServerTls};
+use crate::redis_server::{RedisServer, ServerTls};
 
 /// Three masters (nodes 0, 1 and 2), replicated or not, `cluster-require-full-coverage no`: a
 /// dead master's slots fail (until its replica takes over), the others' keep working.
@@ -62,34 +64,21 @@ impl RedisCluster {
             return None;
         }
         let count = if replicated { 6 } else { 3 };
-        let ports: Vec<u16> = (0..count).map(|_| free_port()).collect();
-        let dir = std::env::temp_dir().join(format!(
-            "resil-redis-cluster-{}-{}",
-            ports[0],
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("a directory for the cluster");
-        let tls_ports: Vec<u16> = match tls {
-            Some(_) => (0..count).map(|_| free_port()).collect(),
-            None => Vec::new(),
+        let mut tries = 0;
+        let cluster = loop {
+            tries += 1;
+            let mut cluster = Self::spawn_nodes(count, tls.as_ref(), replicated);
+            // A node whose port or bus port another process took between the pick and its
+            // start exits at once: start again elsewhere rather than fail the test.
+            match (0..count).find(|node| !cluster.answers(*node)) {
+                None => break cluster,
+                Some(node) => assert!(
+                    tries < 3,
+                    "the cluster's node on port {} never answered, three starts in a row",
+                    cluster.ports[node]
+                ),
+            }
         };
-        let children = (0..count)
-            .map(|node| {
-                let tls = (tls.as_ref()).map(|tls| (tls_ports[node], tls));
-                Some(spawn(ports[node], tls, replicated, &dir))
-            })
-            .collect();
-        let cluster = RedisCluster {
-            ports,
-            tls_ports,
-            children,
-            dir,
-        };
-        for node in 0..count {
-            cluster.wait(node, "answers", |cluster| {
-                cluster.query::<String>(node, &redis::cmd("PING")).is_some()
-            });
-        }
         // The nodes meet on their cluster bus, whose port follows the TLS port when the bus
         // talks TLS: redis-cli must name the nodes by that port, and speak TLS to them.
         let mut create = Command::new("redis-cli");
@@ -124,6 +113,49 @@ impl RedisCluster {
             });
         }
         Some(cluster)
+    }
+
+    fn spawn_nodes(count: usize, tls: Option<&ServerTls>, replicated: bool) -> RedisCluster {
+        let ports = node_ports(count);
+        let dir = std::env::temp_dir().join(format!(
+            "resil-redis-cluster-{}-{}",
+            ports[0],
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("a directory for the cluster");
+        let tls_ports = match tls {
+            Some(_) => node_ports(count),
+            None => Vec::new(),
+        };
+        let children = (0..count)
+            .map(|node| {
+                let tls = tls.map(|tls| (tls_ports[node], tls));
+                Some(spawn(ports[node], tls, replicated, &dir))
+            })
+            .collect();
+        RedisCluster {
+            ports,
+            tls_ports,
+            children,
+            dir,
+        }
+    }
+
+    /// Whether the node answers a PING within 20 s; `false` at once if its process has exited.
+    fn answers(&mut self, node: usize) -> bool {
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(20) {
+            if self.query::<String>(node, &redis::cmd("PING")).is_some() {
+                return true;
+            }
+            let exited = (self.children[node].as_mut())
+                .is_none_or(|child| child.try_wait().is_ok_and(|status| status.is_some()));
+            if exited {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
     }
 
     /// The nodes' URLs, `redis://127.0.0.1:{port}/`.
@@ -267,4 +299,34 @@ impl Drop for RedisCluster {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `count` ports whose cluster bus port, 10 000 above, is free too. They are taken from
+/// 12 000–22 767, below the kernel's ephemeral range (32 768 up) where `bind(0)` and every
+/// client socket of the tests draw theirs, so neither the node nor its bus (22 000–32 767)
+/// meets a port handed out meanwhile; a process-wide cursor keeps the cluster tests of one
+/// binary, which run in parallel, apart.
+fn node_ports(count: usize) -> Vec<u16> {
+    const FIRST: u16 = 12_000;
+    const SPAN: u16 = 10_768;
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let _ = NEXT.compare_exchange(
+        0,
+        1 + (std::process::id() % 5_000) as u16,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    let free = |port: u16| TcpListener::bind(("127.0.0.1", port)).is_ok();
+    let ports: Vec<u16> = (0..SPAN)
+        .map(|_| FIRST + NEXT.fetch_add(1, Ordering::Relaxed) % SPAN)
+        .filter(|port| free(*port) && free(port + 10_000))
+        .take(count)
+        .collect();
+    assert_eq!(
+        ports.len(),
+        count,
+        "free loopback ports for a Redis Cluster in {FIRST}-{}",
+        FIRST + SPAN - 1
+    );
+    ports
 }

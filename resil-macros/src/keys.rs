@@ -64,6 +64,7 @@ keys! {
     retry_after_max: Duration = values::duration_value;
     backoff: (Duration, Duration) = values::range;
     jitter: Jitter = values::jitter;
+    transient: syn::Path = values::classifier;
     key: Expr = values::expression;
     breaker: BreakerArg = values::breaker;
     breaker_threshold: u32 = values::count_value;
@@ -79,6 +80,8 @@ keys! {
     rate: Rate = values::rate;
     token_rate: Rate = values::rate;
     rate_cost: Expr = values::expression;
+    priority: Expr = values::expression;
+    fair: Expr = values::expression;
     learn: bool = values::flag;
     route: Route = values::route;
     hedge: Hedge = values::hedge;

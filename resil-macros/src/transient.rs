@@ -122,10 +122,12 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             match self { #(#is_transient)* }
         }
     };
+    let in_chains = in_chains(input);
     Ok(quote! {
         #[automatically_derived]
         impl #impl_generics ::resil::__private::Transient for #name #ty_generics #where_clause {
             fn is_transient(&self) -> bool {
+                #in_chains
                 #is_transient
             }
             fn retry_after(&self) -> ::core::option::Option<::core::time::Duration> {
@@ -151,6 +153,23 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
             }
         }
     })
+}
+
+// Output, for a type without generics, at the start of `is_transient`'s body:
+//     ::resil::__resil_in_chains!(E, __RESIL_TRANSIENT_TYPE_E);
+// which lists `|error| (&&Probe::<E>::new()).__resil_in_chain(error)` in TRANSIENT_TYPES.
+/// Lists the type in the chains' list, so that a boxed `dyn Error` or an `anyhow::Error`
+/// holding one is classified by its variant. Whether the type is an error at all (only an error
+/// can be in a chain) is known after expansion: the probe's autoref picks the method that
+/// downcasts when it is, the one that finds nothing when it is not. A generic type is left out:
+/// each of its instances is a type of its own (`resil::transient_in_chains!` lists them).
+fn in_chains(input: &DeriveInput) -> TokenStream {
+    if !input.generics.params.is_empty() {
+        return TokenStream::new();
+    }
+    let name = &input.ident;
+    let element = format_ident!("__RESIL_TRANSIENT_TYPE_{}", name);
+    quote! { ::resil::__resil_in_chains!(#name, #element); }
 }
 
 impl Arms {

@@ -36,6 +36,8 @@ pub(crate) struct Rate {
     pub(crate) auto: bool,
     /// `"auto"`, or `learn = true`: the gate follows what the provider's answers say.
     pub(crate) learn: bool,
+    /// `"500/min, batch 80%"`: the share of the gate batch calls may take while others wait.
+    pub(crate) batch: Option<u32>,
 }
 
 /// `bulkhead = 8`, `bulkhead = "8 per key"`, `bulkhead = "adaptive 4..64"`.
@@ -93,6 +95,7 @@ pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
             per_key,
             auto: true,
             learn: true,
+            batch: None,
         });
     }
     let rate = parse_rate(name, rate, per_key).ok_or_else(|| {
@@ -100,6 +103,12 @@ pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
     })?;
     rules::rate(name, rate.count, rate.period, rate.burst)
         .map_err(|rule| syn::Error::new(value.span(), rule))?;
+    if let Some(share) = rate.batch.filter(|share| !(1..=99).contains(share)) {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("`batch {share}%` is the share of the gate batch calls may take while others wait: give a share from 1 % to 99 %, such as `{name} = \"500/min, batch 80%\"` (without it, batch calls may take the whole gate)"),
+        ));
+    }
     Ok(rate)
 }
 
@@ -172,11 +181,14 @@ fn parse_rate(name: &str, text: &str, per_key: bool) -> Option<Rate> {
         "h" => Duration::from_secs(3600),
         _ => return None,
     };
-    let (mut burst, mut exact) = (None, false);
+    let (mut burst, mut exact, mut batch) = (None, false, None);
     for part in parts.map(str::trim) {
-        match part.strip_prefix("burst") {
-            Some(n) if burst.is_none() => burst = Some(n.trim().parse().ok()?),
-            None if part == "exact" && !exact => exact = true,
+        match (part.strip_prefix("burst"), part.strip_prefix("batch")) {
+            (Some(n), _) if burst.is_none() => burst = Some(n.trim().parse().ok()?),
+            (_, Some(share)) if batch.is_none() => {
+                batch = Some(share.trim().strip_suffix('%')?.trim_end().parse().ok()?);
+            }
+            (None, None) if part == "exact" && !exact => exact = true,
             _ => return None,
         }
     }
@@ -188,6 +200,7 @@ fn parse_rate(name: &str, text: &str, per_key: bool) -> Option<Rate> {
         per_key,
         auto: false,
         learn: false,
+        batch,
     })
 }
 
@@ -283,6 +296,11 @@ pub(crate) fn profile(name: &'static str, value: &Expr) -> syn::Result<&'static 
         let names: Vec<_> = names.map(|name| format!("\"{name}\"")).collect();
         syn::Error::new(value.span(), format!("unknown profile \"{text}\"{hint}: use one of {}, and write beside it the keys that differ", names.join(", ")))
     })
+}
+
+/// `transient = classify`.
+pub(crate) fn classifier(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
+    path(value, "`transient` names a function that says whether an error is worth retrying, `fn(&E) -> bool` or `fn(&E) -> resil::Classification`, such as `transient = is_retryable`")
 }
 
 /// `listener = AUDIT`.

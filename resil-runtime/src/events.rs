@@ -180,14 +180,15 @@ pub enum Event<'a> {
         store: &'a str,
     },
     /// While its store does not answer, a shared rate gate decides alone at its share of the
-    /// rate: the declared rate and burst divided by the instances the store last saw using
-    /// it (the burst at least 1), so that together they keep about the declared rate. Heard
-    /// once per outage and gate, when it first decides alone; not heard by an instance that
-    /// saw no other.
+    /// rate: the declared rate and burst divided by the users the store last saw (each
+    /// policy's gate of that name, in each instance; the burst at least 1), so that together
+    /// they keep about the declared rate. Heard once per outage and gate, when it first
+    /// decides alone; not heard by a gate that saw no other user.
     GateShare {
         /// The gate's name in the store (`resil:{gate:FN}:rate`, `resil:{gate:FN}:tokens`).
         gate: &'a str,
-        /// The instances the store last saw using the gate, this one included.
+        /// The users the store last saw (each policy's gate of this name, in each instance),
+        /// this one included.
         instances: u64,
     },
     /// A setting was ignored because of a conflict (a named breaker configured differently

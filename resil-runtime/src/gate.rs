@@ -9,8 +9,6 @@ use std::time::Duration;
 use resil_spec::rules;
 use tokio::time::Instant;
 
-#[cfg(feature = "shared")]
-use crate::deadline::later;
 use crate::deadline::NEVER;
 use crate::sync::lock_std;
 use crate::{ConfigError, Rejected};
@@ -39,9 +37,10 @@ use crate::{ConfigError, Rejected};
 /// throttle are revoked: their callers take new ones, in turn, after the wait. Every throttle,
 /// with a wait or without, also slows the gate for a while ([`RateGate::slow_down`]).
 ///
-/// A slot reserved and not used (its caller gave up waiting) goes back only while no slot was
-/// promised after it and no throttle revoked it: a gate never promises one instant twice, so
-/// a slot given up in the middle of the queue stays spent.
+/// A slot reserved and not used (its caller gave up waiting) goes back unless a throttle
+/// revoked it, once every slot promised after it has gone back too: a gate never promises one
+/// instant twice, so a slot given up in the middle of the queue stays spent while a later one
+/// is still held, and callers that all gave up leave no schedule behind them.
 ///
 /// ```
 /// use resil_runtime::{RateGate, Rejected};
@@ -84,12 +83,15 @@ pub struct RateGate {
     /// A learning gate with no declared figure (`rate = "auto"`): no ceiling, no burst.
     auto: bool,
     /// Serialises a refund's check with a throttle's revocation (both rare; reservations
-    /// never take it).
-    revising: Mutex<()>,
+    /// never take it), and holds the slots given back while later ones were still promised:
+    /// they go back into the schedule once every slot after them has.
+    revising: Mutex<Vec<Slot>>,
     origin: Instant,
     /// Where the gate is kept for every instance, for a shared policy.
     #[cfg(feature = "shared")]
     shared: Option<std::sync::Arc<crate::seams::GateLink>>,
+    /// Where callers wait, served by priority, in a gate that orders them (see [`waiters`]).
+    waiters: Option<Box<waiters::Waiters>>,
 }
 
 impl fmt::Debug for RateGate {
@@ -139,18 +141,19 @@ impl RateGate {
             exact: false,
             learning: None,
             auto: false,
-            revising: Mutex::new(()),
+            revising: Mutex::new(Vec::new()),
             // Offsets are unsigned: an origin a little in the past keeps `now` after it even
             // when the gate is made and used at once.
             origin: Instant::now(),
             #[cfg(feature = "shared")]
             shared: None,
+            waiters: None,
         })
     }
 
     /// A gate with the same limit and nothing reserved: the gate of the key named `key` of a
     /// keyed policy whose keys are `label` (`label=key` in Redis, for a shared gate).
-    pub(crate) fn fresh(&self, label: &str, key: &str) -> Self {
+    pub(crate) fn fresh(&self, label: &str, key: &std::sync::Arc<str>) -> Self {
         #[cfg(not(feature = "shared"))]
         let _ = label;
         RateGate {
@@ -167,10 +170,11 @@ impl RateGate {
             learning: (self.learning.as_ref())
                 .map(|learning| Box::new(learning.fresh(self.auto, key))),
             auto: self.auto,
-            revising: Mutex::new(()),
+            revising: Mutex::new(Vec::new()),
             origin: Instant::now(),
             #[cfg(feature = "shared")]
             shared: self.shared.as_ref().map(|link| link.for_key(label, key)),
+            waiters: None,
         }
     }
 
@@ -199,7 +203,8 @@ impl RateGate {
     /// [`operation::report_limits`](crate::operation::report_limits)); what is left goes at
     /// once, then the limit per window sets the pace. No figure is declared, so none is a
     /// ceiling: [`count`](RateGate::count) and [`period`](RateGate::period) are 0, and a cost
-    /// passes up to the limit the provider stated.
+    /// passes up to the limit the provider stated, until the reset of the answer that stated
+    /// it (a limit of 0 holds the gate until then, as nothing left does).
     ///
     /// ```
     /// use resil_runtime::RateGate;
@@ -236,30 +241,6 @@ impl RateGate {
         self.learning.is_some()
     }
 
-    /// Keeps the gate in its policy's shared store too, as `resil:{gate:NAME}:WHAT` (see
-    /// [`GateLink::name`](crate::seams::GateLink::name)).
-    #[cfg(feature = "shared")]
-    pub(crate) fn share(
-        &mut self,
-        sharing: &crate::seams::Sharing,
-        what: &'static str,
-        name: &str,
-    ) {
-        self.shared = Some(crate::seams::GateLink::new(
-            sharing,
-            what,
-            name,
-            self.interval,
-            self.burst,
-        ));
-    }
-
-    /// Its place in the shared store, for a shared gate.
-    #[cfg(feature = "shared")]
-    pub(crate) fn shared(&self) -> Option<&std::sync::Arc<crate::seams::GateLink>> {
-        self.shared.as_ref()
-    }
-
     /// Whether forgetting the gate loses nothing: no slot is reserved past `now`.
     pub(crate) fn is_idle(&self, now: Instant) -> bool {
         self.tat.load(Ordering::Acquire) <= self.offset(now)
@@ -288,7 +269,7 @@ impl RateGate {
     }
 
     /// The most units one call may cost: the burst, or for an auto gate the limit its
-    /// provider stated (`None`: none stated yet).
+    /// provider stated, until its reset (`None`: none in force).
     pub(crate) fn burst_limit(&self) -> Option<u64> {
         match self.auto {
             false => Some(self.burst),
@@ -325,6 +306,12 @@ impl RateGate {
         let limit = deadline.map(|deadline| self.offset(deadline));
         let share = self.share_now();
         let interval = self.interval_at(at).saturating_mul(share);
+        // A learning gate's schedule changes with its book and floor, under its lock.
+        let mut learning = self.learning_state();
+        let taken = match (&self.learning, &learning) {
+            (Some(knows), Some(state)) => self.extent(knows, state.window(), interval, cost, share),
+            _ => interval.saturating_mul(cost),
+        };
         loop {
             // The epoch before the schedule: a throttle sets the schedule, then counts itself,
             // so a slot is never labelled newer than the schedule it was taken from.
@@ -333,7 +320,7 @@ impl RateGate {
             // A slowed unit starts when it would have, and takes the longer interval out
             // of the schedule: the slowdown delays the units after it, never adds credit.
             let from = tat.max(at);
-            let next = from.saturating_add(interval.saturating_mul(cost));
+            let next = from.saturating_add(taken);
             let allowed = self.allowed_at_share(from, cost, share);
             let wait = allowed.saturating_sub(at);
             if limit.is_some_and(|limit| allowed > limit) {
@@ -345,9 +332,13 @@ impl RateGate {
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                let slot = match &self.learning {
+                let slot = match &mut learning {
                     None => Slot::new(tat, next, epoch),
-                    Some(_) => Slot::new(self.book(cost, allowed, tat), next, epoch),
+                    Some(state) => {
+                        let start = allowed.max(at);
+                        let mark = self.book(state, cost, (start, tat, next), share);
+                        Slot::new(mark, start, epoch)
+                    }
                 };
                 return Ok((Duration::from_nanos(wait), slot));
             }
@@ -379,34 +370,6 @@ impl RateGate {
         ))
     }
 
-    /// Counts, in this instance's schedule, a slot that the shared gate granted: `ahead` is
-    /// how far the shared schedule now runs past now. The local schedule then runs at least
-    /// as far, so that if Redis goes this instance carries on from where every instance
-    /// together stood, not from a fresh burst.
-    #[cfg(feature = "shared")]
-    pub(crate) fn mirror(&self, ahead: Duration, cost: u64) -> Slot {
-        let target = self
-            .offset(Instant::now())
-            .saturating_add(nanos(ahead.min(NEVER)));
-        loop {
-            let epoch = self.epoch();
-            let tat = self.tat.load(Ordering::Acquire);
-            let next = tat.max(target);
-            if (self.tat)
-                .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-            {
-                return match &self.learning {
-                    None => Slot::new(tat, next, epoch),
-                    Some(_) => {
-                        let mark = self.book(cost, self.offset(Instant::now()), tat);
-                        Slot::new(mark, next, epoch)
-                    }
-                };
-            }
-        }
-    }
-
     /// The provider throttled a call and asked to wait `wait`: no slot before then, and the
     /// steady rate after it (no burst). Slots reserved before now are revoked (see
     /// [`RateGate::epoch`]); a wait that ends before an earlier throttle's changes nothing.
@@ -418,23 +381,15 @@ impl RateGate {
         self.hold_here(wait);
     }
 
-    /// When the latest throttle's hold ends, if it is still in force at `now`: a shared gate
-    /// asks the store for no slot before then, since the store may not have heard of a hold
-    /// this instance made (it goes there in the background) or heard of.
-    #[cfg(feature = "shared")]
-    pub(crate) fn held_until(&self, now: Instant) -> Option<Instant> {
-        let until = self.held_until.load(Ordering::Acquire);
-        (until > self.offset(now)).then(|| later(self.origin, Duration::from_nanos(until)))
-    }
-
     /// [`RateGate::hold`] in this instance only: what another instance's throttle does here.
     pub(crate) fn hold_here(&self, wait: Duration) {
         let now = self.offset(Instant::now());
         let until = now.saturating_add(nanos(wait.min(NEVER)));
-        let _revising = lock_std(&self.revising);
+        let mut revising = lock_std(&self.revising);
         if self.held_until.fetch_max(until, Ordering::AcqRel) >= until {
             return;
         }
+        revising.clear();
         // The slots already used stay counted: a short hold must not open a fresh burst
         // right after calls that started. They end at most a burst's credit past now; the
         // later ones are revoked.
@@ -448,7 +403,7 @@ impl RateGate {
             .max(used);
         self.tat.store(tat, Ordering::Release);
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        self.unbook_after(now);
+        self.unbook_after(now, used);
     }
 
     /// Nanoseconds of credit a full burst stands for.
@@ -480,8 +435,13 @@ mod learn;
 mod share;
 mod slot;
 mod slowdown;
+#[cfg(feature = "shared")]
+mod store;
+mod waiters;
 
+pub(crate) use learn::SLOT_RECHECK;
 pub(crate) use slot::Slot;
+pub(crate) use waiters::Turn;
 
 #[cfg(test)]
 mod model;

@@ -337,6 +337,23 @@ key_tuple!(A 0, B 1, C 2, D 3);
 /// A key displayed as [`Key::write`] writes it.
 struct Shown<'k, K: ?Sized>(&'k K);
 
+/// A hash of `key` by `state`: of its name as written and of its parts told apart by their
+/// `Hash`, so that keys this process holds as one hash alike.
+pub(crate) fn hash_key<K: Key + ?Sized>(key: &K, state: &impl std::hash::BuildHasher) -> u64 {
+    struct Hashing<H>(H);
+    impl<H: Hasher> Write for Hashing<H> {
+        fn write_str(&mut self, text: &str) -> fmt::Result {
+            self.0.write(text.as_bytes());
+            Ok(())
+        }
+    }
+    let mut hashing = Hashing(state.build_hasher());
+    // Writing into a hasher cannot fail.
+    let _ = write!(hashing, "{}", Shown(key));
+    key.values(&mut |value| value.hash_into(&mut hashing.0));
+    hashing.0.finish()
+}
+
 impl<K: Key + ?Sized> Display for Shown<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.write(f)

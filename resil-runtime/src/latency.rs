@@ -11,7 +11,9 @@ use crate::Jitter;
 /// deadline).
 ///
 /// A wait is at most the backoff's envelope plus `retry_after_max` (a `Retry-After` is a floor
-/// under the jitter; with [`Jitter::None`] the longer of the two): a server that asks for more
+/// under the jitter; with [`Jitter::None`] the longer of the two; with
+/// [`Jitter::Decorrelated`], three times the wait before it, within the cap, plus
+/// `retry_after_max`): a server that asks for more
 /// than `retry_after_max` ends the operation instead. Pass `Duration::ZERO` for the figure when
 /// the server never asks to wait.
 ///

@@ -77,12 +77,12 @@
 //!
 //! | layer | modules | may import | what it holds |
 //! |---|---|---|---|
-//! | foundation | `sync`, `transient`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state`, `heard` | — | the words every layer speaks: errors, keys, operation ids, breaker states, the atomics (std or loom) |
+//! | foundation | `sync`, `transient`, `classification`, `rejected`, `key`, `config_error`, `operation_id`, `breaker_state`, `heard`, `priority` | — | the words every layer speaks: errors, keys, operation ids, breaker states, priorities, the atomics (std or loom) |
 //! | primitives | `backoff`, `budget`, `bulkhead`, `deadline`, `gate`, `breaker`, `registry`, `latency`, `seams` | foundation | state machines that return what happened (a transition, an admission, a wait), and the public trait they hold of a store shared by many instances (`SharedStore`) |
 //! | observers | `events`, `meter`, `series` | foundation | what listeners, tracing and metrics hear: plain data |
 //! | policy | `policy`, `operator` | foundation, primitives, observers | a policy's settings, builder, keys and tunings; an operator's handles on breakers |
 //! | execution | `operation`, `execution`, `stream` | foundation, primitives, observers, policy | one operation run through a policy's stages; streams and nested calls |
-//! | integrations | `config`, `shared`, `tower`, `middleware`, `chaos`, `http` | every layer | run-time configuration, the shared stores (Redis, in memory) and their conformance checks, tower, reqwest, chaos |
+//! | integrations | `config`, `shared`, `tower`, `middleware`, `chaos`, `http`, `chain` | every layer | run-time configuration, the shared stores (Redis, in memory) and their conformance checks, tower, reqwest, chaos, errors classified by their chain (boxed, anyhow) |
 //! | checks | `loom` | every layer | model checks, under `--cfg resil_loom` |
 //!
 //! The hot path (breaker closed, bulkhead free, answer ready on the first poll) allocates
@@ -98,9 +98,11 @@ pub mod breaker;
 mod breaker_state;
 mod budget;
 mod bulkhead;
+mod chain;
 #[cfg(feature = "chaos")]
 #[cfg_attr(docsrs, doc(cfg(feature = "chaos")))]
 pub mod chaos;
+mod classification;
 pub mod config;
 mod config_error;
 mod deadline;
@@ -124,6 +126,7 @@ pub mod operation;
 mod operation_id;
 mod operator;
 mod policy;
+mod priority;
 mod registry;
 mod rejected;
 #[cfg(feature = "shared")]
@@ -146,16 +149,22 @@ pub use breaker::{
 };
 pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
+#[doc(hidden)]
+pub use chain::{transient_type, TransientType, TRANSIENT_TYPES};
+pub use classification::Classification;
+#[doc(hidden)]
+pub use classification::Judged;
 pub use config_error::ConfigError;
 pub use execution::{Attempt, Execution, Next, Outcome, Race, Racers, Route};
 #[doc(hidden)]
-pub use execution::{Hedging, Plain};
+pub use execution::{Hedging, Lost, Plain};
 pub use gate::RateGate;
 pub use heard::{ProviderLimits, Quota};
 pub use key::{Key, KeyTuple, MAX_KEY_BYTES};
 pub use latency::worst_case;
 pub use operation::{Operation, OperationId};
-pub use policy::{KeyScope, Keyed, Keys, Policy, PolicyBuilder, Tuning, Unkeyed};
+pub use policy::{ByTransient, KeyScope, Keyed, Keys, Policy, PolicyBuilder, Tuning, Unkeyed};
+pub use priority::Priority;
 pub use rejected::{FromRejected, Rejected};
 pub use resil_spec::profiles;
 pub use transient::Transient;

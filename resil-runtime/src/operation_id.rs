@@ -5,6 +5,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
 /// The path of a nested call below the operation: `[2, 1]` for the first call started by the
 /// second call of the outermost one. Inline up to six levels; deeper ones are rare enough to
 /// allocate.
@@ -21,6 +24,24 @@ impl Path {
         match self {
             Path::Inline(len, parts) => &parts[..usize::from(*len)],
             Path::Deep(parts) => parts,
+        }
+    }
+
+    /// Whether `child` is the path of a call this path's call started. Inline, a path's
+    /// steps past its length are zeros (as [`Path::child`] leaves them): two arrays compared.
+    pub(crate) fn is_parent_of(&self, child: &Path) -> bool {
+        match (self, child) {
+            (Path::Inline(len, parts), Path::Inline(child_len, child_parts)) => {
+                let mut above = *child_parts;
+                if let Some(last) = above.get_mut(usize::from(*len)) {
+                    *last = 0;
+                }
+                *child_len == len + 1 && above == *parts
+            }
+            _ => child
+                .parts()
+                .split_last()
+                .is_some_and(|(_, above)| above == self.parts()),
         }
     }
 
@@ -78,7 +99,8 @@ impl OperationId {
     pub(crate) fn new(sequence: u64, path: Path) -> Self {
         static PROCESS: OnceLock<u64> = OnceLock::new();
         OperationId {
-            process: *PROCESS.get_or_init(rand::random),
+            // Not `rand::random`: its thread-local panics in a thread-local's destructor.
+            process: *PROCESS.get_or_init(|| SmallRng::from_os_rng().random()),
             sequence,
             path,
         }
@@ -105,5 +127,31 @@ impl fmt::Display for OperationId {
             write!(f, ".{part}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Path;
+
+    /// The path of `parts`, made as calls make theirs.
+    fn path(parts: &[u32]) -> Path {
+        parts.iter().fold(Path::ROOT, |path, &n| path.child(n))
+    }
+
+    #[test]
+    fn a_path_is_the_parent_of_its_children_only() {
+        for depth in 0..9 {
+            let parts: Vec<u32> = (1..=depth).collect();
+            let parent = path(&parts);
+            assert!(parent.is_parent_of(&parent.child(3)), "{parts:?}");
+            assert!(!parent.is_parent_of(&parent), "{parts:?}");
+            assert!(!parent.is_parent_of(&parent.child(3).child(1)), "{parts:?}");
+            if let Some((_, above)) = parts.split_last() {
+                let sibling = path(above).child(99);
+                assert!(!sibling.is_parent_of(&parent.child(3)), "{parts:?}");
+                assert!(!parent.child(3).is_parent_of(&parent), "{parts:?}");
+            }
+        }
     }
 }

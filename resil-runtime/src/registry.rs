@@ -201,7 +201,11 @@ impl<T: Member> Registry<T> {
 
     /// The entry for `key`, made by `make` from the key's name on first use.
     #[inline]
-    pub(crate) fn get<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&str) -> T) -> Held<T> {
+    pub(crate) fn get<K: Key + ?Sized>(
+        &self,
+        key: &K,
+        make: impl FnOnce(&Arc<str>) -> T,
+    ) -> Held<T> {
         // A string is looked for by its text among the entries named by their own text: an
         // entry whose name is `text` and a plain text can only be this string's, so a key
         // seen before costs a hash and a comparison, and no look at its characters.
@@ -220,7 +224,7 @@ impl<T: Member> Registry<T> {
     /// [`Registry::get`] for a key whose name is written, and whose parts other than strings
     /// and integers are told apart by their digest.
     #[inline(never)]
-    fn get_written<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&str) -> T) -> Held<T> {
+    fn get_written<K: Key + ?Sized>(&self, key: &K, make: impl FnOnce(&Arc<str>) -> T) -> Held<T> {
         let name = KeyName::of(key);
         let name = name.as_str();
         let parts = parts(key);
@@ -265,7 +269,7 @@ impl<T: Member> Registry<T> {
         hash: u64,
         name: &str,
         parts: Option<Parts>,
-        make: impl FnOnce(&str) -> T,
+        make: impl FnOnce(&Arc<str>) -> T,
     ) -> Held<T> {
         let mut len = self.size();
         let found = self.find(hash, |entry| {
@@ -277,16 +281,18 @@ impl<T: Member> Registry<T> {
         if *len >= self.max_keys {
             *len = self.sweep(*len);
         }
+        // The key's one copy of its name: what it makes keeps clones of it.
+        let name: Arc<str> = Arc::from(name);
         let cell = Arc::new(Cell {
             lease: Lease::default(),
-            value: make(name),
-            plain: parts.is_none() && is_plain(name),
+            value: make(&name),
+            plain: parts.is_none() && is_plain(&name),
             parts,
         });
         cell.lease.take();
         cell.lease.seen(self.sweeps.load(Ordering::Relaxed));
         let entry = Entry {
-            name: Arc::from(name),
+            name,
             cell: Arc::clone(&cell),
         };
         let map = self.map.pin();

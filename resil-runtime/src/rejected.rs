@@ -141,6 +141,16 @@ impl Transient for Rejected {
     }
 }
 
+/// A function returning `Box<dyn Error + Send>` can fail with the runtime's own failures
+/// too: the standard library converts an error into `Box<dyn Error>` and
+/// `Box<dyn Error + Send + Sync>`, not into this box. The caller finds the `Rejected` with
+/// `downcast_ref`.
+impl From<Rejected> for Box<dyn std::error::Error + Send> {
+    fn from(rejected: Rejected) -> Self {
+        Box::new(rejected)
+    }
+}
+
 /// `From<Rejected>`, with an error message written for a person: what an error type needs so
 /// that an operation can fail with the runtime's own failures.
 #[doc(hidden)]

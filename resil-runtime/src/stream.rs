@@ -427,7 +427,11 @@ impl<T, E, S> ResilientStream<'_, T, E, S> {
         };
         let breaker = breaker.get();
         if let Some(transition) = breaker.record_failure() {
-            events::breaker_transition(self.holdings.listener, breaker.into(), transition);
+            let listener = self.holdings.listener;
+            // Its listener's calls are nested in no call polling the stream.
+            crate::operation::observed(|| {
+                events::breaker_transition(listener, breaker.into(), transition)
+            });
         }
     }
 

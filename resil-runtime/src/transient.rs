@@ -11,7 +11,10 @@ use std::time::Duration;
 /// provider is healthy, this client is too fast) is retried after its wait but never counts
 /// toward opening a breaker, and a rate gate holds its other callers for that wait.
 ///
-/// Derive it with `#[derive(Transient)]` from the `resil` crate, or implement it by hand:
+/// Derive it with `#[derive(Transient)]` from the `resil` crate, or implement it by hand. An
+/// error of code you do not own can be returned as `Box<dyn Error + Send + Sync>` (or, with
+/// the `anyhow` feature, `anyhow::Error`): the first error of its chain that resil can classify
+/// decides.
 ///
 /// ```
 /// use resil_runtime::Transient;
@@ -41,7 +44,10 @@ use std::time::Duration;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not say whether it is worth retrying: it does not implement `Transient`",
     label = "this error type must implement `resil::Transient`",
-    note = "add `#[derive(resil::Transient)]` to `{Self}` and mark the retryable variants with `#[transient]`, or implement `resil::Transient` by hand"
+    note = "for an error type of your crate, add `#[derive(resil::Transient)]` to it and mark the retryable variants with `#[transient]`, or implement `resil::Transient` by hand",
+    note = "for `anyhow::Error`, turn on resil's `anyhow` feature (`resil = {{ version = \"0.1\", features = [\"anyhow\"] }}`): resil then classifies it by its chain, as it does `Box<dyn std::error::Error + Send + Sync>`",
+    note = "for an error type of another crate, name a function that decides with `transient = path`, or return one of those two",
+    note = "the guide's page `resil::guide::adopting` shows each way"
 )]
 pub trait Transient {
     /// Would the same call, made again later, plausibly succeed?

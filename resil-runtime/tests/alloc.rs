@@ -68,10 +68,11 @@ fn keyed_breaker_lookup_of_a_known_key_allocates_nothing() {
     );
 }
 
-/// A policy with everything per key: a breaker, a bulkhead, rate and token gates.
-fn everything_per_key() -> resil_runtime::PolicyBuilder<resil_runtime::Keyed> {
+/// A policy with everything per key: a breaker that opens after `failures`, a bulkhead, rate
+/// and token gates.
+fn everything_per_key(failures: u32) -> resil_runtime::PolicyBuilder<resil_runtime::Keyed> {
     Policy::builder()
-        .breaker_per_key("user", 5, Duration::from_secs(30))
+        .breaker_per_key("user", failures, Duration::from_secs(30))
         .bulkhead(8)
         .bulkhead_per_key()
         .rate(60, Duration::from_secs(60), 1)
@@ -93,6 +94,15 @@ impl std::fmt::Display for TenantId {
 /// The most bytes each of 100 keys of `size` bytes keeps through `policy`, as strings and as
 /// values of another type.
 async fn bytes_per_key(policy: impl Fn() -> Policy<resil_runtime::Keyed>, size: usize) -> i64 {
+    bytes_per_key_answered(policy, size, Ok(())).await
+}
+
+/// [`bytes_per_key`] where each key's one call answers `answer`.
+async fn bytes_per_key_answered(
+    policy: impl Fn() -> Policy<resil_runtime::Keyed>,
+    size: usize,
+    answer: Result<(), Rejected>,
+) -> i64 {
     const KEYS: usize = 100;
     let texts: Vec<String> = (0..KEYS)
         .map(|i| format!("{i}:{}", "x".repeat(size)))
@@ -100,20 +110,14 @@ async fn bytes_per_key(policy: impl Fn() -> Policy<resil_runtime::Keyed>, size: 
     let strings = policy();
     let before = live_bytes();
     for key in &texts {
-        strings
-            .run_keyed(key, || async { Ok::<_, Rejected>(()) })
-            .await
-            .unwrap();
+        let _ = strings.run_keyed(key, || async { answer.clone() }).await;
     }
     let by_string = live_bytes() - before;
     let values = policy();
     let ids: Vec<TenantId> = texts.into_iter().map(TenantId).collect();
     let before = live_bytes();
     for key in &ids {
-        values
-            .run_keyed(key, || async { Ok::<_, Rejected>(()) })
-            .await
-            .unwrap();
+        let _ = values.run_keyed(key, || async { answer.clone() }).await;
     }
     let by_value = live_bytes() - before;
     assert_eq!(strings.keys().unwrap().len(), KEYS);
@@ -127,7 +131,7 @@ async fn bytes_per_key(policy: impl Fn() -> Policy<resil_runtime::Keyed>, size: 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
     for size in [4 << 10, 1 << 20] {
-        let per_key = bytes_per_key(|| everything_per_key().build().unwrap(), size).await;
+        let per_key = bytes_per_key(|| everything_per_key(5).build().unwrap(), size).await;
         assert!(
             per_key <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
             "a key of {size} bytes costs {per_key} bytes"
@@ -136,19 +140,126 @@ async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
     }
 }
 
+/// The same with an adaptive bulkhead per key, whose limit keeps a round of latencies and the
+/// sums its baseline is fitted from: fixed in size, within the bound.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_key_with_an_adaptive_bulkhead_costs_a_bounded_number_of_bytes() {
+    let policy = || {
+        Policy::builder()
+            .breaker_per_key("user", 5, Duration::from_secs(30))
+            .bulkhead_adaptive(1, 256)
+            .bulkhead_per_key()
+            .rate(60, Duration::from_secs(60), 1)
+            .rate_per_key()
+            .token_rate(90_000, Duration::from_secs(60), 1_000)
+            .token_rate_per_key()
+            .build()
+            .unwrap()
+    };
+    for size in [4 << 10, 1 << 20] {
+        let per_key = bytes_per_key(policy, size).await;
+        assert!(
+            per_key <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
+            "a key of {size} bytes with an adaptive bulkhead costs {per_key} bytes"
+        );
+        println!("a key of {size} bytes with an adaptive bulkhead costs {per_key} bytes");
+    }
+}
+
+/// The same with both gates learning from the provider's answers, each keeping what it
+/// booked and heard: the heaviest key there is, within the bound.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_key_with_learning_gates_and_an_adaptive_bulkhead_costs_a_bounded_number_of_bytes() {
+    let policy = || {
+        Policy::builder()
+            .breaker_per_key("user", 5, Duration::from_secs(30))
+            .bulkhead_adaptive(1, 256)
+            .bulkhead_per_key()
+            .rate(60, Duration::from_secs(60), 1)
+            .rate_learn()
+            .rate_per_key()
+            .token_rate(90_000, Duration::from_secs(60), 1_000)
+            .token_rate_learn()
+            .token_rate_per_key()
+            .build()
+            .unwrap()
+    };
+    for size in [4 << 10, 1 << 20] {
+        let per_key = bytes_per_key(policy, size).await;
+        assert!(
+            per_key <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
+            "a key of {size} bytes with learning gates and an adaptive bulkhead costs {per_key} bytes"
+        );
+        println!("a key of {size} bytes with learning gates and an adaptive bulkhead costs {per_key} bytes");
+    }
+}
+
+/// The heaviest key once its breaker opened, which writes the breaker's name (`label=key`,
+/// kept from then on): still within the bound.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_heaviest_key_whose_breaker_opened_costs_a_bounded_number_of_bytes() {
+    let policy = || {
+        Policy::builder()
+            .breaker_per_key("user", 1, Duration::from_secs(30))
+            .bulkhead_adaptive(1, 256)
+            .bulkhead_per_key()
+            .rate(60, Duration::from_secs(60), 1)
+            .rate_learn()
+            .rate_per_key()
+            .token_rate(90_000, Duration::from_secs(60), 1_000)
+            .token_rate_learn()
+            .token_rate_per_key()
+            .build()
+            .unwrap()
+    };
+    let timeout = Rejected::Timeout {
+        after: Duration::from_secs(1),
+    };
+    // A key past 256 bytes is kept as its digest and its start: one size tells.
+    for size in [4 << 10] {
+        let per_key = bytes_per_key_answered(policy, size, Err(timeout.clone())).await;
+        assert!(
+            per_key <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
+            "a key of {size} bytes whose breaker opened costs {per_key} bytes"
+        );
+        println!("a key of {size} bytes whose breaker opened costs {per_key} bytes");
+    }
+}
+
+/// An adaptive bulkhead hears each answer under its one lock, into a buffer of fixed size.
+#[test]
+fn an_adaptive_bulkheads_answers_allocate_nothing() {
+    let policy = Policy::builder().bulkhead_adaptive(1, 256).build().unwrap();
+    let _ = allocations_while_polling(policy.run(|| async { Ok::<_, Rejected>(1) }));
+    // Past a round and the baseline's first measure.
+    for _ in 0..100 {
+        let allocations = allocations_while_polling(policy.run(|| async { Ok::<_, Rejected>(1) }));
+        assert_eq!(allocations, 0);
+    }
+}
+
 /// The same through a policy shared through Redis, whose keys also keep their place in the
 /// store (it need not be connected: the links are made when the key is).
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_shared_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
-    for size in [4 << 10, 1 << 20] {
-        let policy = || everything_per_key().shared().build().unwrap();
-        let per_key = bytes_per_key(policy, size).await;
-        assert!(
-            per_key <= resil_runtime::Keys::MAX_BYTES_PER_SHARED_KEY as i64,
-            "a shared key of {size} bytes costs {per_key} bytes"
-        );
-        println!("a shared key of {size} bytes costs {per_key} bytes");
+    let timeout = Rejected::Timeout {
+        after: Duration::from_secs(1),
+    };
+    // Answered, and failed once by a breaker that then opens (and writes its name).
+    for (failures, answer, sizes) in [
+        (5, Ok(()), &[4 << 10, 1 << 20][..]),
+        (1, Err(timeout), &[4 << 10]),
+    ] {
+        for &size in sizes {
+            let policy = || everything_per_key(failures).shared().build().unwrap();
+            let per_key = bytes_per_key_answered(policy, size, answer.clone()).await;
+            assert!(
+                per_key <= resil_runtime::Keys::MAX_BYTES_PER_SHARED_KEY as i64,
+                "a shared key of {size} bytes answered {answer:?} costs {per_key} bytes"
+            );
+            println!("a shared key of {size} bytes answered {answer:?} costs {per_key} bytes");
+        }
     }
 }
 

@@ -106,40 +106,50 @@ fn module_of(file: &str) -> Vec<String> {
     module
 }
 
-/// Where the paths of one file land: for each path into this crate, the first segment of
-/// its resolved path from the crate root (the top-level item it names), or `None` for the
-/// crate root itself (a glob of it).
+/// Where the paths of one file land: each path into this crate, resolved from the crate root
+/// (empty for the crate root itself, a glob of it), and the names the file's own module
+/// brings in with `use`, each with the path it names.
 struct Landings<'f> {
     file: &'f str,
     /// The module being read: the file's, plus the inline `mod x { … }` blocks entered.
     module: Vec<String>,
-    found: BTreeSet<Option<String>>,
+    /// Every module that is a file: a path may start with a child module's name.
+    files: &'f BTreeSet<Vec<String>>,
+    found: BTreeSet<Vec<String>>,
+    uses: BTreeMap<String, Vec<String>>,
 }
 
-impl Landings<'_> {
-    fn of(file: &str, text: &str) -> BTreeSet<Option<String>> {
+impl<'f> Landings<'f> {
+    fn of(file: &'f str, text: &str, files: &'f BTreeSet<Vec<String>>) -> Self {
         let mut landings = Landings {
             file,
-            module: module_of(file),
+            module: if file == "lib.rs" {
+                Vec::new()
+            } else {
+                module_of(file)
+            },
+            files,
             found: BTreeSet::new(),
+            uses: BTreeMap::new(),
         };
         let parsed = syn::parse_file(text).unwrap_or_else(|e| panic!("{file}: {e}"));
         landings.visit_file(&parsed);
-        landings.found
+        landings
     }
 
-    /// Resolves `segments` as written from the current module and notes where they land.
-    /// A path that starts elsewhere (another crate, a name in scope) is not this test's.
-    fn land(&mut self, segments: &[String]) {
-        let Some(first) = segments.first() else {
-            return;
+    /// Resolves `segments` as written from the current module, if they lead into this crate:
+    /// from `crate`, `self`, `super`, or a child module's name. A path that starts elsewhere
+    /// (another crate, a name in scope) is not this test's.
+    fn resolve(&self, segments: &[String]) -> Option<Vec<String>> {
+        let first = segments.first()?;
+        let child = [self.module.as_slice(), std::slice::from_ref(first)].concat();
+        let (mut path, rest) = match first.as_str() {
+            "crate" => (Vec::new(), &segments[1..]),
+            "self" | "super" => (self.module.clone(), segments),
+            _ if self.files.contains(&child) => (self.module.clone(), segments),
+            _ => return None,
         };
-        let mut path = match first.as_str() {
-            "crate" => Vec::new(),
-            "self" | "super" => self.module.clone(),
-            _ => return,
-        };
-        for segment in &segments[usize::from(first == "crate")..] {
+        for segment in rest {
             match segment.as_str() {
                 // `super::super::…`: one level up each.
                 "super" => assert!(
@@ -153,7 +163,36 @@ impl Landings<'_> {
                 _ => path.push(segment.clone()),
             }
         }
-        self.found.insert(path.into_iter().next());
+        Some(path)
+    }
+
+    /// Notes where `segments` land, if they lead into this crate.
+    fn land(&mut self, segments: &[String]) {
+        if let Some(path) = self.resolve(segments) {
+            self.found.insert(path);
+        }
+    }
+
+    /// A name the file's module brings in with `use`, and where it comes from.
+    fn bring(&mut self, name: String, segments: &[String]) {
+        let Some(path) = self.resolve(segments) else {
+            return;
+        };
+        if self.module == module_of(self.file) || self.file == "lib.rs" {
+            self.uses.insert(name, path.clone());
+        }
+        self.found.insert(path);
+    }
+}
+
+impl Landings<'_> {
+    /// The old first-segment view, for the layers: the top-level item each path names
+    /// (`None`: the crate root).
+    fn tops(&self) -> BTreeSet<Option<String>> {
+        self.found
+            .iter()
+            .map(|path| path.first().cloned())
+            .collect()
     }
 
     /// `prefix` is the path of the use tree above `tree`.
@@ -165,10 +204,12 @@ impl Landings<'_> {
                 prefix.pop();
             }
             syn::UseTree::Name(name) => {
-                self.land(&[prefix.as_slice(), &[name.ident.to_string()]].concat());
+                let name = name.ident.to_string();
+                self.bring(name.clone(), &[prefix.as_slice(), &[name]].concat());
             }
             syn::UseTree::Rename(rename) => {
-                self.land(&[prefix.as_slice(), &[rename.ident.to_string()]].concat());
+                let segments = [prefix.as_slice(), &[rename.ident.to_string()]].concat();
+                self.bring(rename.rename.to_string(), &segments);
             }
             // A glob lands in the module its prefix names.
             syn::UseTree::Glob(_) => self.land(prefix),
@@ -285,7 +326,7 @@ fn breaches_in(lib: &str, files: &[(String, String)]) -> BTreeSet<(String, Strin
         let module = &module_of(name)[0];
         let own = &layers[layer_of(module).unwrap_or_else(|| panic!("{name}: no layer"))];
         let mut imported = BTreeSet::new();
-        for landing in Landings::of(name, text) {
+        for landing in Landings::of(name, text, &BTreeSet::new()).tops() {
             match landing {
                 None => imported.extend(modules.iter().cloned()),
                 Some(first) if modules.contains(&first) => {
@@ -314,19 +355,13 @@ fn breaches_in(lib: &str, files: &[(String, String)]) -> BTreeSet<(String, Strin
 
 /// [`breaches_in`] the runtime's sources.
 fn breaches() -> BTreeSet<(String, String)> {
-    let src = src();
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
-    let mut paths = Vec::new();
-    rust_files(&src, &mut paths);
-    let files: Vec<(String, String)> = paths
-        .into_iter()
-        .map(|path| {
-            let name = (path.strip_prefix(&src).unwrap().to_string_lossy()).replace('\\', "/");
-            (name, std::fs::read_to_string(&path).unwrap())
-        })
+    let files = sources();
+    let lib = &files.iter().find(|(name, _)| name == "lib.rs").unwrap().1;
+    let files: Vec<(String, String)> = (files.iter())
         .filter(|(name, _)| name != "lib.rs")
+        .cloned()
         .collect();
-    breaches_in(&lib, &files)
+    breaches_in(lib, &files)
 }
 
 #[test]
@@ -337,6 +372,218 @@ fn each_module_imports_only_from_the_layers_its_row_allows() {
         "imports from a layer the table does not allow (src/lib.rs, \"Layers\"): {found:#?}\n\
          depend on a seam defined below instead, or move the item to the layer both use"
     );
+}
+
+/// The runtime's sources, each as its path under `src/` and its text.
+fn sources() -> Vec<(String, String)> {
+    let src = src();
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    paths
+        .into_iter()
+        .map(|path| {
+            let name = (path.strip_prefix(&src).unwrap().to_string_lossy()).replace('\\', "/");
+            (name, std::fs::read_to_string(&path).unwrap())
+        })
+        .collect()
+}
+
+/// Which files each file imports from: a path lands in the file of the deepest module it
+/// names, through the names a module brings in with `use` (a name re-exported by a parent
+/// lands where it is defined, not in the parent). The crate root, which re-exports the
+/// public names, is in no edge.
+fn file_imports(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let modules: BTreeMap<Vec<String>, &str> = (files.iter())
+        .map(|(name, _)| {
+            let module = if name == "lib.rs" {
+                Vec::new()
+            } else {
+                module_of(name)
+            };
+            (module, name.as_str())
+        })
+        .collect();
+    let known: BTreeSet<Vec<String>> = modules.keys().cloned().collect();
+    let read: Vec<(&str, Landings)> = (files.iter())
+        .map(|(name, text)| (name.as_str(), Landings::of(name, text, &known)))
+        .collect();
+    let uses: BTreeMap<Vec<String>, &BTreeMap<String, Vec<String>>> = (read.iter())
+        .map(|(name, landings)| (landings_module(name), &landings.uses))
+        .collect();
+    let file_of = |path: &[String]| -> Option<&str> {
+        let mut path = path.to_vec();
+        // A name re-exported through re-exports: a few hops at most.
+        for _ in 0..8 {
+            let deepest = (0..=path.len())
+                .rev()
+                .find(|k| known.contains(&path[..*k]))?;
+            let brought = (path.get(deepest))
+                .and_then(|name| uses.get(&path[..deepest])?.get(name))
+                .filter(|source| **source != path[..=deepest]);
+            match brought {
+                Some(source) => path = [source.as_slice(), &path[deepest + 1..]].concat(),
+                None => return Some(modules[&path[..deepest]]),
+            }
+        }
+        None
+    };
+    let mut imports = BTreeMap::new();
+    for (name, landings) in &read {
+        if *name == "lib.rs" {
+            continue;
+        }
+        let targets: BTreeSet<String> = (landings.found.iter())
+            .filter_map(|path| file_of(path))
+            .filter(|target| target != name && *target != "lib.rs")
+            .filter(|target| !kin(&landings_module(name), &landings_module(target)))
+            .map(str::to_owned)
+            .collect();
+        imports.insert((*name).to_owned(), targets);
+    }
+    imports
+}
+
+/// Whether one module is inside the other: a parent declares its children and uses what
+/// they define, a child is written in its parent's terms (tower's `retry/future.rs` starts
+/// with `use super::{Policy, Retry}`), and the two are one piece. Siblings and cousins are
+/// not: each must be readable without the other's internals.
+fn kin(a: &[String], b: &[String]) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+fn landings_module(file: &str) -> Vec<String> {
+    if file == "lib.rs" {
+        Vec::new()
+    } else {
+        module_of(file)
+    }
+}
+
+/// The groups of two or more files that import each other, directly or around a cycle (the
+/// strongly connected components of the import graph), each sorted.
+fn cycles(imports: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reach = |from: &String| {
+        let mut seen = BTreeSet::new();
+        let mut next = vec![from];
+        while let Some(file) = next.pop() {
+            for target in imports.get(file).into_iter().flatten() {
+                if seen.insert(target.clone()) {
+                    next.push(target);
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> =
+        imports.keys().map(|file| (file, reach(file))).collect();
+    let mut groups: BTreeSet<Vec<String>> = BTreeSet::new();
+    for (file, from_it) in &reached {
+        let group: Vec<String> = (from_it.iter())
+            .filter(|other| reached.get(other).is_some_and(|back| back.contains(*file)))
+            .cloned()
+            .collect();
+        if group.len() >= 2 {
+            groups.insert(group);
+        }
+    }
+    groups.into_iter().collect()
+}
+
+/// The pairs of files allowed to import each other, each with its reason. Anything else that
+/// imports in a circle (a pair not listed, or three files and more) fails: a circle is one
+/// piece of code in several files, where neither can be read, tested or changed alone.
+const PAIRS: &[(&str, &str, &str)] = &[
+    (
+        "breaker/summed.rs",
+        "seams/window.rs",
+        "a shared window's batch, which is what a store sees, and the summed window that sends \
+         it and reads its sums back: one exchange, split so that a store sees no breaker",
+    ),
+    (
+        "seams/links.rs",
+        "seams/news.rs",
+        "a link and its news are the two directions of one exchange with the store: the link \
+         sends this instance's announcements, the news brings the peers' back to it",
+    ),
+    (
+        "shared/breaker.rs",
+        "shared/store/mod.rs",
+        "Redis's breakers: the store runs their scripts and hands its subscription's messages \
+         to breaker.rs, which reads them",
+    ),
+];
+
+#[test]
+fn no_files_import_each_other_beyond_the_listed_pairs() {
+    let imports = file_imports(&sources());
+    let sorted = |files: &[&str]| {
+        let mut files: Vec<String> = files.iter().map(|file| (*file).to_owned()).collect();
+        files.sort();
+        files
+    };
+    let listed: BTreeSet<Vec<String>> = (PAIRS.iter()).map(|(a, b, _)| sorted(&[a, b])).collect();
+    let unlisted: Vec<_> = (cycles(&imports).into_iter())
+        .filter(|group| !listed.contains(group))
+        .map(|group| {
+            let edges: Vec<String> = (group.iter())
+                .flat_map(|from| {
+                    (imports[from].iter())
+                        .filter(|to| group.contains(to))
+                        .map(move |to| format!("{from} -> {to}"))
+                })
+                .collect();
+            edges
+        })
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "files that import each other (directly or around a circle), by their imports: \
+         {unlisted:#?}\nmove what both need into one of them or into a file below both, or, \
+         for a pair that is one piece, list it in PAIRS with the reason"
+    );
+}
+
+/// The cycle check itself, on small sources: a circle of three siblings is found, a parent and
+/// its child are one piece, and a name a parent re-exports lands where it is defined.
+#[test]
+fn the_cycle_check_sees_circles_through_re_exports_and_not_kin() {
+    let files = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+        (pairs.iter())
+            .map(|(name, text)| ((*name).to_owned(), (*text).to_owned()))
+            .collect()
+    };
+    let circle = files(&[
+        ("lib.rs", "mod a; mod b; mod c;"),
+        ("a.rs", "use crate::b::B; pub struct A;"),
+        ("b.rs", "use crate::c::C; pub struct B;"),
+        ("c.rs", "pub struct C(crate::a::A);"),
+    ]);
+    assert_eq!(
+        cycles(&file_imports(&circle)),
+        vec![vec![
+            "a.rs".to_owned(),
+            "b.rs".to_owned(),
+            "c.rs".to_owned()
+        ]]
+    );
+    // A child written in its parent's terms, and a parent re-exporting it: one piece.
+    let kin = files(&[
+        ("lib.rs", "mod p;"),
+        ("p/mod.rs", "mod child; pub use child::Child; pub struct P;"),
+        ("p/child.rs", "use super::P; pub struct Child(P);"),
+    ]);
+    assert!(cycles(&file_imports(&kin)).is_empty());
+    // `x` takes `Y` through p's re-export, which lands in p/y.rs, not p/mod.rs: no circle
+    // with p/mod.rs, which uses x.
+    let through = files(&[
+        ("lib.rs", "mod p; mod x;"),
+        ("p/mod.rs", "mod y; pub use y::Y; fn f(_: crate::x::X) {}"),
+        ("p/y.rs", "pub struct Y;"),
+        ("x.rs", "pub struct X(crate::p::Y);"),
+    ]);
+    let imports = file_imports(&through);
+    assert_eq!(imports["x.rs"], BTreeSet::from(["p/y.rs".to_owned()]));
+    assert!(cycles(&imports).is_empty());
 }
 
 /// The checker itself, on small sources set in the real table's layers: `gate` is a

@@ -47,7 +47,9 @@ pub fn shortest_waits(retry: u32, (base, cap): (Duration, Duration), jitter: Jit
 /// deadline).
 ///
 /// A wait is at most the envelope plus `retry_after_max` (a `Retry-After` is a floor under the
-/// jitter; with [`Jitter::None`] the longer of the two): a server that asks for more than
+/// jitter; with [`Jitter::None`] the longer of the two); with [`Jitter::Decorrelated`], three
+/// times the wait before it (the first: three times the base), within the cap, plus
+/// `retry_after_max`: a server that asks for more than
 /// `retry_after_max` ends the operation instead. Pass `Duration::ZERO` for the figure when the
 /// server never asks to wait. Every sum saturates.
 pub fn worst_case(
@@ -58,22 +60,29 @@ pub fn worst_case(
     jitter: Jitter,
     retry_after_max: Duration,
 ) -> Option<Duration> {
-    let longest_wait = |n: u32| {
-        let envelope = envelope(base, cap, n);
+    // The longest wait before retry `n`, given the longest before it: decorrelated jitter
+    // draws up to three times the wait before it (its `Retry-After` included), not within
+    // the envelope.
+    let longest_wait = |n: u32, previous: Duration| {
+        let drawn = match jitter {
+            Jitter::Decorrelated => previous.saturating_mul(3).clamp(base, cap.max(base)),
+            _ => envelope(base, cap, n),
+        };
         match jitter {
-            Jitter::None => envelope.max(retry_after_max),
-            _ => envelope.saturating_add(retry_after_max),
+            Jitter::None => drawn.max(retry_after_max),
+            _ => drawn.saturating_add(retry_after_max),
         }
     };
     let attempts = timeout.map(|timeout| {
-        // The envelope stops growing by retry 31 at the latest: sum the first waits, then
+        // The longest wait stops growing by retry 31 at the latest: sum the first waits, then
         // multiply the last, so `retry = u32::MAX` costs no more than `retry = 32`.
         let growing = retry.min(32);
-        let waits = (0..growing)
-            .fold(Duration::ZERO, |total, n| {
-                total.saturating_add(longest_wait(n))
-            })
-            .saturating_add(longest_wait(growing).saturating_mul(retry - growing));
+        let (waits, last) = (0..growing).fold((Duration::ZERO, base), |(total, previous), n| {
+            let wait = longest_wait(n, previous);
+            (total.saturating_add(wait), wait)
+        });
+        let waits =
+            waits.saturating_add(longest_wait(growing, last).saturating_mul(retry - growing));
         timeout
             .saturating_mul(retry.saturating_add(1))
             .saturating_add(waits)

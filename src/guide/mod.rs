@@ -5,6 +5,7 @@
 //! | page | the question it answers |
 //! |---|---|
 //! | [`first_steps`] | How do I make one client call resilient, and what does it do in an outage? |
+//! | [`adopting`] | My code returns `anyhow::Result`, a boxed error or another crate's error, through `#[async_trait]`: how do I adopt resil without changing it? |
 //! | [`choosing_keys`] | A timeout, retries, a breaker, a bulkhead, a queue, a gate, a key: which do I need? |
 //! | [`streams`] | How is a streaming answer retried, timed and cut? |
 //! | [`rates_and_keys`] | How do I stay under a provider's limits, per model or per API key? |
@@ -38,6 +39,10 @@ macro_rules! needs {
 #[cfg_attr(feature = "reqwest", doc = include_str!("first_steps.md"))]
 #[cfg_attr(not(feature = "reqwest"), doc = needs!("reqwest"))]
 pub mod first_steps {}
+
+#[cfg_attr(feature = "anyhow", doc = include_str!("adopting.md"))]
+#[cfg_attr(not(feature = "anyhow"), doc = needs!("anyhow"))]
+pub mod adopting {}
 
 #[doc = include_str!("choosing_keys.md")]
 pub mod choosing_keys {}

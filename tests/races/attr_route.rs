@@ -63,7 +63,7 @@ impl Client {
         self.answer(model)
     }
 
-    /// No state per model: the route moves on after failures and skips nothing.
+    /// No state at all: the route moves on after failures and skips nothing.
     #[resilient(retry = 3, route = model in ["claude-sonnet", "gpt-4o-mini"])]
     async fn complete_stateless(&self, model: &str) -> Result<String, LlmError> {
         self.answer(model)

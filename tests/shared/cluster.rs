@@ -463,11 +463,12 @@ async fn after_a_failover_the_replica_shares_the_dead_masters_keys() {
     cluster.resume(promoted);
     assert_eq!(answered, Ok(()), "decided locally");
     let replica = node_label(&cluster, promoted);
+    // By a, whose call met it, and by b too when a busy machine stretched the pause over one
+    // of b's own calls to it (seen once: two outages of the replica): each store says its own.
     assert!(settled(|| heard.count(&replica) >= 1).await);
-    assert_eq!(
-        (heard.count(&replica), heard.count(&node)),
-        (1, 2),
-        "the stalled replica is said by its address: {:?}",
+    assert!(
+        heard.count(&replica) <= 2 && heard.count(&node) == 2,
+        "the stalled replica is said by its address, the dead master no more: {:?}",
         heard.said
     );
 }

@@ -18,6 +18,30 @@ async fn a_builders_debug_hides_the_password() {
     assert!(cluster.contains("127.0.0.1:2"), "{cluster}");
 }
 
+#[tokio::test]
+async fn a_unix_socket_urls_password_is_shown_nowhere() {
+    let url = "redis+unix:///nonexistent/resil.sock?db=1&pass=hunter2";
+    let builder = format!("{:?}", Redis::builder(url));
+    assert!(
+        !builder.contains("hunter2") && builder.contains("db=1"),
+        "{builder}"
+    );
+    // No socket there: the store starts, decides locally, and says so by its redacted name.
+    let store = Redis::open(url).await.unwrap();
+    let shown = format!("{store:?}");
+    assert!(
+        !shown.contains("hunter2") && shown.contains("pass=***"),
+        "{shown}"
+    );
+    // A Unix URL naming a host has no path redis-rs can use: refused, the password hidden.
+    let refused = Redis::open("redis+unix://host/x.sock?pass=hunter2").await;
+    let error = refused.unwrap_err().to_string();
+    assert!(
+        !error.contains("hunter2") && error.contains("pass=***"),
+        "{error}"
+    );
+}
+
 /// A server that accepts TCP connections and never says a word (nor finishes a handshake).
 fn mute_server() -> (std::net::TcpListener, u16) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -51,7 +75,12 @@ async fn a_server_that_accepts_and_never_answers_leaves_connect_and_calls_bounde
 async fn tls_files_that_are_not_files_are_refused_at_once() {
     use resil::shared::SharedError;
     let url = "rediss://127.0.0.1:1/";
-    for path in [std::env::temp_dir(), "/dev/zero".into()] {
+    // A FIFO nobody writes to: opening it for reading would wait for a writer for ever.
+    let fifo = std::env::temp_dir().join(format!("resil-ca-fifo-{}", std::process::id()));
+    let _ = std::fs::remove_file(&fifo);
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|status| status.success()), "mkfifo failed");
+    for path in [std::env::temp_dir(), "/dev/zero".into(), fifo.clone()] {
         let answer = std::thread::spawn({
             let path = path.clone();
             move || {
@@ -73,6 +102,7 @@ async fn tls_files_that_are_not_files_are_refused_at_once() {
             "{path:?}: {answer:?}"
         );
     }
+    let _ = std::fs::remove_file(&fifo);
 }
 
 #[tokio::test]

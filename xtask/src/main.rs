@@ -10,6 +10,11 @@
 //!
 //! `cargo xtask code-size` reports the machine code one annotated function costs, per
 //! declaration (see `code_size.rs`).
+//!
+//! `cargo xtask sim [--seeds N] [--seed S] [--minutes M]` runs the simulator (`resil-sim`,
+//! built in release): seeds 0..N (100 unless said), one seed with its plan and the steps of
+//! any failure, or seeds until M minutes have passed; it fails when an invariant breaks and
+//! prints the command that replays it.
 
 mod code_size;
 
@@ -24,8 +29,9 @@ fn main() -> ExitCode {
     match args.split_first() {
         Some((command, rest)) if command == "test" => test(rest),
         Some((command, [])) if command == "code-size" => code_size::code_size(),
+        Some((command, rest)) if command == "sim" => sim(rest),
         _ => {
-            eprintln!("usage: cargo xtask test [cargo test's arguments] | cargo xtask code-size");
+            eprintln!("usage: cargo xtask test [cargo test's arguments] | cargo xtask code-size | cargo xtask sim [--seeds N] [--seed S] [--minutes M]");
             ExitCode::FAILURE
         }
     }
@@ -40,6 +46,28 @@ fn test(args: &[String]) -> ExitCode {
     }
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     match Command::new(cargo).args(TEST).args(args).status() {
+        Ok(status) if status.success() => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::FAILURE,
+        Err(error) => {
+            eprintln!("cargo xtask: cannot run cargo ({error})");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The simulator, in release (a world runs in about a millisecond there), with the arguments
+/// given.
+fn sim(args: &[String]) -> ExitCode {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let run = [
+        "run",
+        "--quiet",
+        "--release",
+        "--package",
+        "resil-sim",
+        "--",
+    ];
+    match Command::new(cargo).args(run).args(args).status() {
         Ok(status) if status.success() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(error) => {

@@ -2,7 +2,7 @@
 //! argument, and a body taking `self` by value uses the attempt's copy.
 
 use proc_macro2::{Ident, TokenStream, TokenTree};
-use quote::quote_spanned;
+use quote::{quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{FnArg, Pat};
@@ -12,6 +12,11 @@ use crate::valid::is_reference;
 /// `let name = clone_for_retry(&name);` for each argument taken by value, spanned at its
 /// type so a missing `Clone` is reported there.
 pub(super) fn clones(sig: &syn::Signature) -> TokenStream {
+    let generics: Vec<_> = sig
+        .generics
+        .type_params()
+        .map(|param| &param.ident)
+        .collect();
     let mut clones = TokenStream::new();
     for input in &sig.inputs {
         match input {
@@ -24,9 +29,16 @@ pub(super) fn clones(sig: &syn::Signature) -> TokenStream {
             }
             FnArg::Typed(arg) if !is_reference(&arg.ty) => {
                 let ty = &arg.ty;
+                // The bound a generic type fails is one rustc suggests adding to it: `Clone`,
+                // not the private trait whose message reads better for a concrete type.
+                let clone = if is_generic(ty.to_token_stream(), &generics) {
+                    quote_spanned! {ty.span()=> clone_generic_for_retry }
+                } else {
+                    quote_spanned! {ty.span()=> clone_for_retry }
+                };
                 for (ident, mutability) in bindings(&arg.pat) {
                     clones.extend(quote_spanned! {ty.span()=>
-                        let #mutability #ident = ::resil::__private::clone_for_retry(&#ident);
+                        let #mutability #ident = ::resil::__private::#clone(&#ident);
                     });
                 }
             }
@@ -34,6 +46,17 @@ pub(super) fn clones(sig: &syn::Signature) -> TokenStream {
         }
     }
     clones
+}
+
+/// Whether a type names a type parameter of the function, `impl Trait` or `Self`.
+fn is_generic(ty: TokenStream, generics: &[&Ident]) -> bool {
+    ty.into_iter().any(|token| match token {
+        TokenTree::Ident(ident) => {
+            ident == "impl" || ident == "Self" || generics.iter().any(|param| **param == ident)
+        }
+        TokenTree::Group(group) => is_generic(group.stream(), generics),
+        _ => false,
+    })
 }
 
 /// `mut text: String` now mutates each attempt's copy, not the argument itself: keep the

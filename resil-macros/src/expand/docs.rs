@@ -203,17 +203,21 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
         worst_case(std::time::Duration::ZERO),
         worst_case(retry_after_max),
     ) {
-        (Some(quiet), Some(asked)) if asked > quiet && !waits_unbounded(config) => format!(
+        // A caller waits for its rate slot or its place in the queue as long as the deadline
+        // allows; without one, nothing bounds that wait.
+        _ if waits(config) => match config.deadline {
+            Some(deadline) => format!(
+                "worst case {} s: callers wait for a rate slot or a place in the queue as long as the `deadline` allows",
+                seconds(deadline)
+            ),
+            None => "worst case unbounded: callers wait for a rate slot or a place in the queue, and no `deadline` bounds the wait".to_owned(),
+        },
+        (Some(quiet), Some(asked)) if asked > quiet => format!(
             "worst case {} s, or {} s when the server asks to wait (Retry-After, up to {} a retry)",
             seconds(quiet),
             seconds(asked),
             human(retry_after_max)
         ),
-        // A caller waits for its rate slot or its place in the queue as long as the deadline
-        // allows; without one, nothing bounds that wait.
-        _ if waits_unbounded(config) => {
-            "worst case unbounded: callers wait for a rate slot or a place in the queue, and no `deadline` bounds the wait".to_owned()
-        }
         (Some(worst), _) => format!("worst case {} s", seconds(worst)),
         (None, _) => "worst case unbounded: no `timeout` or `deadline`".to_owned(),
     };
@@ -246,8 +250,7 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
     ]
 }
 
-/// Does the function wait in a gate or a queue with no deadline to bound the wait?
-fn waits_unbounded(config: &Config) -> bool {
-    config.deadline.is_none()
-        && (config.rate.is_some() || config.token_rate.is_some() || config.bulkhead_queue.is_some())
+/// Does the function wait in a gate or a queue (as long as its deadline allows)?
+fn waits(config: &Config) -> bool {
+    config.rate.is_some() || config.token_rate.is_some() || config.bulkhead_queue.is_some()
 }

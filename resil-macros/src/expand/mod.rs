@@ -8,10 +8,12 @@ use syn::visit_mut::VisitMut;
 use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 
 mod arguments;
+mod async_trait;
 mod docs;
 mod policy;
 
 use arguments::{allow_unused_mut, clones, takes_self_by_value, ReplaceSelf};
+use async_trait::AsyncTrait;
 use docs::docs;
 use policy::policy;
 
@@ -30,12 +32,22 @@ pub(crate) fn resilient(args: TokenStream, item: TokenStream) -> TokenStream {
             return with_error(item, error);
         }
     };
+    // Inside an `#[async_trait]` impl or trait, the method as it was written.
+    let rewritten = AsyncTrait::recognise(&function);
+    let sig = rewritten
+        .as_ref()
+        .map_or(&function.sig, |method| &method.sig);
     let mut errors = Errors::default();
-    let config = attr::parse(args, &mut errors)
-        .and_then(|parsed| valid::check(parsed, &function.sig, errors));
-    match config {
-        Ok(config) => expand(function, &config),
-        Err(error) => with_error(function.into_token_stream(), error),
+    let config =
+        attr::parse(args, &mut errors).and_then(|parsed| valid::check(parsed, sig, errors));
+    match (config, rewritten) {
+        (Ok(config), None) => expand(function, &config),
+        (Ok(config), Some(method)) => {
+            let (mut sig, block) = (method.sig.clone(), method.body.clone());
+            let body = body(&mut sig, block, &config);
+            method.with_body(docs(&config), body).into_token_stream()
+        }
+        (Err(error), _) => with_error(function.into_token_stream(), error),
     }
 }
 
@@ -51,6 +63,16 @@ fn not_a_function(error: syn::Error, item: &TokenStream) -> syn::Error {
             "#[resilient] wraps a body, and this trait method has none: put the attribute on the method in each `impl` of the trait",
         ),
         Ok(_) => error,
+        // Above `#[async_trait]` on the block: the attribute belongs on each method inside,
+        // where it sees what async-trait made of it.
+        Err(_) if syn::parse2::<syn::ItemImpl>(item.clone()).is_ok()
+            || syn::parse2::<syn::ItemTrait>(item.clone()).is_ok() =>
+        {
+            syn::Error::new(
+                Span::call_site(),
+                "#[resilient] goes on each method, not on the `impl` or `trait` block: write it above the `async fn` inside the block (under `#[async_trait]` too)",
+            )
+        }
         Err(_) => syn::Error::new(
             Span::call_site(),
             "#[resilient] goes on an `async fn` (a free function, or a method in an `impl` block)",
@@ -88,19 +110,29 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
         block,
     } = function;
     attrs.extend(docs(config));
+    let body = body(&mut sig, *block, config);
+    quote! {
+        #(#attrs)*
+        #vis #sig #body
+    }
+}
+
+/// The body that replaces `block`, in braces; `sig` keeps each `mut` of an argument copied
+/// per attempt without the warning.
+fn body(sig: &mut syn::Signature, block: syn::Block, config: &Config) -> TokenStream {
     let ReturnType::Type(_, output) = sig.output.clone() else {
         unreachable!("valid::check requires a return type")
     };
     let policy = policy(config, &sig.ident);
     let execution = execution(config);
     let clones = if config.clones_arguments() {
-        allow_unused_mut(&mut sig);
-        clones(&sig)
+        allow_unused_mut(sig);
+        clones(sig)
     } else {
         TokenStream::new()
     };
-    let mut block = *block;
-    if config.clones_arguments() && takes_self_by_value(&sig) {
+    let mut block = block;
+    if config.clones_arguments() && takes_self_by_value(sig) {
         ReplaceSelf.visit_block_mut(&mut block);
     }
     // One span for the whole call, so a missing bound on the error type is reported once,
@@ -110,37 +142,58 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     // A hedged function's racers are made by a closure, each with its own copies of the
     // arguments taken by value; the racers then share the borrowed ones.
     // A route's racers get their target, bound to the routed argument.
+    // With `transient = path`, each attempt's error is judged by the path, and the runtime
+    // sees `Judged<E>` (see `__private::judge`).
+    let judged = match &config.transient {
+        None => output.clone(),
+        Some(_) => quote_spanned! {blame=> ::resil::__private::JudgedResult<#output> },
+    };
+    let judge = |attempt: TokenStream| match &config.transient {
+        None => attempt,
+        Some(classify) => {
+            // A closure that calls the path: a path that is no function, or one of the wrong
+            // type, is reported at the path.
+            let classify = quote_spanned! {classify.span()=>
+                |__resil_error: &_| ::resil::__private::classification(#classify(__resil_error))
+            };
+            quote_spanned! {blame=> ::resil::__private::judge::<#output, _>(#classify, #attempt) }
+        }
+    };
     let (body, clones) = match (&config.hedge, &config.route) {
-        (Some(_), None) => (
-            quote_spanned! {blame=> || { #clones async move #block } },
-            TokenStream::new(),
-        ),
+        (Some(_), None) => {
+            let attempt = judge(quote_spanned! {blame=> async move #block });
+            (
+                quote_spanned! {blame=> || { #clones #attempt } },
+                TokenStream::new(),
+            )
+        }
         (Some(_), Some(route)) => {
             let argument = &route.argument.ident;
+            let attempt = judge(quote_spanned! {blame=> async move #block });
             let racer = quote_spanned! {blame=>
                 |__resil_target| {
                     let #argument = ::core::clone::Clone::clone(__resil_target);
                     #clones
-                    async move #block
+                    #attempt
                 }
             };
             (racer, TokenStream::new())
         }
-        (None, _) => (quote_spanned! {blame=> async #block }, clones),
+        (None, _) => (judge(quote_spanned! {blame=> async #block }), clones),
     };
     let (run, run_stream, extra) = match (&config.hedge, &config.route) {
         (Some(_), None) => (
-            quote! { race::<#output, _, _> },
+            quote! { race::<#judged, _, _> },
             quote! { stream_race },
             quote! { , _ },
         ),
         (Some(_), Some(_)) => (
-            quote! { route_race::<#output, _, _, _, _> },
+            quote! { route_race::<#judged, _, _, _, _> },
             quote! { route_stream_race },
             quote! { , _, _, _ },
         ),
         (None, _) => (
-            quote! { attempt::<#output, _> },
+            quote! { attempt::<#judged, _> },
             quote! { stream_attempt },
             TokenStream::new(),
         ),
@@ -313,6 +366,18 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
         None => quote! { __resil_execution },
         Some(_) => quote! { __resil_route },
     };
+    // The class is read once per call, from the argument as the caller gave it, spanned at
+    // the argument so that one of another type is reported there.
+    let prioritize = config.priority.as_ref().map(|argument| {
+        let ident = &argument.ident;
+        let execution = match &config.route {
+            None => quote! { __resil_execution },
+            Some(_) => quote! { __resil_route.execution() },
+        };
+        quote_spanned! {ident.span()=>
+            #execution.set_priority(::resil::__private::priority(&#ident));
+        }
+    });
     let policy_type = if config.key.is_some() {
         quote! { ::resil::__private::Policy<::resil::__private::Keyed> }
     } else {
@@ -322,20 +387,25 @@ fn expand(function: ItemFn, config: &Config) -> TokenStream {
     let shared = config.shared.as_ref().map(|shared| {
         quote_spanned! {shared.span=> ::resil::__resil_shared!(); }
     });
+    // Back in the function's error type, once the execution has ended.
+    let unjudged = config.transient.as_ref().map(|_| {
+        quote_spanned! {blame=> let __resil_outcome = ::resil::__private::unjudged(__resil_outcome); }
+    });
     // The execution (bulkhead permit, breaker admission) ends with the block, before any
     // fallback runs: a fallback may call this function again.
     quote! {
-        #(#attrs)*
-        #vis #sig {
+        {
             static __RESIL_POLICY: ::resil::__private::LazyLock<#policy_type> =
                 ::resil::__private::LazyLock::new(|| #policy);
             ::resil::__resil_site!(__RESIL_POLICY);
             #shared
             let __resil_outcome = {
                 let mut #start = #execution;
+                #prioritize
                 #routed
                 #outcome
             };
+            #unjudged
             #finish
         }
     }

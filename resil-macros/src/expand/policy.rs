@@ -138,6 +138,9 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
         let queue = Literal::u32_unsuffixed(queue);
         calls.push(quote! { .bulkhead_queue(#queue) });
     }
+    if config.priority.is_some() {
+        calls.push(quote! { .by_priority() });
+    }
     let gate = |rate: &Rate| {
         let count = Literal::u64_unsuffixed(rate.count);
         let burst = Literal::u64_unsuffixed(rate.burst);

@@ -83,6 +83,15 @@ fn docs_state_the_policy_and_its_worst_case() {
         quote! { async fn f() -> Result<(), E> { Ok(()) } },
     );
     assert!(out.contains("worst case unbounded"), "{out}");
+    // A caller waits its turn as long as the deadline allows, however short its attempts.
+    let out = expanded(
+        quote! { timeout = "100ms", deadline = "2s", rate = "1/s" },
+        quote! { async fn f() -> Result<(), E> { Ok(()) } },
+    );
+    assert!(
+        out.contains("worst case 2 s: callers wait for a rate slot or a place in the queue as long as the `deadline` allows"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -158,4 +167,47 @@ fn a_profile_fills_what_the_attribute_leaves_unsaid() {
             );
         }
     }
+}
+
+#[test]
+fn a_method_async_trait_rewrote_keeps_its_signature_and_guards_the_body_inside() {
+    let out = expanded(
+        quote! { timeout = "1s", retry = 1 },
+        quote! {
+            fn f<'life0, 'async_trait>(&'life0 self, n: String)
+                -> ::core::pin::Pin<Box<dyn ::core::future::Future<Output = Result<u32, E>> + ::core::marker::Send + 'async_trait>>
+            where 'life0: 'async_trait, Self: 'async_trait
+            {
+                Box::pin(async move {
+                    if let ::core::option::Option::Some(__ret) = ::core::option::Option::None::<Result<u32, E>> {
+                        #[allow(unreachable_code)]
+                        return __ret;
+                    }
+                    let __self = self;
+                    let mut n = n;
+                    let __ret: Result<u32, E> = { __self.call(&mut n).await };
+                    #[allow(unreachable_code)]
+                    __ret
+                })
+            }
+        },
+    );
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(
+        out.contains("fn f < 'life0 , 'async_trait > (& 'life0 self , n : String) -> :: core :: pin :: Pin <"),
+        "{out}"
+    );
+    let inside = out
+        .split("Box :: pin (async move")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(inside.contains("static __RESIL_POLICY"), "{out}");
+    assert!(
+        inside.contains("let mut n = :: resil :: __private :: clone_for_retry (& n)"),
+        "{out}"
+    );
+    assert!(
+        inside.contains("# [allow (unused_mut)] let mut n = n ;"),
+        "{out}"
+    );
 }

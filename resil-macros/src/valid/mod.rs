@@ -11,11 +11,13 @@ use resil_spec::{defaults, rules, BreakerKind, Jitter, WindowSize};
 
 mod hedge;
 mod keys;
+mod priority;
 mod route;
 mod signature;
 
 use hedge::check_hedge;
 use keys::{check_gate_keys, check_key, check_stream_keys};
+use priority::check_priority;
 use route::check_route;
 pub(crate) use signature::is_reference;
 use signature::{check_signature, stream_shape};
@@ -32,6 +34,8 @@ pub(crate) struct Config {
     pub(crate) timeout: Option<Duration>,
     pub(crate) deadline: Option<Duration>,
     pub(crate) retry: u32,
+    /// `transient = path`: decides for the error type instead of its `Transient`.
+    pub(crate) transient: Option<syn::Path>,
     pub(crate) retry_after_max: Option<Duration>,
     pub(crate) backoff: Option<(Duration, Duration)>,
     pub(crate) jitter: Option<Jitter>,
@@ -57,6 +61,8 @@ pub(crate) struct Config {
     pub(crate) route: Option<Route>,
     /// Set when slow attempts are raced by more.
     pub(crate) hedge: Option<crate::values::Hedge>,
+    /// `priority = ARG`: the argument whose class orders the callers that wait.
+    pub(crate) priority: Option<KeyArgument>,
 }
 
 /// `route = model in [...]`: the argument, and the expression of its other values.
@@ -192,7 +198,14 @@ pub(crate) fn check(
             }
         }
     }
+    if let (true, Some(transient)) = (streaming, &args.transient) {
+        errors.push(
+            transient.key,
+            "`transient` does not apply to a streaming function: its errors also reach the caller inside the stream, where resil asks the error type itself; implement `Transient` for the error type (for a type of another crate, on a wrapper of your own: `struct ApiError(Status)` with `From<resil::Rejected>`), or return `Box<dyn std::error::Error + Send + Sync>`, which resil classifies by its chain",
+        );
+    }
     check_gate_keys(&args, &mut errors);
+    let priority = check_priority(&args, sig, &mut errors);
     let learn = args.learn.as_ref().is_some_and(|s| s.value);
     let shared = check_shared(&args, &mut errors);
     if args.fallback.is_some() {
@@ -215,6 +228,7 @@ pub(crate) fn check(
         timeout,
         deadline: args.deadline.map(|s| s.value),
         retry: args.retry.map_or(0, |s| s.value),
+        transient: args.transient.map(|s| s.value),
         retry_after_max: args.retry_after_max.map(|s| s.value),
         backoff: args.backoff.map(|s| s.value),
         jitter: args.jitter.map(|s| s.value),
@@ -255,6 +269,7 @@ pub(crate) fn check(
         }),
         route,
         hedge,
+        priority,
     })
 }
 

@@ -71,3 +71,11 @@ impl BreakerConfig {
         self.kind
     }
 }
+
+/// Whether `bad` of `calls` trip a window: at least `min_calls` counted, and at least
+/// `percent` % of them bad. Every window judges by it (a count window, a time window, and the
+/// sums of a shared one).
+pub(crate) fn trips(calls: u64, bad: u64, percent: u8, min_calls: u32) -> bool {
+    calls >= u64::from(min_calls)
+        && u128::from(bad) * 100 >= u128::from(percent) * u128::from(calls)
+}

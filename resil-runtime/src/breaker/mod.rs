@@ -37,7 +37,7 @@ pub(crate) use directory::{named, watch_breaker, watch_keys, KeptBreakers};
 pub use keyed::{KeyedBreaker, KeyedBreakers};
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -76,9 +76,7 @@ pub enum Verdict {
 /// # Ok(()) }
 /// ```
 pub struct Breaker {
-    name: Arc<str>,
-    /// For a breaker of a keyed registry, named `label=key`: where the key starts in `name`.
-    key_at: Option<usize>,
+    name: Name,
     config: BreakerConfig,
     /// See [`Word`]. Transitions are made under `probing`'s lock; counting a failure or a
     /// success is a compare-and-swap that no transition can slip between.
@@ -100,13 +98,38 @@ pub struct Breaker {
     window: Option<Box<Mutex<Window>>>,
     /// Its place in a shared store, for the breaker of a shared policy.
     #[cfg(feature = "shared")]
-    shared: std::sync::OnceLock<crate::seams::BreakerLink>,
+    shared: std::sync::OnceLock<remote::Shared>,
+}
+
+/// A breaker's name. A keyed registry's breaker holds its label and the registry's own copy of
+/// its key, and writes `label=key` only when first asked (an event, a rejection): a key's
+/// name is kept once, not again in its breaker's (`Keys::MAX_BYTES_PER_KEY`).
+enum Name {
+    Whole(Arc<str>),
+    Keyed {
+        label: Arc<str>,
+        key: Arc<str>,
+        written: OnceLock<Arc<str>>,
+    },
+}
+
+impl Name {
+    fn whole(&self) -> &Arc<str> {
+        match self {
+            Name::Whole(name) => name,
+            Name::Keyed {
+                label,
+                key,
+                written,
+            } => written.get_or_init(|| Arc::from(format!("{label}={key}"))),
+        }
+    }
 }
 
 impl fmt::Debug for Breaker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Breaker")
-            .field("name", &self.name)
+            .field("name", &self.name())
             .field("config", &self.config)
             .field("state", &self.state())
             .field("failures", &self.failures())
@@ -118,8 +141,7 @@ impl Breaker {
     /// A closed breaker. Its name appears in [`Rejected::BreakerOpen`] and in events.
     pub fn new(name: impl Into<Arc<str>>, config: BreakerConfig) -> Self {
         Breaker {
-            name: name.into(),
-            key_at: None,
+            name: Name::Whole(name.into()),
             config,
             word: AtomicU64::new(CLOSED),
             opened_at: AtomicU64::new(0),
@@ -134,15 +156,19 @@ impl Breaker {
     }
 
     /// The breaker of `label` for the key named `key`, named `label=key`.
-    pub(crate) fn keyed(label: &str, key: &str, config: BreakerConfig) -> Self {
-        let mut breaker = Breaker::new(format!("{label}={key}"), config);
-        breaker.key_at = Some(label.len() + 1);
+    pub(crate) fn keyed(label: &Arc<str>, key: &Arc<str>, config: BreakerConfig) -> Self {
+        let mut breaker = Breaker::new("", config);
+        breaker.name = Name::Keyed {
+            label: Arc::clone(label),
+            key: Arc::clone(key),
+            written: OnceLock::new(),
+        };
         breaker
     }
 
     /// The breaker's name: `label=key` for a breaker of a keyed registry.
     pub fn name(&self) -> &str {
-        &self.name
+        self.name.whole()
     }
 
     /// The name without its key: the registry's label for a keyed breaker, else the name.
@@ -157,12 +183,18 @@ impl Breaker {
     /// assert_eq!((named.label(), named.key()), ("a=b", None));
     /// ```
     pub fn label(&self) -> &str {
-        self.key_at.map_or(&self.name, |at| &self.name[..at - 1])
+        match &self.name {
+            Name::Whole(name) => name,
+            Name::Keyed { label, .. } => label,
+        }
     }
 
     /// The key of a breaker of a keyed registry, as its unambiguous name (see [`Key`](crate::Key)).
     pub fn key(&self) -> Option<&str> {
-        self.key_at.map(|at| &self.name[at..])
+        match &self.name {
+            Name::Whole(_) => None,
+            Name::Keyed { key, .. } => Some(key),
+        }
     }
 
     /// Its tuning.
@@ -381,7 +413,7 @@ impl Breaker {
     /// The rejection for a call that met this breaker open.
     pub(crate) fn rejection(&self, retry_in: Duration) -> Rejected {
         Rejected::BreakerOpen {
-            breaker: Arc::clone(&self.name),
+            breaker: Arc::clone(self.name.whole()),
             retry_in,
         }
     }

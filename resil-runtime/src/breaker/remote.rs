@@ -1,27 +1,49 @@
 //! What other instances make of a shared breaker (see `crate::seams`).
 
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::summed::SummedWindow;
 use super::word::{CLOSED, HALF_OPEN, OPEN};
 use super::{Breaker, BreakerState, Ticket, Transition};
+use crate::seams::{BreakerLink, BreakerNews, Linked, Sharing};
 use crate::sync::{lock, Ordering};
+
+/// A shared breaker's tie to its store.
+pub(crate) struct Shared {
+    /// What the store sees of it.
+    link: BreakerLink,
+    /// For a failure-rate or slow-call breaker with a window in time: the window summed over
+    /// every instance (`{id}:window` in Redis).
+    window: Option<Box<SummedWindow>>,
+}
 
 /// What other instances make of a shared breaker (see `crate::seams`).
 #[cfg(feature = "shared")]
 impl Breaker {
-    /// Ties the breaker to a shared store: the link, unless it was tied already.
-    pub(crate) fn share(
-        &self,
-        link: crate::seams::BreakerLink,
-    ) -> Option<&crate::seams::BreakerLink> {
-        self.shared.set(link).ok().and(self.shared.get())
+    /// Ties the breaker (named `name` in the store) to a shared store and listens to its
+    /// news, unless it is tied already (a named breaker used by several shared policies keeps
+    /// its first tie).
+    pub(crate) fn share(self: &Arc<Self>, sharing: &Arc<Sharing>, name: &str) {
+        let link = BreakerLink::new(sharing, name);
+        let id = Arc::clone(&link.id);
+        let window = SummedWindow::of(self);
+        if self.shared.set(Shared { link, window }).is_ok() {
+            let breaker: Weak<dyn Linked> = Arc::downgrade(self) as Weak<Breaker>;
+            sharing.store.listen_breaker(BreakerNews::new(id, breaker));
+        }
     }
 
     /// Its place in the shared store, for a shared breaker.
-    pub(crate) fn shared_link(&self) -> Option<&crate::seams::BreakerLink> {
-        self.shared.get()
+    pub(crate) fn shared_link(&self) -> Option<&BreakerLink> {
+        self.shared.get().map(|shared| &shared.link)
+    }
+
+    /// Its window summed over every instance, for a shared breaker that has one.
+    pub(crate) fn summed_window(&self) -> Option<&SummedWindow> {
+        self.shared.get()?.window.as_deref()
     }
 
     /// Opened elsewhere, with `retry_in` left of its cooldown (at most this breaker's own
@@ -87,6 +109,13 @@ impl Breaker {
         self.verdict.notify_waiters();
     }
 
+    /// Whether `ticket` is still the probe of this half-open breaker: no opening or closing
+    /// (heard from a peer) ended its generation since it was taken.
+    pub(crate) fn probes_with(&self, ticket: &Ticket) -> bool {
+        let word = self.load();
+        ticket.probe && word.generation() == ticket.generation && word.state() == HALF_OPEN
+    }
+
     /// Dates the opening so that `retry_in` (at most a cooldown) is left of it.
     fn opened_for(&self, retry_in: Duration) {
         let passed = self.config.cooldown().saturating_sub(retry_in);
@@ -94,5 +123,32 @@ impl Breaker {
         let passed = i64::try_from(passed.as_nanos()).unwrap_or(i64::MAX);
         self.opened_at
             .store(now.saturating_sub(passed) as u64, Ordering::Release);
+    }
+}
+
+#[cfg(feature = "shared")]
+impl Linked for Breaker {
+    fn link(&self) -> Option<&BreakerLink> {
+        self.shared_link()
+    }
+
+    fn state_now(&self) -> BreakerState {
+        self.state()
+    }
+
+    fn cooldown_left(&self) -> Duration {
+        self.retry_in(Instant::now())
+    }
+
+    fn open_as_peer(&self, left: Duration) -> Option<Transition> {
+        self.remote_open(left)
+    }
+
+    fn close_as_peer(&self) -> Option<Transition> {
+        self.remote_closed()
+    }
+
+    fn names(&self) -> (&str, &str, Option<&str>) {
+        (self.name(), self.label(), self.key())
     }
 }

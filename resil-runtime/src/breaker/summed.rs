@@ -46,9 +46,19 @@ impl WindowCounts {
         }
     }
 
+    /// Whether these sums, a store's answer to `batch`, can be: no more bad calls than calls,
+    /// the batch's calls and bad calls among them (the store adds it before it sums), and
+    /// no more calls than a store counts exactly (Lua's doubles, 2^53).
+    fn can_be(self, batch: WindowCounts) -> bool {
+        self.bad <= self.calls
+            && self.bad >= batch.bad
+            && self.calls - self.bad >= batch.calls.saturating_sub(batch.bad)
+            && self.calls <= 1 << 53
+    }
+
     /// Whether at least `percent` % of the calls were bad, with at least `min_calls` counted.
     pub(crate) fn trips(self, percent: u8, min_calls: u32) -> bool {
-        super::window::trips(self.calls, self.bad, percent, min_calls)
+        super::config::trips(self.calls, self.bad, percent, min_calls)
     }
 }
 
@@ -183,7 +193,11 @@ impl SummedWindow {
     pub(crate) fn start_sending(&self) {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(send(Weak::clone(&self.breaker)));
+                let sending = Sending {
+                    breaker: Weak::clone(&self.breaker),
+                    ended: false,
+                };
+                runtime.spawn(send(sending));
             }
             Err(_) => lock_std(&self.sums).sending = false,
         }
@@ -235,6 +249,15 @@ impl SummedWindow {
         }
     }
 
+    /// The sending task is gone before it ended (its runtime shut down, or the store
+    /// panicked): the next call starts another, and the batch it had sent is unanswered.
+    fn lost(&self) {
+        let mut sums = lock_std(&self.sums);
+        sums.sending = false;
+        sums.in_flight = WindowCounts::default();
+        sums.failed = true;
+    }
+
     fn unsummed(&self) {
         let mut sums = lock_std(&self.sums);
         sums.unsummed = true;
@@ -242,21 +265,48 @@ impl SummedWindow {
     }
 }
 
+/// The sending task's mark on its window (`Sums::sending`): a task dropped before it ended
+/// by itself clears it, so that a task lost with its runtime or to a panicking store never
+/// leaves the window waiting for batches no task sends.
+struct Sending {
+    breaker: Weak<Breaker>,
+    /// The task ended by itself, having cleared the mark under the window's lock (a later
+    /// call may have set it again for a task of its own).
+    ended: bool,
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let Some(breaker) = self.breaker.upgrade() else {
+            return;
+        };
+        if let Some(summed) = breaker.summed_window() {
+            summed.lost();
+        }
+    }
+}
+
 /// The sending task: a batch every [`SEND_EVERY`] at most, while there is one to send.
-async fn send(breaker: Weak<Breaker>) {
+async fn send(mut sending: Sending) {
     loop {
-        let Some(breaker) = breaker.upgrade() else {
+        let Some(breaker) = sending.breaker.upgrade() else {
             return;
         };
         let Some(link) = breaker.shared_link() else {
             return;
         };
-        let Some(summed) = link.window.as_deref() else {
+        let Some(summed) = breaker.summed_window() else {
             return;
         };
         let usable = link.sharing.store.usable();
         let (batch, generation) = match summed.next(Instant::now(), breaker.generation(), usable) {
-            Next::Done => return,
+            Next::Done => {
+                sending.ended = true;
+                return;
+            }
             Next::Wait(wait) => {
                 drop(breaker);
                 tokio::time::sleep(wait).await;
@@ -264,32 +314,37 @@ async fn send(breaker: Weak<Breaker>) {
             }
             Next::Send(batch, generation) => (batch, generation),
         };
-        let batch = WindowBatch::new(summed, batch);
-        let (transition, done) = match link.sharing.store.add_to_window(link, batch) {
-            Some(answer) => {
-                let answer = link.sharing.bounded(answer).await.map(WindowCounts::from);
-                let judged = breaker.judge_sums(summed, answer, generation);
-                // Unanswered, the calls judged meanwhile waited for nothing: the local window
-                // judges them, as it judges the next ones until a batch is answered.
-                let judged = judged.or_else(|| {
-                    answer
-                        .is_none()
-                        .then(|| breaker.judge_alone(generation))
-                        .flatten()
-                });
-                (judged, false)
-            }
-            None => {
-                summed.unsummed();
-                // The calls judged meanwhile waited for this answer: the local window judges.
-                (breaker.judge_alone(generation), true)
-            }
-        };
+        let (transition, done) =
+            match (link.sharing.store).add_to_window(link, WindowBatch::new(summed, batch)) {
+                Some(answer) => {
+                    // Sums that cannot be are no answer: taken as they are, they would open the
+                    // breaker on calls that never failed, or drown its failures for good.
+                    let answer = (link.sharing.bounded(answer).await)
+                        .map(WindowCounts::from)
+                        .filter(|sums| sums.can_be(batch));
+                    let judged = breaker.judge_sums(summed, answer, generation);
+                    // Unanswered, the calls judged meanwhile waited for nothing: the local window
+                    // judges them, as it judges the next ones until a batch is answered.
+                    let judged = judged.or_else(|| {
+                        answer
+                            .is_none()
+                            .then(|| breaker.judge_alone(generation))
+                            .flatten()
+                    });
+                    (judged, false)
+                }
+                None => {
+                    summed.unsummed();
+                    // The calls judged meanwhile waited for this answer: the local window judges.
+                    (breaker.judge_alone(generation), true)
+                }
+            };
         if let Some(transition) = transition {
             breaker.announce(BreakerState::Open);
-            (link.sharing.heard)(&breaker, transition);
+            (link.sharing.heard)(&*breaker, transition);
         }
         if done {
+            sending.ended = true;
             return;
         }
     }

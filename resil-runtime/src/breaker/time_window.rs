@@ -95,7 +95,7 @@ impl TimeWindow {
     /// least `min_calls` counted.
     pub(crate) fn trips(&mut self, now: Instant, percent: u8, min_calls: u32) -> bool {
         self.advance(now);
-        super::window::trips(self.calls.into(), self.bad.into(), percent, min_calls)
+        super::config::trips(self.calls.into(), self.bad.into(), percent, min_calls)
     }
 
     /// Bad calls in the window at `now`.

@@ -175,9 +175,8 @@ impl Breaker {
     /// now, and the window.
     #[cfg(feature = "shared")]
     fn summed(&self) -> Option<(bool, &super::summed::SummedWindow)> {
-        let link = self.shared.get()?;
-        let summed = link.window.as_deref()?;
-        Some((link.sharing.store.usable(), summed))
+        let summed = self.summed_window()?;
+        Some((self.shared_link()?.sharing.store.usable(), summed))
     }
 
     /// A breaker judges afresh: the calls of before it opened or closed are forgotten (here,
@@ -188,7 +187,7 @@ impl Breaker {
             lock(window).clear();
         }
         #[cfg(feature = "shared")]
-        if let Some(summed) = self.shared.get().and_then(|link| link.window.as_deref()) {
+        if let Some(summed) = self.summed_window() {
             summed.forget();
         }
     }
@@ -204,7 +203,7 @@ impl Breaker {
     /// peer's that is announcing too) before it returns.
     pub(super) fn announce(&self, to: BreakerState) {
         #[cfg(feature = "shared")]
-        if let Some(link) = self.shared.get() {
+        if let Some(link) = self.shared_link() {
             link.announce(self, to);
         }
         #[cfg(not(feature = "shared"))]
@@ -237,7 +236,7 @@ impl Breaker {
             }
         };
         #[cfg(feature = "shared")]
-        if let Some(link) = self.shared.get().filter(|_| released) {
+        if let Some(link) = self.shared_link().filter(|_| released) {
             link.release_probe();
         }
         #[cfg(not(feature = "shared"))]

@@ -4,6 +4,7 @@
 
 use tokio::time::Instant;
 
+use super::config::trips;
 use super::time_window::TimeWindow;
 use super::BreakerKind;
 use resil_spec::WindowSize;
@@ -13,14 +14,6 @@ use resil_spec::WindowSize;
 pub(crate) enum Window {
     Calls(CallWindow),
     Time(TimeWindow),
-}
-
-/// Whether `bad` of `calls` trip a window: at least `min_calls` counted, and at least
-/// `percent` % of them bad. Every window judges by it (a count window, a time window, and the
-/// sums of a shared one).
-pub(crate) fn trips(calls: u64, bad: u64, percent: u8, min_calls: u32) -> bool {
-    calls >= u64::from(min_calls)
-        && u128::from(bad) * 100 >= u128::from(percent) * u128::from(calls)
 }
 
 impl Window {

@@ -11,24 +11,42 @@
 //! - **Add one per window of successes.** After as many successes as the limit, one more, never
 //!   above the maximum. Only while the bulkhead is at least half used: a limit nobody reaches
 //!   proves nothing, and one grown idle would let the next burst through unchecked.
-//! - **Latency.** Each success measures its latency per unit of cost (the token gate's cost,
-//!   else per call; a stream's attempt ends at its first item). Over
-//!   [`QUEUEING`] × the baseline, with the bulkhead at least half used, the provider is
-//!   queueing our calls: the limit falls by a tenth (once per round trip, like a halving),
-//!   gently, since latency is a softer sign than a refusal. With the bulkhead less than half
-//!   used, slow answers are not a queue of ours but the provider's pace, which the baseline
-//!   learns at its next window: cutting a limit nobody reaches would only reject calls.
-//!   Over [`TOLERANCE`] × the baseline, growth stops: a provider under modest overload answers
-//!   a little slower and throttles nobody, and a limit that kept growing there (Gradient2's
-//!   unbounded growth) would push it into real overload.
-//! - **The baseline** is the least latency seen, lowered by any faster answer at once, and
-//!   re-measured every [`WINDOW`] (Envoy's minRTT): it then becomes the least latency of the
-//!   window's answers taken while the bulkhead was less than half used (or at its minimum). A
-//!   baseline measured under our own load would creep up with the queue it should detect
-//!   (Vegas's drifting baseline); one never re-measured would call a provider that became
-//!   slower for good "queueing" forever. Under saturation no answer qualifies and the baseline
+//! - **Latency, judged by the round.** A round is [`ROUND`] answers to calls made since the
+//!   last decrease; each answer's latency is divided by what the baseline expects for its
+//!   cost, and the round's median is its latency. Answers of LLMs spread by a factor of four
+//!   or more whatever the load (100 to 400 ms is ordinary), so one answer alone says nothing
+//!   of a queue: comparing each with the least latency ever seen took a healthy provider's
+//!   slow half for queueing and brought the limit down to 1 (Gradient2 and Vegas judge a
+//!   window's average or percentile for this reason). A round taken with the bulkhead at
+//!   least half used (for most of its answers) whose median is over [`QUEUEING`] × the expected means the provider is
+//!   queueing our calls: the limit falls by a tenth, once per round (the next round is made
+//!   of calls sent under the new limit), gently, since latency is a softer sign than a
+//!   refusal. A round taken with the bulkhead less than half used is not judged: slow answers
+//!   there are not a queue of ours but the provider's pace, which the baseline learns at its
+//!   next window, and cutting a limit nobody reaches would only reject calls. While the last
+//!   round judged was over [`TOLERANCE`] × the expected, growth stops: a provider under
+//!   modest overload answers a little slower and throttles nobody, and a limit that kept
+//!   growing there (Gradient2's unbounded growth) would push it into real overload.
+//! - **The baseline** is what an answer takes at light load, as a line of latency against
+//!   cost (the token gate's cost, else 1 a call; a stream's attempt ends at its first item):
+//!   a fixed part and a part per unit, fitted by least squares to the answers taken while
+//!   the bulkhead was less than half used (or at its minimum), and measured again every
+//!   [`WINDOW`] from at least a round of them (Envoy's minRTT window; at first, from the
+//!   first round, whatever the load). A line rather than a time per unit: a call of 40
+//!   tokens costs a hundredth of one of 4 000 and takes a third of its time, all of it the
+//!   fixed part; per unit it took 34 times as long, and a bulkhead that read that as a queue
+//!   held its limit down. Answers that all cost the same fix no slope: a call cheaper than
+//!   them is then expected to take as long (never "slow" for being small), a dearer one
+//!   proportionally longer. The line is the mean of those answers, not their least: a
+//!   least latency falls with every sample and sits under most healthy answers. A baseline
+//!   measured under our own load would creep up with the queue it should detect (Vegas's
+//!   drifting baseline); one never re-measured would call a provider that became slower
+//!   for good "queueing" forever. Under saturation no answer qualifies and the baseline
 //!   stands; a provider slower for good then brings the limit down to where answers qualify
-//!   again, and the baseline follows it, as Envoy's measurement at minimum concurrency does.
+//!   again, and the baseline follows it, as Envoy's measurement at minimum concurrency does;
+//!   a provider faster for good is learnt at the next window with room to spare.
+//!
+//! The state is fixed in size: the round's ratios and the fit's five sums, no allocation.
 //!
 //! Plain `"adaptive"` is 1..=256 (`resil_spec::defaults::ADAPTIVE_BULKHEAD`) starting at 16: 1 so a provider down to one call at a time
 //! still gets it, 256 because beyond it the process itself is rarely not the bottleneck, and
@@ -43,9 +61,11 @@ use crate::sync::{lock, Mutex};
 
 /// Where a limit starts, within its bounds.
 const START: usize = 16;
-/// A latency per unit over this multiple of the baseline is a sign of queueing.
+/// Answers judged together: their median is the round's latency.
+pub(crate) const ROUND: usize = 16;
+/// A round's median over this multiple of the expected latency is a sign of queueing.
 pub(crate) const QUEUEING: f64 = 2.0;
-/// Over this multiple of the baseline, the limit no longer grows.
+/// Over this multiple of the expected latency, the limit no longer grows.
 pub(crate) const TOLERANCE: f64 = 1.5;
 /// How often the baseline is measured again.
 pub(crate) const WINDOW: Duration = Duration::from_secs(10);
@@ -96,12 +116,79 @@ struct State {
     successes: usize,
     /// The last decrease: attempts started by then ran under the old limit.
     cut_at: Option<Instant>,
-    /// Nanoseconds per unit of cost.
-    baseline: Option<f64>,
-    /// The least qualifying latency of the current window, and when it started.
-    window_min: Option<f64>,
+    /// What an answer is expected to take at light load, once measured.
+    baseline: Option<Line>,
+    /// The answers the next baseline is measured from, and since when.
+    fit: Fit,
     window_start: Option<Instant>,
+    /// The current round: each answer's latency over the expected, and how many of them
+    /// were taken with the bulkhead at least half used.
+    round: [f32; ROUND],
+    len: u8,
+    loaded: u8,
+    /// The median of the last round taken under load: growth waits while it is over
+    /// [`TOLERANCE`].
+    verdict: f32,
     reported: usize,
+}
+
+/// Latency (nanoseconds) against cost: a line through the mean answer, its slope the time a
+/// unit of cost adds (`None`: the answers measured all cost the same).
+#[derive(Debug, Clone, Copy)]
+struct Line {
+    cost: f64,
+    took: f64,
+    slope: Option<f64>,
+}
+
+impl Line {
+    /// What an answer of `cost` takes. Without a slope, the tolerant reading of a single
+    /// cost: no dearer below it (a small call is all fixed part), proportional above.
+    fn expected(&self, cost: f64) -> f64 {
+        match self.slope {
+            Some(slope) => self.took + slope * (cost - self.cost),
+            None => self.took * (cost / self.cost).max(1.0),
+        }
+    }
+}
+
+/// Least squares of latency on cost, online (Welford): the means, and the sums of squares
+/// and of products about them.
+#[derive(Debug, Default)]
+struct Fit {
+    n: u32,
+    cost: f64,
+    took: f64,
+    squares: f64,
+    products: f64,
+}
+
+impl Fit {
+    fn add(&mut self, cost: f64, took: f64) {
+        self.n += 1;
+        let n = f64::from(self.n);
+        let dx = cost - self.cost;
+        self.cost += dx / n;
+        self.took += (took - self.took) / n;
+        self.squares += dx * (cost - self.cost);
+        self.products += dx * (took - self.took);
+    }
+
+    /// The line, its slope between none (all fixed part) and all of the latency
+    /// (proportional): noise never makes an answer expected below nothing. Costs are at
+    /// least 1, so is their mean.
+    fn line(&self) -> Line {
+        let slope = (self.squares > 0.0).then(|| {
+            (self.products / self.squares)
+                .max(0.0)
+                .min(self.took / self.cost)
+        });
+        Line {
+            cost: self.cost,
+            took: self.took,
+            slope,
+        }
+    }
 }
 
 impl Adaptive {
@@ -113,8 +200,12 @@ impl Adaptive {
             successes: 0,
             cut_at: None,
             baseline: None,
-            window_min: None,
+            fit: Fit::default(),
             window_start: None,
+            round: [0.0; ROUND],
+            len: 0,
+            loaded: 0,
+            verdict: 1.0,
             reported: limit,
         };
         let adaptive = Adaptive {
@@ -135,12 +226,12 @@ impl Adaptive {
         lock(&self.state).limit
     }
 
-    /// The least latency per unit of cost, once one was measured.
+    /// What an answer of `cost` is expected to take, once the baseline was measured.
     #[cfg(test)]
-    fn baseline(&self) -> Option<Duration> {
+    fn baseline(&self, cost: u64) -> Option<Duration> {
         lock(&self.state)
             .baseline
-            .map(|nanos| Duration::from_nanos(nanos as u64))
+            .map(|line| Duration::from_nanos(line.expected(cost as f64).round() as u64))
     }
 
     /// Hears one attempt's end at `now`; returns how the limit moved, if it did, once
@@ -162,17 +253,15 @@ impl Adaptive {
             Signal::Overload => state.cut(&sample, now, from.div_ceil(2)),
             Signal::Success => {
                 let took = now.saturating_duration_since(sample.started).as_nanos() as f64;
-                let per_unit = took / sample.cost.max(1) as f64;
+                let cost = sample.cost.max(1) as f64;
                 // Half used or more, the bulkhead is what is tested; less, the answers
                 // waited on little of our own, and are what the baseline is made of.
                 let loaded = sample.in_flight * 2 >= from;
-                let ratio = state.measure(per_unit, !loaded || from <= self.min, now);
-                if !loaded {
-                    return None;
-                }
-                if ratio > QUEUEING {
+                let queueing = state.judge(&sample, cost, took, loaded);
+                state.measure(cost, took, !loaded || from <= self.min, now);
+                if queueing {
                     state.cut(&sample, now, from * 9 / 10)
-                } else if ratio <= TOLERANCE {
+                } else if loaded && f64::from(state.verdict) <= TOLERANCE {
                     state.successes += 1;
                     if state.successes < from {
                         return None;
@@ -197,40 +286,66 @@ impl Adaptive {
 }
 
 impl State {
-    /// A decrease to `to`, unless the attempt started before the last one.
+    /// A decrease to `to`, unless the attempt started before the last one. The round starts
+    /// over: answers to calls made before the cut ran under the old limit.
     fn cut(&mut self, sample: &Sample, now: Instant, to: usize) -> usize {
         if self.cut_at.is_some_and(|at| sample.started <= at) {
             return self.limit;
         }
         self.cut_at = Some(now);
         self.successes = 0;
+        self.len = 0;
+        self.loaded = 0;
         to
     }
 
-    /// Takes a success's latency into the baseline (into its next measure too, if `light`);
-    /// returns its ratio to the baseline.
-    fn measure(&mut self, per_unit: f64, light: bool, now: Instant) -> f64 {
+    /// Takes a success into the next baseline's measure, if `light` (any, until there is a
+    /// baseline); makes that measure the baseline once a [`WINDOW`] has passed with a round
+    /// of answers in it (the first round, at first).
+    fn measure(&mut self, cost: f64, took: f64, light: bool, now: Instant) {
         let start = *self.window_start.get_or_insert(now);
-        if now.saturating_duration_since(start) >= WINDOW {
-            if let Some(least) = self.window_min.take() {
-                self.baseline = Some(least);
-            }
+        if light || self.baseline.is_none() {
+            self.fit.add(cost, took);
+        }
+        let due = self.baseline.is_none() || now.saturating_duration_since(start) >= WINDOW;
+        if due && self.fit.n as usize >= ROUND {
+            self.baseline = Some(std::mem::take(&mut self.fit).line());
             self.window_start = Some(now);
+            // The round so far was judged against the old baseline.
+            self.len = 0;
+            self.loaded = 0;
         }
-        if light {
-            self.window_min = Some(self.window_min.map_or(per_unit, |m| m.min(per_unit)));
-        }
-        let baseline = match self.baseline {
-            Some(baseline) if baseline <= per_unit => baseline,
-            _ => {
-                self.baseline = Some(per_unit);
-                return 1.0;
-            }
+    }
+
+    /// Adds a success to the round; once the round is full, whether it was taken under load
+    /// and queued: its median latency over [`QUEUEING`] × the expected. Answers to calls
+    /// made before the last cut are left out.
+    fn judge(&mut self, sample: &Sample, cost: f64, took: f64, loaded: bool) -> bool {
+        let Some(baseline) = self.baseline else {
+            return false;
         };
-        if baseline == 0.0 {
-            return 1.0;
+        if self.cut_at.is_some_and(|at| sample.started <= at) {
+            return false;
         }
-        per_unit / baseline
+        let expected = baseline.expected(cost);
+        let ratio = if expected > 0.0 { took / expected } else { 1.0 };
+        self.round[usize::from(self.len)] = ratio as f32;
+        self.len += 1;
+        self.loaded += u8::from(loaded);
+        if usize::from(self.len) < ROUND {
+            return false;
+        }
+        let (len, loaded) = (
+            std::mem::take(&mut self.len),
+            std::mem::take(&mut self.loaded),
+        );
+        if loaded * 2 < len {
+            return false;
+        }
+        let mut round = self.round;
+        round.sort_unstable_by(f32::total_cmp);
+        self.verdict = (round[ROUND / 2 - 1] + round[ROUND / 2]) / 2.0;
+        f64::from(self.verdict) > QUEUEING
     }
 }
 

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use crate::{ConfigError, Rejected};
 
 pub(crate) mod adaptive;
+mod queue;
 
 use adaptive::{Adaptive, LimitChange, Sample, Signal};
 
@@ -42,7 +43,7 @@ pub struct Bulkhead {
     in_flight: AtomicUsize,
     queue: Option<Queue>,
     /// The controller of the limit, and the key it is for, in an adaptive bulkhead.
-    adaptive: Option<Box<(Adaptive, Option<Box<str>>)>>,
+    adaptive: Option<Box<(Adaptive, Option<Arc<str>>)>>,
 }
 
 /// The waiting room of a bulkhead with a queue: tokio's semaphore serves waiters in order,
@@ -56,6 +57,9 @@ struct Queue {
     /// Permits to forget as they come back, owed by a decrease of the limit: a decrease
     /// never revokes a place already held.
     debt: AtomicUsize,
+    /// The waiters in the order they are served, for a bulkhead that orders them by priority
+    /// (see [`queue`]).
+    turns: Option<Box<std::sync::Mutex<crate::priority::Turns>>>,
 }
 
 impl Queue {
@@ -65,6 +69,7 @@ impl Queue {
             waiting: AtomicUsize::new(0),
             capacity,
             debt: AtomicUsize::new(0),
+            turns: None,
         }
     }
 }
@@ -88,7 +93,8 @@ impl Bulkhead {
     /// A bulkhead whose limit adapts between `min` and `max` to what the provider answers
     /// (see [`Bulkhead::adaptive_range`]): halved on a throttle, an attempt timeout or a
     /// transient failure, one more after as many successes as the limit, and a tenth less
-    /// when answers slow down to twice their usual latency. A [`Policy`](crate::Policy) tells
+    /// when a round of answers slows down to twice its usual latency (its median, against
+    /// the latency at light load for each answer's cost). A [`Policy`](crate::Policy) tells
     /// it each attempt's end (taking a short lock on the limit's state: the one lock of an
     /// adaptive bulkhead); used by hand, it is a bulkhead at its starting limit.
     ///
@@ -143,11 +149,11 @@ impl Bulkhead {
 
     /// A bulkhead with the same settings, and nobody in it: the bulkhead of the new `key`
     /// (an adaptive one starts over, and names the key in its events and gauge).
-    pub(crate) fn fresh(&self, key: &str) -> Self {
+    pub(crate) fn fresh(&self, key: &Arc<str>) -> Self {
         let (adaptive, limit) = match self.adaptive.as_deref() {
             Some((adaptive, _)) => {
                 let (adaptive, limit) = adaptive.fresh();
-                (Some(Box::new((adaptive, Some(key.into())))), limit)
+                (Some(Box::new((adaptive, Some(Arc::clone(key))))), limit)
             }
             None => (None, self.limit()),
         };

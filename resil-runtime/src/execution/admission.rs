@@ -2,17 +2,24 @@
 //! the bulkhead, its slots in the rate gates, and the key whose state it uses. A policy that
 //! declares none of them (`Settings::admits`) holds none and never asks.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::breaker::Breaker;
 use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::gate::{RateGate, Slot};
+use crate::operation;
 use crate::policy::{BreakerRef, Scope, Settings, Tuning};
+use crate::priority::Priority;
 use crate::registry::Held;
 use crate::Rejected;
 
-use super::attempt::PermitWait;
 use super::Progress;
+
+/// A caller's wait for a place in the bulkhead's queue.
+pub(super) type PermitWait<'p> =
+    Pin<Box<dyn Future<Output = Result<BulkheadPermit<'p>, Rejected>> + Send + 'p>>;
 
 /// One operation's standing with its breaker, bulkhead and gates.
 pub(crate) struct Admission<'p> {
@@ -24,6 +31,8 @@ pub(crate) struct Admission<'p> {
     entry: Entry,
     /// What the next attempt costs the token gate.
     pub(super) cost: u64,
+    /// How urgent the operation is, where callers wait in turn.
+    pub(super) priority: Priority,
     /// Slots reserved in the rate gates for the current attempt, each as its gate promised
     /// it: given back if the attempt is refused before calling.
     pub(super) reserved: Reserved,
@@ -84,6 +93,7 @@ impl<'p> Admission<'p> {
             permit,
             entry,
             cost: 1,
+            priority: Priority::Default,
             reserved: Reserved::default(),
         })
     }
@@ -103,6 +113,7 @@ impl<'p> Admission<'p> {
             permit: None,
             entry: Entry::Admitted,
             cost: self.cost,
+            priority: self.priority,
             reserved: Reserved::default(),
         }
     }
@@ -121,6 +132,7 @@ impl<'p> Admission<'p> {
             permit: None,
             entry: Entry::Admitted,
             cost: 1,
+            priority: Priority::Default,
             reserved: Reserved::default(),
         };
         admission.retarget(settings, breaker, scope);
@@ -186,7 +198,7 @@ impl<'p> Admission<'p> {
         self.entry = Entry::Admitted;
         // Rare (the bulkhead is full), so the wait is boxed to keep every attempt small.
         if let Some(bulkhead) = &settings.bulkhead {
-            return Some(Box::pin(bulkhead.acquire()));
+            return Some(Box::pin(bulkhead.acquire_in_turn(self.priority)));
         }
         let bulkhead = Arc::clone(self.scope.as_ref()?.bulkhead.as_ref()?);
         Some(Box::pin(async move {
@@ -198,8 +210,9 @@ impl<'p> Admission<'p> {
 
 /// The admission as the execution asks it: nothing, for a policy with nothing before its calls.
 impl<'p> Progress<'p> {
-    /// A hedge sent to another target won: its admission becomes the operation's, with the
-    /// operation's place in a bulkhead of all calls.
+    /// A hedge sent to another target ended its race: its admission becomes the operation's,
+    /// with the operation's place in a bulkhead of all calls, and the frame names its breaker
+    /// (the frame is published: the race is being polled).
     pub(super) fn moved_to(&mut self, admission: Option<Admission<'p>>) {
         let Some(mut admission) = admission else {
             return;
@@ -207,6 +220,7 @@ impl<'p> Progress<'p> {
         if self.settings.bulkhead.is_some() {
             admission.permit = self.admission.as_mut().and_then(|own| own.permit.take());
         }
+        operation::set_breaker(admission.breaker().map_or(0, super::address));
         self.admission = Some(admission);
     }
 

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::Progress;
 use crate::events::Event;
-use crate::ProviderLimits;
+use crate::{ProviderLimits, RateGate};
 
 impl Progress<'_> {
     /// For gates that learn: the call keeps its slots, marked used, until it ends (its
@@ -24,6 +24,15 @@ impl Progress<'_> {
         if let Some((said, at)) = heard {
             self.teach(said, at);
         }
+    }
+
+    /// When the slots this attempt waits for start, if a learning gate may have placed them
+    /// sooner since (`None`: no such slot, or due now): see [`RateGate::due`].
+    pub(super) fn slots_due(&self) -> Option<Instant> {
+        let reserved = &self.admission.as_ref()?.reserved;
+        let due = |gate: Option<&RateGate>, slot| gate.zip(slot).and_then(|(g, s)| g.due(s));
+        let due = due(self.rate(), reserved.rate).max(due(self.token_rate(), reserved.tokens));
+        due.filter(|due| *due > Instant::now())
     }
 
     /// The call ended: what its body told last teaches the gates; a probe that was answered

@@ -10,7 +10,7 @@ mod run;
 mod slots;
 mod streams;
 
-pub use attempt::{Attempt, Hedging, Plain, Race, Racers};
+pub use attempt::{Attempt, Hedging, Lost, Plain, Race, Racers};
 pub use route::Route;
 
 use admission::Admission;
@@ -190,6 +190,16 @@ impl<'p, E> Execution<'p, E> {
         }
     }
 
+    /// How urgent this operation is (`priority = ARG`): where the policy serves its waiters by
+    /// priority ([`PolicyBuilder::by_priority`](crate::PolicyBuilder::by_priority)), the
+    /// order in which it gets a slot or a place when it must wait for one.
+    /// [`Priority::Default`](crate::Priority::Default) unless set.
+    pub fn set_priority(&mut self, priority: crate::Priority) {
+        if let Some(admission) = &mut self.progress.admission {
+            admission.priority = priority;
+        }
+    }
+
     /// Whether the policy hedges: its attempts then run as a [`Race`] ([`Execution::race`]).
     pub fn hedges(&self) -> bool {
         self.progress.settings.hedge.is_some() && self.progress.tuning.enabled
@@ -241,6 +251,20 @@ impl<'p, E> Execution<'p, E> {
     where
         E: Transient + From<Rejected>,
     {
+        self.decide_holding(result, None)
+    }
+
+    /// [`Execution::decide`], with the target the next attempt goes back to still `held` for
+    /// that long, as an earlier racer's error asked.
+    #[inline(always)]
+    fn decide_holding<T>(
+        &mut self,
+        result: Result<T, Failure<E>>,
+        held: Option<Duration>,
+    ) -> Decision<T, E>
+    where
+        E: Transient + From<Rejected>,
+    {
         let progress = &mut self.progress;
         let (error, kind) = match result {
             Ok(value) => {
@@ -261,6 +285,12 @@ impl<'p, E> Execution<'p, E> {
             Err(Failure::Rejected(
                 rejected @ (Rejected::BreakerOpen { .. } | Rejected::RateLimited { .. }),
             )) => {
+                // A route's target that changed since the route chose it is passed over as a
+                // skipped one is: the route chooses again, with nothing drawn.
+                if progress.tries.routing.routed && self.last_error.is_some() {
+                    progress.tries.routing.refused = true;
+                    return Decision::Wait(Duration::ZERO);
+                }
                 // A retry that meets an open breaker or a closed gate ends with what the
                 // provider said last: the rejection means this operation made no call at all.
                 let reason = match rejected {
@@ -274,7 +304,10 @@ impl<'p, E> Execution<'p, E> {
             }
             Err(Failure::Rejected(rejected)) => return Decision::Done(progress.reject(rejected)),
         };
-        let asked = error.retry_after();
+        let asked = match (error.retry_after(), held) {
+            (Some(asked), Some(held)) => Some(asked.max(held)),
+            (asked, held) => asked.or(held),
+        };
         match progress.plan_retry(asked) {
             Ok(wait) => {
                 self.last_error = Some(error);
@@ -407,6 +440,20 @@ impl<'p> Progress<'p> {
             }
         }
         Ok(())
+    }
+
+    /// A wait for a slot judged to fit the deadline (a slot at the deadline itself fits) ends
+    /// past it when the attempt is polled late (a shared future no one awaits for a while):
+    /// then it makes no call. A timer's lateness is no such delay: on the real clock a slot
+    /// at the deadline is always polled a little after it, and still calls.
+    #[inline]
+    fn before_deadline(&self) -> Result<(), Rejected> {
+        match self.deadline {
+            Some(deadline) if Instant::now() > deadline + attempt::SLOT_MISSED => {
+                Err(Rejected::DeadlineExceeded)
+            }
+            _ => Ok(()),
+        }
     }
 
     #[inline]

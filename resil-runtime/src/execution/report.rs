@@ -49,11 +49,12 @@ impl<'p> Progress<'p> {
         }
     }
 
+    /// The listener runs `observed`: the calls it makes are not this call's nested calls.
     #[inline(never)]
     fn send(&self, send: impl FnOnce(&dyn Listener, &str, Option<&OperationId>)) {
         if let Some(listener) = self.settings.listener() {
             let operation = operation::current_id();
-            send(&**listener, &self.settings.name, operation.as_ref());
+            operation::observed(|| send(&**listener, &self.settings.name, operation.as_ref()));
         }
     }
 
@@ -121,18 +122,21 @@ impl<'p> Progress<'p> {
             "adaptive bulkhead moved its limit"
         );
         if let Some(listener) = self.listener() {
-            listener.on_event(&Event::ConcurrencyLimit {
-                site,
-                key,
-                from,
-                to,
+            operation::observed(|| {
+                listener.on_event(&Event::ConcurrencyLimit {
+                    site,
+                    key,
+                    from,
+                    to,
+                })
             });
         }
     }
 
     /// Tells the listener, if any, that the breaker changed state.
     pub(super) fn transition(&self, breaker: &Breaker, transition: Transition) {
-        events::breaker_transition(self.listener(), breaker.into(), transition);
+        let listener = self.listener();
+        operation::observed(|| events::breaker_transition(listener, breaker.into(), transition));
     }
 
     /// How the operation ended, for the metrics (`resil_calls_total{outcome}`).

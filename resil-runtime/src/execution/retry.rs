@@ -34,6 +34,9 @@ pub(super) struct Routing {
     pub(super) routed: bool,
     /// Another target may serve what this one refused for good ([`crate::Transient::moves_on`]).
     pub(super) other: bool,
+    /// The attempt's target refused it before its call (its breaker opened, its gate closed,
+    /// since the route chose it): the route chooses again, that attempt unmade.
+    pub(super) refused: bool,
 }
 
 impl<'p> Progress<'p> {

@@ -7,9 +7,9 @@ use std::future::Future;
 use super::route::breaker_of;
 use super::{Execution, Next, Route};
 use crate::key::Key;
-use crate::policy::{BreakerRef, Keyed, Policy};
+use crate::policy::{BreakerRef, Keyed, Policy, Unkeyed};
 use crate::stream::{Commit, ResilientStream};
-use crate::{Rejected, Transient};
+use crate::{Classification, Judged, Rejected, Transient};
 
 impl Policy {
     /// Runs one operation: `make_attempt` is called once per attempt and returns that
@@ -158,7 +158,8 @@ impl Policy<Keyed> {
 }
 
 /// Routes: over the values of the key of a keyed policy, each with its own state; over any
-/// values for a policy without keys, which then moves on after failures but skips nothing.
+/// values for a policy without keys, which then moves on after failures and judges every
+/// target alike by its own breaker and gates.
 impl<P> Policy<P> {
     /// Runs one operation over several targets, values of the policy's key: `first`, then
     /// `others` in order. Each attempt goes to a target whose breaker, bulkhead and gates
@@ -190,7 +191,7 @@ impl<P> Policy<P> {
         &self,
         first: &'k K,
         others: impl IntoIterator<Item = &'k K>,
-        mut make_attempt: F,
+        make_attempt: F,
     ) -> Result<T, E>
     where
         K: Key + PartialEq + ?Sized,
@@ -198,21 +199,7 @@ impl<P> Policy<P> {
         Fut: Future<Output = Result<T, E>>,
         E: Transient + From<Rejected>,
     {
-        let mut route = self.route(first, others);
-        loop {
-            let target = match route.target().await {
-                Ok(target) => *target,
-                Err(outcome) => return outcome.into_result(),
-            };
-            let next = if route.execution().hedges() {
-                route.race(|target| make_attempt(target)).await
-            } else {
-                route.execution().attempt(make_attempt(target)).await
-            };
-            if let Next::Done(outcome) = next {
-                return outcome.into_result();
-            }
-        }
+        drive_routed(self.route(first, others), make_attempt).await
     }
 
     /// [`Policy::run_routed`] for a streaming call: a target whose stream fails or stalls
@@ -294,6 +281,103 @@ impl<P> Policy<P> {
         K: Key + PartialEq,
     {
         Route::new(&self.settings, |target| target, first, others)
+    }
+}
+
+/// A policy given a classifier ([`PolicyBuilder::transient`](crate::PolicyBuilder::transient)):
+/// its operations fail with the classifier's error type `E`, which needs only
+/// `From<Rejected>`. Each attempt's error is judged once, as it comes; resil's own failures
+/// keep resil's classification, and become an `E` when the operation ends.
+impl<E, R: Into<Classification>> Policy<Unkeyed, fn(&E) -> R> {
+    /// [`Policy::run`], each error judged by the classifier.
+    pub async fn run<T, F, Fut>(&self, mut make_attempt: F) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Rejected>,
+    {
+        let breaker = self.settings.breaker.as_deref().map(BreakerRef::Shared);
+        let execution = Execution::start(&self.settings, breaker, None);
+        let classify = self.classify;
+        let judged = || judged(classify, make_attempt());
+        drive(execution, judged).await.map_err(Judged::into_error)
+    }
+}
+
+impl<E, R: Into<Classification>> Policy<Keyed, fn(&E) -> R> {
+    /// [`Policy::run_keyed`], each error judged by the classifier.
+    pub async fn run_keyed<Q, T, F, Fut>(&self, key: &Q, mut make_attempt: F) -> Result<T, E>
+    where
+        Q: Key + ?Sized,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Rejected>,
+    {
+        let settings = &self.settings;
+        let scope = settings.keys.as_ref().map(|keys| keys.held(key));
+        let breaker = breaker_of(settings, scope.as_ref());
+        let execution = Execution::start(settings, breaker, scope);
+        let classify = self.classify;
+        let judged = || judged(classify, make_attempt());
+        drive(execution, judged).await.map_err(Judged::into_error)
+    }
+}
+
+impl<P, E, R: Into<Classification>> Policy<P, fn(&E) -> R> {
+    /// [`Policy::run_routed`], each error judged by the classifier (a
+    /// [`Classification::MoveOn`] moves the route on at once).
+    pub async fn run_routed<'k, K, T, F, Fut>(
+        &self,
+        first: &'k K,
+        others: impl IntoIterator<Item = &'k K>,
+        mut make_attempt: F,
+    ) -> Result<T, E>
+    where
+        K: Key + PartialEq + ?Sized,
+        F: FnMut(&'k K) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<Rejected>,
+    {
+        let route = Route::new(&self.settings, |target| *target, first, others);
+        let classify = self.classify;
+        let judged = |target| judged(classify, make_attempt(target));
+        drive_routed(route, judged)
+            .await
+            .map_err(Judged::into_error)
+    }
+}
+
+/// An attempt whose error is judged by `classify` as it comes.
+async fn judged<T, E, R: Into<Classification>>(
+    classify: fn(&E) -> R,
+    attempt: impl Future<Output = Result<T, E>>,
+) -> Result<T, Judged<E>> {
+    attempt.await.map_err(|error| Judged::body(error, classify))
+}
+
+async fn drive_routed<'k, K, T, E, F, Fut>(
+    mut route: Route<'_, &'k K, K, E>,
+    mut make_attempt: F,
+) -> Result<T, E>
+where
+    K: Key + PartialEq + ?Sized,
+    F: FnMut(&'k K) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+    E: Transient + From<Rejected>,
+{
+    loop {
+        let target = match route.target().await {
+            Ok(target) => *target,
+            Err(outcome) => return outcome.into_result(),
+        };
+        let next = if route.execution().hedges() {
+            route.race(|target| make_attempt(target)).await
+        } else {
+            route.execution().attempt(make_attempt(target)).await
+        };
+        if let Next::Done(outcome) = next {
+            return outcome.into_result();
+        }
     }
 }
 

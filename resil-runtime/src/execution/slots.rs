@@ -10,11 +10,18 @@ use super::Progress;
 use crate::gate::{RateGate, Slot};
 use crate::Rejected;
 
+/// An attempt's wait in a rate gate's waiting room, served by priority.
+pub(super) type TurnWait<'p> = std::pin::Pin<Box<crate::gate::Turn<'p>>>;
+
+/// An attempt's question to the shared store for its slots.
+#[cfg(feature = "shared")]
+pub(super) type SharedWait = crate::seams::StoreFuture<'static, crate::seams::SharedSlots>;
+
 /// How an attempt of a policy with shared gates starts.
 #[cfg(feature = "shared")]
 pub(super) enum SharedStart {
     /// Ask the store for this attempt's slots.
-    Ask(super::attempt::SharedWait),
+    Ask(SharedWait),
     /// Wait for a throttle's hold to end first, then start again.
     Held(Instant),
     /// The local gates decide.
@@ -49,9 +56,62 @@ impl<'p> Progress<'p> {
         #[cfg(feature = "shared")]
         {
             reserved.returns = self.store_returns();
+            self.granted_alone();
         }
         self.hold(reserved);
         Ok(wait)
+    }
+
+    /// For a policy that serves its waiters by priority, the wait in the rate gate's waiting
+    /// room of an attempt that found no slot free: the slots it just reserved go back (they
+    /// are the gate's latest), and it waits in turn instead. `None`: the gate does not order
+    /// its waiters, and the attempt waits for the slots it reserved. Out of line: only an
+    /// attempt that must wait gets here.
+    #[inline(never)]
+    pub(super) fn wait_in_turn(&mut self) -> Result<Option<TurnWait<'p>>, Rejected> {
+        let settings = self.settings;
+        let Some(gate) = settings.rate.as_ref().filter(|gate| gate.orders()) else {
+            return Ok(None);
+        };
+        self.refund_slots();
+        let priority = self
+            .admission
+            .as_ref()
+            .map_or_else(Default::default, |a| a.priority);
+        Ok(Some(Box::pin(gate.turn(priority, self.deadline)?)))
+    }
+
+    /// The rate gate's waiting room gave this attempt its slot: it takes its token gate's slot
+    /// too, if any. The wait until the later of them, or the token gate's refusal (the rate
+    /// gate's slot then goes back).
+    pub(super) fn took_turn(&mut self, slot: Slot) -> Result<Duration, Rejected> {
+        let mut reserved = Reserved {
+            rate: Some(slot),
+            ..Reserved::default()
+        };
+        let mut wait = Duration::ZERO;
+        if let Some(gate) = self.token_rate() {
+            match gate.reserve_slot(self.cost(), self.deadline) {
+                Ok((tokens, slot)) => (wait, reserved.tokens) = (tokens, Some(slot)),
+                Err(refused) => {
+                    self.hold(reserved);
+                    self.refund_slots();
+                    return Err(refused);
+                }
+            }
+        }
+        self.hold(reserved);
+        Ok(wait)
+    }
+
+    /// For a policy with shared gates, the local gates granted this attempt's slots alone:
+    /// the next reservation in the store charges them to its schedule first.
+    #[cfg(feature = "shared")]
+    fn granted_alone(&self) {
+        let links = [self.rate(), self.token_rate()].map(|gate| gate.and_then(RateGate::shared));
+        for link in links.into_iter().flatten() {
+            link.granted_alone();
+        }
     }
 
     /// For a policy with shared gates, the times their store answered again after an outage.
@@ -62,6 +122,16 @@ impl<'p> Progress<'p> {
             .flatten()
             .find_map(RateGate::shared)
             .map(|link| link.returns())
+    }
+
+    /// For a policy with shared gates, whether their store is usable now.
+    #[cfg(feature = "shared")]
+    fn store_answers(&self) -> bool {
+        [self.rate(), self.token_rate()]
+            .into_iter()
+            .flatten()
+            .find_map(RateGate::shared)
+            .is_some_and(|link| link.is_available())
     }
 
     /// A call the breaker will refuse does not wait for a slot first.
@@ -128,9 +198,16 @@ impl<'p> Progress<'p> {
             .deadline
             .map(|deadline| deadline.saturating_duration_since(Instant::now()));
         let interval = |gate: Option<&RateGate>| gate.map_or(0, RateGate::interval_now);
+        let alone = |gate: Option<&RateGate>| gate.map_or(0, RateGate::ahead_alone);
+        let ask = |gate, cost, local| crate::seams::GateAsk {
+            gate,
+            cost,
+            interval: interval(local),
+            alone: alone(local),
+        };
         let gates = [
-            rate_link.map(|link| (link, 1, interval(rate))),
-            token_link.map(|link| (link, self.cost(), interval(tokens))),
+            rate_link.map(|link| ask(link, 1, rate)),
+            token_link.map(|link| ask(link, self.cost(), tokens)),
         ];
         Ok(SharedStart::Ask(crate::seams::reserve(gates, limit)))
     }
@@ -208,15 +285,27 @@ impl<'p> Progress<'p> {
         let revoked =
             revoked(self.rate(), reserved.rate) || revoked(self.token_rate(), reserved.tokens);
         // Promised by the local gates alone while the store was down, and the store is back.
+        // Down again, the slot stands: the local gates decide again, and the next reservation
+        // in the store charges what they granted (taken again, it would be granted at the back
+        // of the local queue, and revoked again by the next return, for ever).
         #[cfg(feature = "shared")]
         let revoked = revoked
             || reserved
                 .returns
-                .is_some_and(|then| Some(then) != self.store_returns());
+                .is_some_and(|then| Some(then) != self.store_returns() && self.store_answers());
         if revoked {
             self.refund_slots();
         }
         revoked
+    }
+
+    /// Whether the attempt holds slots reserved and not yet used.
+    pub(super) fn holds_slots(&self) -> bool {
+        self.settings.gated
+            && (self.admission.as_ref()).is_some_and(|admission| {
+                let reserved = &admission.reserved;
+                !reserved.used && (reserved.rate.is_some() || reserved.tokens.is_some())
+            })
     }
 
     /// The slots reserved are spent by the call.

@@ -15,7 +15,11 @@
 //!   (back a little at a time, so that a burst at the reset would exceed it). A provider that
 //!   lowers its limit is followed at the next answer: the pace is the new limit's.
 //!
-//! An answer to a call older than the latest one applied is stale and is ignored.
+//! An answer to a call older than the latest one applied is stale and is ignored. An answer
+//! whose pace is faster than the one the slots ahead were booked at places them again, in
+//! their order (their callers look every [`SLOT_RECHECK`] whether their slot came sooner), and
+//! one call takes at most a window of the schedule: a flapping "limit 1" holds no caller past
+//! the window it stated, at most `retry_after_max`, once the pace recovers.
 //!
 //! A gate that knows nothing yet (`rate = "auto"` before its first answer) sends one call
 //! and holds the others until that call's answer says something: 40 callers at once do not
@@ -24,18 +28,20 @@
 //! keep), holding only for 429s; a declared gate keeps its declared rate.
 //!
 //! Hostile answers are bounded: a declared rate is a ceiling the gate never runs above (a
-//! declared gate takes no burst from an answer, only its pace and its holds), and a reset is
-//! cut to `retry_after_max` (the bound a `Retry-After` has).
+//! declared gate takes no burst from an answer, only its pace and its holds, and its schedule
+//! is never put back before the declared schedule of the calls it started: its floor), a
+//! reset is cut to `retry_after_max` (the bound a `Retry-After` has), and nothing an answer
+//! states outlives its reset but the pace.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{nanos, RateGate, Slot};
-use crate::deadline::NEVER;
+use crate::deadline::{later, NEVER};
 use crate::sync::lock_std;
 use crate::{Quota, Rejected};
 
@@ -44,14 +50,25 @@ use crate::{Quota, Rejected};
 /// with no limit of its own.
 const PROBE_LOST: Duration = Duration::from_secs(60);
 
-/// The most slots a learning gate keeps booked: the calls in flight, whose answers may
-/// still count them. An answer forgets those booked up to its call, so only calls that never
-/// end (or never answer) could fill it.
-const BOOKED_AT_MOST: usize = 64;
+/// The most slots started a learning gate keeps booked: the calls in flight, whose answers
+/// may still count them and place the slots ahead again. An answer forgets those booked up to
+/// its call, so only calls that never end (or never answer) could fill it; the earliest of
+/// them goes first. The slots ahead are kept whatever their number (each has its caller
+/// waiting, or went back when it gave up), or the answer of a call in flight would find its
+/// slot gone with more than this many waiting, and place none of them again.
+const STARTED_AT_MOST: usize = 64;
+
+/// The most slots a learning gate keeps booked at all: only slots reserved and neither used
+/// nor given back ([`RateGate::reserve`] called by hand) could reach it.
+const BOOKED_AT_MOST: usize = 4096;
 
 /// How often callers held by a probe look again: soon after the probe's answer, without a
 /// wakeup per answer.
 const PROBE_RECHECK: Duration = Duration::from_millis(20);
+
+/// How often a caller waiting for a learning gate's slot looks whether an answer placed it
+/// sooner (see [`RateGate::due`]).
+pub(crate) const SLOT_RECHECK: Duration = Duration::from_secs(1);
 
 /// What a learning gate knows.
 #[derive(Debug)]
@@ -68,12 +85,12 @@ pub(crate) struct Learning {
     /// threads cannot mix.
     state: Mutex<State>,
     /// The key whose gate this is, for a gate per key: what its gauge and events name.
-    key: Option<Box<str>>,
+    key: Option<std::sync::Arc<str>>,
 }
 
 /// A learning gate's knowledge, under its lock.
 #[derive(Debug, Default)]
-struct State {
+pub(super) struct State {
     /// The mark of the latest answered call applied; older answers are stale.
     heard: u64,
     /// The units per window the latest answer stated (`None`: none said).
@@ -81,18 +98,41 @@ struct State {
     /// The window, in nanoseconds: the longest reset (or IETF window) stated lately.
     window: Window,
     /// For an auto gate: the units it may still hand out at once before the reset.
-    spare: Spare,
+    spare: BeforeReset,
+    /// For an auto gate: the most units one call may cost, the limit stated, until the reset
+    /// of the answer that stated it.
+    ceiling: BeforeReset,
+    /// The declared schedule of the slots' starts (nanoseconds since the origin): where the
+    /// gate's would stand had every unit taken the declared interval. The schedule is never
+    /// put back before it, so that no answer lifts the declared ceiling.
+    floor: u64,
     /// The rate last reported, in units per second (0: none yet).
     noted: f64,
     /// The slots reserved and not yet forgotten.
     booked: VecDeque<Booked>,
+    /// Slots given back while later ones were still promised: they go back into the schedule
+    /// once every slot after them has (until the schedule is placed otherwise).
+    given: Vec<Booked>,
 }
 
-/// The longest reset stated lately: the longest of this period and the last one, a period
-/// being as long as the window itself. A hostile reset years ahead (cut to `retry_after_max`)
-/// thus slows the gate for two such periods at most, not for ever.
+impl State {
+    /// The window, in nanoseconds (see [`Window`]).
+    pub(super) fn window(&self) -> u64 {
+        self.window.get()
+    }
+}
+
+/// The window: the longest reset stated, each being at most the provider's window (a fixed
+/// window's reset is what is left of it, a token bucket's the time to refill it). Kept, not
+/// let to decay: the longest reset of a while is what was left of the window at its first
+/// call, and a window taken from it shrinks period after period, the rate learnt rising
+/// above the provider's (1.0/s, then 1.19/s and 1.40/s, against 10 per 10 s). Only a reset
+/// more than twice the longest stated in this period and the last (a period being as long as
+/// the window) is forgotten: a hostile reset years ahead (cut to `retry_after_max`), or a
+/// window the provider shortened, slows the gate for two such periods at most, not for ever.
 #[derive(Debug, Default, Clone, Copy)]
 struct Window {
+    longest: u64,
     now: u64,
     before: u64,
     since: u64,
@@ -100,7 +140,7 @@ struct Window {
 
 impl Window {
     fn get(&self) -> u64 {
-        self.now.max(self.before)
+        self.longest
     }
 
     /// `stated` (nanoseconds) heard at `at`.
@@ -109,22 +149,31 @@ impl Window {
             (self.before, self.now, self.since) = (self.now, 0, at);
         }
         self.now = self.now.max(stated);
+        let lately = self.now.max(self.before);
+        self.longest = match self.longest > lately.saturating_mul(2) {
+            true => lately,
+            false => self.longest.max(stated),
+        };
     }
 }
 
-/// A slot a learning gate reserved: when it starts and the schedule before it (nanoseconds
-/// since the origin), the count of units reserved up to it, and its units.
+/// A slot a learning gate reserved: when it starts, when its caller looks at it next, the
+/// schedule before and after it and the floor before it (nanoseconds since the origin), the
+/// count of units reserved up to it, and its units.
 #[derive(Debug, Clone, Copy)]
 struct Booked {
     start: u64,
+    looks: u64,
     from: u64,
+    end: u64,
+    floor: u64,
     mark: u64,
     units: u64,
 }
 
-/// Units an auto gate may hand out at once, until the provider's reset.
+/// Units an answer stated, that hold until the provider's reset.
 #[derive(Debug, Default, Clone, Copy)]
-struct Spare {
+struct BeforeReset {
     units: u64,
     /// The reset, in nanoseconds since the gate's origin.
     until: u64,
@@ -151,9 +200,9 @@ impl Learning {
     }
 
     /// What the gate of the key `key` knows when it is made: nothing yet, for an auto gate.
-    pub(crate) fn fresh(&self, auto: bool, key: &str) -> Self {
+    pub(crate) fn fresh(&self, auto: bool, key: &std::sync::Arc<str>) -> Self {
         Learning {
-            key: Some(key.into()),
+            key: Some(std::sync::Arc::clone(key)),
             ..Learning::new(!auto)
         }
     }
@@ -184,52 +233,135 @@ impl RateGate {
             .is_some_and(|learning| learning.learnt() != 0)
     }
 
-    /// The most units one call may cost an auto gate: the limit an answer stated (`None`:
-    /// none stated yet, or not an auto gate).
+    /// The most units one call may cost an auto gate: the limit an answer stated, until that
+    /// answer's reset (`None`: none stated, a limit of 0, which says only that nothing may go
+    /// before the reset, as the hold until it does, or not an auto gate). A limit stated
+    /// once never refuses calls past its reset: one hostile answer would shut the gate for
+    /// good, no call going to bring a newer answer.
     pub(super) fn learnt_limit(&self) -> Option<u64> {
         let learning = self.learning.as_ref().filter(|_| self.auto)?;
-        lock_std(&learning.state).limit
+        let ceiling = lock_std(&learning.state).ceiling;
+        (self.offset(Instant::now()) < ceiling.until && ceiling.units > 0).then_some(ceiling.units)
     }
 
-    /// Books `cost` units reserved by a learning gate, to start at `start` from the schedule
-    /// at `from`; the count after them marks the slot. Nothing for another gate.
-    pub(super) fn book(&self, cost: u64, start: u64, from: u64) -> u64 {
+    /// The state of a learning gate, locked while its schedule changes (`None`: not a
+    /// learning gate): its book and its floor change with the schedule.
+    pub(super) fn learning_state(&self) -> Option<MutexGuard<'_, State>> {
+        self.learning
+            .as_ref()
+            .map(|learning| lock_std(&learning.state))
+    }
+
+    /// Books `cost` units reserved by a learning gate, to start at `start`, the schedule
+    /// going from `from` to `end`, in its `state`; the count after them marks the slot. The
+    /// floor takes them at the declared interval (`share` times it for a shared gate's share).
+    pub(super) fn book(
+        &self,
+        state: &mut State,
+        cost: u64,
+        (start, from, end): (u64, u64, u64),
+        share: u64,
+    ) -> u64 {
         let Some(learning) = &self.learning else {
             return 0;
         };
-        let mut state = lock_std(&learning.state);
-        if state.booked.len() >= BOOKED_AT_MOST {
+        let now = self.offset(Instant::now());
+        let started = (state.booked.iter())
+            .take_while(|booked| booked.start <= now)
+            .count();
+        if started >= STARTED_AT_MOST || state.booked.len() >= BOOKED_AT_MOST {
             state.booked.pop_front();
         }
         let mark = learning
             .reserved
             .fetch_add(cost, Ordering::AcqRel)
             .saturating_add(cost);
+        let floor = state.floor;
+        state.floor = floor
+            .max(start)
+            .saturating_add(self.interval.saturating_mul(share).saturating_mul(cost));
+        let looks = self.next_look(start);
+        // A gate per key mostly has one call in flight: room for one, not the four a first
+        // push makes, keeps a key within `Keys::MAX_BYTES_PER_KEY`; more grow as usual.
+        if state.booked.capacity() == 0 {
+            state.booked.reserve_exact(1);
+        }
         state.booked.push_back(Booked {
             start,
+            looks,
             from,
+            end,
+            floor,
             mark,
             units: cost,
         });
         mark
     }
 
-    /// `slot` went back unused: it is no longer booked. The schedule before it, if it is
-    /// still booked.
-    pub(super) fn unbook(&self, slot: Slot) -> Option<u64> {
-        let learning = self.learning.as_ref()?;
-        let mut state = lock_std(&learning.state);
-        let at = state.booked.iter().position(|b| b.mark == slot.mark())?;
-        state.booked.remove(at).map(|booked| booked.from)
+    /// `slot` went back unused: it is no longer booked, and once it and every slot promised
+    /// after it went back, the schedule and the floor go back to where they stood before it.
+    /// Whether the schedule went back at once.
+    pub(super) fn unbook(&self, slot: Slot) -> bool {
+        let Some(mut state) = self.learning_state() else {
+            return false;
+        };
+        let at = state.booked.iter().position(|b| b.mark == slot.mark());
+        let Some(booked) = at.and_then(|at| state.booked.remove(at)) else {
+            return false;
+        };
+        if slot.is_off_schedule() {
+            return false;
+        }
+        let now = self.offset(Instant::now());
+        state.given.retain(|kept| kept.end > now);
+        if !self.unbook_back(&mut state, &booked) {
+            if booked.end <= self.tat.load(Ordering::Acquire) {
+                state.given.push(booked);
+            }
+            return false;
+        }
+        // The slots before it given back earlier follow it, as far as they reach.
+        let mut tat = booked.from;
+        while let Some(at) = state.given.iter().position(|kept| kept.end == tat) {
+            let kept = state.given.swap_remove(at);
+            if !self.unbook_back(&mut state, &kept) {
+                break;
+            }
+            tat = kept.from;
+        }
+        state.given.retain(|kept| kept.end < tat);
+        true
+    }
+
+    /// The schedule runs at least to `until`: the slots given back before it no longer lead
+    /// to its end.
+    fn resume_at(&self, state: &mut State, until: u64) {
+        if self.tat.fetch_max(until, Ordering::AcqRel) < until {
+            state.given.clear();
+        }
+    }
+
+    /// Moves the schedule and the floor back to where they stood before `booked`, if the
+    /// schedule still ends with it. Whether it did.
+    fn unbook_back(&self, state: &mut State, booked: &Booked) -> bool {
+        let back = (self.tat)
+            .compare_exchange(booked.end, booked.from, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if back {
+            state.floor = booked.floor;
+        }
+        back
     }
 
     /// A hold revoked every slot that starts after `now` (they are booked again after it),
-    /// and what an auto gate could hand out at once.
-    pub(super) fn unbook_after(&self, now: u64) {
-        if let Some(learning) = &self.learning {
-            let mut state = lock_std(&learning.state);
+    /// and what an auto gate could hand out at once; the slots still counted end by `used`.
+    pub(super) fn unbook_after(&self, now: u64, used: u64) {
+        if let Some(mut state) = self.learning_state() {
             state.booked.retain(|booked| booked.start <= now);
-            state.spare = Spare::default();
+            state.given.clear();
+            state.spare = BeforeReset::default();
+            // The slots started end by `used` in the declared schedule too.
+            state.floor = state.floor.min(used);
         }
     }
 
@@ -259,7 +391,7 @@ impl RateGate {
                 )
                 .is_ok()
         {
-            let mark = self.book(1, at, at);
+            let mark = self.book(&mut lock_std(&learning.state), 1, (at, at, at), 1);
             return Some(Ok((Duration::ZERO, Slot::off_schedule(mark, self.epoch()))));
         }
         let left = deadline.map_or(NEVER, |deadline| deadline.saturating_duration_since(now));
@@ -315,8 +447,9 @@ impl RateGate {
             return None;
         }
         state.spare.units -= cost;
+        let mark = self.book(&mut state, cost, (at, at, at), 1);
         drop(state);
-        Some(Slot::off_schedule(self.book(cost, at, at), self.epoch()))
+        Some(Slot::off_schedule(mark, self.epoch()))
     }
 
     /// What the answer to a call through this gate said (`None`: it stated nothing), for the
@@ -338,6 +471,9 @@ impl RateGate {
             learning.probe.store(0, Ordering::Release);
         }
         let mut state = lock_std(&learning.state);
+        let answered = (state.booked.iter())
+            .find(|booked| booked.mark == slot.mark())
+            .copied();
         // The slots reserved up to the answered call count for no later answer.
         state.booked.retain(|booked| booked.mark > slot.mark());
         let quota = quota?;
@@ -349,8 +485,18 @@ impl RateGate {
         let reset = quota.reset.min(max_wait);
         let heard = self.offset(at);
         let until = heard.saturating_add(nanos(reset));
-        if quota.limit.is_some() {
-            state.limit = quota.limit;
+        // A limit holds until the reset of the answer that stated it: an answer that states
+        // none after it (an IETF field without its policy) is not clamped by a stale one, or
+        // a limit of 0 once stated would hold every later answer's callers, for good.
+        if state.ceiling.until <= heard {
+            state.limit = None;
+        }
+        if let Some(limit) = quota.limit {
+            state.limit = Some(limit);
+            state.ceiling = BeforeReset {
+                units: limit,
+                until,
+            };
         }
         let remaining = state
             .limit
@@ -378,15 +524,18 @@ impl RateGate {
             .filter(|spread| *spread > 0 && *spread < steady);
         let pace = spread.unwrap_or(steady);
         learning.learnt.store(pace, Ordering::Release);
-        if spread.is_some() {
-            self.tat.fetch_min(
-                last.saturating_add(pace.max(self.interval)),
-                Ordering::AcqRel,
-            );
+        if let Some(answered) = answered {
+            self.replace(learning, &mut state, &answered, now);
         }
+        // Units reserved after the answered call that start before the reset, where they
+        // start now.
+        let promised: u64 = (state.booked.iter())
+            .filter(|booked| booked.start < until)
+            .map(|booked| booked.units)
+            .sum();
         if remaining == 0 {
             // Nothing left: no slot before the reset, in any instance.
-            state.spare = Spare::default();
+            state.spare = BeforeReset::default();
             let left = until.saturating_sub(now);
             if left > 0 {
                 drop(state);
@@ -396,12 +545,17 @@ impl RateGate {
         } else if remaining <= promised {
             // The schedule already holds what is left (or a little more, the pace being an
             // estimate: the answer that says nothing is left holds the rest).
-            state.spare = Spare::default();
+            state.spare = BeforeReset::default();
+            if self.auto {
+                // An auto gate's schedule resumes at the reset, however its slots ahead
+                // were placed again.
+                self.resume_at(&mut state, until);
+            }
         } else if self.auto {
             let units = remaining - promised;
-            state.spare = Spare { units, until };
+            state.spare = BeforeReset { units, until };
             // The schedule resumes at the reset: what goes before it is the spare.
-            self.tat.fetch_max(until, Ordering::AcqRel);
+            self.resume_at(&mut state, until);
         }
         let to = per_second(self.learnt_interval(learning));
         // A tenth either way since last reported is news; less is the pace breathing.
@@ -411,6 +565,122 @@ impl RateGate {
             state.noted = to;
         }
         Some(Learnt { to, news })
+    }
+
+    /// Puts the slots booked ahead of `now` again at the pace learnt, in their order, after
+    /// the answered call's slot and those started (each taking its units at that pace), never
+    /// before the floor, and only when that brings the schedule sooner: slots booked while
+    /// the pace was briefly slow are not kept there once it recovers. No slot starts later
+    /// than it was promised: a caller keeps the slot its deadline was judged by. Their
+    /// callers find their new start at their next look ([`RateGate::due`]). A shared gate
+    /// deciding alone (its store down) places them at its share of the rate, as it reserved
+    /// them.
+    fn replace(&self, learning: &Learning, state: &mut State, answered: &Booked, now: u64) {
+        let share = self.share_now();
+        let interval = self.learnt_interval(learning).saturating_mul(share);
+        let window = state.window.get();
+        let taken = |units| self.extent(learning, window, interval, units, share);
+        let tat = self.tat.load(Ordering::Acquire);
+        let ahead = |booked: &&Booked| booked.start > now;
+        let floor = (state.booked.iter().find(ahead)).map_or(state.floor, |booked| booked.floor);
+        let started = (state.booked.iter().filter(|booked| !ahead(booked)))
+            .chain([answered])
+            .map(|booked| booked.start.saturating_add(taken(booked.units)))
+            .max()
+            .unwrap_or(0);
+        // No slot goes before a throttle's hold ends: the answer of a call that was in flight
+        // when the 429 came says nothing of the wait it asked for.
+        let earliest = now.max(self.held_until.load(Ordering::Acquire));
+        // Each slot ahead, from the schedule and floor before it: its start, and the schedule
+        // and floor after it.
+        // Nor before its caller looks: callers that booked together look together, and a
+        // slot placed before that would start with all the others placed before it, at once.
+        let place = |(next, floor): (u64, u64), booked: &Booked| {
+            let units = booked.units;
+            let from = next.max(earliest).max(booked.looks);
+            let start = (self.allowed_at_share(from, units, share))
+                .max(earliest)
+                .max(booked.looks);
+            let floor = floor
+                .max(start)
+                .saturating_add(self.interval.saturating_mul(share).saturating_mul(units));
+            (start, from.saturating_add(taken(units)), floor)
+        };
+        let base = (started.max(floor), floor);
+        let (end, _) = (state.booked.iter().filter(ahead)).fold(base, |placed, booked| {
+            let (_, next, floor) = place(placed, booked);
+            (next, floor)
+        });
+        if end >= tat {
+            return;
+        }
+        if (self.tat)
+            .compare_exchange(tat, end, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // A hold meanwhile: it placed the schedule.
+            return;
+        }
+        // The slots given back were placed otherwise: they no longer lead to it.
+        state.given.clear();
+        let mut placed = base;
+        for booked in state.booked.iter_mut().filter(|booked| booked.start > now) {
+            let (start, next, floor) = place(placed, booked);
+            // Sooner, never later than promised: its caller was told it fits in its deadline
+            // (a hole closed up at a slower pace would move the slots before it later).
+            (booked.start, booked.from, booked.end) = (start.min(booked.start), placed.0, next);
+            placed = (next, floor);
+        }
+        state.floor = placed.1;
+    }
+
+    /// The schedule `units` take at `interval` nanoseconds each (`share` times the declared
+    /// one for a shared gate's share): at most a window once answers stated figures, since
+    /// a provider counts no more than its limit in a window whatever one call costs (a
+    /// flapping "limit 1" must not book a call of 100 units a hundred windows ahead), and
+    /// never less than the declared interval allows.
+    pub(super) fn extent(
+        &self,
+        learning: &Learning,
+        window: u64,
+        interval: u64,
+        units: u64,
+        share: u64,
+    ) -> u64 {
+        let paced = interval.saturating_mul(units);
+        if learning.learnt() == 0 {
+            return paced;
+        }
+        let declared = self.interval.saturating_mul(share).saturating_mul(units);
+        paced.min(window.max(declared))
+    }
+
+    /// When a learning gate's `slot` starts now that answers may have placed it again
+    /// (`None`: at once, or not a learning gate's): its caller looks again at most every
+    /// [`SLOT_RECHECK`] until then.
+    pub(crate) fn due(&self, slot: Slot) -> Option<Instant> {
+        let learning = self.learning.as_ref()?;
+        if slot.is_off_schedule() {
+            return None;
+        }
+        let mut state = lock_std(&learning.state);
+        let start = match state.booked.iter_mut().find(|b| b.mark == slot.mark()) {
+            Some(booked) => {
+                booked.looks = self.next_look(booked.start);
+                booked.start
+            }
+            None => slot.end.get(),
+        };
+        Some(later(self.origin, Duration::from_nanos(start)))
+    }
+
+    /// When the caller of a slot starting at `start` looks at it next: at its start, or
+    /// [`SLOT_RECHECK`] from now if that comes first (as the attempt's timer does).
+    fn next_look(&self, start: u64) -> u64 {
+        let recheck = self
+            .offset(Instant::now())
+            .saturating_add(nanos(SLOT_RECHECK));
+        start.min(recheck)
     }
 
     /// The interval a learning gate runs at: what it learnt, never faster than declared.
@@ -441,16 +711,22 @@ fn per_second(interval: u64) -> f64 {
 mod tests {
     use super::*;
 
-    /// Calls that never end (nor answer) must not make the book grow with every call.
+    /// Calls that never end (nor answer) must not make the book grow with every call, nor
+    /// slots reserved by hand and never used.
     #[tokio::test(start_paused = true)]
     async fn the_book_stays_bounded_when_no_answer_comes() {
-        let gate = RateGate::new(1_000_000, Duration::from_secs(1), 1)
+        let gate = RateGate::new(1_000, Duration::from_secs(1), 1)
             .unwrap()
             .learning();
+        for _ in 0..(STARTED_AT_MOST * 3) {
+            gate.reserve(1, None).unwrap();
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        let learning = gate.learning.as_ref().unwrap();
+        assert_eq!(lock_std(&learning.state).booked.len(), STARTED_AT_MOST);
         for _ in 0..(BOOKED_AT_MOST * 3) {
             gate.reserve(1, None).unwrap();
         }
-        let learning = gate.learning.as_ref().unwrap();
         assert_eq!(lock_std(&learning.state).booked.len(), BOOKED_AT_MOST);
     }
 }

@@ -50,8 +50,9 @@ struct Model {
     tat: u64,
     held_until: u64,
     epoch: u64,
-    /// Slots that a refund can still give back, latest last: `(id, schedule before it)`.
-    refundable: Vec<(usize, u64)>,
+    /// Slots that a refund can still give back, latest last: `(id, schedule before it,
+    /// whether its caller gave it back while a later one was still promised)`.
+    refundable: Vec<(usize, u64, bool)>,
 }
 
 impl Model {
@@ -74,17 +75,30 @@ impl Model {
         if deadline.is_some_and(|deadline| at > deadline) {
             return Reply::Limited(at - now);
         }
-        self.refundable.push((id, self.tat));
+        self.refundable.push((id, self.tat, false));
         self.tat = next;
         Reply::Granted(at - now)
     }
 
+    /// Whether the slot went back at once: it was the latest; then so do those before it
+    /// given back earlier.
     fn refund(&mut self, id: usize, epoch: u64) -> bool {
-        if epoch != self.epoch || self.refundable.last().map(|&(last, _)| last) != Some(id) {
+        let Some(at) = (self.refundable.iter()).position(|&(slot, _, _)| slot == id) else {
+            return false;
+        };
+        if epoch != self.epoch || self.refundable[at].2 {
             return false;
         }
-        let (_, before) = self.refundable.pop().expect("checked above");
+        if at + 1 < self.refundable.len() {
+            self.refundable[at].2 = true;
+            return false;
+        }
+        let (_, before, _) = self.refundable.pop().expect("checked above");
         self.tat = before;
+        while let Some(&(_, before, true)) = self.refundable.last() {
+            self.refundable.pop();
+            self.tat = before;
+        }
         true
     }
 

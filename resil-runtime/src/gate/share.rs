@@ -19,6 +19,18 @@ impl RateGate {
             .saturating_sub(credit)
     }
 
+    /// How far past now the schedule runs (ns), if the gate granted slots alone since its
+    /// store last took them (0 otherwise): what its next reservation in the store charges
+    /// first, so that the store's schedule counts them.
+    #[cfg(feature = "shared")]
+    pub(crate) fn ahead_alone(&self) -> u64 {
+        match self.shared.as_ref().is_some_and(|link| link.take_alone()) {
+            true => (self.tat.load(std::sync::atomic::Ordering::Acquire))
+                .saturating_sub(self.offset(tokio::time::Instant::now())),
+            false => 0,
+        }
+    }
+
     /// The part of its rate the gate may take when it decides alone: all of it, except for a
     /// shared gate while its store is down, which takes its instance's share (see
     /// [`GateLink::share`](crate::seams::GateLink::share)), never below one unit per period:

@@ -14,8 +14,9 @@ pub(crate) struct Slot {
     /// its schedule, the units reserved up to it instead (its mark: an answer to its call
     /// counts those reserved after it as promised).
     pub(super) from: u64,
-    /// The schedule after it; [`Slot::OFF_SCHEDULE`] for a slot a learning gate handed out
-    /// apart from its schedule (its probe, or what an answer said may go at once).
+    /// The schedule after it; for a learning gate, when it starts (its book keeps the
+    /// schedule after it), or [`Slot::OFF_SCHEDULE`] for a slot handed out apart from its
+    /// schedule (its probe, or what an answer said may go at once).
     pub(super) end: NonZeroU64,
     pub(super) epoch: u64,
 }
@@ -57,34 +58,54 @@ impl Slot {
 
 impl RateGate {
     /// Gives `slot` back, reserved but not used (its call was refused by a later check, or its
-    /// caller gave up waiting), so that the next caller does not wait for it: only while it is
-    /// the latest slot promised and no throttle revoked it. Whether it went back. A slot is
-    /// given back at most once by its caller.
+    /// caller gave up waiting), so that the next caller does not wait for it: at once while it
+    /// is the latest slot promised, otherwise once every slot after it went back too (a gate
+    /// never promises one instant twice), unless a throttle revoked it. Whether it went back
+    /// at once. A slot is given back at most once by its caller.
     pub(crate) fn refund(&self, slot: Slot) -> bool {
-        let _revising = lock_std(&self.revising);
+        let mut given = lock_std(&self.revising);
         if self.is_revoked(slot) {
             return false;
         }
         if self.learning.is_some() {
             // A learning gate's slot keeps its mark where the schedule's start would be: the
             // start is in its book.
-            let from = self.unbook(slot);
+            let back = self.unbook(slot);
             self.probe_ended(slot);
-            return match from {
-                Some(from) if !slot.is_off_schedule() => (self.tat)
-                    .compare_exchange(slot.end.get(), from, Ordering::AcqRel, Ordering::Acquire)
-                    .is_ok(),
-                _ => false,
-            };
+            return back;
         }
+        let now = self.offset(tokio::time::Instant::now());
+        let epoch = slot.epoch;
+        // Slots that end by now no longer hold anyone back; a shared gate's epoch also moves
+        // with another instance's throttle, which revoked them.
+        given.retain(|kept| kept.end.get() > now && kept.epoch == epoch);
+        let Some(mut tat) = self.take_back(slot.end.get(), slot.from) else {
+            // Later slots are still promised (a slot past the schedule went back already).
+            if slot.end.get() <= self.tat.load(Ordering::Acquire) && !given.contains(&slot) {
+                given.push(slot);
+            }
+            return false;
+        };
+        // The slots before it given back earlier follow it, as far as they reach.
+        while let Some(at) = given.iter().position(|kept| kept.end.get() == tat) {
+            let kept = given.swap_remove(at);
+            match self.take_back(tat, kept.from) {
+                Some(before) => tat = before,
+                None => break,
+            }
+        }
+        // What ends after the schedule now went back with a later slot.
+        given.retain(|kept| kept.end.get() < tat);
+        true
+    }
+
+    /// Moves the schedule back from `end` to `from` if it still ends there: the schedule
+    /// then, or `None`.
+    fn take_back(&self, end: u64, from: u64) -> Option<u64> {
         (self.tat)
-            .compare_exchange(
-                slot.end.get(),
-                slot.from,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            )
-            .is_ok()
+            .compare_exchange(end, from, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| from)
     }
 
     /// Whether a throttle revoked `slot` since it was reserved.

@@ -2,15 +2,19 @@
 //! Anthropic's `anthropic-ratelimit-*` and the IETF draft's `RateLimit` fields.
 //!
 //! The values come from the network, so every parser here is strict and total: what does not
-//! parse is `None`, never a panic, and no reset is believed beyond [`RESET_MAX`]. The Go
-//! duration and RFC 3339 parsers are written here (a few dozen lines each) rather than taken
-//! from a dependency.
+//! parse is `None`, never a panic, and no reset is believed beyond [`RESET_MAX`].
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use ::http::HeaderMap;
 
 use crate::{ProviderLimits, Quota};
+
+use ietf::ietf_structured;
+use reset::{go_duration, until};
+
+mod ietf;
+mod reset;
 
 /// The longest reset a header is believed for: a hostile reset never stalls longer than
 /// this; the gate clamps further to `retry_after_max`.
@@ -90,7 +94,10 @@ pub fn rate_limits(headers: &HeaderMap) -> ProviderLimits {
 ///
 /// A quota needs both its remaining and its reset; its limit and window are optional, but a
 /// field present and malformed (a sign, an exponent, not UTF-8, too large for a count) drops
-/// the quota. Remaining is clamped to the limit, and the reset to [`RESET_MAX`].
+/// the quota. A field repeated is read where it is tightest (the least remaining or limit,
+/// the latest reset). Remaining is clamped to the limit, and the reset to [`RESET_MAX`]. A
+/// `RateLimit` list longer than 4 KiB is not read, and an IETF policy whose quota unit is not
+/// requests (`qu="content-bytes"`) is no request quota.
 ///
 /// ```
 /// use http::{HeaderMap, HeaderValue};
@@ -134,14 +141,36 @@ fn quota(
     [limit, remaining, reset]: [&str; 3],
     read_reset: impl Fn(&str) -> Option<Duration>,
 ) -> Option<Quota> {
-    let remaining = count(text(headers, remaining)?)?;
-    let reset = read_reset(text(headers, reset)?)?;
+    let remaining = tightest(headers, remaining, count, Ord::min)?;
+    let reset = tightest(headers, reset, read_reset, Ord::max)?;
     // Absent is fine; present and malformed means the answer is not to be trusted.
     let limit = match headers.contains_key(limit) {
-        true => Some(count(text(headers, limit)?)?),
+        true => Some(tightest(headers, limit, count, Ord::min)?),
         false => None,
     };
     Some(clamped(limit, remaining, reset, None))
+}
+
+/// Every value of the field `name`, each read by `read`, and of those the tightest as `pick`
+/// chooses: a field repeated with values that disagree (remaining 100, then 0) is believed
+/// where it says the least is allowed, never where it says the most, whether it came as two
+/// lines or as one a proxy folded (`100, 0`; none of these fields' forms holds a comma).
+/// `None` when the field is absent or any value does not read.
+fn tightest<T>(
+    headers: &HeaderMap,
+    name: &str,
+    read: impl Fn(&str) -> Option<T>,
+    pick: fn(T, T) -> T,
+) -> Option<T> {
+    let mut values = headers.get_all(name).iter().flat_map(|line| {
+        let line = text(line);
+        // A line that is not UTF-8 is one value that does not read.
+        let unreadable = line.is_none().then_some(None);
+        let values = line.into_iter().flat_map(|line| line.split(','));
+        values.map(|value| read(value.trim())).chain(unreadable)
+    });
+    let first = values.next()??;
+    values.try_fold(first, |kept, value| Some(pick(kept, value?)))
 }
 
 /// The quota, with remaining no higher than the limit and the reset no longer than
@@ -155,12 +184,10 @@ fn clamped(limit: Option<u64>, remaining: u64, reset: Duration, window: Option<D
     }
 }
 
-/// A header's first value as trimmed text: `None` when absent or not UTF-8. UTF-8 rather than
-/// `to_str`'s visible ASCII, for Go's `µs`.
-fn text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    std::str::from_utf8(headers.get(name)?.as_bytes())
-        .ok()
-        .map(str::trim)
+/// A header line as trimmed text: `None` when not UTF-8. UTF-8 rather than `to_str`'s visible
+/// ASCII, for Go's `µs`.
+fn text(value: &::http::HeaderValue) -> Option<&str> {
+    std::str::from_utf8(value.as_bytes()).ok().map(str::trim)
 }
 
 /// A count: ASCII digits only (no sign, no exponent, no inner space), within u64.
@@ -180,294 +207,6 @@ fn seconds(text: &str) -> Option<Duration> {
         n.saturating_mul(10).saturating_add(u64::from(digit - b'0'))
     });
     Some(Duration::from_secs(secs).min(RESET_MAX))
-}
-
-/// Go's units, longest first where one is a prefix of another (`ms` before `m`).
-const GO_UNITS: [(&str, u128); 8] = [
-    ("ns", 1),
-    ("us", 1_000),
-    ("µs", 1_000), // U+00B5 MICRO SIGN, what Go prints
-    ("μs", 1_000), // U+03BC GREEK SMALL LETTER MU, which Go also accepts
-    ("ms", 1_000_000),
-    ("s", 1_000_000_000),
-    ("m", 60_000_000_000),
-    ("h", 3_600_000_000_000),
-];
-
-/// A Go duration as `time.Duration.String` prints it: a sum of number-and-unit terms, the
-/// numbers with an optional fraction (`2m59.56s`, `500µs`), or a bare `0`. No sign: a
-/// negative reset means nothing. Anything beyond [`RESET_MAX`] (however many digits) is
-/// [`RESET_MAX`].
-fn go_duration(text: &str) -> Option<Duration> {
-    if text == "0" {
-        return Some(Duration::ZERO);
-    }
-    let mut rest = text;
-    if rest.is_empty() {
-        return None;
-    }
-    // u128 nanoseconds, saturating: only whether the sum passes RESET_MAX matters beyond it.
-    let mut nanos: u128 = 0;
-    while !rest.is_empty() {
-        let (whole, after) = split_digits(rest);
-        if whole.is_empty() {
-            return None;
-        }
-        let (fraction, after) = match after.strip_prefix('.') {
-            Some(after) => match split_digits(after) {
-                ("", _) => return None,
-                split => split,
-            },
-            None => ("", after),
-        };
-        let (unit, after) = GO_UNITS
-            .iter()
-            .find_map(|&(name, unit)| after.strip_prefix(name).map(|after| (unit, after)))?;
-        let whole = whole.bytes().fold(0u128, |n, digit| {
-            n.saturating_mul(10)
-                .saturating_add(u128::from(digit - b'0'))
-        });
-        // 18 digits are below a nanosecond even in hours, and keep 10^n and the product
-        // within u128; the rest are checked to be digits (above) and ignored.
-        let fraction = &fraction[..fraction.len().min(18)];
-        let scale = 10u128.pow(fraction.len() as u32);
-        let fraction = fraction
-            .bytes()
-            .fold(0u128, |n, digit| n * 10 + u128::from(digit - b'0'));
-        nanos = nanos
-            .saturating_add(whole.saturating_mul(unit))
-            .saturating_add(fraction * unit / scale);
-        rest = after;
-    }
-    let max = RESET_MAX.as_nanos();
-    Some(Duration::from_nanos(nanos.min(max) as u64))
-}
-
-/// The leading ASCII digits of `text`, and what follows them.
-fn split_digits(text: &str) -> (&str, &str) {
-    let end = text.bytes().take_while(u8::is_ascii_digit).count();
-    text.split_at(end)
-}
-
-/// How long from `now` until the RFC 3339 instant `text`: zero for an instant past, at most
-/// [`RESET_MAX`].
-fn until(text: &str, now: SystemTime) -> Option<Duration> {
-    let at = rfc3339(text)?;
-    let now = match now.duration_since(UNIX_EPOCH) {
-        Ok(after) => i128::try_from(after.as_nanos()).ok()?,
-        Err(before) => -i128::try_from(before.duration().as_nanos()).ok()?,
-    };
-    let ahead = (at - now).clamp(0, RESET_MAX.as_nanos() as i128);
-    Some(Duration::from_nanos(ahead as u64))
-}
-
-/// An RFC 3339 date-time (`2024-08-21T16:21:00Z`, `2024-08-21T18:21:00.5+02:00`) as
-/// nanoseconds since the Unix epoch. Every field is range-checked (no month 13, no
-/// 30 February, no hour 24); a leap second (`:60`) is allowed, as RFC 3339 allows it.
-fn rfc3339(text: &str) -> Option<i128> {
-    let b = text.as_bytes();
-    let separators = [
-        (4, b"-" as &[u8]),
-        (7, b"-"),
-        (10, b"Tt"),
-        (13, b":"),
-        (16, b":"),
-    ];
-    if !separators
-        .iter()
-        .all(|(at, allowed)| b.get(*at).is_some_and(|c| allowed.contains(c)))
-    {
-        return None;
-    }
-    let year = number(b.get(0..4)?)?;
-    let (month, day) = (number(b.get(5..7)?)?, number(b.get(8..10)?)?);
-    let (hour, minute, second) = (
-        number(b.get(11..13)?)?,
-        number(b.get(14..16)?)?,
-        number(b.get(17..19)?)?,
-    );
-    let month_ok = (1..=12).contains(&month) && (1..=days_in_month(year, month)).contains(&day);
-    if !month_ok || hour > 23 || minute > 59 || second > 60 {
-        return None;
-    }
-    let mut rest = &b[19..];
-    let mut nanos = 0;
-    if let Some(after) = rest.strip_prefix(b".") {
-        let digits = after.iter().take_while(|b| b.is_ascii_digit()).count();
-        // Nanoseconds: the first nine digits, the rest below our resolution.
-        let kept = digits.min(9);
-        nanos = number(&after[..kept])? * 10i64.pow(9 - kept as u32);
-        rest = &after[digits..];
-    }
-    let offset = match rest {
-        [b'Z' | b'z'] => 0,
-        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-            let (hours, minutes) = (number(&[*h1, *h2])?, number(&[*m1, *m2])?);
-            if hours > 23 || minutes > 59 {
-                return None;
-            }
-            let offset = hours * 3600 + minutes * 60;
-            if *sign == b'+' {
-                offset
-            } else {
-                -offset
-            }
-        }
-        _ => return None,
-    };
-    let secs =
-        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    Some(i128::from(secs) * 1_000_000_000 + i128::from(nanos))
-}
-
-/// A non-empty run of ASCII digits (at most nine here, so no overflow).
-fn number(digits: &[u8]) -> Option<i64> {
-    if digits.is_empty() {
-        return None;
-    }
-    digits.iter().try_fold(0i64, |n, digit| {
-        digit
-            .is_ascii_digit()
-            .then(|| n * 10 + i64::from(digit - b'0'))
-    })
-}
-
-fn days_in_month(year: i64, month: i64) -> i64 {
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's `days_from_civil`):
-/// years counted from March, so the leap day falls at a year's end.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year.rem_euclid(400);
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// One member of a structured-field list (RFC 8941): its name and its parameters' values, as
-/// sent (a string with its quotes).
-struct Member<'a> {
-    name: &'a str,
-    params: Vec<(&'a str, &'a str)>,
-}
-
-impl Member<'_> {
-    /// A parameter as a count: `Some(None)` when absent, `None` when present and not a count
-    /// (a negative integer, a decimal, a string). The last of repeated keys wins (RFC 8941).
-    fn count(&self, key: &str) -> Option<Option<u64>> {
-        match self.params.iter().rev().find(|(name, _)| *name == key) {
-            Some((_, value)) => count(value).map(Some),
-            None => Some(None),
-        }
-    }
-}
-
-/// The draft's structured fields: each `RateLimit` member with both `r` and `t`, its limit
-/// and window from the `RateLimit-Policy` member of the same name; the one with fewest
-/// remaining, as it is the one that stops the next request.
-fn ietf_structured(headers: &HeaderMap) -> Option<Quota> {
-    let members = list(headers, "ratelimit")?;
-    let policies = match headers.contains_key("ratelimit-policy") {
-        true => list(headers, "ratelimit-policy")?,
-        false => Vec::new(),
-    };
-    let mut fewest: Option<Quota> = None;
-    for member in &members {
-        // The draft makes `t` optional; without it there is no quota to learn.
-        let (Some(remaining), Some(reset)) = (member.count("r")?, member.count("t")?) else {
-            continue;
-        };
-        let policy = policies.iter().find(|policy| policy.name == member.name);
-        let (limit, window) = match policy {
-            Some(policy) => (policy.count("q")?, policy.count("w")?),
-            None => (None, None),
-        };
-        let reset = Duration::from_secs(reset);
-        let quota = clamped(limit, remaining, reset, window.map(Duration::from_secs));
-        if fewest.is_none_or(|fewest| quota.remaining < fewest.remaining) {
-            fewest = Some(quota);
-        }
-    }
-    fewest
-}
-
-/// Every line of a structured-field list, joined (a list may be split across lines):
-/// `None` when absent, or when any line is not UTF-8 or not a list.
-fn list<'a>(headers: &'a HeaderMap, name: &str) -> Option<Vec<Member<'a>>> {
-    let mut members = Vec::new();
-    for value in headers.get_all(name) {
-        members.extend(members_of(std::str::from_utf8(value.as_bytes()).ok()?)?);
-    }
-    (!members.is_empty()).then_some(members)
-}
-
-/// A structured-field list's members: `name;key=value;key, name;key=value`. Strict: no
-/// space before a `;`, no trailing comma.
-fn members_of(text: &str) -> Option<Vec<Member<'_>>> {
-    const OWS: [char; 2] = [' ', '\t'];
-    let mut rest = text.trim_matches(OWS);
-    let mut members = Vec::new();
-    while !rest.is_empty() {
-        let (name, after) = bare_item(rest)?;
-        rest = after;
-        let mut params = Vec::new();
-        while let Some(after) = rest.strip_prefix(';') {
-            let after = after.trim_start_matches(' ');
-            let key_len = after
-                .bytes()
-                .take_while(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-.*".contains(b))
-                .count();
-            if !after.starts_with(|c: char| c.is_ascii_lowercase() || c == '*') {
-                return None;
-            }
-            let (key, after) = after.split_at(key_len);
-            // A key without a value is the boolean true.
-            let (value, after) = match after.strip_prefix('=') {
-                Some(after) => bare_item(after)?,
-                None => ("?1", after),
-            };
-            params.push((key, value));
-            rest = after;
-        }
-        members.push(Member { name, params });
-        rest = rest.trim_start_matches(OWS);
-        if !rest.is_empty() {
-            rest = rest.strip_prefix(',')?.trim_start_matches(OWS);
-            if rest.is_empty() {
-                return None;
-            }
-        }
-    }
-    Some(members)
-}
-
-/// A bare item as sent and what follows it: a string, quotes included (so that `r="5"` is
-/// not a count), or a token, number or boolean up to the next delimiter.
-fn bare_item(text: &str) -> Option<(&str, &str)> {
-    if let Some(string) = text.strip_prefix('"') {
-        let mut escaped = false;
-        for (at, c) in string.char_indices() {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                return Some(text.split_at(at + 2));
-            }
-        }
-        return None;
-    }
-    let end = text.find([';', ',', ' ', '\t']).unwrap_or(text.len());
-    (end > 0).then(|| text.split_at(end))
 }
 
 #[cfg(test)]

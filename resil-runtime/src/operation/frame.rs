@@ -5,7 +5,9 @@
 //! [`published`] links it to the frames published around it, and a thread-local points at the
 //! innermost node. Everything the poll runs (the body, the nested calls it starts, a
 //! listener, the error's `Transient` methods) sees the call's frame on top and its ancestors
-//! below. Where a thread-local `Vec` of frames moved each frame in and out at every poll (165
+//! below. Below it may also be frames of other operations (a call polled inside another's
+//! body): a call reads only its own operation's ([`Lineage`]), each frame knowing its parent
+//! by the operation's sequence and the path one step shorter. Where a thread-local `Vec` of frames moved each frame in and out at every poll (165
 //! instructions of a ready call's 586, `benches/instructions`), publishing costs a
 //! thread-local read and two writes; a call ready at its first poll makes its frame where it
 //! is published and moves it nowhere.
@@ -53,7 +55,9 @@ const NO_ALLOWANCE: u64 = u64::MAX;
 pub(crate) struct Frame {
     /// The operation's sequence number; 0 until an outermost call's id is first asked for.
     sequence: AtomicU64,
-    /// Started inside another call (or a carried operation).
+    /// Started inside another call: the frames of its operation go on below it. False for an
+    /// outermost call and a carried operation, whose frame ends them (what it carries is all
+    /// it knows of its operation).
     pub(crate) nested: bool,
     path: Path,
     /// Nested calls started by the current attempt.
@@ -70,6 +74,9 @@ pub(crate) struct Frame {
     owner: Option<Arc<str>>,
     /// The call's gates learn: what its body reports of the provider's limits is kept.
     listening: AtomicBool,
+    /// A listener hears one of this call's events: the calls it makes are operations of their
+    /// own, which take no number among the calls the body starts.
+    observed: AtomicBool,
 }
 
 impl Frame {
@@ -83,7 +90,7 @@ impl Frame {
     ) -> Frame {
         Frame {
             sequence: AtomicU64::new(id.sequence),
-            nested: true,
+            nested: false,
             path: id.path,
             children: AtomicU32::new(0),
             deadline,
@@ -92,6 +99,7 @@ impl Frame {
             breaker: AtomicUsize::new(0),
             owner,
             listening: AtomicBool::new(false),
+            observed: AtomicBool::new(false),
         }
     }
 
@@ -132,6 +140,13 @@ impl Frame {
     /// Retries made anywhere in the operation, on its outermost frame.
     pub(crate) fn retries(&self) -> u32 {
         self.retries.load(Relaxed)
+    }
+
+    /// Whether this is the frame of the call that started `child`'s: same operation, and
+    /// `child`'s path is this one's and one step.
+    fn is_parent_of(&self, child: &Frame) -> bool {
+        self.sequence.load(Relaxed) == child.sequence.load(Relaxed)
+            && self.path.is_parent_of(&child.path)
     }
 }
 
@@ -195,26 +210,70 @@ pub(crate) fn with_ancestors<R>(f: impl for<'a> FnOnce(Ancestors<'a>) -> R) -> R
     })
 }
 
+/// A frame and those of the calls of its operation published around it, innermost first: its
+/// parent's, its parent's parent's, and so on to the outermost (or a carried operation's),
+/// skipping the frames of any other call. A call polled inside another's body (a shared
+/// future, a call moved between tasks, a carried operation) is published above frames that
+/// are not its operation's: nothing it decides reaches them, nor do they decide for it.
+#[derive(Clone)]
+pub(crate) struct Lineage<'a> {
+    frames: Ancestors<'a>,
+    /// The frame given last, whose parent comes next; `None` before the first.
+    last: Option<&'a Frame>,
+}
+
+impl<'a> Lineage<'a> {
+    /// The polled call's frame and its operation's around it.
+    pub(crate) fn of_top(frames: Ancestors<'a>) -> Self {
+        Lineage { frames, last: None }
+    }
+
+    /// The frames of `frame`'s operation around it, with `frames` those published below it.
+    fn around(frame: &'a Frame, frames: Ancestors<'a>) -> Self {
+        Lineage {
+            frames,
+            last: Some(frame),
+        }
+    }
+}
+
+impl<'a> Iterator for Lineage<'a> {
+    type Item = &'a Frame;
+
+    fn next(&mut self) -> Option<&'a Frame> {
+        let frame = match self.last {
+            None => self.frames.next()?,
+            Some(child) if !child.nested => return None,
+            // Most often the next frame published; skipped past only when polled elsewhere.
+            Some(child) => self.frames.find(|frame| frame.is_parent_of(child))?,
+        };
+        self.last = Some(frame);
+        Some(frame)
+    }
+}
+
 /// The frame whose retry allowance the innermost of `frames` draws from: the first that owns
 /// one.
-pub(crate) fn allowance_owner<'a>(mut frames: Ancestors<'a>) -> Option<&'a Frame> {
+pub(crate) fn allowance_owner<'a>(mut frames: Lineage<'a>) -> Option<&'a Frame> {
     frames.find(|frame| frame.left().is_some())
 }
 
 /// Retries the polled call may still draw, if an allowance governs it: its own, or that of
-/// the nearest call around it that owns one.
+/// the nearest call of its operation around it that owns one.
 pub(crate) fn allowance() -> Option<u32> {
-    with_ancestors(|frames| allowance_owner(frames).and_then(Frame::left))
+    with_ancestors(|frames| allowance_owner(Lineage::of_top(frames)).and_then(Frame::left))
 }
 
 /// Counts a retry of the polled call, drawn from the allowance of its owner (itself, when it
-/// owns one). The caller has checked [`allowance`] is not spent.
+/// owns one), on its operation's outermost frame published. The caller has checked
+/// [`allowance`] is not spent.
 pub(crate) fn draw() {
     with_ancestors(|frames| {
-        if let Some(owner) = allowance_owner(frames.clone()) {
+        let lineage = Lineage::of_top(frames);
+        if let Some(owner) = allowance_owner(lineage.clone()) {
             owner.spend();
         }
-        if let Some(root) = frames.last() {
+        if let Some(root) = lineage.last() {
             root.retries
                 .store(root.retries().saturating_add(1), Relaxed);
         }
@@ -247,7 +306,11 @@ pub(crate) fn listen() {
 #[inline(never)]
 pub(crate) fn heard() -> Option<(ProviderLimits, Instant)> {
     let depth = with_ancestors(|frames| frames.count());
-    HEARD.with(|heard| heard.borrow_mut().get_mut(depth)?.take())
+    // Polled from a thread-local's destructor, once `HEARD` is gone: nothing was kept.
+    HEARD
+        .try_with(|heard| heard.borrow_mut().get_mut(depth)?.take())
+        .ok()
+        .flatten()
 }
 
 /// Keeps what the polled call's body reports of the provider's limits, if its gates learn.
@@ -257,7 +320,8 @@ pub(crate) fn hear(limits: ProviderLimits) {
         top.listening.load(Relaxed).then(|| frames.count() + 1)
     });
     if let Some(depth) = depth {
-        HEARD.with(|heard| {
+        // From a thread-local's destructor, once `HEARD` is gone, the report is not kept.
+        let _ = HEARD.try_with(|heard| {
             let mut heard = heard.borrow_mut();
             if heard.len() <= depth {
                 heard.resize(depth + 1, None);
@@ -278,16 +342,36 @@ pub(crate) fn set_breaker(breaker: usize) {
     });
 }
 
+/// Runs `listener` (hearing an event of the polled call, if one is polled) so that the calls
+/// it makes are operations of their own: it still sees the polled call's operation, but its
+/// calls take no number among those the call's body starts, and nothing of its allowance.
+pub(crate) fn observed<R>(listener: impl FnOnce() -> R) -> R {
+    /// Puts the flag back when the listener returns or unwinds.
+    struct Restore<'a>(&'a Frame, bool);
+    impl Drop for Restore<'_> {
+        fn drop(&mut self) {
+            self.0.observed.store(self.1, Relaxed);
+        }
+    }
+    with_ancestors(|mut frames| match frames.next() {
+        Some(top) => {
+            let _restore = Restore(top, top.observed.swap(true, Relaxed));
+            listener()
+        }
+        None => listener(),
+    })
+}
+
 /// The id of the polled call.
 pub(crate) fn current_id() -> Option<OperationId> {
     with_ancestors(|mut frames| frames.next().map(Frame::id))
 }
 
-/// Whether `breaker` is held by a call enclosing the polled one: then the polled call goes
-/// through as part of it.
+/// Whether `breaker` is held by a call of the polled call's operation enclosing it: then the
+/// polled call goes through as part of it.
 pub(crate) fn held_by_ancestor(breaker: usize) -> bool {
     with_ancestors(|frames| {
-        frames
+        Lineage::of_top(frames)
             .skip(1)
             .any(|frame| frame.breaker.load(Relaxed) == breaker)
     })
@@ -319,11 +403,16 @@ impl Opening<'_> {
     #[inline(always)]
     pub(crate) fn frame(self) -> Frame {
         let (parent, has_owner) = with_ancestors(|mut frames| {
-            let parent = frames.next();
+            // A listener's call is not part of the call it hears.
+            let parent = frames
+                .next()
+                .filter(|parent| !parent.observed.load(Relaxed));
             // The parent looked at first: most calls are outermost, and a walk of the chain
             // from its top costs every call 13 instructions more (benches/instructions).
-            let has_owner = parent
-                .is_some_and(|parent| parent.left().is_some() || allowance_owner(frames).is_some());
+            let has_owner = parent.is_some_and(|parent| {
+                parent.left().is_some()
+                    || allowance_owner(Lineage::around(parent, frames)).is_some()
+            });
             let parent = parent.map(|parent| {
                 let n = parent.children.load(Relaxed).saturating_add(1);
                 parent.children.store(n, Relaxed);
@@ -353,6 +442,7 @@ impl Opening<'_> {
             breaker: AtomicUsize::new(self.breaker),
             owner: if owns { self.name.cloned() } else { None },
             listening: AtomicBool::new(false),
+            observed: AtomicBool::new(false),
         }
     }
 }

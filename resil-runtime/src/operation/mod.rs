@@ -33,6 +33,11 @@
 //! `frame.rs`), so nested calls see their ancestors and a task started with `tokio::spawn`
 //! does not. Carry the operation into one explicitly with [`Operation::scope`].
 //!
+//! A call belongs to the operation it is first polled in (or to none, opening its own). Polled
+//! later inside the body of a call of another operation (a shared future that coalesces
+//! requests, a call moved between tasks, a carried operation), it still reads and spends only
+//! its own operation's: its retries, its attempt count, the breakers held around it.
+//!
 //! [`PolicyBuilder::independent`]: crate::PolicyBuilder::independent
 
 use std::future::Future;
@@ -49,10 +54,10 @@ mod frame;
 
 pub use crate::operation_id::OperationId;
 pub(crate) use frame::{
-    allowance, current_id, draw, heard, held_by_ancestor, listen, published, set_breaker,
+    allowance, current_id, draw, heard, held_by_ancestor, listen, observed, published, set_breaker,
     swap_children, Frame, Opening,
 };
-use frame::{allowance_owner, with_ancestors};
+use frame::{allowance_owner, with_ancestors, Lineage};
 use tokio::time::Instant;
 
 /// Tells the current call what the provider's answer said of its limits, so that its gates
@@ -117,6 +122,7 @@ impl Operation {
     /// The operation the current task is running, as the innermost call sees it, if any.
     pub fn current() -> Option<Operation> {
         with_ancestors(|frames| {
+            let frames = Lineage::of_top(frames);
             let top = frames.clone().next()?;
             let owner = allowance_owner(frames.clone());
             let (allowance, owner) = owner.map_or((None, None), |f| (f.left(), f.owner()));

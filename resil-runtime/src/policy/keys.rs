@@ -51,7 +51,7 @@ pub struct Keys {
     /// Where a new key's breaker is kept for every instance, and its name there's prefix
     /// (the policy's name), for a shared policy.
     #[cfg(feature = "shared")]
-    shared: Option<(crate::seams::Sharing, Arc<str>)>,
+    shared: Option<(Arc<crate::seams::Sharing>, Arc<str>)>,
 }
 
 /// One key's share of a keyed policy.
@@ -147,13 +147,17 @@ impl fmt::Debug for Keys {
 }
 
 impl Keys {
-    /// The most bytes one key of a keyed policy keeps, with everything per key (a breaker, a
-    /// bulkhead, rate and token gates), whatever the key: a name is at most
+    /// The most bytes one key of a keyed policy keeps, with everything per key (a breaker, an
+    /// adaptive bulkhead, rate and token gates that learn), whatever the key: a name is at most
     /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) (a longer key keeps its SHA-256 and its start),
-    /// kept twice (the registry's entry and the breaker's name, which adds the label: a label
-    /// longer than 256 bytes adds its excess). The default `max_keys` of 10 000 therefore
-    /// bounds a keyed policy to about 20 MB. Checked by `tests/alloc.rs`.
-    pub const MAX_BYTES_PER_KEY: usize = 2048;
+    /// kept once by the registry's entry, which the gates and the bulkhead share; a breaker
+    /// writes its own name, `label=key`, only once it is named (its first opening or
+    /// rejection: a label longer than 256 bytes adds its excess). The heaviest key measures
+    /// 1.9 KiB, 2.1 KiB once its breaker opened (2 KiB until the fifth wave, whose slots given
+    /// back, next looks and waiters by priority cost each gate 120 bytes). The default
+    /// `max_keys` of 10 000 therefore bounds a keyed policy to about 25 MB. Checked by
+    /// `tests/alloc.rs`.
+    pub const MAX_BYTES_PER_KEY: usize = 2560;
 
     /// [`Keys::MAX_BYTES_PER_KEY`] for a policy shared through Redis, whose keys also keep
     /// their places in the store (a Redis key per gate and per breaker, each holding the
@@ -184,8 +188,8 @@ impl Keys {
     /// Keeps every key's breaker in Redis too, as `{policy}:{label}={key}` (the gates carry
     /// their own link).
     #[cfg(feature = "shared")]
-    pub(crate) fn share(&mut self, sharing: &crate::seams::Sharing, policy: &Arc<str>) {
-        self.shared = Some((sharing.clone(), Arc::clone(policy)));
+    pub(crate) fn share(&mut self, sharing: &Arc<crate::seams::Sharing>, policy: &Arc<str>) {
+        self.shared = Some((Arc::clone(sharing), Arc::clone(policy)));
     }
 
     /// What the keys are (`model`, `(provider, model)`): breakers are named `label=key`.
@@ -219,8 +223,9 @@ impl Keys {
                 let breaker = Arc::new(Breaker::keyed(&self.label, key, config));
                 #[cfg(feature = "shared")]
                 if let Some((sharing, policy)) = &self.shared {
-                    let name = format!("{policy}:{}", breaker.name());
-                    crate::seams::BreakerLink::bind(sharing, &name, &breaker);
+                    // Written from its parts: the breaker writes its own name only when asked.
+                    let name = format!("{policy}:{}={key}", self.label);
+                    breaker.share(sharing, &name);
                 }
                 breaker
             }),

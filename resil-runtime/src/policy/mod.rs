@@ -19,12 +19,14 @@ pub(crate) use tuning::{
 };
 pub(crate) use tuning::{Current, Tunings};
 
+use std::cell::RefCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::rngs::SmallRng;
+use rand::SeedableRng;
 
 use crate::breaker::Breaker;
 use crate::budget::RetryBudget;
@@ -40,6 +42,13 @@ pub struct Unkeyed;
 /// Marks a policy with state per key (see [`Keys`]): run it with [`Policy::run_keyed`].
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Keyed;
+
+/// Marks a policy whose errors say themselves whether they are worth retrying, through their
+/// [`Transient`](crate::Transient) impl: every policy but one given a classifier
+/// ([`PolicyBuilder::transient`]), which is a `Policy<K, fn(&E) -> R>` and judges its errors
+/// of type `E` by that function.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ByTransient;
 
 /// Timeout, deadline, retries with backoff, a circuit breaker and a bulkhead, applied in
 /// this order: bulkhead (one permit for the whole operation) → retry loop → breaker check →
@@ -81,9 +90,11 @@ pub struct Keyed;
 /// assert_eq!(calls, 3);
 /// # Ok(()) }
 /// ```
-pub struct Policy<K = Unkeyed> {
+pub struct Policy<K = Unkeyed, C = ByTransient> {
     pub(crate) settings: Settings,
     keyed: PhantomData<fn() -> K>,
+    /// What judges the errors: [`ByTransient`], or the classifier given to the builder.
+    pub(crate) classify: C,
 }
 
 /// What a policy is made of, whatever its keying: what an [`Execution`] reads.
@@ -157,7 +168,7 @@ impl BreakerRef<'_> {
     }
 }
 
-impl<K> fmt::Debug for Policy<K> {
+impl<K, C> fmt::Debug for Policy<K, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let settings = &self.settings;
         let mut d = f.debug_struct("Policy");
@@ -181,18 +192,19 @@ impl Policy {
     }
 }
 
-impl Policy<Keyed> {
+impl<C> Policy<Keyed, C> {
     /// What is kept per key.
     pub fn keys(&self) -> Option<&Keys> {
         self.settings.keys.as_deref()
     }
 }
 
-impl<K> Policy<K> {
-    fn new(settings: Settings) -> Self {
+impl<K, C> Policy<K, C> {
+    fn new(settings: Settings, classify: C) -> Self {
         Policy {
             settings,
             keyed: PhantomData,
+            classify,
         }
     }
 
@@ -230,8 +242,9 @@ impl<K> Policy<K> {
     }
 
     /// The longest one operation can take (see [`crate::worst_case`]), counting waits a
-    /// server may ask for up to `retry_after_max`. `None` (unbounded) also when callers wait
-    /// in a rate gate or the bulkhead's queue with no deadline to bound the wait.
+    /// server may ask for up to `retry_after_max`. When callers wait in a rate gate or the
+    /// bulkhead's queue, that wait lasts as long as the deadline allows: the worst case is the
+    /// deadline, and `None` (unbounded) with no deadline.
     pub fn worst_case(&self) -> Option<Duration> {
         let settings = &self.settings;
         let tuning = settings.tunings.current();
@@ -244,8 +257,8 @@ impl<K> Policy<K> {
                 .as_ref()
                 .or(keys.and_then(Keys::bulkhead))
                 .is_some_and(|b| b.queue() > 0);
-        if queues && tuning.deadline.is_none() {
-            return None;
+        if queues {
+            return tuning.deadline;
         }
         crate::worst_case(
             tuning.timeout,
@@ -291,6 +304,13 @@ impl crate::meter::InFlight for Bulkhead {
     }
 }
 
+thread_local! {
+    /// The backoff's draws for policies without a seed. Plain data, so it is never destroyed:
+    /// a retry polled from a thread-local's destructor draws as well (`rand::rng()` panics
+    /// there once its own is gone, and a panic there aborts the process).
+    static JITTER: RefCell<SmallRng> = RefCell::new(SmallRng::from_os_rng());
+}
+
 impl Settings {
     /// The backoff's draw; a `Retry-After` is a floor under it, not a replacement: clients
     /// told the same `Retry-After` would otherwise all come back at the same instant.
@@ -303,7 +323,7 @@ impl Settings {
     ) -> Duration {
         let drawn = match &self.rng {
             Some(rng) => backoff.delay(retry, previous, &mut *crate::sync::lock_std(rng)),
-            None => backoff.delay(retry, previous, &mut rand::rng()),
+            None => JITTER.with(|rng| backoff.delay(retry, previous, &mut *rng.borrow_mut())),
         };
         match (floor, backoff.jitter()) {
             (None, _) => drawn,

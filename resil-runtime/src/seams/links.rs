@@ -7,15 +7,14 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::keys::{breaker_id, gate_key};
-use super::news::{Announcement, BreakerNews, Change, GateNews};
-use super::{Probe, ProbeAnswer, SharedStore, Slot, Unavailable, MAX_MICROS};
-use crate::breaker::summed::SummedWindow;
-use crate::breaker::{Breaker, BreakerState, Transition};
+use super::news::{Announcement, Change, GateNews};
+use super::{Probe, ProbeAnswer, SharedStore, Unavailable, MAX_MICROS};
+use crate::breaker_state::{BreakerState, Transition};
 
 /// How a policy shares its state: where, what to do when the store does not answer, and who
 /// hears of what peers make of its breakers.
@@ -26,7 +25,7 @@ pub(crate) struct Sharing {
     pub(crate) fail_closed: bool,
     /// Reports a transition no call of this instance made (a peer's, or an opening judged
     /// from a shared window's sums): set by the policy, which knows the listeners.
-    pub(crate) heard: fn(&Breaker, Transition),
+    pub(crate) heard: fn(&dyn Linked, Transition),
 }
 
 impl fmt::Debug for Sharing {
@@ -55,6 +54,23 @@ impl Sharing {
     }
 }
 
+/// What the seam asks of a shared breaker, which implements it: the seam, below the breaker,
+/// never names it, and a store's news reaches the breaker through it.
+pub(crate) trait Linked: Send + Sync {
+    /// Its link, once tied to a store.
+    fn link(&self) -> Option<&BreakerLink>;
+    /// Its state now.
+    fn state_now(&self) -> BreakerState;
+    /// What is left of its cooldown now (zero unless open).
+    fn cooldown_left(&self) -> Duration;
+    /// A peer opened, `left` of its cooldown still: the transition made here, if any.
+    fn open_as_peer(&self, left: Duration) -> Option<Transition>;
+    /// A peer's probe closed it: the transition made here, if any.
+    fn close_as_peer(&self) -> Option<Transition>;
+    /// Its name, label and key, as events name a breaker.
+    fn names(&self) -> (&str, &str, Option<&str>);
+}
+
 /// A shared breaker's place in its store, as the store sees it: its name there and the
 /// policy's patience. Made by resil when a policy is built; a store reads it.
 ///
@@ -66,14 +82,12 @@ impl Sharing {
 /// }
 /// ```
 pub struct BreakerLink {
-    pub(crate) sharing: Sharing,
+    /// The policy's, shared by all its links (one per key, for a keyed policy).
+    pub(crate) sharing: Arc<Sharing>,
     pub(crate) id: Arc<str>,
     /// A transition made here that the store has not heard of (it was down or slow), told at
     /// the next re-sync if the breaker is still in that state.
     pub(crate) pending: Arc<Pending>,
-    /// For a failure-rate or slow-call breaker with a window in time: the window summed over
-    /// every instance (`{id}:window` in Redis).
-    pub(crate) window: Option<Box<SummedWindow>>,
 }
 
 impl fmt::Debug for BreakerLink {
@@ -86,18 +100,12 @@ impl fmt::Debug for BreakerLink {
 }
 
 impl BreakerLink {
-    /// Ties `breaker` (named `name` in the store) to it, unless it is tied already (a named
-    /// breaker used by several shared policies keeps its first tie).
-    pub(crate) fn bind(sharing: &Sharing, name: &str, breaker: &Arc<Breaker>) {
-        let link = BreakerLink {
-            sharing: sharing.clone(),
+    /// The link of the breaker named `name` in the store, for a policy sharing as `sharing`.
+    pub(crate) fn new(sharing: &Arc<Sharing>, name: &str) -> Self {
+        BreakerLink {
+            sharing: Arc::clone(sharing),
             id: Arc::from(breaker_id(name)),
             pending: Arc::default(),
-            window: SummedWindow::of(breaker),
-        };
-        if let Some(link) = breaker.share(link) {
-            let news = BreakerNews::new(Arc::clone(&link.id), breaker);
-            sharing.store.listen_breaker(news);
         }
     }
 
@@ -121,7 +129,7 @@ impl BreakerLink {
 
     /// The breaker reached `to` by its own calls: the store is told now if it is usable, and
     /// at the next re-sync otherwise.
-    pub(crate) fn announce(&self, breaker: &Breaker, to: BreakerState) {
+    pub(crate) fn announce(&self, breaker: &dyn Linked, to: BreakerState) {
         let Some(change) = Change::of(breaker, to) else {
             return;
         };
@@ -150,7 +158,7 @@ impl BreakerLink {
     }
 
     /// Reports a transition a peer caused.
-    pub(crate) fn heard(&self, breaker: &Breaker, transition: Option<Transition>) {
+    pub(crate) fn heard(&self, breaker: &dyn Linked, transition: Option<Transition>) {
         if let Some(transition) = transition {
             (self.sharing.heard)(breaker, transition);
         }
@@ -228,9 +236,8 @@ impl Pending {
 /// ```
 #[derive(Debug)]
 pub struct GateLink {
-    pub(crate) sharing: Sharing,
-    /// `rate` or `tokens`.
-    what: &'static str,
+    /// The policy's, shared by all its links.
+    pub(crate) sharing: Arc<Sharing>,
     /// The function's name, as written (shared by the links of its keys).
     function: Arc<str>,
     /// Its key, [`gate_key`].
@@ -252,6 +259,12 @@ pub struct GateLink {
     pub(super) created: tokio::time::Instant,
     /// The outage (`returns` + 1) whose share was last told to the listeners.
     pub(super) told: AtomicU32,
+    /// This link's number in the process: the store counts each link (each policy's gate)
+    /// among the gate's users, so two policies of one instance sharing it count twice.
+    pub(super) user: u64,
+    /// The local gate granted slots alone (the store down or silent) since the store last
+    /// granted one: the next reservation charges them to the store's schedule first.
+    pub(super) alone: AtomicBool,
 }
 
 impl GateLink {
@@ -259,23 +272,26 @@ impl GateLink {
     /// [`gate_key`]) whose slots are `interval` apart (nanoseconds, as the local gate's),
     /// `burst` of them at once.
     pub(crate) fn new(
-        sharing: &Sharing,
+        sharing: &Arc<Sharing>,
         what: &'static str,
         name: &str,
         interval: u64,
         burst: u64,
     ) -> Arc<Self> {
         let key = gate_key(what, name);
-        Self::listed(sharing, what, Arc::from(name), key, micros(interval), burst)
+        Self::listed(sharing, Arc::from(name), key, micros(interval), burst)
     }
 
     /// The same gate for the key `key` of a keyed policy whose keys are `label`:
     /// `resil:{gate:FN:LABEL=KEY}:…` (of the function's link, not of a key's).
     pub(crate) fn for_key(&self, label: &str, key: &str) -> Arc<Self> {
-        let key = gate_key(self.what, &format!("{}:{label}={key}", self.function));
+        // `rate` or `tokens`: what follows the hash tag in the function's own key, which
+        // `gate_key` wrote (a name inside the tag has no `}`), rather than a field in every
+        // key's link.
+        let what = self.key.rsplit_once("}:").map_or("", |(_, what)| what);
+        let key = gate_key(what, &format!("{}:{label}={key}", self.function));
         Self::listed(
             &self.sharing,
-            self.what,
             Arc::clone(&self.function),
             key,
             self.interval,
@@ -285,16 +301,14 @@ impl GateLink {
 
     /// A link the store lists, so that other instances' throttles reach it.
     fn listed(
-        sharing: &Sharing,
-        what: &'static str,
+        sharing: &Arc<Sharing>,
         function: Arc<str>,
         key: String,
         interval: u64,
         burst: u64,
     ) -> Arc<Self> {
         let link = Arc::new(GateLink {
-            sharing: sharing.clone(),
-            what,
+            sharing: Arc::clone(sharing),
             key: Arc::from(key),
             function,
             interval,
@@ -305,6 +319,8 @@ impl GateLink {
             beat_at: AtomicU64::new(0),
             created: tokio::time::Instant::now(),
             told: AtomicU32::new(0),
+            user: next_user(),
+            alone: AtomicBool::new(false),
         });
         sharing.store.listen_gate(GateNews::new(&link));
         link
@@ -389,12 +405,6 @@ impl GateLink {
         self.returns.fetch_add(1, Ordering::AcqRel);
     }
 
-    pub(crate) fn refund(&self, slot: Slot) {
-        if self.sharing.store.usable() {
-            self.sharing.store.refund(self, slot);
-        }
-    }
-
     pub(crate) fn hold(&self, wait: Duration) {
         if self.sharing.store.usable() {
             self.sharing.store.hold(self, wait);
@@ -402,16 +412,15 @@ impl GateLink {
     }
 }
 
-/// A duration in whole µs as a store takes it: saturating, and at most [`MAX_MICROS`].
-pub(crate) fn whole_micros(duration: Duration) -> u64 {
-    u64::try_from(duration.as_micros())
-        .unwrap_or(u64::MAX)
-        .min(MAX_MICROS)
-}
-
 /// Nanoseconds in whole µs, rounded up (a slot is never closer than the local gate's).
 pub(crate) fn micros(nanos: u64) -> u64 {
     nanos.div_ceil(1000).clamp(1, MAX_MICROS)
+}
+
+/// A number for each gate link of the process, never the same twice.
+fn next_user() -> u64 {
+    static USERS: AtomicU64 = AtomicU64::new(0);
+    USERS.fetch_add(1, Ordering::Relaxed)
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Rejected;
@@ -29,13 +28,13 @@ mod window;
 pub(crate) use keys::breaker_id;
 #[cfg(test)]
 pub(crate) use keys::gate_key;
-pub(crate) use links::{whole_micros, Sharing};
 pub use links::{BreakerLink, GateLink};
+pub(crate) use links::{Linked, Sharing};
 pub use news::{Announcement, BreakerNews, Change, GateNews};
 #[cfg(any(test, feature = "redis", feature = "conformance"))]
 pub(crate) use share::SEEN_FOR;
 pub use slots::{Ask, Reservation, Reserved, Slot};
-pub(crate) use slots::{RemoteSlot, RemoteSlots};
+pub(crate) use slots::{GateAsk, RemoteSlot, RemoteSlots};
 pub use window::{WindowBatch, WindowSums};
 
 /// A future a store hands back: boxed, since it is a trait's, and rare (a probe, or a shared
@@ -44,6 +43,13 @@ pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The largest number of µs handed to a store: far from where Lua's doubles lose units.
 pub(crate) const MAX_MICROS: u64 = 1 << 50;
+
+/// A duration in whole µs as a store takes it: saturating, and at most [`MAX_MICROS`].
+pub(crate) fn whole_micros(duration: Duration) -> u64 {
+    u64::try_from(duration.as_micros())
+        .unwrap_or(u64::MAX)
+        .min(MAX_MICROS)
+}
 
 /// A store shared by many instances of a service: where shared breakers announce their
 /// transitions and take the half-open probe's lock, and where shared rate gates reserve,
@@ -65,8 +71,10 @@ pub(crate) const MAX_MICROS: u64 = 1 << 50;
 /// - **`usable()`.** While it is false, resil asks nothing (no wait for a timeout): breakers'
 ///   transitions are kept as [untold](BreakerNews::untold), gates decide locally.
 /// - **Wrong answers.** A grant with fewer slots than asks counts as no answer; a grant whose
-///   wait exceeds [`Reservation::limit`] counts as a refusal (its slots are refunded): a
-///   store's mistake never holds a call past its deadline.
+///   wait exceeds [`Reservation::limit`] counts as a refusal (its slots are refunded); a
+///   slot whose schedule runs further [ahead](Slot::ahead) than the grant's wait plus the
+///   ask's [tolerance](Ask::tolerance) is taken to run that far: a store's mistake never
+///   holds a call past its deadline, nor the local gate that decides when the store is down.
 /// - **No lock held.** resil calls no method with a lock of its own held: a store may deliver
 ///   news through [`BreakerNews`] and [`GateNews`] from inside any method, and from any thread.
 ///
@@ -202,10 +210,11 @@ pub trait SharedStore: Send + Sync {
 
     /// Reserves an attempt's slots in one or two gates at once, atomically: every gate or
     /// none. Each gate keeps a GCRA schedule, its theoretical arrival time `tat` (none: now):
-    /// for each [`Ask`], `next = max(tat, now) + interval × cost`, and the attempt waits
-    /// `next − tolerance − now` (never below zero). When a [`Reservation::limit`] is set and
-    /// a gate's wait exceeds it, nothing is reserved: [`Reserved::refused`] with the longest
-    /// such wait. Otherwise every gate's `tat` becomes its `next`, and [`Reserved::granted`]
+    /// for each [`Ask`], `next = max(tat, now + alone) + interval × cost` (its
+    /// [`alone`](Ask::alone), zero unless this instance granted slots alone), and the attempt
+    /// waits `next − tolerance − now` (never below zero). When a [`Reservation::limit`] is set
+    /// and a gate's wait exceeds it, nothing is reserved: [`Reserved::refused`] with the
+    /// longest such wait. Otherwise every gate's `tat` becomes its `next`, and [`Reserved::granted`]
     /// carries the longest wait and one [`Slot`] per ask, in the order of
     /// [`Reservation::asks`]. So the instances together never reserve faster than the
     /// declared rate, `burst` at once.
@@ -237,9 +246,10 @@ pub trait SharedStore: Send + Sync {
     ///
     /// resil sends at most one batch per breaker at a time, one every 100 ms at most while
     /// calls are made, none while idle, and waits for the answer at most `shared_timeout`. A
-    /// batch whose answer is [`Unavailable`] or late is dropped, not sent again (the store may
-    /// have counted it), and the instance judges its own window while the store does not
-    /// answer. So `breaker_min_calls` counts the service's calls, not one instance's.
+    /// batch whose answer is [`Unavailable`], late, or sums that cannot be (more bad calls
+    /// than calls, fewer calls or bad calls than the batch, more than 2^53 calls) is dropped,
+    /// not sent again (the store may have counted it), and the instance judges its own window
+    /// while the store does not answer. So `breaker_min_calls` counts the service's calls, not one instance's.
     ///
     /// Unless implemented: `None`, the store keeps no windows, and each instance judges its
     /// own window (resil asks no more for that breaker).
@@ -308,28 +318,63 @@ pub(crate) enum ProbeAnswer {
 /// Reserves an attempt's slots in its shared gates, through their store (both gates of a
 /// policy share one), for at most the policy's `shared_timeout`.
 pub(crate) fn reserve(
-    gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
+    gates: [Option<GateAsk>; 2],
     limit: Option<Duration>,
 ) -> StoreFuture<'static, SharedSlots> {
     let Some(sharing) = gates
         .iter()
         .flatten()
         .next()
-        .map(|(gate, ..)| gate.sharing.clone())
+        .map(|ask| ask.gate.sharing.clone())
     else {
         return Box::pin(std::future::ready(SharedSlots::Granted(Granted {
             wait: Duration::ZERO,
             slots: [None, None],
         })));
     };
-    let reservation = Reservation::new(gates, limit);
+    let mut asking = Asking {
+        reservation: Reservation::new(gates, limit),
+        answered: None,
+    };
     Box::pin(async move {
-        let answer = sharing.bounded(sharing.store.reserve(&reservation)).await;
-        match answer {
+        let reservation = &asking.reservation;
+        let answer = sharing.bounded(sharing.store.reserve(reservation)).await;
+        let slots = match answer {
             Some(reserved) => reservation.slots(reserved),
             None => SharedSlots::Unavailable,
-        }
+        };
+        asking.heard(&slots);
+        slots
     })
+}
+
+/// A reservation on its way to the store. What it claimed when it was made rides on the
+/// next one unless the store took it: the charge of the slots granted alone unless the
+/// store granted, the heartbeat unless the store answered (a refusal counts it too); and so
+/// when the attempt is dropped before the answer comes.
+struct Asking {
+    reservation: Reservation,
+    /// The store's answer: granted (`true`) or refused (`false`); `None`: none came.
+    answered: Option<bool>,
+}
+
+impl Asking {
+    /// What the store answered.
+    fn heard(&mut self, slots: &SharedSlots) {
+        self.answered = match slots {
+            SharedSlots::Granted(_) => Some(true),
+            SharedSlots::Refused(_) => Some(false),
+            SharedSlots::Unavailable => None,
+        };
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        if self.answered != Some(true) {
+            self.reservation.not_granted(self.answered.is_some());
+        }
+    }
 }
 
 /// What the shared gates said about an attempt.

@@ -8,8 +8,8 @@ use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::links::{BreakerLink, GateLink, Pending};
-use crate::breaker::{Breaker, BreakerState};
+use super::links::{BreakerLink, GateLink, Linked, Pending};
+use crate::breaker_state::BreakerState;
 
 /// A transition of a shared breaker, as a store records it.
 ///
@@ -37,10 +37,10 @@ pub enum Change {
 impl Change {
     /// What `breaker` reaching `to` tells the store: nothing for half-open (a local step), or
     /// for an opening with nothing left of its cooldown.
-    pub(crate) fn of(breaker: &Breaker, to: BreakerState) -> Option<Self> {
+    pub(crate) fn of(breaker: &dyn Linked, to: BreakerState) -> Option<Self> {
         match to {
             BreakerState::Open => {
-                let left = breaker.retry_in(tokio::time::Instant::now());
+                let left = breaker.cooldown_left();
                 (!left.is_zero()).then_some(Change::Opened(left))
             }
             BreakerState::Closed => Some(Change::Closed),
@@ -160,7 +160,7 @@ impl Announcement {
 #[derive(Clone)]
 pub struct BreakerNews {
     name: Arc<str>,
-    breaker: Weak<Breaker>,
+    breaker: Weak<dyn Linked>,
 }
 
 impl fmt::Debug for BreakerNews {
@@ -173,11 +173,8 @@ impl fmt::Debug for BreakerNews {
 }
 
 impl BreakerNews {
-    pub(crate) fn new(name: Arc<str>, breaker: &Arc<Breaker>) -> Self {
-        BreakerNews {
-            name,
-            breaker: Arc::downgrade(breaker),
-        }
+    pub(crate) fn new(name: Arc<str>, breaker: Weak<dyn Linked>) -> Self {
+        BreakerNews { name, breaker }
     }
 
     /// The breaker's name in the store (as [`BreakerLink::name`]).
@@ -200,13 +197,13 @@ impl BreakerNews {
     /// this breaker's own cooldown is taken): this one opens too, and calls admitted before
     /// count for nothing after.
     pub fn opened_elsewhere(&self, left: Duration) {
-        self.with(|breaker, link| link.heard(breaker, breaker.remote_open(left)));
+        self.with(|breaker, link| link.heard(breaker, breaker.open_as_peer(left)));
     }
 
     /// Another instance's probe succeeded and closed its breaker of this name: this one
     /// closes too, forgetting what it counted.
     pub fn closed_elsewhere(&self) {
-        self.with(|breaker, link| link.heard(breaker, breaker.remote_closed()));
+        self.with(|breaker, link| link.heard(breaker, breaker.close_as_peer()));
     }
 
     /// The transition this breaker made that the store has not recorded yet (it was down or
@@ -215,9 +212,9 @@ impl BreakerNews {
     /// state to this breaker.
     pub fn untold(&self) -> Option<Announcement> {
         let breaker = self.breaker.upgrade()?;
-        let link = breaker.shared_link()?;
-        let (untold, pending) = link.pending.untold(breaker.state());
-        let change = untold.and_then(|state| Change::of(&breaker, state));
+        let link = breaker.link()?;
+        let (untold, pending) = link.pending.untold(breaker.state_now());
+        let change = untold.and_then(|state| Change::of(&*breaker, state));
         match change {
             Some(change) => Some(Announcement::told(link, change, pending)),
             None => {
@@ -227,10 +224,10 @@ impl BreakerNews {
         }
     }
 
-    fn with(&self, deliver: impl FnOnce(&Breaker, &BreakerLink)) {
+    fn with(&self, deliver: impl FnOnce(&dyn Linked, &BreakerLink)) {
         if let Some(breaker) = self.breaker.upgrade() {
-            if let Some(link) = breaker.shared_link() {
-                deliver(&breaker, link);
+            if let Some(link) = breaker.link() {
+                deliver(&*breaker, link);
             }
         }
     }

@@ -31,6 +31,24 @@ impl GateLink {
                 .is_ok()
     }
 
+    /// The heartbeat claimed by [`GateLink::beat_due`] was not granted: the next reservation
+    /// carries it.
+    pub(crate) fn beat_missed(&self) {
+        self.beat_at.store(0, Ordering::Release);
+    }
+
+    /// The local gate granted a slot alone: the next reservation in the store charges what
+    /// it granted alone first (see [`Ask::alone`](super::Ask::alone)).
+    pub(crate) fn granted_alone(&self) {
+        self.alone.store(true, Ordering::Release);
+    }
+
+    /// Whether the local gate granted slots alone since the store last took them: claimed by
+    /// the reservation that charges them (which gives it back unless granted).
+    pub(crate) fn take_alone(&self) -> bool {
+        self.alone.swap(false, Ordering::AcqRel)
+    }
+
     /// The store says `instances` use the gate (this one included): the share this instance
     /// takes while the store is down.
     pub(crate) fn saw(&self, instances: u64) {
@@ -45,13 +63,12 @@ impl GateLink {
         u64::from(self.seen.load(Ordering::Acquire).max(1))
     }
 
-    /// The part of the rate this instance's local gate may take now: all of it while the
-    /// store answers, `1 / instances` while it is down and the policy fails open.
+    /// The part of the rate this instance's local gate takes when it decides: `1 /
+    /// instances`. It decides only when the store does not (down, or slow past
+    /// `shared_timeout`, the store still "usable": a slow store's timeouts left every
+    /// instance at the whole rate); what the store grants, it mirrors.
     pub(crate) fn share(&self) -> u64 {
-        match self.is_available() {
-            true => 1,
-            false => self.instances(),
-        }
+        self.instances()
     }
 
     /// Whether the local gate's share in this outage is yet to be told to the listeners:

@@ -6,9 +6,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::links::{whole_micros, GateLink};
+use super::links::GateLink;
 use super::share::SEEN_FOR;
-use super::{Granted, SharedSlots, MAX_MICROS};
+use super::{whole_micros, Granted, SharedSlots, MAX_MICROS};
 use crate::Rejected;
 
 /// An attempt's request to the shared gates of its policy: the rate gate's and the token
@@ -53,6 +53,8 @@ pub struct Ask {
     interval: u64,
     tolerance: u64,
     heartbeat: bool,
+    /// µs.
+    alone: u64,
 }
 
 impl Ask {
@@ -79,14 +81,16 @@ impl Ask {
         Duration::from_micros(self.tolerance)
     }
 
-    /// Whether this reservation is this instance's heartbeat for the gate (one reservation a
-    /// second per gate and instance): if so, how long to count this instance among the gate's
-    /// users (5 s). A store that counts them records the heartbeat with the reservation,
-    /// forgets the instances silent for longer than that, and answers the count in the slot
-    /// ([`Slot::with_instances`]); while the store is down, each instance's local gate then
+    /// Whether this reservation is the heartbeat of one of this instance's users of the gate
+    /// ([`user`](Self::user); one reservation a second per user): if so, how long to count
+    /// that user among the gate's users (5 s). A store that counts them records the
+    /// heartbeat with the reservation, granted or refused (a saturated gate refuses most),
+    /// forgets the users silent for longer than that, and answers the count in the slot of a
+    /// grant ([`Slot::with_instances`]) or with a refusal ([`Reserved::with_instances`]); while the store is down, each user's local gate then
     /// runs at its share of the rate (the rate and burst divided by the count), so that the
-    /// instances together keep about the declared rate. Optional: a store that ignores it
-    /// leaves each instance at the whole rate while it is down.
+    /// users together keep about the declared rate. A heartbeat the store did not grant rides
+    /// on the next reservation again. Optional: a store that ignores it leaves each instance
+    /// at the whole rate while it is down.
     ///
     /// ```
     /// use resil_runtime::shared::Ask;
@@ -98,27 +102,95 @@ impl Ask {
     pub fn heartbeat(&self) -> Option<Duration> {
         self.heartbeat.then_some(SEEN_FOR)
     }
+
+    /// How far past now this instance's local gate's schedule runs, having granted slots
+    /// alone since the store last granted one (the store was down, or did not answer in
+    /// time); zero otherwise. This ask's units start no earlier than that in the store's
+    /// schedule (`max(tat, now + alone)`, and [`Slot::from`] is that), so that the slots
+    /// granted alone are taken from it: a store that flaps never runs the two schedules side
+    /// by side. A reservation not granted carries it again on the next.
+    ///
+    /// ```
+    /// use resil_runtime::shared::Ask;
+    /// use std::time::Duration;
+    ///
+    /// fn starts_after(ask: &Ask, tat: Duration, now: Duration) -> Duration {
+    ///     tat.max(now + ask.alone())
+    /// }
+    /// ```
+    pub fn alone(&self) -> Duration {
+        Duration::from_micros(self.alone)
+    }
+
+    /// Which of this instance's users of the gate the [heartbeat](Self::heartbeat) is for:
+    /// each policy (and each key of a keyed policy) whose gate has this name is one, with a
+    /// number of its own in the process. A store counts the pairs of its instance and this
+    /// number, so that a handler and a background worker of one instance sharing the gate
+    /// count as two users and each takes half the share while the store is down.
+    ///
+    /// ```
+    /// use resil_runtime::shared::Ask;
+    ///
+    /// fn member(instance: &str, ask: &Ask) -> String {
+    ///     format!("{instance}:{}", ask.user())
+    /// }
+    /// ```
+    pub fn user(&self) -> u64 {
+        self.gate.user
+    }
+}
+
+/// What an attempt asks of one shared gate, as the execution knows it.
+pub(crate) struct GateAsk {
+    pub(crate) gate: Arc<GateLink>,
+    pub(crate) cost: u64,
+    /// The local gate's interval now (ns).
+    pub(crate) interval: u64,
+    /// How far past now the local schedule runs having granted slots alone (ns; 0: it did
+    /// not).
+    pub(crate) alone: u64,
 }
 
 impl Reservation {
-    pub(crate) fn new(
-        gates: [Option<(Arc<GateLink>, u64, u64)>; 2],
-        limit: Option<Duration>,
-    ) -> Self {
+    /// The asks of one or two gates.
+    pub(crate) fn new(gates: [Option<GateAsk>; 2], limit: Option<Duration>) -> Self {
         let asks = gates.map(|gate| {
-            gate.map(|(gate, cost, interval)| {
-                let (interval, tolerance) = gate.schedule(cost, interval);
-                let heartbeat = gate.beat_due();
-                Ask {
-                    gate,
-                    cost: cost.min(MAX_MICROS),
-                    interval,
-                    tolerance,
-                    heartbeat,
-                }
-            })
+            gate.map(
+                |GateAsk {
+                     gate,
+                     cost,
+                     interval,
+                     alone,
+                 }| {
+                    let (interval, tolerance) = gate.schedule(cost, interval);
+                    let heartbeat = gate.beat_due();
+                    Ask {
+                        gate,
+                        cost: cost.min(MAX_MICROS),
+                        interval,
+                        tolerance,
+                        heartbeat,
+                        alone: alone.div_ceil(1000).min(MAX_MICROS),
+                    }
+                },
+            )
         });
         Reservation { asks, limit }
+    }
+
+    /// The store did not grant: each charge of slots granted alone this reservation carried
+    /// rides on the next, and so does each heartbeat unless the store `heard` it (it refused:
+    /// a refusal counts the heartbeat, and one armed again by every refusal would make each
+    /// reservation of a saturated gate a heartbeat).
+    pub(crate) fn not_granted(&self, heard: bool) {
+        for ask in self.asks() {
+            if ask.heartbeat && !heard {
+                ask.gate.beat_missed();
+            }
+            if ask.alone > 0 {
+                ask.gate.granted_alone();
+            }
+        }
     }
 
     /// The gates asked, one or two, in the order their [`Slot`]s are answered.
@@ -134,19 +206,29 @@ impl Reservation {
 
     /// The store's answer, as the execution reads it: a grant with fewer slots than asks is
     /// no answer (the local gates decide); a grant that waits past the limit is a refusal
-    /// (the attempt would miss its deadline), its slots given back.
+    /// (the attempt would miss its deadline), its slots given back; a slot whose schedule
+    /// runs further ahead than its wait and tolerance is taken to run that far.
     pub(crate) fn slots(&self, reserved: Reserved) -> SharedSlots {
         match reserved.0 {
-            Answer::Refused(retry_in) => SharedSlots::Refused(Rejected::RateLimited { retry_in }),
+            Answer::Refused { retry_in, users } => {
+                for (ask, users) in self.asks().zip(users) {
+                    ask.gate.saw(users);
+                }
+                SharedSlots::Refused(Rejected::RateLimited { retry_in })
+            }
             Answer::Granted { wait, slots } if self.limit.is_some_and(|limit| wait > limit) => {
                 for (ask, slot) in self.asks().zip(slots.into_iter().flatten()) {
                     ask.gate.refund(slot);
                 }
                 SharedSlots::Refused(Rejected::RateLimited { retry_in: wait })
             }
-            Answer::Granted { wait, slots } => {
-                for (ask, slot) in self.asks().zip(slots.iter().flatten()) {
+            Answer::Granted { wait, mut slots } => {
+                for (ask, slot) in self.asks().zip(slots.iter_mut().flatten()) {
                     ask.gate.saw(slot.instances);
+                    // The schedule runs at most the wait plus the ask's tolerance past now:
+                    // further, the local gate would mirror it and refuse every call were the
+                    // store to go.
+                    slot.ahead = slot.ahead.min(wait.saturating_add(ask.tolerance()));
                 }
                 let mut given = slots.into_iter().flatten();
                 let slots = [0, 1].map(|at| self.asks[at].as_ref().and_then(|_| given.next()));
@@ -184,7 +266,11 @@ enum Answer {
         wait: Duration,
         slots: [Option<Slot>; 2],
     },
-    Refused(Duration),
+    Refused {
+        retry_in: Duration,
+        /// The users the store counts for each gate asked (0: it did not say).
+        users: [u64; 2],
+    },
 }
 
 impl Reserved {
@@ -201,7 +287,34 @@ impl Reserved {
 
     /// Nothing reserved: a gate's wait, `retry_in`, would exceed the reservation's limit.
     pub fn refused(retry_in: Duration) -> Self {
-        Reserved(Answer::Refused(retry_in))
+        Reserved(Answer::Refused {
+            retry_in,
+            users: [0; 2],
+        })
+    }
+
+    /// The same refusal, saying how many users the store counts for each gate asked (one
+    /// number per [`Ask`], in the order of [`Reservation::asks`]; 0 says nothing): the answer
+    /// to the [heartbeats](Ask::heartbeat) of a refused reservation, which a saturated gate's
+    /// mostly are (a grant says it in its slots, [`Slot::with_instances`]). A grant is kept
+    /// as it is.
+    ///
+    /// ```
+    /// use resil_runtime::shared::Reserved;
+    /// use std::time::Duration;
+    ///
+    /// let refused = Reserved::refused(Duration::from_secs(2)).with_instances([3]);
+    /// # let _ = refused;
+    /// ```
+    pub fn with_instances(self, instances: impl IntoIterator<Item = u64>) -> Self {
+        match self.0 {
+            Answer::Refused { retry_in, .. } => {
+                let mut instances = instances.into_iter();
+                let users = [(); 2].map(|()| instances.next().unwrap_or(0));
+                Reserved(Answer::Refused { retry_in, users })
+            }
+            granted => Reserved(granted),
+        }
     }
 }
 
@@ -281,3 +394,12 @@ pub(crate) type RemoteSlot = Slot;
 
 /// The slots of an attempt in the shared gates: the rate gate's, then the token gate's.
 pub(crate) type RemoteSlots = [Option<RemoteSlot>; 2];
+
+/// A slot given back goes to the store too, while it answers.
+impl GateLink {
+    pub(crate) fn refund(&self, slot: Slot) {
+        if self.sharing.store.usable() {
+            self.sharing.store.refund(self, slot);
+        }
+    }
+}

@@ -213,7 +213,10 @@ mod tests {
             .build()
             .unwrap();
         drop(policy);
-        let news = BreakerNews::new(Arc::from("resil:{breaker:provider}"), &breaker);
+        let news = BreakerNews::new(
+            Arc::from("resil:{breaker:provider}"),
+            Arc::downgrade(&breaker) as std::sync::Weak<Breaker>,
+        );
         (breaker, news)
     }
 

@@ -1,9 +1,9 @@
 //! A shared rate gate in Redis: one hash per gate holding its theoretical arrival time (µs on
 //! Redis's clock), its throttle count and the latest throttle's end, expiring when that time
 //! is past (the gate is then as new); one script per attempt reserves from it. Beside it,
-//! `{gate}:seen` holds the instances that use the gate, each told by one reservation a second
-//! and forgotten 5 s after: while Redis is down, each instance's local gate runs at its share
-//! of the rate.
+//! `{gate}:seen` holds the users of the gate (each policy's gate, in each instance), each
+//! told by one reservation a second and forgotten 5 s after: while Redis is down, each
+//! user's local gate runs at its share of the rate.
 
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ use crate::seams::{
     whole_micros, Ask, GateLink, Reservation, Reserved, Slot, Unavailable, SEEN_FOR,
 };
 
-/// The instances that use the gate, by their last heartbeat (in the gate's hash slot).
+/// The users of the gate, by their last heartbeat (in the gate's hash slot).
 fn seen_key(gate: &GateLink) -> String {
     format!("{}:seen", gate.name())
 }
@@ -74,6 +74,10 @@ pub(crate) async fn reserve(
         Ok(Reply::Granted(other, [Some(second), _])) => {
             Ok(Reserved::granted(wait.max(other), [slot, second]))
         }
+        Ok(Reply::Refused(retry_in, [users, _])) => {
+            store.refund_slot(first.gate(), slot);
+            Ok(Reserved::refused(retry_in).with_instances([0, users]))
+        }
         answer => {
             store.refund_slot(first.gate(), slot);
             Ok(answer?.into())
@@ -84,14 +88,15 @@ pub(crate) async fn reserve(
 /// What one reservation script answered.
 enum Reply {
     Granted(Duration, [Option<Slot>; 2]),
-    Refused(Duration),
+    /// The wait, and each gate's users its heartbeat counted.
+    Refused(Duration, [u64; 2]),
 }
 
 impl From<Reply> for Reserved {
     fn from(reply: Reply) -> Self {
         match reply {
             Reply::Granted(wait, slots) => Reserved::granted(wait, slots.into_iter().flatten()),
-            Reply::Refused(retry_in) => Reserved::refused(retry_in),
+            Reply::Refused(retry_in, users) => Reserved::refused(retry_in).with_instances(users),
         }
     }
 }
@@ -107,8 +112,8 @@ async fn run(
     invocation.arg(limit).arg(whole_micros(SEEN_FOR));
     for ask in asks.iter().flatten() {
         let beat = match ask.heartbeat() {
-            Some(_) => store.instance(),
-            None => "",
+            Some(_) => format!("{}:{}", store.instance(), ask.user()),
+            None => String::new(),
         };
         invocation
             .key(ask.gate().name())
@@ -116,7 +121,8 @@ async fn run(
             .arg(whole_micros(ask.interval()))
             .arg(whole_micros(ask.tolerance()))
             .arg(ask.cost())
-            .arg(beat);
+            .arg(beat)
+            .arg(whole_micros(ask.alone()));
     }
     let key = asks
         .iter()
@@ -139,7 +145,10 @@ async fn run(
             let wait = Duration::from_micros(wait);
             Ok(Reply::Granted(wait, [slots.next(), slots.next()]))
         }
-        [_, wait, ..] => Ok(Reply::Refused(Duration::from_micros(wait))),
+        [_, wait, ref users @ ..] => {
+            let users = [0, 1].map(|at| users.get(at).copied().unwrap_or(0));
+            Ok(Reply::Refused(Duration::from_micros(wait), users))
+        }
         _ => Err(Unavailable),
     }
 }

@@ -214,7 +214,7 @@ impl Hub {
     /// The store answers again: what was not heard is told, the others learn of the openings
     /// in force, and the gates revoke what they promised alone.
     fn resync(&self) {
-        let breakers = lock_std(&self.state).breakers.clone();
+        let breakers = lock_std(&self.state).breakers.all();
         for (instance, breaker) in breakers {
             match breaker.untold() {
                 Some(announcement) => self.record(instance, announcement),
@@ -227,7 +227,7 @@ impl Hub {
                 }
             }
         }
-        let gates = lock_std(&self.state).links.clone();
+        let gates = lock_std(&self.state).links.all();
         for (_, gate) in gates {
             gate.store_returned();
         }
@@ -256,12 +256,7 @@ impl Hub {
                 epoch: kept.epoch + 1,
                 held,
             };
-            state
-                .links
-                .iter()
-                .filter(|(of, gate)| *of != instance && gate.name() == &**key)
-                .map(|(_, gate)| gate.clone())
-                .collect()
+            state.links.others(instance, key)
         };
         for peer in peers {
             peer.throttled_elsewhere();
@@ -282,12 +277,7 @@ impl Hub {
 
     /// The other instances' breakers named `id`.
     fn peers(&self, instance: usize, id: &str) -> Vec<BreakerNews> {
-        lock_std(&self.state)
-            .breakers
-            .iter()
-            .filter(|(of, breaker)| *of != instance && breaker.name() == id)
-            .map(|(_, breaker)| breaker.clone())
-            .collect()
+        lock_std(&self.state).breakers.others(instance, id)
     }
 
     /// OPEN or CLOSE, then published: the opening for what is left of the cooldown (or none),
@@ -339,8 +329,7 @@ impl SharedStore for InMemory {
         let now = self.hub.now();
         let open = {
             let mut state = lock_std(&self.hub.state);
-            state.breakers.retain(|(_, listed)| !listed.is_gone());
-            state.breakers.push((self.instance, breaker.clone()));
+            state.breakers.add(self.instance, breaker.clone());
             let until = state.open.get(breaker.name()).copied();
             until.map_or(0, |until| until.saturating_sub(now))
         };
@@ -352,8 +341,7 @@ impl SharedStore for InMemory {
 
     fn listen_gate(&self, gate: GateNews) {
         let mut state = lock_std(&self.hub.state);
-        state.links.retain(|(_, listed)| !listed.is_gone());
-        state.links.push((self.instance, gate));
+        state.links.add(self.instance, gate);
     }
 
     fn announce(&self, announcement: Announcement) {

@@ -69,7 +69,7 @@ fn process() -> Arc<dyn SharedStore> {
     Arc::clone(super::global()) as Arc<dyn SharedStore>
 }
 
-impl<K> PolicyBuilder<K> {
+impl<K, C> PolicyBuilder<K, C> {
     /// Keeps the breaker and rate gates in the process's Redis store (installed by
     /// [`Redis::connect`](super::Redis::connect)), shared with every instance of the service:
     /// see [`crate::shared`]. Until a store is connected, the policy decides locally.

@@ -75,51 +75,62 @@ return 0
 
 /// GCRA over one or two gates at once (all reserve or none). A gate is a hash: `tat` (its
 /// theoretical arrival time), `epoch` (throttles so far) and `held` (the latest throttle's
-/// end); beside it, a sorted set of the instances that use it, scored by their last
-/// heartbeat. KEYS: per gate, the gate and its instances. ARGV: the longest wait allowed in µs
-/// (-1: any), how long an instance counts after its heartbeat in µs, then per gate its
-/// interval and tolerance in µs, the cost, and this instance's id for a heartbeat (empty:
-/// none now). Returns `{0, wait}` (refused; the wait it would have been) or `{1, wait}`
-/// (reserved; µs until the slot) followed, per gate, by the slot: the schedule before it and
-/// after it, the epoch, how far after now it ends, and the instances seen (0 without a
-/// heartbeat).
+/// end); beside it, a sorted set of the users of the gate (`instance:user`), scored by their
+/// last heartbeat, which counts whether the reservation is granted or refused. KEYS: per
+/// gate, the gate and its users. ARGV: the longest wait allowed in µs (-1: any), how long a
+/// user counts after its heartbeat in µs, then per gate its interval and tolerance in µs, the
+/// cost, the user for a heartbeat (empty: none now), and how far past now the instance's
+/// local gate runs having granted slots alone, in µs (0: it did not; else the slot starts no
+/// earlier). Returns `{0, wait, users, users}`
+/// (refused; the wait it would have been, and each gate's users seen, 0 without a
+/// heartbeat) or `{1, wait}` (reserved; µs until the slot) followed, per gate, by the slot:
+/// the schedule before it and after it, the epoch, how far after now it ends, and the users
+/// seen (0 without a heartbeat).
 pub(super) static RESERVE: LazyLock<Script> = LazyLock::new(|| Script::new(RESERVE_LUA));
 const RESERVE_LUA: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limit = tonumber(ARGV[1])
+local since = tonumber(ARGV[2])
+local instances = {}
+for i = 1, #KEYS / 2 do
+  local seen, beat = KEYS[2 * i], ARGV[(i - 1) * 5 + 6]
+  instances[i] = 0
+  if beat ~= '' then
+    redis.call('ZADD', seen, now, beat)
+    redis.call('ZREMRANGEBYSCORE', seen, '-inf', string.format('(%.0f', now - since))
+    redis.call('PEXPIRE', seen, string.format('%.0f', math.ceil(since / 1000)))
+    instances[i] = redis.call('ZCARD', seen)
+  end
+end
 local longest = 0
 local slots = {}
 for i = 1, #KEYS / 2 do
   local key = KEYS[2 * i - 1]
-  local at = (i - 1) * 4 + 2
+  local at = (i - 1) * 5 + 2
   local interval, tolerance, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  local alone = tonumber(ARGV[at + 5])
   local state = redis.call('HMGET', key, 'tat', 'epoch')
   local from = tonumber(state[1]) or now
+  if alone > 0 and from < now + alone then from = now + alone end
   local tat = from
   if tat < now then tat = now end
   local next = tat + interval * cost
   local wait = next - tolerance - now
   if wait < 0 then wait = 0 end
-  if limit >= 0 and wait > limit then return {'0', string.format('%.0f', wait)} end
+  if limit >= 0 and wait > limit then
+    return {'0', string.format('%.0f', wait), instances[1], instances[2] or 0}
+  end
   slots[i] = {from, next, tonumber(state[2]) or 0}
   if wait > longest then longest = wait end
 end
 local reply = {'1', string.format('%.0f', longest)}
 for i = 1, #KEYS / 2 do
-  local key, seen, beat = KEYS[2 * i - 1], KEYS[2 * i], ARGV[(i - 1) * 4 + 6]
+  local key = KEYS[2 * i - 1]
   local slot = slots[i]
   redis.call('HSET', key, 'tat', string.format('%.0f', slot[2]))
   redis.call('PEXPIRE', key, string.format('%.0f', math.max(1, math.ceil((slot[2] - now) / 1000))))
-  local instances = 0
-  if beat ~= '' then
-    local since = tonumber(ARGV[2])
-    redis.call('ZADD', seen, now, beat)
-    redis.call('ZREMRANGEBYSCORE', seen, '-inf', string.format('(%.0f', now - since))
-    redis.call('PEXPIRE', seen, string.format('%.0f', math.ceil(since / 1000)))
-    instances = redis.call('ZCARD', seen)
-  end
-  for _, value in ipairs({slot[1], slot[2], slot[3], slot[2] - now, instances}) do
+  for _, value in ipairs({slot[1], slot[2], slot[3], slot[2] - now, instances[i]}) do
     table.insert(reply, string.format('%.0f', value))
   end
 end

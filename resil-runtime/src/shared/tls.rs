@@ -57,7 +57,10 @@ pub(super) fn install_provider() {
 const MAX_PEM_BYTES: u64 = 16 << 20;
 
 /// The file's bytes, read only from a regular file of at most [`MAX_PEM_BYTES`]: a path to a
-/// device (`/dev/zero`) or a FIFO would read forever, or until memory ran out.
+/// device (`/dev/zero`) would read forever, or until memory ran out, and opening a FIFO for
+/// reading waits for a writer that may never come. So the path is looked at before it is
+/// opened, opened without waiting (a FIFO put there meanwhile opens at once, and is refused
+/// by the second look), and read only if it is a regular file.
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, SharedError> {
     use std::io::Read;
     let refused = |reason: String| {
@@ -66,13 +69,20 @@ fn read(path: &Path, what: &str) -> Result<Vec<u8>, SharedError> {
             format!("{what}: {reason}: give the path of a PEM file this process can read"),
         )
     };
-    let file = std::fs::File::open(path).map_err(|error| refused(error.to_string()))?;
-    let metadata = file
-        .metadata()
+    let regular = |metadata: std::io::Result<std::fs::Metadata>| match metadata {
+        Ok(metadata) if metadata.is_file() => Ok(()),
+        Ok(_) => Err(refused("not a regular file".to_owned())),
+        Err(error) => Err(refused(error.to_string())),
+    };
+    regular(std::fs::metadata(path))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options
+        .open(path)
         .map_err(|error| refused(error.to_string()))?;
-    if !metadata.is_file() {
-        return Err(refused("not a regular file".to_owned()));
-    }
+    regular(file.metadata())?;
     let mut pem = Vec::new();
     (file.take(MAX_PEM_BYTES + 1))
         .read_to_end(&mut pem)

@@ -8,7 +8,9 @@ use std::time::Duration;
 use crate::common::{Recorder, TestError};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use resil_runtime::{Bulkhead, Policy};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use resil_runtime::{Bulkhead, Next, Outcome, Policy};
 use tokio::time::{sleep, Instant};
 
 const MS: Duration = Duration::from_millis(1);
@@ -217,4 +219,141 @@ async fn a_decrease_never_revokes_a_place_already_held() {
     for holder in holders {
         holder.await.unwrap().unwrap();
     }
+}
+
+/// A call's cost and latency, drawn from the provider's seeded generator.
+type Draw = fn(&mut StdRng) -> (u64, Duration);
+
+/// `callers` calling in a loop for 60 s through `policy` (20 ms apart after a refusal), each
+/// call's cost and latency drawn by `draw` from a seeded generator, whatever the calls in
+/// flight: a provider that never queues. Returns the calls served and the limit at the end.
+async fn sixty_seconds(policy: Policy, callers: usize, draw: Draw) -> (usize, usize) {
+    let policy = Arc::new(policy);
+    let rng = Arc::new(std::sync::Mutex::new(StdRng::seed_from_u64(44)));
+    let served = Arc::new(AtomicUsize::new(0));
+    let end = Instant::now() + Duration::from_secs(60);
+    let callers: Vec<_> = (0..callers)
+        .map(|_| {
+            let (policy, rng, served) =
+                (Arc::clone(&policy), Arc::clone(&rng), Arc::clone(&served));
+            tokio::spawn(async move {
+                while Instant::now() < end {
+                    let (cost, latency) = draw(&mut rng.lock().unwrap());
+                    let mut execution = policy.execute::<TestError>();
+                    execution.set_cost(cost);
+                    let next = execution
+                        .attempt(async move {
+                            sleep(latency).await;
+                            Ok::<u32, TestError>(1)
+                        })
+                        .await;
+                    if matches!(next, Next::Done(Outcome::Completed(Ok(_)))) {
+                        served.fetch_add(1, SeqCst);
+                    } else {
+                        sleep(20 * MS).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    let limit = policy.bulkhead().map_or(0, Bulkhead::limit);
+    (served.load(SeqCst), limit)
+}
+
+fn adaptive() -> Policy {
+    let (min, max) = Bulkhead::DEFAULT_ADAPTIVE_RANGE;
+    Policy::builder()
+        .bulkhead_adaptive(min, max)
+        .build()
+        .unwrap()
+}
+
+/// LLM answers take 100 to 400 ms whatever the load: that spread is no queue. 32 callers are
+/// served about as often as by a provider answering in 250 ms every time, and the limit
+/// grows past them in both cases (it fell to 1, each slow answer taken for a queue: 389 calls
+/// served against 7 544).
+#[tokio::test(start_paused = true)]
+async fn a_healthy_provider_whose_latency_spreads_keeps_the_limit_up() {
+    let constant: Draw = |_| (1, 250 * MS);
+    let spread: Draw = |rng| (1, rng.random_range(100..=400) * MS);
+    let (constant_served, constant_limit) = sixty_seconds(adaptive(), 32, constant).await;
+    let (spread_served, spread_limit) = sixty_seconds(adaptive(), 32, spread).await;
+    println!(
+        "constant 250 ms: {constant_served} served, limit {constant_limit}; \
+         uniform 100-400 ms: {spread_served} served, limit {spread_limit}"
+    );
+    assert!(constant_limit >= 32, "{constant_limit}");
+    assert!(spread_limit >= 32, "{spread_limit}");
+    assert!(
+        spread_served * 10 >= constant_served * 9,
+        "{spread_served} served against {constant_served}"
+    );
+}
+
+/// Calls of 4 000 and of 40 units (the token gate's cost), the provider taking 100 ms plus
+/// 50 µs a unit, never queueing: a small call's fixed part is no queue, and the limit grows
+/// past the 32 callers (it fell to 2, and 659 calls were served).
+#[tokio::test(start_paused = true)]
+async fn calls_of_mixed_cost_do_not_hold_the_limit_down() {
+    let mixed: Draw = |rng| {
+        let cost = if rng.random_bool(0.5) { 4_000 } else { 40 };
+        (cost, 100 * MS + Duration::from_micros(50 * cost))
+    };
+    let (served, limit) = sixty_seconds(adaptive(), 32, mixed).await;
+    println!("mixed costs: {served} served, limit {limit}");
+    assert!(limit >= 32, "{limit}");
+    // 32 in flight at 201 ms on average: 9 550 in 60 s, less the first seconds' climb.
+    assert!(served >= 8_500, "{served}");
+}
+
+/// A provider that really queues (each call takes 50 ms a quarter of the calls it holds, so
+/// 200 ms at 16 in flight) brings the limit down from its start, however its answers are
+/// spread. Callers arrive one every 250 ms, as traffic grows.
+#[tokio::test(start_paused = true)]
+async fn a_provider_that_queues_brings_the_limit_down() {
+    let policy = Arc::new(adaptive());
+    let at_provider = Arc::new(AtomicUsize::new(0));
+    let rng = Arc::new(std::sync::Mutex::new(StdRng::seed_from_u64(44)));
+    let end = Instant::now() + Duration::from_secs(60);
+    let callers: Vec<_> = (0..32u64)
+        .map(|n| {
+            let (policy, at_provider, rng) = (
+                Arc::clone(&policy),
+                Arc::clone(&at_provider),
+                Arc::clone(&rng),
+            );
+            tokio::spawn(async move {
+                sleep(250 * MS * n as u32).await;
+                while Instant::now() < end {
+                    let result = policy
+                        .run(|| async {
+                            let held = at_provider.fetch_add(1, SeqCst) + 1;
+                            let spread: f64 = rng.lock().unwrap().random_range(0.8..1.2);
+                            let took = 50 * MS * held.max(4) as u32 / 4;
+                            sleep(took.mul_f64(spread)).await;
+                            at_provider.fetch_sub(1, SeqCst);
+                            Ok::<u32, TestError>(1)
+                        })
+                        .await;
+                    if result.is_err() {
+                        sleep(20 * MS).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut limits = Vec::new();
+    while Instant::now() < end {
+        sleep(100 * MS).await;
+        limits.push(policy.bulkhead().unwrap().limit());
+    }
+    for caller in callers {
+        caller.await.unwrap();
+    }
+    let late = limits.split_off(limits.len() / 2);
+    println!("queueing provider, limits over the last 30 s: {late:?}");
+    assert!(late.iter().all(|&limit| limit <= 10), "{late:?}");
 }

@@ -85,12 +85,14 @@ async fn a_panicking_hedge_leaves_nothing_published() {
 }
 
 // One allowance: three layers of retry=2 over a failing call make 3 calls, hedged or not.
+// The first racer's nested calls fail at 10 and 21 ms: the hedge starts at 15 ms, between
+// them, and draws from the same allowance.
 #[tokio::test(start_paused = true)]
 async fn nested_retries_draw_from_one_allowance_through_a_hedge() {
     let outer = Policy::builder()
         .retry(2)
         .backoff(Duration::from_millis(1), Duration::from_millis(1))
-        .hedge(1, Duration::from_millis(50))
+        .hedge(1, Duration::from_millis(15))
         .build()
         .unwrap();
     let inner = Policy::builder()
@@ -99,18 +101,23 @@ async fn nested_retries_draw_from_one_allowance_through_a_hedge() {
         .build()
         .unwrap();
     let calls = AtomicU32::new(0);
+    let racers = AtomicU32::new(0);
     let r: Result<(), Err> = outer
-        .run(|| async {
-            inner
-                .run(|| async {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    sleep(Duration::from_millis(10)).await;
-                    Err::<(), _>(Err::Busy)
-                })
-                .await
+        .run(|| {
+            racers.fetch_add(1, Ordering::SeqCst);
+            async {
+                inner
+                    .run(|| async {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        sleep(Duration::from_millis(10)).await;
+                        Err::<(), _>(Err::Busy)
+                    })
+                    .await
+            }
         })
         .await;
     assert_eq!(r, Err(Err::Busy));
+    assert_eq!(racers.load(Ordering::SeqCst), 2, "the hedge started");
     assert_eq!(
         calls.load(Ordering::SeqCst),
         3,

@@ -3,6 +3,7 @@
 //! calls, `block_on` inside a body, many threads and carried operations; `hedges.rs` the same
 //! through hedged races. First written by a hostile review of the frame published in place.
 
+mod belonging;
 mod hedges;
 
 use std::future::Future;
@@ -163,6 +164,149 @@ async fn a_panicking_listener_leaves_nothing_published() {
     .await;
     assert!(caught.is_err());
     assert!(Operation::current().is_none());
+}
+
+// A listener that makes a resilient call of its own, here when a retry starts: its call is an
+// operation of its own, and takes no number among the body's nested calls, so the charge a
+// retried body makes again keeps its idempotency key.
+#[derive(Debug)]
+struct AuditsRetries {
+    audit: Policy,
+    ids: Mutex<Vec<String>>,
+}
+
+impl Listener for AuditsRetries {
+    fn on_event(&self, event: &Event<'_>) {
+        use futures::FutureExt;
+        if let Event::AttemptStarted { attempt: 1.., .. } = event {
+            let audited = self.audit.run(|| async { Ok::<_, Err>(id()) });
+            let audited = audited.now_or_never().unwrap().unwrap();
+            self.ids.lock().unwrap().push(audited);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_listeners_call_takes_no_number_among_the_bodys_nested_calls() {
+    let audits = Arc::new(AuditsRetries {
+        audit: Policy::builder().build().unwrap(),
+        ids: Mutex::default(),
+    });
+    let outer = Policy::builder()
+        .retry(1)
+        .backoff(Duration::from_millis(1), Duration::from_millis(1))
+        .listener(audits.clone())
+        .build()
+        .unwrap();
+    let charge = Policy::builder().build().unwrap();
+    let keys = Mutex::new(Vec::new());
+    let outer_id = outer
+        .run(|| async {
+            let key = charge.run(|| async { Ok::<_, Err>(id()) }).await?;
+            let mut keys = keys.lock().unwrap();
+            keys.push(key);
+            if keys.len() == 1 {
+                return Err(Err::Busy);
+            }
+            Ok(id())
+        })
+        .await
+        .unwrap();
+    let charged = format!("{outer_id}.1");
+    assert_eq!(
+        *keys.lock().unwrap(),
+        [charged.as_str(), &charged],
+        "one key per charge"
+    );
+    let audited = audits.ids.lock().unwrap().clone();
+    assert_eq!(audited.len(), 1);
+    assert!(
+        !audited[0].starts_with(&outer_id),
+        "the listener's call is its own operation: {audited:?}"
+    );
+}
+
+// A learning call that retries, polled from a thread-local's destructor after the runtime's
+// thread-locals (and rand's) are gone: it runs, rather than panicking there, which aborts the
+// process (so the test runs in a child process).
+#[test]
+fn a_learning_call_polled_from_a_thread_locals_destructor_runs() {
+    use std::cell::RefCell;
+    use std::sync::atomic::AtomicBool;
+    const CHILD: &str = "RESIL_FRAMES_DESTRUCTOR_CHILD";
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "a_learning_call_polled_from_a_thread_locals_destructor_runs",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{:?}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    static RAN: AtomicBool = AtomicBool::new(false);
+    /// A learning call that fails once and retries, on a runtime of its own.
+    fn learning_call(policy: &Policy) -> Result<(), Err> {
+        use resil_runtime::{operation, ProviderLimits, Quota};
+        let said = Quota {
+            limit: Some(10),
+            remaining: 9,
+            reset: Duration::from_secs(1),
+            window: None,
+        };
+        let attempts = AtomicU32::new(0);
+        let call = policy.run(|| async {
+            operation::report_limits(ProviderLimits {
+                requests: Some(said),
+                tokens: None,
+            });
+            match attempts.fetch_add(1, Ordering::SeqCst) {
+                0 => Err(Err::Busy),
+                // Its id read, as a call naming its request does.
+                _ => {
+                    assert!(!id().is_empty());
+                    Ok(())
+                }
+            }
+        });
+        paused_runtime().block_on(call)
+    }
+    fn paused_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    }
+    struct Late(Arc<Policy>);
+    impl Drop for Late {
+        fn drop(&mut self) {
+            assert_eq!(learning_call(&self.0), Ok(()));
+            RAN.store(true, Ordering::SeqCst);
+        }
+    }
+    thread_local! {
+        static LATE: RefCell<Option<Late>> = const { RefCell::new(None) };
+    }
+    std::thread::spawn(|| {
+        let policy = Policy::builder().rate_learn().retry(1).build();
+        let policy = Arc::new(policy.unwrap());
+        // Tokio's thread-locals first, then `LATE`, then the call's: destroyed in the
+        // opposite order, the call's are gone when `LATE` is dropped, and tokio's are not.
+        paused_runtime().block_on(async {});
+        LATE.with(|late| *late.borrow_mut() = Some(Late(policy.clone())));
+        assert_eq!(learning_call(&policy), Ok(()));
+    })
+    .join()
+    .unwrap();
+    assert!(RAN.load(Ordering::SeqCst));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -373,7 +517,9 @@ async fn futures_are_send_and_a_scoped_one_sync() {
     scoped.await;
 }
 
-// Learning gates hear only their own body's reports, by depth, through a Scoped and a hedge.
+// Learning gates hear only their own body's reports, by depth, through a Scoped and a hedge:
+// the parent's report, made before its nested calls run, is still the parent's when its poll
+// ends (one cell for every depth would lose it to the learning child, or give it the child's).
 #[tokio::test(start_paused = true)]
 async fn nested_learning_calls_hear_only_their_own_bodies() {
     use resil_runtime::{operation, ProviderLimits, Quota};
@@ -400,6 +546,8 @@ async fn nested_learning_calls_hear_only_their_own_bodies() {
             let me = n.fetch_add(1, Ordering::SeqCst);
             let (child, plain) = (&child, &plain);
             async move {
+                // The parent's own report: reset in 5 s.
+                operation::report_limits(said(5));
                 // A non-learning nested call reports: nobody hears it.
                 plain
                     .run(|| async {
@@ -429,9 +577,11 @@ async fn nested_learning_calls_hear_only_their_own_bodies() {
         child_wait > Duration::from_secs(2) && child_wait <= Duration::from_secs(3),
         "{child_wait:?}"
     );
-    let parent_wait = parent.rate_gate().map(|g| g.reserve(1, None));
+    // The hedge's report (at 50 ms, the call over at 160 ms) said the reset was 5 s away: not
+    // 3 (the child's), 7 or 9 (the non-learning calls'), nor nothing.
+    let parent_wait = parent.rate_gate().unwrap().reserve(1, None).unwrap();
     assert!(
-        !matches!(parent_wait, Some(Ok(w)) if w >= Duration::from_secs(1)),
-        "the parent heard a report that was not its body's: {parent_wait:?}"
+        parent_wait > Duration::from_secs(4) && parent_wait <= Duration::from_secs(5),
+        "the parent heard its own body only: {parent_wait:?}"
     );
 }

@@ -23,6 +23,10 @@ enum Windows {
     Fails,
     /// Never: the batch waits out `shared_timeout`.
     Hangs,
+    /// Sums that cannot be: these calls and bad calls, whatever the batch.
+    Claims(u64, u64),
+    /// A panic, the first time; then as the inner store does.
+    PanicsOnce,
 }
 
 /// A store of a team's own around an [`InMemory`] one: it says it is usable, yet its windows
@@ -32,6 +36,7 @@ struct Odd {
     windows: Windows,
     instances: AtomicU64,
     down: AtomicBool,
+    panicked: AtomicBool,
 }
 
 impl Odd {
@@ -41,6 +46,7 @@ impl Odd {
             windows,
             instances: AtomicU64::new(0),
             down: AtomicBool::new(false),
+            panicked: AtomicBool::new(false),
         })
     }
 }
@@ -105,6 +111,15 @@ impl SharedStore for Odd {
             Windows::Inner => self.inner.add_to_window(breaker, batch),
             Windows::Fails => Some(Box::pin(std::future::ready(Err(Unavailable)))),
             Windows::Hangs => Some(Box::pin(std::future::pending())),
+            Windows::Claims(calls, bad) => Some(Box::pin(std::future::ready(Ok(WindowSums::new(
+                calls, bad,
+            ))))),
+            Windows::PanicsOnce => {
+                if !self.panicked.swap(true, Ordering::AcqRel) {
+                    panic!("a store that panics in add_to_window");
+                }
+                self.inner.add_to_window(breaker, batch)
+            }
         }
     }
 }
@@ -156,6 +171,64 @@ async fn a_store_whose_windows_fail_leaves_the_breaker_to_judge_its_own_calls() 
             }
         );
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn sums_that_cannot_be_neither_open_nor_silence_the_breaker() {
+    let store = Odd::new(Windows::Claims(u64::MAX, 0));
+    let policy = windowed(&store, "endless_sums");
+    let opened = fail_until_open(&policy, 60).await;
+    assert!(
+        opened.is_some(),
+        "60 failures of 60 calls, and the breaker never opened: the store claims u64::MAX calls"
+    );
+    let store = Odd::new(Windows::Claims(5, 1_000));
+    let policy = windowed(&store, "more_bad_than_calls");
+    for _ in 0..60 {
+        let _ = call(&policy, true).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        policy.breaker().unwrap().state(),
+        BreakerState::Closed,
+        "60 calls, none bad: the store claims 1 000 bad of 5"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_panics_once_in_add_to_window_leaves_the_breaker_judging() {
+    let store = Odd::new(Windows::PanicsOnce);
+    let policy = windowed(&store, "panics_once");
+    let opened = fail_until_open(&policy, 100).await;
+    assert!(
+        opened.is_some(),
+        "100 failures of 100 calls never opened it: its batches' task panicked once"
+    );
+}
+
+#[test]
+fn a_batch_task_lost_with_its_runtime_leaves_the_breaker_judging_in_the_next() {
+    let paused = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap()
+    };
+    let first = paused();
+    let policy = first.block_on(async {
+        let policy = windowed(&Odd::new(Windows::Hangs), "two_runtimes");
+        let _ = call(&policy, false).await;
+        policy
+    });
+    // The batch's task has not ended (not yet run, or waiting for the store): it goes
+    // with its runtime.
+    drop(first);
+    let opened = paused().block_on(fail_until_open(&policy, 100));
+    assert!(
+        opened.is_some(),
+        "100 failures of 100 calls in the next runtime never opened it"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -24,6 +24,8 @@ struct Faults {
     echo: AtomicBool,
     /// `reserve` grants an hour's wait, whatever the limit.
     late_grant: AtomicBool,
+    /// `reserve` grants at once, saying the schedule now runs an hour ahead.
+    far_ahead: AtomicBool,
     /// `acquire_probe` never answers.
     probe_hangs: AtomicBool,
     /// `acquire_probe` asks the inner store for an hour's lock, whatever the limit.
@@ -116,6 +118,16 @@ impl SharedStore for Hostile {
                 .collect();
             return Box::pin(std::future::ready(Ok(Reserved::granted(
                 Duration::from_secs(3600),
+                slots,
+            ))));
+        }
+        if self.faults.far_ahead.load(Ordering::Acquire) {
+            let slots: Vec<_> = reservation
+                .asks()
+                .map(|_| Slot::new(0, 1, 0, Duration::from_secs(3600)))
+                .collect();
+            return Box::pin(std::future::ready(Ok(Reserved::granted(
+                Duration::ZERO,
                 slots,
             ))));
         }
@@ -240,6 +252,26 @@ async fn a_grant_that_waits_past_the_deadline_does_not_hold_the_call_past_it() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_grant_saying_the_schedule_runs_an_hour_ahead_leaves_fail_open_to_the_local_gate() {
+    let store = Hostile::new(InMemory::new());
+    store.faults.far_ahead.store(true, Ordering::Release);
+    let policy = Policy::builder()
+        .name("far_ahead")
+        .rate(10, Duration::from_secs(1), 10)
+        .deadline(Duration::from_secs(1))
+        .shared_in(Arc::clone(&store))
+        .build()
+        .unwrap();
+    call(&policy, true).await.expect("granted at once");
+    store.inner.set_available(false);
+    let answer = call(&policy, true).await;
+    assert!(
+        answer.is_ok(),
+        "one call of a burst of 10 made, the store down: the local gate decides ({answer:?})"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_call_dropped_while_the_store_decides_its_probe_leaves_the_breaker_usable() {
     let store = Hostile::new(InMemory::new());
     let cooldown = Duration::from_secs(1);
@@ -252,6 +284,48 @@ async fn a_call_dropped_while_the_store_decides_its_probe_leaves_the_breaker_usa
     store.faults.probe_hangs.store(false, Ordering::Release);
     assert!(call(&policy, true).await.is_ok(), "the next call probes");
     assert_eq!(policy.breaker().unwrap().state(), BreakerState::Closed);
+}
+
+/// Both instances' breakers are open, cooled down; the store answers too late. Here, the
+/// probe asks for the store's lock (50 ms); meanwhile there, a probe that failed open fails,
+/// and its opening reaches here. The probe here was of the generation that opening ended:
+/// when the store's answer times out it makes no call, the breaker open again.
+#[tokio::test(start_paused = true)]
+async fn a_probe_whose_breaker_opened_elsewhere_while_it_asked_the_store_makes_no_call() {
+    let here = InMemory::new();
+    let there = here.instance();
+    let policy = |store: &InMemory, timeout: u64| {
+        let config = BreakerConfig::new(1, Duration::from_secs(1)).unwrap();
+        Policy::builder()
+            .breaker(Arc::new(Breaker::new("probe-race", config)))
+            .shared_in(store)
+            .shared_timeout(Duration::from_millis(timeout))
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (policy(&here, 50), policy(&there, 20));
+    let _ = call(&a, false).await;
+    assert_eq!(b.breaker().unwrap().state(), BreakerState::Open);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    here.set_slow(true);
+    let called = AtomicBool::new(false);
+    let (answer, failed) = tokio::join!(
+        a.run(|| async {
+            called.store(true, Ordering::SeqCst);
+            Ok::<_, Failure>(())
+        }),
+        call(&b, false)
+    );
+    assert!(matches!(failed, Err(Failure::Down)), "{failed:?}");
+    assert!(
+        matches!(answer, Err(Failure::Rejected(Rejected::BreakerOpen { .. }))),
+        "{answer:?}"
+    );
+    assert!(
+        !called.load(Ordering::SeqCst),
+        "the probe called, its breaker open"
+    );
+    assert_eq!(a.breaker().unwrap().state(), BreakerState::Open);
 }
 
 #[tokio::test(start_paused = true)]

@@ -6,5 +6,6 @@ mod common;
 
 mod hedge;
 mod hedge_edges;
+mod hedge_targets;
 mod route;
 mod route_edges;

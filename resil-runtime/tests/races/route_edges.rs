@@ -210,3 +210,204 @@ async fn after_a_failure_with_every_target_skipped_nothing_is_waited_nor_drawn()
     assert_eq!(recorder.waits(), [], "{:?}", recorder.lines());
     assert_eq!(start.elapsed(), Duration::ZERO);
 }
+
+/// A model compared by a count of its comparisons.
+#[derive(Clone, Debug)]
+struct Model(u32);
+
+impl std::hash::Hash for Model {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+thread_local! {
+    static COMPARED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+impl PartialEq for Model {
+    fn eq(&self, other: &Self) -> bool {
+        COMPARED.with(|compared| compared.set(compared.get() + 1));
+        self.0 == other.0
+    }
+}
+
+impl Eq for Model {}
+
+impl std::fmt::Display for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "m{}", self.0)
+    }
+}
+
+/// A route of 1 000 targets, two of them repeated: the repeats are dropped in a number of
+/// comparisons that grows with the route, not with its square, before the first attempt.
+#[tokio::test(start_paused = true)]
+async fn the_repeats_of_a_long_route_are_dropped_in_linear_time() {
+    let policy = keyed(2, 5).build().unwrap();
+    let models: Vec<Model> = (0..1000).map(Model).chain([Model(0), Model(500)]).collect();
+    let calls = Calls::default();
+    let start = Instant::now();
+    COMPARED.with(|compared| compared.set(0));
+    let compared = std::cell::Cell::new(None);
+    let answer = policy
+        .run_routed(&models[0], &models[1..], |model| {
+            compared.set(compared.get().or(Some(COMPARED.with(std::cell::Cell::get))));
+            calls.record(&model.to_string(), start);
+            async move { Err::<(), _>(TestError::Busy) }
+        })
+        .await;
+    assert_eq!(answer, Err(TestError::Busy));
+    let compared = compared.get().unwrap();
+    assert!(
+        compared <= 1002,
+        "{compared} comparisons before the first attempt"
+    );
+    // No repeat is called: m0, m1, m2 (retry = 2).
+    assert_eq!(calls.targets(), ["m0", "m1", "m2"]);
+}
+
+/// The route moves from gpt to claude, half-open: the attempt on claude is its probe, and a
+/// call nested in it through claude's breaker is part of it (the frame names the breaker the
+/// route moved to), not a caller waiting for the probe's verdict, which depends on itself.
+#[tokio::test(start_paused = true)]
+async fn a_call_nested_in_a_probe_the_route_moved_to_goes_through_its_breaker() {
+    let policy = keyed(2, 1).timeout(Duration::from_secs(5)).build().unwrap();
+    let opened = policy
+        .run_keyed("claude", || async { Err::<&str, _>(TestError::Busy) })
+        .await;
+    assert_eq!(opened, Err(TestError::Busy));
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let start = Instant::now();
+    let policy = &policy;
+    let answer = policy
+        .run_routed("gpt", ["claude"], |model| async move {
+            match model {
+                "gpt" => Err(TestError::Busy),
+                _ => {
+                    policy
+                        .run_keyed("claude", || async { Ok::<_, TestError>("nested") })
+                        .await
+                }
+            }
+        })
+        .await;
+    assert_eq!(answer, Ok("nested"));
+    assert_eq!(start.elapsed(), Duration::ZERO, "the nested call waited");
+}
+
+/// The first racer, on gpt, is admitted; gpt's breaker opens while it runs. The hedge goes to
+/// claude, and a call nested in it through gpt's breaker is refused: the hedge's frame names
+/// claude's breaker, the one it goes through, not the first racer's.
+#[tokio::test(start_paused = true)]
+async fn a_call_nested_in_a_hedge_elsewhere_does_not_pass_the_first_racers_open_breaker() {
+    let policy = keyed(2, 5)
+        .timeout(Duration::from_secs(10))
+        .hedge(1, Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let policy = &policy;
+    let gpt = policy.keys().unwrap().get("gpt");
+    let gpt = gpt.breaker().unwrap();
+    let nested = std::sync::Mutex::new(None);
+    let nested = &nested;
+    let answer = policy
+        .run_routed("gpt", ["claude"], |model| async move {
+            if model == "gpt" {
+                gpt.force_open();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                return Ok("gpt");
+            }
+            let inner = policy
+                .run_keyed("gpt", || async { Ok::<_, TestError>("nested") })
+                .await;
+            *nested.lock().unwrap() = Some(inner.clone());
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            inner
+        })
+        .await;
+    assert_eq!(answer, Ok("gpt"));
+    let nested = nested.lock().unwrap().clone();
+    assert!(
+        matches!(
+            nested,
+            Some(Err(TestError::Rejected(
+                resil_runtime::Rejected::BreakerOpen { .. }
+            )))
+        ),
+        "the nested call passed gpt's open breaker: {nested:?}"
+    );
+}
+
+/// gpt fails (503), then claude, then mini refuses for good: the route goes back to gpt after
+/// the backoff, during which gpt's breaker opens (another caller's failure). gpt refuses the
+/// attempt without a call: the route chooses again and claude, which could still serve, is
+/// called, instead of the operation ending with mini's refusal.
+#[tokio::test(start_paused = true)]
+async fn a_target_that_refuses_before_its_call_after_a_move_on_lets_the_route_choose_again() {
+    let policy = keyed(3, 2).build().unwrap();
+    let gpt = policy.keys().unwrap().get("gpt");
+    let gpt = gpt.breaker().unwrap();
+    let calls = Calls::default();
+    let start = Instant::now();
+    let (answer, ()) = tokio::join!(
+        policy.run_routed("gpt", ["claude", "mini"], |model| {
+            calls.record(model, start);
+            let first = calls.seen().len() <= 3;
+            async move {
+                match (model, first) {
+                    ("mini", _) => Err(TestError::TooLong),
+                    (_, true) => Err(TestError::Busy),
+                    _ => Ok(model),
+                }
+            }
+        }),
+        async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let ticket = gpt.admit().await.unwrap();
+            ticket.record(resil_runtime::Verdict::Failure);
+        }
+    );
+    assert_eq!(answer, Ok("claude"));
+    let targets = calls.targets();
+    assert_eq!(targets[..3], ["gpt", "claude", "mini"]);
+    assert_eq!(
+        targets.last().map(String::as_str),
+        Some("claude"),
+        "{targets:?}"
+    );
+}
+
+/// One breaker for the whole policy, not one per target: gpt fails and opens it (threshold
+/// 1), so every target would refuse the next attempt. The operation ends at once with gpt's
+/// error, as the route's table says for every target skipped after a failure; it waited out
+/// the 30 s cooldown, going from target to target with a backoff before each refusal, then
+/// called claude.
+#[tokio::test(start_paused = true)]
+async fn a_breaker_of_the_whole_policy_opened_by_a_failure_ends_the_route_at_once() {
+    let policy = Policy::builder()
+        .retry(2)
+        .backoff(Duration::from_secs(1), Duration::from_secs(8))
+        .jitter(Jitter::None)
+        .breaker_named("route_edges.whole", 1, Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let calls = Calls::default();
+    let start = Instant::now();
+    let answer = policy
+        .run_routed("gpt", ["claude"], |model| {
+            calls.record(model, start);
+            async move {
+                match model {
+                    "gpt" => Err(TestError::Busy),
+                    _ => Ok(model),
+                }
+            }
+        })
+        .await;
+    assert_eq!(
+        (answer, start.elapsed()),
+        (Err(TestError::Busy), Duration::ZERO)
+    );
+    assert_eq!(calls.seen(), seen(&[("gpt", 0)]));
+}

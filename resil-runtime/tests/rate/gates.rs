@@ -250,3 +250,145 @@ async fn a_throttle_revokes_the_slots_already_handed_out() {
         "the slots at 100..400 ms were revoked by the throttle at 0 and taken again after it, at 8/s"
     );
 }
+
+/// `rate = "1/s"`: a caller reserves its slot (1 s) and its future is then left unpolled (a
+/// call shared by coalescing whose first caller left) until 2 s, when the next caller's slot
+/// comes: both called at 2 s, two calls in one instant through a gate of one a second. A slot
+/// is good for its moment: a call that comes to it late takes a new one.
+#[tokio::test(start_paused = true)]
+async fn a_call_polled_long_after_its_slot_takes_a_new_one() {
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .build()
+        .unwrap();
+    let calls = Starts::default();
+    let origin = Instant::now();
+    let call = || policy.run(|| calls.call(origin, Duration::ZERO));
+    call().await.unwrap();
+    let mut late = Box::pin(call());
+    assert!(futures::poll!(late.as_mut()).is_pending(), "waits for 1 s");
+    let (next, ()) = tokio::join!(call(), tokio::time::sleep(Duration::from_secs(2)));
+    next.unwrap();
+    late.await.unwrap();
+    let times = calls.times();
+    let closest = times.windows(2).map(|w| w[1] - w[0]).min().unwrap();
+    assert!(
+        closest >= Duration::from_secs(1),
+        "two calls {closest:?} apart through a gate of 1/s: {times:?}"
+    );
+}
+
+/// Twenty callers of a gate of one per 10 s: the first calls at once, the others are promised
+/// slots up to 190 s away and all give up at 5 s. Their slots went back only while each was
+/// the latest promised, so none did (the first to give up was never the latest): the schedule
+/// stayed at 200 s, and a call after 20 s of quiet waited 175 s for slots nobody used. Slots
+/// given back in any order, up to the latest, take the schedule back with them.
+async fn callers_that_all_give_up_leave_no_schedule_behind(policy: Policy) {
+    let calls = Starts::default();
+    let origin = Instant::now();
+    let call = || policy.run(|| calls.call(origin, Duration::ZERO));
+    let gone =
+        join_all((0..20).map(|_| tokio::time::timeout(Duration::from_secs(5), call()))).await;
+    assert_eq!(gone.iter().filter(|ended| ended.is_ok()).count(), 1);
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let quiet = Instant::now();
+    call().await.unwrap();
+    assert_eq!(
+        quiet.elapsed(),
+        Duration::ZERO,
+        "calls at once after the quiet"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn slots_given_up_by_every_waiting_caller_go_back() {
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(10), 1)
+        .build()
+        .unwrap();
+    callers_that_all_give_up_leave_no_schedule_behind(policy).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn slots_given_up_by_every_waiting_caller_of_a_learning_gate_go_back() {
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(10), 1)
+        .rate_learn()
+        .build()
+        .unwrap();
+    callers_that_all_give_up_leave_no_schedule_behind(policy).await;
+}
+
+/// A gate of one a second before a breaker half open at 1 s, its probe lasting 5 s: four
+/// callers took their slots at 2 to 5 s, came to them while the probe was out and waited for
+/// its verdict, then all called at 6 s when it closed the breaker: five calls within an
+/// instant through a gate of one a second. A slot is good for its moment: a caller that comes
+/// through the breaker late gives it back and takes a new one.
+#[tokio::test(start_paused = true)]
+async fn callers_held_by_a_probe_take_new_slots_when_it_closes_the_breaker() {
+    let breaker = Arc::new(Breaker::new(
+        "probed",
+        BreakerConfig::new(1, Duration::from_secs(1)).unwrap(),
+    ));
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .breaker(breaker.clone())
+        .build()
+        .unwrap();
+    let failed = policy.run(|| async { Err::<(), _>(TestError::Busy) }).await;
+    assert_eq!(failed, Err(TestError::Busy));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let calls = Starts::default();
+    let origin = Instant::now();
+    let call = || policy.run(|| calls.call(origin, Duration::from_secs(5)));
+    let results = join_all((0..5).map(|_| call())).await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(breaker.state(), BreakerState::Closed);
+    let times = calls.times();
+    let closest = times.windows(2).map(|w| w[1] - w[0]).min().unwrap();
+    assert!(
+        closest >= Duration::from_secs(1),
+        "two calls {closest:?} apart through a gate of 1/s: {times:?}"
+    );
+}
+
+/// The same, a few milliseconds late: another policy's probe through the same breaker, out
+/// from 995 ms to 1.005 s, held the caller whose slot was at 1 s; it called at 1.005 s and the
+/// next caller at 2 s, 995 ms apart through a gate of one a second. Held by a probe, a slot's
+/// moment passed by as long as the probe took, whatever that was.
+#[tokio::test(start_paused = true)]
+async fn a_caller_held_briefly_by_another_policys_probe_takes_a_new_slot_too() {
+    let breaker = Arc::new(Breaker::new(
+        "probed briefly",
+        BreakerConfig::new(1, Duration::from_millis(995)).unwrap(),
+    ));
+    let gated = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .breaker(breaker.clone())
+        .build()
+        .unwrap();
+    let other = Policy::builder().breaker(breaker.clone()).build().unwrap();
+    let calls = Starts::default();
+    let origin = Instant::now();
+    let call = || gated.run(|| calls.call(origin, Duration::ZERO));
+    let probe = async {
+        let failed = other.run(|| async { Err::<(), _>(TestError::Busy) }).await;
+        assert_eq!(failed, Err(TestError::Busy));
+        tokio::time::sleep(Duration::from_millis(995)).await;
+        other
+            .run(|| async {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                Ok::<_, TestError>(())
+            })
+            .await
+    };
+    let (results, probed) = tokio::join!(join_all((0..3).map(|_| call())), probe);
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(probed, Ok(()));
+    let times = calls.times();
+    let closest = times.windows(2).map(|w| w[1] - w[0]).min().unwrap();
+    assert!(
+        closest >= Duration::from_secs(1),
+        "two calls {closest:?} apart through a gate of 1/s: {times:?}"
+    );
+}

@@ -6,8 +6,10 @@ mod common;
 
 mod gates;
 mod learn;
+mod learn_bounds;
 mod learn_hostile;
 mod learn_hostile_more;
+mod learn_replace;
 mod limits;
 mod queue;
 

@@ -46,7 +46,7 @@ pub(super) fn through_breaker<F, E>(
                 .unwrap_or(breaker.get().config().cooldown());
             this.limits.started = Some(now);
             let wait: ProbeWait<'_> = Box::pin(shared_probe(breaker, admitted, limit));
-            *this.wait = Some(Wait::Probe(wait));
+            *this.wait = Some(Wait::Probe(wait, false));
             return Ok(());
         }
         Admit::Pass(admission) => Some(admission.detach()),
@@ -63,7 +63,7 @@ pub(super) fn through_breaker<F, E>(
                 let breaker = breaker.clone_ref();
                 let wait: ProbeWait<'_> =
                     Box::pin(async move { probe_verdict(breaker.get()).await });
-                *this.wait = Some(Wait::Probe(wait));
+                *this.wait = Some(Wait::Probe(wait, true));
             }
         }
     }
@@ -113,7 +113,13 @@ async fn shared_probe(
         }
     }
     match slot.1.take() {
-        Some(ticket) => Ok((ticket, transition)),
+        Some(ticket) if breaker.probes_with(&ticket) => Ok((ticket, transition)),
+        // A peer's opening (or closing) heard while the store was asked ended the generation
+        // this probe was of: the breaker decides again, and an open one makes no call.
+        Some(_) => match breaker.try_admit_closed() {
+            Admit::Pass(admission) => Ok(admission.detach()),
+            _ => Err(breaker.rejection(breaker.retry_in(Instant::now()))),
+        },
         None => Err(Rejected::SharedUnavailable),
     }
 }

@@ -17,15 +17,21 @@ pub(super) fn set_timer(mut timer: Pin<&mut Option<Sleep>>, at: Instant) {
     }
 }
 
-/// `ready` under the attempt's limits: see [`lapsed`].
-pub(super) fn limited<T>(
-    ready: Poll<T>,
-    timer: Pin<&mut Option<Sleep>>,
+/// `wait` under the attempt's limits: see [`lapsed`]. A limit that ran out while the attempt
+/// was not polled (a busy executor, a shared future no one awaited for a while) ends the
+/// wait before it is polled again: what it would bring now (a permit, a probe's verdict, the
+/// shared gates' slots) comes too late to call with, and is never taken.
+pub(super) fn limited<F: Future + ?Sized>(
+    wait: Pin<&mut F>,
+    mut timer: Pin<&mut Option<Sleep>>,
     limits: &Limits,
     cut: &mut Option<Cut>,
     cx: &mut TaskContext<'_>,
-) -> Poll<Result<T, Rejected>> {
-    match ready {
+) -> Poll<Result<F::Output, Rejected>> {
+    if timer.is_some() && fired(timer.as_mut(), cx) {
+        return Poll::Ready(Err(cut.map_or(Rejected::DeadlineExceeded, Cut::rejection)));
+    }
+    match wait.poll(cx) {
         Poll::Ready(output) => Poll::Ready(Ok(output)),
         Poll::Pending => lapsed(timer, limits, cut, cx).map(Err),
     }

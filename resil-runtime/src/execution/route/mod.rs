@@ -8,14 +8,16 @@
 //! one that failed, one that calls at once before one that would wait for its slot or its
 //! queue, then the first in order. The choice after a failure is made then, from what the
 //! targets say then: moving to a target not yet tried waits nothing (a throttle never waits
-//! while another target admits); going back to one that failed waits the backoff and its
-//! Retry-After, as a retry would. The operation stays one: one deadline, one retry
-//! allowance, one id.
+//! while another target admits); going back to one that failed waits the backoff and the
+//! Retry-After that target asked for (each target keeps its own: one still waiting for it
+//! counts as one that would wait), as a retry would. The operation stays one: one deadline,
+//! one retry allowance, one id.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::attempt::Lost;
 use super::retry::Routing;
 use super::{Execution, Next, Outcome, Progress};
 use crate::deadline::{later, Limits};
@@ -69,11 +71,11 @@ struct Target<Q> {
     tried: bool,
     /// It refused the request for good ([`Transient::moves_on`]): never sent it again.
     banned: bool,
+    /// The earliest it may be called again, as its own errors asked (Retry-After).
+    not_before: Option<Instant>,
 }
 
 mod racers;
-
-pub(crate) use racers::Routed;
 
 /// How a target would take an attempt now.
 enum Standing {
@@ -108,12 +110,8 @@ where
         first: Q,
         others: impl IntoIterator<Item = Q>,
     ) -> Self {
-        let mut targets = vec![Target::new(first)];
-        for value in others {
-            if !targets.iter().any(|target| target.value == value) {
-                targets.push(Target::new(value));
-            }
-        }
+        let targets = std::iter::once(first).chain(others).map(Target::new);
+        let targets = distinct(key, targets.collect());
         let scope = (settings.keys.as_ref()).map(|keys| keys.held(key(&targets[0].value)));
         let execution = Execution::start(settings, breaker_of(settings, scope.as_ref()), scope);
         Route {
@@ -140,8 +138,8 @@ where
     /// every target would make no call (before any call, with the rejection of the first
     /// target looked at; after a failure, with what the provider said last).
     ///
-    /// After a failure this is where the route waits: the backoff (and the error's
-    /// Retry-After) when it goes back to a target that failed, nothing when it moves to one
+    /// After a failure this is where the route waits: the backoff (and the Retry-After that
+    /// target asked for) when it goes back to a target that failed, nothing when it moves to one
     /// not yet tried; and where the next attempt is drawn from the operation's allowance and
     /// the retry budget. Set the attempt's cost ([`Execution::set_cost`]) before asking: the
     /// token gates are judged with it.
@@ -169,31 +167,42 @@ where
         E: Transient + From<Rejected>,
     {
         let failed = self.started;
+        let now = Instant::now();
+        // The current target refused the last attempt before its call: that attempt was never
+        // made, and the last error is an earlier target's, already counted.
+        let tries = &mut self.execution.progress.tries;
+        let refused = std::mem::take(&mut tries.routing.refused);
+        if refused {
+            tries.attempt = tries.attempt.saturating_sub(1);
+        }
         let from = if failed {
-            let moves_on = (self.execution.last_error.as_ref())
-                .is_some_and(|error| !error.is_transient() && error.moves_on());
-            let target = &mut self.targets[self.current];
-            target.tried = true;
-            target.banned |= moves_on;
+            // The last error is the current target's (a race's last racer's is made current).
+            if let Some(error) = self.execution.last_error.as_ref().filter(|_| !refused) {
+                self.targets[self.current].lost(Lost::of(error), now);
+            }
             self.current + 1
         } else {
             0
         };
         self.started = true;
-        let order: Vec<usize> = (0..self.targets.len())
-            .map(|i| (from + i) % self.targets.len())
-            .filter(|&i| !self.targets[i].banned)
-            .collect();
+        let count = self.targets.len();
+        let order = (0..count)
+            .map(|k| (from + k) % count)
+            .filter(|&i| !self.targets[i].banned);
         // Not yet tried before tried, calling at once before waiting, then the order: the
         // targets are judged in order up to the first not yet tried that calls at once, which
         // nothing after it could beat.
         // What the first target in order would answer, for an end with every target refusing.
         let mut first_refusal = None;
         let mut chosen: Option<((bool, bool), usize)> = None;
-        let now = Instant::now();
-        for (k, &i) in order.iter().enumerate() {
+        for (k, i) in order.enumerate() {
             let progress = &self.execution.progress;
-            let standing = standing_at(self.key, &self.targets, progress, self.current, i, now);
+            // A target whose own Retry-After is not over would wait for it.
+            let standing =
+                match standing_at(self.key, &self.targets, progress, self.current, i, now) {
+                    Standing::Now if self.targets[i].asked(now).is_some() => Standing::Later,
+                    standing => standing,
+                };
             let tried = self.targets[i].tried;
             let rank = match standing {
                 Standing::Skip(rejected) => {
@@ -221,7 +230,7 @@ where
             return Err(self.turned_away(first_refusal));
         };
         let wait = if failed {
-            self.draw(i)?
+            self.draw(i, refused)?
         } else {
             Duration::ZERO
         };
@@ -230,21 +239,24 @@ where
     }
 
     /// After a failure, the attempt on target `i`: the wait before it (none for a target not
-    /// yet tried), drawn from the allowance and the budget; or the operation's end.
-    fn draw<T>(&mut self, i: usize) -> Result<Duration, Outcome<T, E>>
+    /// yet tried), drawn from the allowance and the budget (drawn already when the target
+    /// chosen before `refused` the attempt); or the operation's end.
+    fn draw<T>(&mut self, i: usize, refused: bool) -> Result<Duration, Outcome<T, E>>
     where
         E: Transient + From<Rejected>,
     {
         let progress = &mut self.execution.progress;
         let failed = progress.tries.attempt.saturating_sub(1);
-        let asked = (i == self.current)
-            .then(|| self.execution.last_error.as_ref()?.retry_after())
-            .flatten();
+        let asked = self.targets[i].asked(Instant::now());
         let wait = match self.targets[i].tried {
             true => progress.backoff(failed, asked),
             false => Ok(Duration::ZERO),
         };
-        match wait.and_then(|wait| progress.draw_retry(failed, wait, asked).map(|()| wait)) {
+        let drawn = |wait| match refused {
+            true => Ok(wait),
+            false => progress.draw_retry(failed, wait, asked).map(|()| wait),
+        };
+        match wait.and_then(drawn) {
             Ok(wait) => Ok(wait),
             Err(reason) => Err(self.give_up(reason)),
         }
@@ -252,6 +264,7 @@ where
 
     /// Moves the operation to target `i` and tells who listens.
     fn go_to(&mut self, i: usize) {
+        self.targets[i].tried = true;
         if i != self.current {
             let settings = self.settings;
             let key = (self.key)(&self.targets[i].value);
@@ -264,6 +277,7 @@ where
         self.execution.progress.tries.routing = Routing {
             routed: true,
             other,
+            refused: false,
         };
         sent(
             &self.execution.progress,
@@ -335,32 +349,77 @@ where
     }
 }
 
+/// Up to this many targets, a repeat is found by comparing each value with those before it
+/// (at most 28 comparisons); past it, by its key's hash first, so that a long route costs a
+/// pass over its targets, not their square.
+const COMPARED: usize = 8;
+
+/// `targets` in order, each value once: its first place kept.
+fn distinct<Q: PartialEq, K: Key + ?Sized>(
+    key: fn(&Q) -> &K,
+    mut targets: Vec<Target<Q>>,
+) -> Vec<Target<Q>> {
+    use std::collections::hash_map::{Entry, HashMap};
+    // For a long route only: the first kept target of each key's hash.
+    let mut hashed = (targets.len() > COMPARED).then(|| {
+        let state = foldhash::fast::RandomState::default();
+        (HashMap::with_hasher(state.clone()), state)
+    });
+    let mut kept = 0;
+    for i in 0..targets.len() {
+        let (before, rest) = targets.split_at(kept);
+        let value = &rest[i - kept].value;
+        let repeat = match &mut hashed {
+            Some((firsts, state)) => match firsts.entry(crate::key::hash_key(key(value), state)) {
+                Entry::Vacant(vacant) => {
+                    vacant.insert(kept);
+                    false
+                }
+                // The first with this hash, or, for two values that collide, any before.
+                Entry::Occupied(first) => {
+                    before[*first.get()].value == *value
+                        || before.iter().any(|target| target.value == *value)
+                }
+            },
+            None => before.iter().any(|target| target.value == *value),
+        };
+        if !repeat {
+            targets.swap(kept, i);
+            kept += 1;
+        }
+    }
+    targets.truncate(kept);
+    targets
+}
+
 impl<Q> Target<Q> {
     fn new(value: Q) -> Self {
         Target {
             value,
             tried: false,
             banned: false,
+            not_before: None,
         }
+    }
+
+    /// An attempt on it failed at `now` with an error that says `lost`.
+    fn lost(&mut self, lost: Lost, now: Instant) {
+        self.banned |= lost.moves_on;
+        if let Some(wait) = lost.retry_after {
+            let at = later(now, wait);
+            self.not_before = Some(self.not_before.map_or(at, |before| before.max(at)));
+        }
+    }
+
+    /// What is left at `now` of the wait it asked for, if anything.
+    fn asked(&self, now: Instant) -> Option<Duration> {
+        let left = self.not_before?.saturating_duration_since(now);
+        (!left.is_zero()).then_some(left)
     }
 }
 
-/// How each of `targets` would take an attempt of `progress` now; `current` is the target
-/// whose state the operation holds.
-fn standings<Q, K: Key + ?Sized>(
-    key: fn(&Q) -> &K,
-    targets: &[Target<Q>],
-    progress: &Progress<'_>,
-    current: usize,
-) -> Vec<Standing> {
-    let now = Instant::now();
-    (0..targets.len())
-        .map(|i| standing_at(key, targets, progress, current, i, now))
-        .collect()
-}
-
-/// How target `i` would take an attempt of `progress` at `now`. A policy switched off, or
-/// without state per key, skips nothing.
+/// How target `i` would take an attempt of `progress` at `now`. A policy switched off skips
+/// nothing; one without state per key judges every target alike, by its own breaker and gates.
 fn standing_at<Q, K: Key + ?Sized>(
     key: fn(&Q) -> &K,
     targets: &[Target<Q>],
@@ -370,15 +429,18 @@ fn standing_at<Q, K: Key + ?Sized>(
     now: Instant,
 ) -> Standing {
     let settings = progress.settings;
-    let (Some(admission), Some(keys)) = (&progress.admission, settings.keys.as_deref()) else {
+    let Some(admission) = &progress.admission else {
         return Standing::Now;
     };
     let (deadline, cost) = (progress.deadline, admission.cost);
+    let Some(keys) = settings.keys.as_deref() else {
+        return standing(settings, None, deadline, cost, false, now);
+    };
     // The current target's state is the operation's own, and so is its bulkhead place.
     match admission.scope.as_ref().filter(|_| i == current) {
         Some(scope) => standing(
             settings,
-            scope,
+            Some(scope),
             deadline,
             cost,
             admission.permit.is_some(),
@@ -386,7 +448,7 @@ fn standing_at<Q, K: Key + ?Sized>(
         ),
         None => {
             let scope = keys.held(key(&targets[i].value));
-            standing(settings, &scope, deadline, cost, false, now)
+            standing(settings, Some(&scope), deadline, cost, false, now)
         }
     }
 }
@@ -423,22 +485,25 @@ pub(super) fn breaker_of<'p>(
     }
 }
 
-/// How a call on `scope` would be taken at `now`, costing `cost` tokens, under `deadline`;
-/// `placed`: the operation holds a place in its bulkhead already.
+/// How a call on `scope` (none: the policy's own state only) would be taken at `now`, costing
+/// `cost` tokens, under `deadline`; `placed`: the operation holds a place in its bulkhead
+/// already.
 fn standing(
     settings: &Settings,
-    scope: &Scope,
+    scope: Option<&Scope>,
     deadline: Option<Instant>,
     cost: u64,
     placed: bool,
     now: Instant,
 ) -> Standing {
-    let breaker = scope.breaker.as_deref().or(settings.breaker.as_deref());
+    let breaker = scope.and_then(|scope| scope.breaker.as_deref());
+    let breaker = breaker.or(settings.breaker.as_deref());
     if let Some(rejected) = breaker.and_then(|breaker| breaker.turns_away(now)) {
         return Standing::Skip(rejected);
     }
     let mut at_once = true;
-    if let Some(bulkhead) = scope.bulkhead.as_ref().filter(|_| !placed) {
+    let bulkhead = scope.and_then(|scope| scope.bulkhead.as_ref());
+    if let Some(bulkhead) = bulkhead.filter(|_| !placed) {
         if !bulkhead.has_room() {
             return Standing::Skip(Rejected::BulkheadFull {
                 limit: bulkhead.limit(),
@@ -447,14 +512,21 @@ fn standing(
         at_once = bulkhead.in_flight() < bulkhead.limit();
     }
     let gates = [
-        (scope.rate.as_ref().or(settings.rate.as_ref()), 1),
         (
-            scope.token_rate.as_ref().or(settings.token_rate.as_ref()),
+            scope.and_then(|scope| scope.rate.as_ref()),
+            &settings.rate,
+            1,
+        ),
+        (
+            scope.and_then(|scope| scope.token_rate.as_ref()),
+            &settings.token_rate,
             cost,
         ),
     ];
-    for (gate, cost) in gates {
-        let Some(gate) = gate else { continue };
+    for (own, policy, cost) in gates {
+        let Some(gate) = own.or(policy.as_ref()) else {
+            continue;
+        };
         let Some(wait) = gate.wait_for(cost) else {
             return Standing::Skip(Rejected::OverBurst {
                 cost,

@@ -17,9 +17,9 @@ use crate::gate::RateGate;
 use crate::policy::{Hedge, Keys, Policy, Settings, Tuning, Tunings};
 use crate::{Backoff, ConfigError};
 
-impl<K> PolicyBuilder<K> {
+impl<K, C> PolicyBuilder<K, C> {
     /// Checks the settings and builds the policy.
-    pub fn build(self) -> Result<Policy<K>, ConfigError> {
+    pub fn build(self) -> Result<Policy<K, C>, ConfigError> {
         let (policy, conflict) = self.build_reporting_conflict()?;
         match conflict {
             Some(conflict) => Err(conflict),
@@ -42,7 +42,7 @@ impl<K> PolicyBuilder<K> {
     ///     .unwrap();
     /// assert!(policy.breaker().is_some());
     /// ```
-    pub fn build_reporting_conflicts(self) -> Result<Policy<K>, ConfigError> {
+    pub fn build_reporting_conflicts(self) -> Result<Policy<K, C>, ConfigError> {
         let (policy, conflict) = self.build_reporting_conflict()?;
         if let Some(conflict) = conflict {
             let message = conflict.to_string();
@@ -57,7 +57,7 @@ impl<K> PolicyBuilder<K> {
         Ok(policy)
     }
 
-    fn build_reporting_conflict(self) -> Result<(Policy<K>, Option<ConfigError>), ConfigError> {
+    fn build_reporting_conflict(self) -> Result<(Policy<K, C>, Option<ConfigError>), ConfigError> {
         let backoff = match self.backoff {
             Some((base, cap)) => Backoff::new(base, cap)?,
             None => Backoff::default(),
@@ -78,7 +78,11 @@ impl<K> PolicyBuilder<K> {
             Some(BulkheadSize::Fixed(limit)) => Some(Bulkhead::new(limit)?),
             Some(BulkheadSize::Adaptive(min, max)) => Some(Bulkhead::adaptive(min, max)?),
         }
-        .map(|bulkhead| bulkhead.queued(self.bulkhead_queue));
+        .map(|bulkhead| bulkhead.queued(self.bulkhead_queue))
+        .map(|bulkhead| match self.by_priority {
+            true => bulkhead.ordered(),
+            false => bulkhead,
+        });
         let gate = |key, rate: Option<(u64, Duration, u64)>, exact: bool, learn: bool| {
             let Some((count, period, burst)) = rate else {
                 return Ok(learn.then(RateGate::auto));
@@ -88,7 +92,11 @@ impl<K> PolicyBuilder<K> {
             Ok::<_, ConfigError>(Some(if learn { gate.learning() } else { gate }))
         };
         let (exact, learn) = (self.exact, self.learn);
-        let mut rate = gate("rate", self.rate, exact.rate, learn.rate)?;
+        let mut rate =
+            gate("rate", self.rate, exact.rate, learn.rate)?.map(|gate| match self.by_priority {
+                true => gate.ordered(),
+                false => gate,
+            });
         let mut token_rate = gate(
             "token_rate",
             self.token_rate,
@@ -165,8 +173,10 @@ impl<K> PolicyBuilder<K> {
                         rules::shared_window(window)?;
                     }
                 }
+                // One for the policy's links, however many keys it gets.
+                let sharing = Arc::new(sharing);
                 if let Some(breaker) = &breaker {
-                    crate::seams::BreakerLink::bind(&sharing, breaker.name(), breaker);
+                    breaker.share(&sharing, breaker.name());
                 }
                 if let Some(gate) = &mut rate {
                     gate.share(&sharing, "rate", &name);
@@ -255,6 +265,6 @@ impl<K> PolicyBuilder<K> {
             #[cfg(feature = "metrics")]
             meters,
         };
-        Ok((Policy::new(settings), conflict))
+        Ok((Policy::new(settings, self.classify), conflict))
     }
 }

@@ -11,7 +11,7 @@ pub(super) enum BulkheadSize {
     Adaptive(usize, usize),
 }
 
-impl<K> PolicyBuilder<K> {
+impl<K, C> PolicyBuilder<K, C> {
     /// At most `limit` operations in flight; the next fails with
     /// [`crate::Rejected::BulkheadFull`].
     pub fn bulkhead(mut self, limit: usize) -> Self {
@@ -22,7 +22,8 @@ impl<K> PolicyBuilder<K> {
     /// A bulkhead whose limit adapts between `min` and `max` to what the provider answers
     /// (`bulkhead = "adaptive 4..64"`): halved on a throttle, an attempt timeout or a
     /// transient failure, one more after as many successes as the limit, a tenth less when
-    /// answers slow down to twice their usual latency; see [`Bulkhead::adaptive`](crate::Bulkhead::adaptive).
+    /// a round of answers slows down to twice its usual latency; see
+    /// [`Bulkhead::adaptive`](crate::Bulkhead::adaptive).
     /// `build` refuses a `min` of 0 or above `max`.
     ///
     /// ```
@@ -48,7 +49,7 @@ impl<K> PolicyBuilder<K> {
     }
 }
 
-impl PolicyBuilder<Keyed> {
+impl<C> PolicyBuilder<Keyed, C> {
     /// Each key gets its own bulkhead (and queue), as [`PolicyBuilder::bulkhead`] or
     /// [`PolicyBuilder::bulkhead_adaptive`] sets them; an adaptive one learns each key's
     /// limit apart.

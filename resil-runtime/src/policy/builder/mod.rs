@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use resil_spec::profiles::Profile;
 
-use super::{Keyed, Unkeyed};
+use super::{ByTransient, Keyed, Unkeyed};
 use crate::breaker::{Breaker, BreakerKind, KeyedBreakers};
 use crate::events::{Both, Listener};
 use crate::Jitter;
 
 mod build;
 mod bulkhead;
+mod classify;
+mod rate;
 mod sharing;
 
 use bulkhead::BulkheadSize;
@@ -50,7 +52,7 @@ use bulkhead::BulkheadSize;
 /// ```
 #[derive(Debug)]
 #[must_use = "call .build() to get the policy"]
-pub struct PolicyBuilder<K = Unkeyed> {
+pub struct PolicyBuilder<K = Unkeyed, C = ByTransient> {
     name: Option<Arc<str>>,
     timeout: Option<Duration>,
     deadline: Option<Duration>,
@@ -76,10 +78,13 @@ pub struct PolicyBuilder<K = Unkeyed> {
     learn: Exact,
     budget: Option<(f64, f64)>,
     independent: bool,
+    /// Callers that wait are served by priority (see [`PolicyBuilder::by_priority`]).
+    by_priority: bool,
     listener: Option<Arc<dyn Listener>>,
     #[cfg(feature = "shared")]
     shared: Option<crate::seams::Sharing>,
     keyed: PhantomData<fn() -> K>,
+    classify: C,
 }
 
 #[derive(Debug, Default)]
@@ -134,10 +139,12 @@ impl Default for PolicyBuilder {
             learn: Exact::default(),
             budget: None,
             independent: false,
+            by_priority: false,
             listener: None,
             #[cfg(feature = "shared")]
             shared: None,
             keyed: PhantomData,
+            classify: ByTransient,
         }
     }
 }
@@ -147,7 +154,18 @@ impl PolicyBuilder {
     pub const DEFAULT_RETRY_AFTER_MAX: Duration = resil_spec::defaults::RETRY_AFTER_MAX;
 }
 
-impl<K> PolicyBuilder<K> {
+impl<K, C> PolicyBuilder<K, C> {
+    /// Callers that must wait for the rate gate's slot or a place in the bulkhead's queue are
+    /// served by their [`Priority`](crate::Priority) (`priority = ARG`), set per call with
+    /// [`Execution::set_priority`](crate::Execution::set_priority): the most urgent first,
+    /// in arrival order within a class, with aging. Calls that need no wait are not ordered.
+    /// Not yet for gates and bulkheads per key, nor for shared gates while the store answers:
+    /// those serve their waiters in arrival order.
+    pub fn by_priority(mut self) -> Self {
+        self.by_priority = true;
+        self
+    }
+
     /// The name events carry (for `#[resilient]`, the function's path).
     pub fn name(mut self, name: impl Into<Arc<str>>) -> Self {
         self.name = Some(name.into());
@@ -289,8 +307,8 @@ impl<K> PolicyBuilder<K> {
     /// `Policy<Keyed>`, run with [`Policy::run_keyed`](crate::Policy::run_keyed), and keeps a breaker, a bulkhead or
     /// rate gates per value of the key, as `breaker_per_key`, `bulkhead_per_key`,
     /// `rate_per_key` and `token_rate_per_key` say (see [`Keys`](crate::Keys)).
-    pub fn keyed(self, label: impl Into<Arc<str>>) -> PolicyBuilder<Keyed> {
-        let mut builder = self.retype();
+    pub fn keyed(self, label: impl Into<Arc<str>>) -> PolicyBuilder<Keyed, C> {
+        let mut builder = self.retype(|classify| classify);
         builder.key = Some(label.into());
         builder
     }
@@ -302,7 +320,7 @@ impl<K> PolicyBuilder<K> {
         label: impl Into<Arc<str>>,
         threshold: u32,
         cooldown: Duration,
-    ) -> PolicyBuilder<Keyed> {
+    ) -> PolicyBuilder<Keyed, C> {
         let mut builder = self.keyed(label);
         builder.breaker = BreakerSpec::PerKey(threshold, cooldown);
         builder
@@ -335,59 +353,6 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
-    /// `count` attempts per `period`, `burst` of them at once (see [`RateGate`](crate::RateGate)): in any
-    /// window of `period` at most `count + burst - 1` start, so burst 1 is "never more than
-    /// `count`", as the attribute's `rate = "60/min"` means by default. An attempt waits for its slot when the wait fits in the deadline, and is refused at once
-    /// with [`crate::Rejected::RateLimited`] otherwise. Retries take slots too.
-    pub fn rate(mut self, count: u64, period: Duration, burst: u64) -> Self {
-        self.rate = Some((count, period, burst));
-        self
-    }
-
-    /// At most `count` units of cost (tokens) per `period`, `burst` at once; each attempt
-    /// takes what [`crate::Execution::set_cost`] says it costs (1 unless told).
-    pub fn token_rate(mut self, count: u64, period: Duration, burst: u64) -> Self {
-        self.token_rate = Some((count, period, burst));
-        self
-    }
-
-    /// The rate gate's limit is the provider's exactly (`rate = "10/s, exact"`): a 429 holds
-    /// it for the wait it asks, and does not slow it down (see [`crate::RateGate::exact`]).
-    pub fn rate_exact(mut self) -> Self {
-        self.exact.rate = true;
-        self
-    }
-
-    /// The token gate's limit is the provider's exactly (see [`PolicyBuilder::rate_exact`]).
-    pub fn token_rate_exact(mut self) -> Self {
-        self.exact.token_rate = true;
-        self
-    }
-
-    /// A rate gate that learns the provider's limit from its answers (`rate = "auto"`): with
-    /// a [`rate`](PolicyBuilder::rate) declared, it starts there and never runs faster
-    /// (`learn = true`); without, it starts knowing nothing and probes (see
-    /// [`RateGate::auto`](crate::RateGate::auto)). The answers reach it through
-    /// [`crate::http::classify`] (or [`crate::operation::report_limits`]) in the call's body.
-    ///
-    /// ```
-    /// use resil_runtime::Policy;
-    ///
-    /// let policy = Policy::builder().name("llm").rate_learn().build().unwrap();
-    /// assert!(policy.rate_gate().unwrap().learns());
-    /// ```
-    pub fn rate_learn(mut self) -> Self {
-        self.learn.rate = true;
-        self
-    }
-
-    /// The token gate learns the provider's limit on tokens from its answers
-    /// (`token_rate = "auto"`; see [`PolicyBuilder::rate_learn`]).
-    pub fn token_rate_learn(mut self) -> Self {
-        self.learn.token_rate = true;
-        self
-    }
-
     /// Retries may add at most `ratio` (0.2 for 20 %) to first attempts over a sliding
     /// 10-second window, plus `min_per_sec` retries per second (see [`RetryBudget`](crate::RetryBudget)).
     pub fn retry_budget(mut self, ratio: f64, min_per_sec: f64) -> Self {
@@ -409,7 +374,9 @@ impl<K> PolicyBuilder<K> {
         self
     }
 
-    fn retype<L>(self) -> PolicyBuilder<L> {
+    /// The same settings, keyed as `L` and judging errors by what `classify` makes of this
+    /// builder's classifier.
+    fn retype<L, D>(self, classify: impl FnOnce(C) -> D) -> PolicyBuilder<L, D> {
         PolicyBuilder {
             name: self.name,
             timeout: self.timeout,
@@ -435,15 +402,17 @@ impl<K> PolicyBuilder<K> {
             learn: self.learn,
             budget: self.budget,
             independent: self.independent,
+            by_priority: self.by_priority,
             listener: self.listener,
             #[cfg(feature = "shared")]
             shared: self.shared,
             keyed: PhantomData,
+            classify: classify(self.classify),
         }
     }
 }
 
-impl PolicyBuilder<Keyed> {
+impl<C> PolicyBuilder<Keyed, C> {
     /// Keeps at most `max_keys` keys (default 10 000; see [`Keys`](crate::Keys)).
     pub fn max_keys(mut self, max_keys: usize) -> Self {
         self.max_keys = max_keys;

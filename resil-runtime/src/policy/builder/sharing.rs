@@ -6,10 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::PolicyBuilder;
-#[cfg(feature = "shared")]
-use crate::Breaker;
 
-impl<K> PolicyBuilder<K> {
+impl<K, C> PolicyBuilder<K, C> {
     /// What `shared = true` expands to; without the `redis` feature the attribute is refused
     /// at compile time before this is reached, so it changes nothing then.
     #[doc(hidden)]
@@ -49,6 +47,8 @@ impl<K> PolicyBuilder<K> {
 /// A transition of a shared breaker that a peer caused: no call of this instance hears of it,
 /// so the global listeners do here.
 #[cfg(feature = "shared")]
-fn heard_elsewhere(breaker: &Breaker, transition: crate::breaker::Transition) {
-    crate::events::breaker_transition(crate::events::resolve(None), breaker.into(), transition);
+fn heard_elsewhere(breaker: &dyn crate::seams::Linked, transition: crate::breaker::Transition) {
+    let (name, label, key) = breaker.names();
+    let breaker = crate::events::BreakerName { name, label, key };
+    crate::events::breaker_transition(crate::events::resolve(None), breaker, transition);
 }

@@ -8,7 +8,7 @@ use tokio::time::{sleep, Instant};
 
 use super::{HOUR, PATIENCE, WITHIN};
 use crate::seams::{
-    reserve, BreakerLink, GateLink, Granted, SharedSlots, SharedStore, Sharing, Slot,
+    reserve, BreakerLink, GateAsk, GateLink, Granted, SharedSlots, SharedStore, Sharing, Slot,
 };
 use crate::Rejected;
 
@@ -24,17 +24,16 @@ pub(super) fn link(store: &Arc<dyn SharedStore>, id: &str) -> BreakerLink {
         sharing: sharing(store),
         id: Arc::from(id),
         pending: Arc::default(),
-        window: None,
     }
 }
 
-pub(super) fn sharing(store: &Arc<dyn SharedStore>) -> Sharing {
-    Sharing {
+pub(super) fn sharing(store: &Arc<dyn SharedStore>) -> Arc<Sharing> {
+    Arc::new(Sharing {
         store: Arc::clone(store),
         timeout: PATIENCE,
         fail_closed: false,
         heard: |_, _| {},
-    }
+    })
 }
 
 /// Reserves `cost` in each gate at its declared interval, at once.
@@ -43,9 +42,12 @@ pub(super) async fn reserve_in(
     limit: Option<Duration>,
 ) -> SharedSlots {
     let ask = |at: usize| {
-        gates
-            .get(at)
-            .map(|(gate, cost)| (Arc::clone(gate), *cost, gate.interval * 1000))
+        gates.get(at).map(|(gate, cost)| GateAsk {
+            gate: Arc::clone(gate),
+            cost: *cost,
+            interval: gate.interval * 1000,
+            alone: 0,
+        })
     };
     reserve([ask(0), ask(1)], limit).await
 }

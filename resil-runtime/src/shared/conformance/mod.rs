@@ -11,14 +11,16 @@
 //! runtime.
 //!
 //! What they check: a reservation takes both gates or neither; the instances together keep a
-//! gate's rate; a refund gives back only the latest slot; a hold revokes and holds every
+//! gate's rate; the slots an instance's gate granted alone come first
+//! ([`Ask::alone`](crate::seams::Ask::alone)); a refund gives back only the latest slot; a hold revokes and holds every
 //! instance; an opening and a closing reach every other instance's breaker (one listed after
 //! the opening too); the probe's lock
 //! has one holder, expires after its limit and is released; a store that is not usable, or
 //! that never answers (within `shared_timeout`), leaves decisions to the local state. And, for
 //! a store that keeps them (both are optional): two instances' batches are summed in a shared
 //! window, and its old buckets age out; two instances are counted among a gate's users, and
-//! one silent past its heartbeat's expiry is forgotten. Whatever the store, one without
+//! so are two gates of one instance ([`Ask::user`](crate::seams::Ask::user)), and a user
+//! silent past its heartbeat's expiry is forgotten. Whatever the store, one without
 //! windows leaves each instance to judge its own.
 //!
 //! ```no_run
@@ -45,7 +47,9 @@ use outage::Outage;
 mod links;
 mod outage;
 mod windows;
-use crate::seams::{breaker_id, BreakerLink, Probe, SharedSlots, SharedStore, Unavailable};
+use crate::seams::{
+    breaker_id, reserve, BreakerLink, GateAsk, Probe, SharedSlots, SharedStore, Unavailable,
+};
 use crate::{Breaker, BreakerConfig, BreakerState, Policy, Rejected, Transient};
 
 /// How long the checks wait for a store's answer: a loaded machine's server still counts.
@@ -73,6 +77,7 @@ where
     };
     suite.a_reservation_takes_both_gates_or_neither().await;
     suite.instances_together_keep_the_rate().await;
+    suite.slots_granted_alone_come_first().await;
     suite.a_refund_gives_back_only_the_latest_slot().await;
     suite.a_hold_revokes_and_holds_every_instance().await;
     suite
@@ -162,6 +167,26 @@ where
             next.wait > HOUR - Duration::from_secs(60) && next.wait <= HOUR,
             "conformance: the fifth slot is an interval (1 h) after the burst, not {:?}",
             next.wait
+        );
+    }
+
+    async fn slots_granted_alone_come_first(&mut self) {
+        let store = self.instance().await;
+        let gate = gate(&store, &self.name("alone"), 1);
+        let ask = GateAsk {
+            gate: Arc::clone(&gate),
+            cost: 1,
+            interval: gate.interval * 1000,
+            alone: u64::try_from((HOUR / 2).as_nanos()).unwrap_or(u64::MAX),
+        };
+        let SharedSlots::Granted(first) = reserve([Some(ask), None], None).await else {
+            panic!("conformance: a reservation with no limit is granted");
+        };
+        assert!(
+            first.wait > HOUR / 2 - Duration::from_secs(60) && first.wait <= HOUR / 2,
+            "conformance: an instance whose gate ran 30 min ahead alone (Ask::alone) waits that \
+             long for its next slot, not {:?}",
+            first.wait
         );
     }
 

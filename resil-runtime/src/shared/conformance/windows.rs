@@ -94,9 +94,10 @@ where
 
     pub(super) async fn a_gate_counts_its_instances_and_forgets_the_silent(&mut self) {
         let name = self.name("seen");
+        let elsewhere = self.instance().await;
         let (here, there) = (
             gate(&self.instance().await, &name, 10),
-            gate(&self.instance().await, &name, 10),
+            gate(&elsewhere, &name, 10),
         );
         let Some(seen) = granted("a heartbeat", reserve_in(&[(&here, 1)], None).await).instances()
         else {
@@ -105,6 +106,13 @@ where
         assert_eq!(seen, 1, "conformance: one instance uses the gate");
         let seen = granted("a heartbeat", reserve_in(&[(&there, 1)], None).await).instances();
         assert_eq!(seen, Some(2), "conformance: two instances use the gate");
+        let also = gate(&elsewhere, &name, 10);
+        let seen = granted("a heartbeat", reserve_in(&[(&also, 1)], None).await).instances();
+        assert_eq!(
+            seen,
+            Some(3),
+            "conformance: a second gate of one instance (another policy) is another user (Ask::user)"
+        );
         // Only `there` beats from now on: `here` is forgotten once it has been silent too long.
         let since = Instant::now();
         loop {

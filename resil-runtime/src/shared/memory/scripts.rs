@@ -18,6 +18,15 @@ impl InMemory {
         let now = self.hub.now();
         let mut state = lock_std(&self.hub.state);
         state.sweep(now);
+        // A heartbeat counts its user whether the reservation is granted or refused.
+        let mut users = [0; 2];
+        for (ask, users) in reservation.asks().zip(&mut users) {
+            if let Some(seen_for) = ask.heartbeat() {
+                state.beats += 1;
+                let user = (self.instance, ask.user());
+                *users = beat(&mut state.seen, &ask.gate().key, user, now, seen_for);
+            }
+        }
         let mut longest = 0;
         let mut slots = Vec::with_capacity(2);
         for ask in reservation.asks() {
@@ -25,26 +34,27 @@ impl InMemory {
                 (whole_micros(ask.interval()), whole_micros(ask.tolerance()));
             let key = ask.gate().name();
             let kept = state.gates.get(key).copied().unwrap_or_default();
-            let from = kept.tat.unwrap_or(now);
+            // The slots the instance's local gate granted alone come first.
+            let from = match whole_micros(ask.alone()) {
+                0 => kept.tat.unwrap_or(now),
+                alone => kept.tat.unwrap_or(now).max(now.saturating_add(alone)),
+            };
             let next = from
                 .max(now)
                 .saturating_add(interval.saturating_mul(ask.cost()));
             let wait = next.saturating_sub(tolerance).saturating_sub(now);
             let limit = reservation.limit().map(whole_micros);
             if limit.is_some_and(|limit| wait > limit) {
-                return Reserved::refused(Duration::from_micros(wait));
+                return Reserved::refused(Duration::from_micros(wait)).with_instances(users);
             }
             longest = longest.max(wait);
             let ahead = Duration::from_micros(next - now);
             slots.push(Slot::new(from, next, kept.epoch, ahead));
         }
-        for (ask, slot) in reservation.asks().zip(&mut slots) {
+        for ((ask, slot), users) in reservation.asks().zip(&mut slots).zip(users) {
             let key = &ask.gate().key;
             state.gates.entry(Arc::clone(key)).or_default().tat = Some(slot.end());
-            if let Some(seen_for) = ask.heartbeat() {
-                *slot =
-                    slot.with_instances(beat(&mut state.seen, key, self.instance, now, seen_for));
-            }
+            *slot = slot.with_instances(users);
         }
         Reserved::granted(Duration::from_micros(longest), slots)
     }
@@ -55,6 +65,12 @@ impl Hub {
     #[cfg(test)]
     pub(super) fn batches(&self) -> u64 {
         lock_std(&self.state).batches
+    }
+
+    /// Heartbeats heard so far (a Redis store's writes for them).
+    #[cfg(test)]
+    pub(super) fn beats(&self) -> u64 {
+        lock_std(&self.state).beats
     }
 
     /// WINDOW: adds a batch to the bucket of now, forgets the buckets the window has passed,
@@ -79,17 +95,17 @@ impl Hub {
     }
 }
 
-/// A heartbeat of `instance` for the gate `key` at `now` (µs): the instances heard within
-/// `seen_for`, this one included.
+/// A heartbeat of `user` (an instance's user of the gate) for the gate `key` at `now` (µs):
+/// the users heard within `seen_for`, this one included.
 fn beat(
-    seen: &mut HashMap<Arc<str>, HashMap<usize, u64>>,
+    seen: &mut HashMap<Arc<str>, HashMap<(usize, u64), u64>>,
     key: &Arc<str>,
-    instance: usize,
+    user: (usize, u64),
     now: u64,
     seen_for: Duration,
 ) -> u64 {
     let users = seen.entry(Arc::clone(key)).or_default();
-    users.insert(instance, now.saturating_add(whole_micros(seen_for)));
+    users.insert(user, now.saturating_add(whole_micros(seen_for)));
     users.retain(|_, until| *until >= now);
     users.len() as u64
 }

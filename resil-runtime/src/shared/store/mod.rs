@@ -388,14 +388,45 @@ fn late(limit: Duration) -> String {
     format!("no answer within {limit:?} (shared_timeout)")
 }
 
-/// The URL as it may be shown: without its password.
+/// The URL as it may be shown: without any credential redis-rs reads from it. That is the
+/// user and password before the host (`redis://user:pass@host`), and for a Unix socket the
+/// query's `user` and `pass` (`redis+unix:///path?pass=...`): everything from the scheme to
+/// the URL's last `@` is hidden first (a password may hold a `?`, a `#` or a `/` that a
+/// parser would take for the end of the host, and then print it), then every query value but
+/// `db` and `protocol` (so a key spelt in percent-escapes, `p%61ss`, is hidden too), and a
+/// fragment.
 pub(crate) fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
+    let hidden = match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             format!("{}://***@{}", &url[..scheme], &url[at + 1..])
         }
         _ => url.to_owned(),
+    };
+    let (rest, fragment) = match hidden.split_once('#') {
+        Some((rest, _)) => (rest, "#***"),
+        None => (hidden.as_str(), ""),
+    };
+    let (base, query) = match rest.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (rest, None),
+    };
+    let mut shown = base.to_owned();
+    if let Some(query) = query {
+        shown.push('?');
+        for (i, pair) in query.split('&').enumerate() {
+            if i > 0 {
+                shown.push('&');
+            }
+            match pair.split_once('=') {
+                Some((key @ ("db" | "protocol"), value)) => {
+                    shown.push_str(&format!("{key}={value}"));
+                }
+                Some((key, _)) => shown.push_str(&format!("{key}=***")),
+                None => shown.push_str(pair),
+            }
+        }
     }
+    shown + fragment
 }
 
 #[cfg(test)]
@@ -410,5 +441,25 @@ mod tests {
         );
         assert_eq!(redacted("redis://127.0.0.1/"), "redis://127.0.0.1/");
         assert_eq!(redacted("not a url@"), "not a url@");
+    }
+
+    #[test]
+    fn unix_socket_credentials_are_not_shown() {
+        assert_eq!(
+            redacted("redis+unix:///run/redis.sock?db=2&user=app&pass=hunter2"),
+            "redis+unix:///run/redis.sock?db=2&user=***&pass=***"
+        );
+        assert_eq!(
+            redacted("unix:///run/redis.sock?p%61ss=hunter2&protocol=resp3#hunter2"),
+            "unix:///run/redis.sock?p%61ss=***&protocol=resp3#***"
+        );
+        // An `@` in the query: all before it is hidden, the password with it.
+        assert_eq!(
+            redacted("redis://:hunter2@host/0?pass=a@b"),
+            "redis://***@b"
+        );
+        // A password holding a `?` or a `#`, which a parser takes for the host's end.
+        assert_eq!(redacted("redis://:hunt?er2@host"), "redis://***@host");
+        assert_eq!(redacted("redis://:hunt#er2@host/0"), "redis://***@host/0");
     }
 }

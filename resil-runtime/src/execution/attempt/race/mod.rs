@@ -7,8 +7,11 @@
 //! timer; a hedge shares the operation's place in the bulkhead. The first success (for a
 //! stream, the first commit) wins and the others are dropped at once: a probe place or a
 //! reserved slot goes back, and a call cut short counts for nothing. A racer that fails
-//! while others run is a failure of its target, reported as such, and the race goes on; the
-//! last one's failure is decided on as any attempt's: a retry after the backoff, or the end.
+//! while others run is a failure of its target, reported as such (an error that moves on
+//! bans that target), and the race goes on: the racers that have not called yet on a target
+//! that now refuses (banned, or its Retry-After not over) are dropped, and no hedge goes to
+//! it before its wait's end; the last one's failure is decided on as any attempt's, on its
+//! own target: a retry after the backoff and every wait that target asked for, or the end.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -29,7 +32,8 @@ use crate::{Rejected, Transient};
 mod racers;
 mod seat;
 
-pub use racers::{Hedging, Plain, Racers};
+pub(crate) use racers::sealed::Sealed as SealedRacers;
+pub use racers::{Hedging, Lost, Plain, Racers};
 use seat::{Lane, Racer, Seat, Which};
 
 pin_project! {
@@ -99,15 +103,20 @@ impl<'p, E> Execution<'p, E> {
     /// concurrently inside the caller's task. Resolves as [`Execution::attempt`] does: to
     /// [`Next::Retry`] once the backoff after the last racer's failure is over, or to how
     /// the operation ended. Dropping it drops every racer, each giving back what it holds.
+    #[inline(always)]
     pub fn race<F, M>(&mut self, make: M) -> Race<'_, 'p, Plain<M>, E>
     where
         M: FnMut() -> F,
     {
-        self.race_with(Plain(make))
+        self.race_with(Plain::new(make))
     }
 
     /// [`Execution::race`] with racers made by `make`: a route's, which sends hedges to its
     /// next targets.
+    // Inlined, as `race` and the facade's `race` are, so that the race is built in place in
+    // the future that awaits it: called apart (the race grew past the inliner's threshold),
+    // it came back in a temporary that caller copied whole, a memcpy each call.
+    #[inline(always)]
     pub(crate) fn race_with<R: Racers<'p>>(&mut self, mut make: R) -> Race<'_, 'p, R, E> {
         if let Some(frame) = &self.progress.frame {
             frame.new_attempt();
@@ -186,6 +195,8 @@ where
         if fired(this.timer.as_mut(), cx) {
             this.timer.set(None);
             hedge(this);
+            // A hedge put off sets the timer again: polled at once, so that it wakes the race.
+            continue;
         }
         let Some((which, result)) = poll_racers(this, cx) else {
             // The delay counts from the newest racer's call: not while it waits for a place
@@ -201,7 +212,6 @@ where
             }
             return Poll::Pending;
         };
-        // A hedge's admission, if it won elsewhere, is the operation's from now on.
         let (tag, hedge) = match which {
             Which::First => {
                 this.first.set(None);
@@ -213,29 +223,42 @@ where
             }
         };
         let hedge_won = result.is_ok() && hedge.is_some();
-        if result.is_ok() {
-            this.make.won(tag);
-            if let Some((true, admission)) = hedge {
-                this.execution.progress.moved_to(admission);
-            }
-        }
+        // An error that moves on refuses its target only, when the route has another.
+        let other = this.execution.progress.tries.routing.other;
         let over = match &result {
             Ok(_) => true,
-            Err(Failure::Error(error)) => !error.is_transient(),
+            Err(Failure::Error(error)) => !error.is_transient() && (!other || !error.moves_on()),
             Err(Failure::Rejected(_)) => false,
         };
-        if !over && (this.first.is_some() || !this.hedged.is_empty()) {
-            // What the provider said is what a later rejection of the others ends with.
-            if let Err(Failure::Error(error)) = result {
-                this.execution.last_error = Some(error);
+        if !over {
+            if let Err(Failure::Error(error)) = &result {
+                this.make.lost(tag, Lost::of(error));
+                drop_refused(this);
             }
-            continue;
+            if this.first.is_some() || !this.hedged.is_empty() {
+                if let Err(Failure::Error(error)) = result {
+                    // What the provider said is what a later rejection of the others ends
+                    // with.
+                    this.execution.last_error = Some(error);
+                }
+                continue;
+            }
         }
-        // The race is over: the others are dropped, and the result decided on.
+        // The race is over: the others are dropped, each giving back what it holds to its
+        // own target (the first racer's is the operation's until a hedge's replaces it), and
+        // the result decided on. The target of the racer that ended it, winner or last to
+        // fail, is the operation's from now on: a hedge's admission elsewhere too, so that
+        // its failure is its own target's.
         cancel_all(this);
         this.timer.set(None);
+        this.make.ended(tag);
+        if let Some((true, admission)) = hedge {
+            this.execution.progress.moved_to(admission);
+        }
         report(this, hedge_won);
-        match this.execution.decide(result) {
+        // A racer's wait asked for holds the target the next attempt goes back to.
+        let held = this.make.asked(tag);
+        match this.execution.decide_holding(result, held) {
             Decision::Done(next) => return Poll::Ready(next),
             Decision::Wait(wait) if wait.is_zero() => {
                 this.execution.progress.advance();
@@ -247,6 +270,28 @@ where
             }
         }
     }
+}
+
+/// After a racer's failure, the racers that have not called yet on a target that now
+/// refuses (it moved the operation on, or asked to wait) are dropped, as losers are: no
+/// call goes to that target from this race.
+fn drop_refused<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
+    let now = Instant::now();
+    let progress = &mut this.execution.progress;
+    if let Some(mut first) = this.first.as_mut().as_pin_mut() {
+        if !first.as_mut().stage_is_call() && this.make.refuses(this.first_seat.tag, now) {
+            cancel(first.project().admitted, progress);
+            this.first.set(None);
+        }
+    }
+    let make = &*this.make;
+    this.hedged.retain_mut(|racer| {
+        let keep = racer.lane.as_mut().stage_is_call() || !make.refuses(racer.seat.tag, now);
+        if !keep {
+            racer.cancel(progress);
+        }
+        keep
+    });
 }
 
 /// Each racer's steps in turn, the first first, until one ends: which, and its result.
@@ -310,6 +355,11 @@ where
     if hedge {
         operation::swap_children(&mut racer.children);
     }
+    // A hedge sent elsewhere goes through its own target's breaker: the frame names it while
+    // the hedge is polled, so that a call nested in it holds that one, not the operation's.
+    if racer.moved {
+        named_breaker(&execution.progress);
+    }
     let attempts = std::mem::replace(&mut execution.progress.tries.attempt, racer.attempt);
     let lane = lane.project();
     let mut this = AttemptProjection {
@@ -328,10 +378,18 @@ where
         operation::swap_children(&mut racer.children);
     }
     racer.swap_admission(&mut execution.progress);
+    if racer.moved {
+        named_breaker(&execution.progress);
+    }
     match (poll, call) {
         (Poll::Ready(_), Some(result)) => Poll::Ready(result),
         _ => Poll::Pending,
     }
+}
+
+/// The published frame names the breaker of the admission in place.
+fn named_breaker(progress: &crate::execution::Progress<'_>) {
+    operation::set_breaker(progress.breaker().map_or(0, crate::execution::address));
 }
 
 fn delay<'p, R: Racers<'p>, E>(this: &RaceProjection<'_, '_, 'p, R, E>) -> std::time::Duration {
@@ -356,6 +414,17 @@ fn hedge<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
         return;
     }
     let progress = &mut this.execution.progress;
+    let asking = Hedging {
+        progress,
+        hedge: true,
+        admission: None,
+        tag: 0,
+    };
+    // No target would take it now: none is sent before one may.
+    if let Some(at) = this.make.hedge_at(&asking, Instant::now()) {
+        set_timer(this.timer.as_mut(), at);
+        return;
+    }
     if !progress.draw_hedge() {
         *this.refused = true;
         return;

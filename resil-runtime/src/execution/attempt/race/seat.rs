@@ -49,7 +49,7 @@ pin_project! {
     /// The fields an [`crate::Attempt`] holds beside its execution.
     pub(super) struct Lane<'p, F> {
         #[pin]
-        pub(super) future: F,
+        pub(super) future: Option<F>,
         #[pin]
         pub(super) timer: Option<Sleep>,
         pub(super) stage: Stage,
@@ -72,7 +72,7 @@ impl<F> Lane<'_, F> {
 impl<'p, F> Lane<'p, F> {
     pub(super) fn new(progress: &Progress<'p>, future: F) -> Self {
         Lane {
-            future,
+            future: Some(future),
             timer: None,
             stage: Stage::Start,
             wait: None,

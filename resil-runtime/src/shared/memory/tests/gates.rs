@@ -240,3 +240,29 @@ async fn after_the_store_is_back_one_schedule_serves_both_instances() {
     );
     assert_eq!(started.len(), 16);
 }
+
+/// A saturated 1/s shared gate whose callers wait at most 100 ms, one every 10 ms: the store
+/// refuses each of them, having heard the heartbeat one carried, and that refusal armed the
+/// heartbeat again, so once the first second was over every refused reservation heartbeated
+/// (one write to Redis each). A refusal is an answer: the store heard the heartbeat.
+#[tokio::test(start_paused = true)]
+async fn refused_reservations_of_a_saturated_gate_heartbeat_once_a_second() {
+    let hub = InMemory::new();
+    let policy = instance(
+        shared(1, SECOND, 1).deadline(Duration::from_millis(100)),
+        hub.instance(),
+    );
+    let calls = AtomicU32::new(0);
+    assert_eq!(call(&policy, &calls, Ok(())).await, Ok(()));
+    for _ in 0..200 {
+        let _ = call(&policy, &calls, Ok(())).await;
+        tokio::time::advance(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        3,
+        "one a second, the others refused"
+    );
+    let beats = hub.hub.beats();
+    assert!(beats <= 3, "{beats} heartbeats in 2 s");
+}

@@ -71,3 +71,38 @@ async fn a_slow_store_leaves_the_probe_to_the_local_breaker_after_exactly_shared
     assert_eq!(asked.elapsed(), Duration::from_millis(50));
     assert_eq!(open.breaker().unwrap().state(), BreakerState::Closed);
 }
+
+/// A 1/s shared gate grants a slot alone while its store is down; back, the store is slow and
+/// the next caller gives up on its reservation before `shared_timeout` (its future dropped):
+/// that ask had claimed the charge of the slot granted alone and lost it, so the store's
+/// schedule never counted that slot, and the call after it went 20 ms after the first. A
+/// reservation dropped before its answer gives back what it claimed.
+#[tokio::test(start_paused = true)]
+async fn a_reservation_dropped_before_its_answer_still_charges_the_slots_granted_alone() {
+    let hub = InMemory::new();
+    let policy = gated(&hub, false);
+    let calls = AtomicU32::new(0);
+    hub.set_available(false);
+    let first = Instant::now();
+    assert_eq!(call(&policy, &calls, Ok(())).await, Ok(()), "alone");
+    hub.set_available(true);
+    hub.set_slow(true);
+    let dropped =
+        tokio::time::timeout(Duration::from_millis(10), call(&policy, &calls, Ok(()))).await;
+    assert!(dropped.is_err(), "given up before the store answered");
+    hub.set_slow(false);
+    tokio::time::advance(Duration::from_millis(10)).await;
+    let started = Mutex::new(None);
+    policy
+        .run(|| async {
+            *started.lock().unwrap() = Some(first.elapsed());
+            Ok::<(), Error>(())
+        })
+        .await
+        .unwrap();
+    let started = started.into_inner().unwrap().unwrap();
+    assert!(
+        started >= Duration::from_secs(1),
+        "two calls {started:?} apart through a 1/s gate"
+    );
+}

@@ -1,0 +1,167 @@
+//! What an answer may and may not do to the slots booked ahead of a learning gate when it
+//! places them again (issue 44, item 8, and what a reading review found of it): never before
+//! a throttle's hold, never before their callers look, and never lose the calls in flight
+//! however many wait.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::join_all;
+use resil_runtime::{operation, Policy};
+use tokio::time::{sleep, Instant};
+
+use super::learn_hostile::{answers, requests, said, MS, SEC};
+use crate::common::TestError;
+
+/// Records when each call started, from an origin.
+struct Started {
+    origin: Instant,
+    at: Mutex<Vec<Duration>>,
+}
+
+impl Started {
+    fn new() -> Self {
+        Started {
+            origin: Instant::now(),
+            at: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn mark(&self) {
+        self.at.lock().unwrap().push(self.origin.elapsed());
+    }
+
+    fn times(&self) -> Vec<Duration> {
+        let mut at = self.at.lock().unwrap().clone();
+        at.sort();
+        at
+    }
+}
+
+/// An auto gate: A and B in flight; A's 429 asks for 30 s and holds the gate; C and D book
+/// their slots at the hold's end; B's answer (200, 40 left) placed C and D again at once,
+/// and they called within a second, undoing the hold. Placed again, a slot stays after the
+/// hold.
+#[tokio::test(start_paused = true)]
+async fn an_answer_in_flight_does_not_place_slots_before_a_throttles_hold() {
+    let policy = Policy::builder().rate_learn().build().unwrap();
+    // The probe: 50 left of 100 until a reset a minute away.
+    policy
+        .run(|| answers(said(Some(100), 50, 60 * SEC)))
+        .await
+        .unwrap();
+    let started = Started::new();
+    let (policy, started) = (&policy, &started);
+    let a = async {
+        let _ = policy
+            .run(|| async {
+                sleep(10 * MS).await;
+                Err::<(), _>(TestError::Throttled(30 * SEC))
+            })
+            .await;
+    };
+    let b = async {
+        policy
+            .run(|| async {
+                sleep(20 * MS).await;
+                operation::report_limits(requests(said(Some(100), 40, 60 * SEC)));
+                Ok::<(), TestError>(())
+            })
+            .await
+            .unwrap();
+    };
+    let late = |_| async move {
+        sleep(15 * MS).await;
+        policy
+            .run(|| async {
+                started.mark();
+                Ok::<(), TestError>(())
+            })
+            .await
+            .unwrap();
+    };
+    futures::join!(a, b, join_all((0..2).map(late)));
+    let times = started.times();
+    assert!(
+        times.iter().all(|at| *at >= 30 * SEC),
+        "C and D called at {times:?}, before the hold asked for by A's 429 ended (30 s)"
+    );
+}
+
+/// `rate = "10/s"`, `learn = true` (burst 1): one answer's slow pace (10 per 2 s) booked 14
+/// callers 200 ms apart; the next said the pace was back, and placed them again 100 ms apart,
+/// but a caller looks at its slot at most a second after it booked: the six placed before
+/// that second all found their slot past and called at once, 11 calls in one second. A slot
+/// is placed again no sooner than its caller looks.
+#[tokio::test(start_paused = true)]
+async fn slots_placed_again_start_when_their_callers_look_never_all_at_once() {
+    let policy = Policy::builder()
+        .rate(10, SEC, 1)
+        .rate_learn()
+        .build()
+        .unwrap();
+    policy
+        .run(|| answers(said(Some(10), 9, 2 * SEC)))
+        .await
+        .unwrap();
+    sleep(10 * SEC).await;
+    let started = Started::new();
+    let (policy, started) = (&policy, &started);
+    join_all((0..15).map(|_| async move {
+        policy
+            .run(|| async {
+                started.mark();
+                sleep(20 * MS).await;
+                operation::report_limits(requests(said(Some(100), 99, SEC)));
+                Ok::<(), TestError>(())
+            })
+            .await
+            .unwrap();
+    }))
+    .await;
+    let times = started.times();
+    let closest = times.windows(2).map(|w| w[1] - w[0]).min().unwrap();
+    assert!(
+        closest >= 100 * MS,
+        "two calls {closest:?} apart through a gate of 10/s with burst 1: {times:?}"
+    );
+}
+
+/// The book of a learning gate kept 64 slots, dropping the earliest: with 80 callers
+/// waiting, the call in flight was dropped from it, and its answer (the pace back to the
+/// declared 100/s after a slow one of 1/s) placed nobody again: the last waited 79 s. The
+/// slots of calls in flight are kept however many wait.
+#[tokio::test(start_paused = true)]
+async fn more_than_sixty_four_waiters_are_placed_again_by_the_answer_in_flight() {
+    let policy = Policy::builder()
+        .rate(100, SEC, 1)
+        .rate_learn()
+        .build()
+        .unwrap();
+    policy
+        .run(|| answers(said(Some(10), 9, 10 * SEC)))
+        .await
+        .unwrap();
+    sleep(10 * SEC).await;
+    let origin = Instant::now();
+    let policy = &policy;
+    let waits = join_all((0..80).map(|_| async move {
+        let waited = Mutex::new(Duration::ZERO);
+        policy
+            .run(|| async {
+                *waited.lock().unwrap() = origin.elapsed();
+                sleep(20 * MS).await;
+                operation::report_limits(requests(said(Some(1000), 999, SEC)));
+                Ok::<(), TestError>(())
+            })
+            .await
+            .unwrap();
+        waited.into_inner().unwrap()
+    }))
+    .await;
+    let longest = waits.iter().max().unwrap();
+    assert!(
+        *longest <= 3 * SEC,
+        "the last of 80 callers waited {longest:?}"
+    );
+}

@@ -1,0 +1,680 @@
+//! The invariants, each named with the sentence of the guide it comes from, and the checker
+//! that holds what the world did so far and checks them at every step.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::time::Instant;
+
+/// Whether every step is printed as it happens (`--trace`, with `--seed`).
+pub(crate) static TRACE: AtomicBool = AtomicBool::new(false);
+
+use crate::plan::TARGETS;
+use crate::provider::{Answer, SimError};
+
+/// How late a call may come to its slot and still take it (the guide's key reference: "one
+/// that comes to its slot more than 100 ms late ... takes a new one"): a start may follow
+/// its slot by this much, so a gate's starts keep its ceiling over its period less this.
+const SLOT_LATE: Duration = Duration::from_millis(100);
+
+/// One invariant: its name and where the promise is written.
+#[derive(Debug)]
+pub(crate) struct Invariant {
+    pub(crate) name: &'static str,
+    pub(crate) guide: &'static str,
+}
+
+/// Indexes into [`INVARIANTS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Inv {
+    NothingHeld,
+    GateCeiling,
+    SharedCeiling,
+    OutageShare,
+    RetryAfter,
+    Attempts,
+    Allowance,
+    MovedOn,
+    Deadline,
+    NoHang,
+    DroppedAtOnce,
+    WorstCase,
+    IdempotencyKey,
+    AttemptNumber,
+    OpenLetsNoneThrough,
+    Transitions,
+    Recovers,
+}
+
+pub(crate) const INVARIANTS: [Invariant; 17] = [
+    Invariant {
+        name: "nothing_held_at_quiescence",
+        guide: "design.md: \"a listener that panics cannot leave a permit or a probe slot held\"; route_and_hedge.md: \"their permits, rate slots and probe places go back\"",
+    },
+    Invariant {
+        name: "gate_ceiling_per_instance",
+        guide: "PolicyBuilder::rate: \"in any window of `period` at most `count + burst - 1` start\"; learning_limits.md: \"never past a declared ceiling\"",
+    },
+    Invariant {
+        name: "gate_ceiling_across_instances",
+        guide: "many_instances.md: shared gates keep one limit for every instance while the store answers",
+    },
+    Invariant {
+        name: "gate_share_during_outage",
+        guide: "many_instances.md: \"each instance's local gate runs at the declared rate divided by the instances it last saw ... together they keep about the declared rate\"",
+    },
+    Invariant {
+        name: "retry_after_kept_per_target",
+        guide: "route_and_hedge.md: \"back to a target that failed | the backoff and its Retry-After apply, as for a retry\"; keys.md retry_after_max: \"the longest `Retry-After` honoured\"",
+    },
+    Invariant {
+        name: "attempts_within_retry",
+        guide: "route_and_hedge.md: \"one retry allowance (`retry = 2`: three calls in all, on any targets)\"; hedges are \"each drawn from the retries\"",
+    },
+    Invariant {
+        name: "nested_calls_draw_from_their_root",
+        guide: "first_steps.md: a nested call \"draws its retries from the allowance of the nearest enclosing call that declares retries\"",
+    },
+    Invariant {
+        name: "moved_on_target_never_called_again",
+        guide: "route_and_hedge.md: a move-on error is \"moved on from at once, never sent to that target again in this operation\"",
+    },
+    Invariant {
+        name: "attempts_within_deadline",
+        guide: "keys.md deadline: \"limit for the whole operation, every attempt and wait; no wait starts that cannot end before it\"",
+    },
+    Invariant {
+        name: "every_call_ends_by_its_deadline",
+        guide: "design.md: \"Whatever a server or a caller says, the runtime neither panics nor hangs\"; keys.md deadline: \"limit for the whole operation\"",
+    },
+    Invariant {
+        name: "a_cancelled_body_is_dropped_by_its_deadline",
+        guide: "lib.rs: \"each attempt ... runs under the attempt's timeout and what is left of the deadline\"; route_and_hedge.md: \"the others are dropped at once\"",
+    },
+    Invariant {
+        name: "worst_case_holds",
+        guide: "Policy::worst_case: \"The longest one operation can take\"",
+    },
+    Invariant {
+        name: "one_idempotency_key_per_operation",
+        guide: "Operation::id: \"stable across its attempts; use it as an `Idempotency-Key`\"; operation.rs: \"Two different charges inside one operation get different idempotency keys\"",
+    },
+    Invariant {
+        name: "operation_attempt_is_the_calls_own",
+        guide: "Operation::attempt: \"0 on the first attempt; grows by one with every retry made anywhere in the operation\"; design.md: nothing an operation decides leaks into another",
+    },
+    Invariant {
+        name: "an_open_breaker_lets_no_call_through",
+        guide: "BreakerState::Open: \"Calls fail at once with Rejected::BreakerOpen\"; operation.rs: a nested call on a breaker an enclosing call holds \"goes through as part of that call\"",
+    },
+    Invariant {
+        name: "breaker_transitions_legal",
+        guide: "choosing_keys.md: \"After `breaker_cooldown` (30 s) one probe is let through; its success closes the breaker, its failure opens it for another cooldown\"",
+    },
+    Invariant {
+        name: "recovers_after_quiet",
+        guide: "learning_limits.md: \"never stall it for longer than `retry_after_max`\"; choosing_keys.md: \"After `breaker_cooldown` one probe is let through\"",
+    },
+];
+
+/// A broken invariant.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub(crate) inv: Inv,
+    pub(crate) at: Duration,
+    pub(crate) message: String,
+    pub(crate) caller: Option<usize>,
+    /// The trace up to the failure.
+    pub(crate) trace: Vec<String>,
+}
+
+/// The instances the store had seen (a start 2 to 3 s before `at`) when each last asked it
+/// (a start in the second before): each then knew the others.
+fn knew_each_other(starts: &VecDeque<(Instant, usize)>, at: Instant) -> BTreeSet<usize> {
+    let within = |early: u64, late: u64| -> BTreeSet<usize> {
+        starts
+            .iter()
+            .filter(|(start, _)| {
+                *start + Duration::from_secs(early) >= at && *start + Duration::from_secs(late) < at
+            })
+            .map(|&(_, instance)| instance)
+            .collect()
+    };
+    within(1, 0).intersection(&within(3, 2)).copied().collect()
+}
+
+/// A call's identity across its invocations: the caller and the depth (0 outer, 1 nested).
+pub(crate) type Logical = (usize, u8);
+
+/// Which gate an attempt goes through: (policy: 0 outer, 1 inner; target for a gate per key).
+pub(crate) type GateScope = (u8, Option<usize>);
+
+/// What the checks need of one invocation of a policy's run.
+#[derive(Debug)]
+pub(crate) struct Call {
+    pub(crate) logical: Logical,
+    pub(crate) instance: usize,
+    /// The invocation of the outer call this one is nested in, and whether it draws from its
+    /// allowance.
+    pub(crate) root: Option<(usize, bool)>,
+    pub(crate) retry: u32,
+    pub(crate) retry_after_cap: Duration,
+    pub(crate) started: Instant,
+    pub(crate) deadline: Option<Instant>,
+    /// Where the caller gives up, bounding the call's end when no deadline does.
+    pub(crate) bound: Option<Instant>,
+    /// Gate scopes and ceilings (count + burst - 1, period) of this policy's gate.
+    pub(crate) gate: Option<((u64, Duration), bool)>,
+    pub(crate) shared: bool,
+    /// An outer call with no nested call and no hedge: `Operation::attempt` counts its own
+    /// attempts alone.
+    pub(crate) simple: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    attempts: u32,
+    /// Retries drawn by this call and the calls nested in it that draw from it.
+    tree_retries: u32,
+    /// Per target: the earliest next call the Retry-After allows, and when it was asked.
+    earliest: [Option<(Instant, Instant)>; 3],
+    banned: [bool; 3],
+    ended: bool,
+}
+
+type Trouble = (
+    Instant,
+    Option<Instant>,
+    BTreeMap<GateScope, BTreeSet<usize>>,
+);
+
+#[derive(Debug)]
+pub(crate) struct Checker {
+    origin: Instant,
+    pub(crate) exercised: [u64; INVARIANTS.len()],
+    pub(crate) failures: Vec<Failure>,
+    trace: Vec<String>,
+    calls: Vec<(Call, State)>,
+    keys: BTreeMap<Logical, String>,
+    owners: BTreeMap<String, Logical>,
+    /// Starts per (instance, scope), in order.
+    gates: BTreeMap<(usize, GateScope), VecDeque<Instant>>,
+    /// Starts per scope over every instance, with the instance.
+    across: BTreeMap<GateScope, VecDeque<(Instant, usize)>>,
+    /// Spells of store trouble: from, to (open while it lasts), and per gate the instances
+    /// that knew of each other when it began.
+    trouble: Vec<Trouble>,
+    /// The number of the last attempt the runtime started, per operation id.
+    numbers: BTreeMap<String, u32>,
+    /// Last transition heard per (instance, policy, breaker).
+    breakers: BTreeMap<(usize, u8, String), String>,
+}
+
+impl Checker {
+    pub(crate) fn new(origin: Instant) -> Checker {
+        Checker {
+            origin,
+            exercised: [0; INVARIANTS.len()],
+            failures: Vec::new(),
+            trace: Vec::new(),
+            calls: Vec::new(),
+            keys: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            gates: BTreeMap::new(),
+            across: BTreeMap::new(),
+            trouble: Vec::new(),
+            breakers: BTreeMap::new(),
+            numbers: BTreeMap::new(),
+        }
+    }
+
+    fn at(&self, now: Instant) -> Duration {
+        now - self.origin
+    }
+
+    pub(crate) fn log(&mut self, line: impl AsRef<str>) {
+        let at = self.at(Instant::now());
+        let line = format!("{:>10.3}s {}", at.as_secs_f64(), line.as_ref());
+        if TRACE.load(Ordering::Relaxed) {
+            println!("{line}");
+        }
+        self.trace.push(line);
+    }
+
+    fn exercise(&mut self, inv: Inv) {
+        self.exercised[inv as usize] += 1;
+    }
+
+    pub(crate) fn fail(&mut self, inv: Inv, caller: Option<usize>, message: String) {
+        self.log(format!("!! {}: {message}", INVARIANTS[inv as usize].name));
+        if self.failures.iter().any(|failure| failure.inv == inv) {
+            return;
+        }
+        self.failures.push(Failure {
+            inv,
+            at: self.at(Instant::now()),
+            message,
+            caller,
+            trace: self.trace.clone(),
+        });
+    }
+
+    fn check(
+        &mut self,
+        inv: Inv,
+        holds: bool,
+        caller: Option<usize>,
+        message: impl FnOnce() -> String,
+    ) {
+        self.exercise(inv);
+        if !holds {
+            self.fail(inv, caller, message());
+        }
+    }
+
+    pub(crate) fn begin(&mut self, call: Call) -> usize {
+        let line = format!(
+            "c{}{} i{} begins (retry {}, deadline {:?})",
+            call.logical.0,
+            if call.logical.1 > 0 { ".n" } else { "" },
+            call.instance,
+            call.retry,
+            call.deadline.map(|d| d - call.started)
+        );
+        self.log(line);
+        self.calls.push((call, State::default()));
+        self.calls.len() - 1
+    }
+
+    /// An attempt reached the provider `target` (its body's first poll).
+    pub(crate) fn attempt(
+        &mut self,
+        index: usize,
+        target: usize,
+        id: Option<String>,
+        number: Option<u32>,
+        gate: Option<GateScope>,
+    ) {
+        let now = Instant::now();
+        let (call, state) = &mut self.calls[index];
+        state.attempts += 1;
+        let attempts = state.attempts;
+        let caller = Some(call.logical.0);
+        let logical = call.logical;
+        let (retry, instance, deadline, root, started) = (
+            call.retry,
+            call.instance,
+            call.deadline,
+            call.root,
+            call.started,
+        );
+        let simple = call.simple;
+        let earliest = state.earliest[target];
+        let banned = state.banned[target];
+        let name = TARGETS[target];
+        self.log(format!(
+            "c{}{} i{instance} attempt {attempts} -> {name} (id {})",
+            logical.0,
+            if logical.1 > 0 { ".n" } else { "" },
+            id.as_deref().unwrap_or("none")
+        ));
+        // Attempts: 1 + retry for a call owning its allowance; a nested call drawing from its
+        // root's is bounded by the root's tree count below.
+        let bound = match root {
+            Some((root, true)) => 1 + retry.max(self.calls[root].0.retry),
+            _ => 1 + retry,
+        };
+        self.check(Inv::Attempts, attempts <= bound, caller, || {
+            format!("attempt {attempts} of a call with retry {retry} (bound {bound})")
+        });
+        if attempts > 1 {
+            let owner = match root {
+                Some((root, true)) if self.calls[root].0.retry > 0 => Some(root),
+                Some(_) => None,
+                None if retry > 0 => Some(index),
+                None => None,
+            };
+            if let Some(owner) = owner {
+                self.calls[owner].1.tree_retries += 1;
+                let (drawn, allowed) =
+                    (self.calls[owner].1.tree_retries, self.calls[owner].0.retry);
+                self.check(Inv::Allowance, drawn <= allowed, caller, || {
+                    format!("the operation drew {drawn} retries with retry = {allowed} (nested calls included)")
+                });
+            }
+        }
+        if let Some(deadline) = deadline {
+            self.check(Inv::Deadline, now <= deadline, caller, || {
+                format!(
+                    "an attempt started {:?} after the call's start, its deadline {:?}",
+                    now - started,
+                    deadline - started
+                )
+            });
+        }
+        // An attempt started at the instant of the answer was decided before it (a hedge
+        // whose timer fired with the answer).
+        if let Some((earliest, _)) = earliest.filter(|&(_, asked)| asked < now) {
+            self.check(Inv::RetryAfter, now >= earliest, caller, || {
+                format!(
+                    "{name} called {:?} before the Retry-After it asked for ended",
+                    earliest - now
+                )
+            });
+        }
+        // The body reads the number the runtime gave the attempt it runs in.
+        let runtime = id.as_ref().and_then(|id| self.numbers.get(id)).copied();
+        if simple && runtime.is_some() {
+            self.check(Inv::AttemptNumber, number == runtime, caller, || {
+                format!("its attempt {attempts} read Operation::attempt() = {number:?}, started by the runtime as {runtime:?}")
+            });
+        }
+        if banned {
+            self.fail(
+                Inv::MovedOn,
+                caller,
+                format!("{name} called again after it moved the operation on"),
+            );
+        }
+        if let Some(id) = id {
+            self.exercise(Inv::IdempotencyKey);
+            match self.keys.get(&logical) {
+                Some(known) if *known != id => {
+                    let known = known.clone();
+                    self.fail(
+                        Inv::IdempotencyKey,
+                        caller,
+                        format!("the call's attempts carry two keys: {known} then {id}"),
+                    );
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(other) = self.owners.get(&id).copied() {
+                        self.fail(
+                            Inv::IdempotencyKey,
+                            caller,
+                            format!("key {id} of caller {other:?} reused by caller {logical:?}"),
+                        );
+                    }
+                    self.keys.insert(logical, id.clone());
+                    self.owners.insert(id, logical);
+                }
+            }
+        }
+        let call = &self.calls[index].0;
+        if let (Some(scope), Some(((ceiling, period), _))) = (gate, call.gate) {
+            let shared = call.shared;
+            let starts = self.gates.entry((instance, scope)).or_default();
+            starts.push_back(now);
+            // Counted over the period less the lateness a slot allows: the slots hold the
+            // ceiling in any period, and a start may follow its slot by up to that.
+            let window = period.saturating_sub(SLOT_LATE);
+            while starts.front().is_some_and(|&start| start + window <= now) {
+                starts.pop_front();
+            }
+            let seen = starts.len() as u64;
+            self.check(Inv::GateCeiling, seen <= ceiling, caller, || {
+                let policy = if scope.0 == 0 { "outer" } else { "inner" };
+                let key = scope.1.map_or(String::new(), |target| format!(" of {}", TARGETS[target]));
+                format!("instance {instance}: {seen} starts through the {policy} policy's gate{key} within {period:?} (ceiling {ceiling})")
+            });
+            if shared {
+                self.across_instances(scope, instance, now, ceiling, period, caller);
+            }
+        }
+    }
+
+    /// A shared gate's starts over every instance: within its ceiling while the store answers
+    /// (from a period after any trouble), within the instances' shares while it does not.
+    fn across_instances(
+        &mut self,
+        scope: GateScope,
+        instance: usize,
+        now: Instant,
+        ceiling: u64,
+        period: Duration,
+        caller: Option<usize>,
+    ) {
+        let starts = self.across.entry(scope).or_default();
+        starts.push_back((now, instance));
+        // Keep 6 s of history for the instances the store saw before an outage.
+        let keep = period.max(Duration::from_secs(6));
+        while starts
+            .front()
+            .is_some_and(|&(start, _)| start + keep <= now)
+        {
+            starts.pop_front();
+        }
+        let window: Vec<_> = starts
+            .iter()
+            .filter(|(start, _)| *start + period.saturating_sub(SLOT_LATE) > now)
+            .copied()
+            .collect();
+        let seen = window.len() as u64;
+        let from = now.checked_sub(period).unwrap_or(self.origin);
+        let calm = self.trouble.iter().all(|&(start, end, _)| match end {
+            Some(end) => end + period <= from || start > now,
+            None => start > now,
+        });
+        if calm {
+            self.check(Inv::SharedCeiling, seen <= ceiling, caller, || {
+                format!("{seen} starts over every instance within {period:?} while the store answered (ceiling {ceiling})")
+            });
+            return;
+        }
+        // Inside one outage since at least a second before the window.
+        let Some((_, _, knew)) = self.trouble.iter().find(|&&(start, end, _)| {
+            start + Duration::from_secs(1) <= from && end.is_none_or(|end| end >= now)
+        }) else {
+            return;
+        };
+        let before = knew.get(&scope).cloned().unwrap_or_default();
+        let during: BTreeSet<usize> = window.iter().map(|&(_, instance)| instance).collect();
+        if before.len() < 2 || !during.is_subset(&before) {
+            return;
+        }
+        let instances = before.len() as u64;
+        let bound = ceiling + instances;
+        self.check(Inv::OutageShare, seen <= bound, caller, || {
+            format!("{seen} starts over {instances} instances within {period:?} while the store was down (ceiling {ceiling}, shares' slack {instances})")
+        });
+    }
+
+    /// The provider answered an attempt.
+    pub(crate) fn answer(&mut self, index: usize, target: usize, answer: &Answer) {
+        let now = Instant::now();
+        let (call, state) = &mut self.calls[index];
+        let cap = call.retry_after_cap;
+        let logical = call.logical;
+        match &answer.result {
+            Err(SimError::Throttled(wait)) | Err(SimError::Transient(Some(wait))) => {
+                let until = now + (*wait).min(cap);
+                let later = state.earliest[target].map_or(until, |(e, _)| e.max(until));
+                state.earliest[target] = Some((later, now));
+            }
+            Err(SimError::MovesOn) => {
+                state.banned[target] = true;
+                self.exercise(Inv::MovedOn);
+            }
+            _ => {}
+        }
+        let stated = answer
+            .stated
+            .map_or(String::new(), |(limit, remaining, reset)| {
+                format!(" (states limit {limit}, {remaining} left, reset in {reset:?})")
+            });
+        self.log(format!(
+            "c{}{} answer from {}: {:?}{stated}",
+            logical.0,
+            if logical.1 > 0 { ".n" } else { "" },
+            TARGETS[target],
+            answer.result
+        ));
+    }
+
+    /// The caller's future ended (returned or dropped).
+    pub(crate) fn end(&mut self, index: usize, outcome: &str) {
+        let now = Instant::now();
+        let slack = Duration::from_millis(1);
+        let (call, state) = &mut self.calls[index];
+        state.ended = true;
+        let (logical, started, deadline, bound) =
+            (call.logical, call.started, call.deadline, call.bound);
+        self.log(format!(
+            "c{}{} ends after {:?}: {outcome}",
+            logical.0,
+            if logical.1 > 0 { ".n" } else { "" },
+            now - started
+        ));
+        // A nested call dropped by its parent's attempt ends when the runtime drops that
+        // attempt's body: a check of its own.
+        let inv = if logical.1 > 0 && outcome == "dropped" {
+            Inv::DroppedAtOnce
+        } else {
+            Inv::NoHang
+        };
+        if let Some(deadline) = deadline {
+            self.check(inv, now <= deadline + slack, Some(logical.0), || {
+                format!("the call ended {:?} after its deadline", now - deadline)
+            });
+        }
+        if let Some(bound) = bound.filter(|_| inv == Inv::NoHang) {
+            self.check(
+                Inv::WorstCase,
+                now <= bound + slack,
+                Some(logical.0),
+                || {
+                    format!(
+                        "the call ended {:?} after its worst case ({:?})",
+                        now - bound,
+                        bound - started
+                    )
+                },
+            );
+        }
+    }
+
+    /// Calls not ended when the world stopped waiting for them.
+    pub(crate) fn unended(&mut self) {
+        let now = Instant::now();
+        let hung: Vec<_> = self
+            .calls
+            .iter()
+            .filter(|(_, state)| !state.ended)
+            .map(|(call, _)| (call.logical, now - call.started))
+            .collect();
+        self.exercise(Inv::NoHang);
+        if let Some((logical, since)) = hung.first() {
+            let message = format!(
+                "{} calls never ended; caller {} ran for {since:?}",
+                hung.len(),
+                logical.0
+            );
+            self.fail(Inv::NoHang, Some(logical.0), message);
+        }
+    }
+
+    /// A call's deadline and the bound its worst case or its caller sets on its end.
+    pub(crate) fn limits_of(&self, index: usize) -> (Option<Instant>, Option<Instant>) {
+        let call = &self.calls[index].0;
+        (call.deadline, call.bound)
+    }
+
+    pub(crate) fn store(&mut self, down: bool) {
+        let now = Instant::now();
+        match self.trouble.last_mut() {
+            Some((_, end @ None, _)) if !down => *end = Some(now),
+            Some((_, None, _)) => {}
+            _ if down => {
+                let knew = self
+                    .across
+                    .iter()
+                    .map(|(scope, starts)| (*scope, knew_each_other(starts, now)))
+                    .collect();
+                self.trouble.push((now, None, knew));
+            }
+            _ => {}
+        }
+    }
+
+    /// An attempt reached its provider through a breaker: `open` says which, if it was open
+    /// and cooling (and not held by the enclosing attempt).
+    pub(crate) fn breaker_open(&mut self, index: usize, open: Option<(String, Duration)>) {
+        let caller = Some(self.calls[index].0.logical.0);
+        self.check(Inv::OpenLetsNoneThrough, open.is_none(), caller, || {
+            let (name, left) = open.clone().unwrap_or_default();
+            format!("a call went through breaker {name}, open for {left:?} more")
+        });
+    }
+
+    /// The runtime started attempt `attempt` of operation `id` (`Event::AttemptStarted`).
+    pub(crate) fn started(&mut self, id: String, attempt: u32) {
+        self.numbers.insert(id, attempt);
+    }
+
+    /// A breaker's transition heard by an instance's listener: it starts where the last ended.
+    pub(crate) fn transition(
+        &mut self,
+        instance: usize,
+        which: u8,
+        breaker: &str,
+        from: &str,
+        to: &str,
+    ) {
+        self.log(format!("i{instance} breaker {breaker}: {from} -> {to}"));
+        let legal = matches!(
+            (from, to),
+            ("closed", "open")
+                | ("open", "half-open")
+                | ("half-open", "closed")
+                | ("half-open", "open")
+        );
+        let key = (instance, which, breaker.to_owned());
+        let last = self.breakers.get(&key).cloned();
+        let follows = last.as_deref().is_none_or(|last| last == from);
+        self.check(Inv::Transitions, legal && follows, None, || {
+            format!("{breaker}: {from} -> {to} (last heard: {last:?})")
+        });
+        self.breakers.insert(key, to.to_owned());
+    }
+
+    pub(crate) fn held(&mut self, holds: bool, what: impl FnOnce() -> String) {
+        self.check(Inv::NothingHeld, holds, None, what);
+    }
+
+    pub(crate) fn recovers(&mut self, holds: bool, what: impl FnOnce() -> String) {
+        self.check(Inv::Recovers, holds, None, what);
+    }
+
+    /// A report of the first failure: the lines of its caller, and the last ones before it.
+    pub(crate) fn render(failure: &Failure) -> String {
+        let mut out = String::new();
+        let tag = failure.caller.map(|caller| format!("c{caller}"));
+        let mine: Vec<_> = failure
+            .trace
+            .iter()
+            .filter(|line| {
+                tag.as_ref().is_some_and(|tag| {
+                    line.split_whitespace()
+                        .nth(1)
+                        .is_some_and(|word| word == tag || word.starts_with(&format!("{tag}.")))
+                })
+            })
+            .collect();
+        let tail = failure.trace.len().saturating_sub(12);
+        if !mine.is_empty() {
+            let _ = writeln!(out, "  the caller's steps:");
+            for line in mine.iter().rev().take(30).rev() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
+        let _ = writeln!(out, "  the last steps:");
+        for line in &failure.trace[tail..] {
+            let _ = writeln!(out, "    {line}");
+        }
+        out
+    }
+}

@@ -1,0 +1,443 @@
+//! A world drawn from a seed: its instances, targets, declarations, store faults and callers.
+//! Everything here is data; `world.rs` runs it.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use resil_runtime::{BreakerKind, Jitter, WindowSize};
+
+/// The targets' names (a route's keys).
+pub(crate) const TARGETS: [&str; 3] = ["gpt", "claude", "mini"];
+
+/// Arrivals fall within this much virtual time.
+const HORIZON: Duration = Duration::from_secs(90);
+
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub(crate) seed: u64,
+    /// Which store handle each instance's policies use: two instances on one handle are two
+    /// policies of one process sharing a gate.
+    pub(crate) handle_of: Vec<usize>,
+    pub(crate) targets: Vec<TargetSpec>,
+    pub(crate) outer: Spec,
+    /// The policy of the calls nested in an outer call's body, if any caller nests.
+    pub(crate) inner: Spec,
+    /// Nested calls go through the outer policy again (its breakers, gates and bulkheads).
+    pub(crate) nest_same: bool,
+    pub(crate) shared: Option<SharedSpec>,
+    pub(crate) store: Vec<(Duration, StoreAction)>,
+    pub(crate) callers: Vec<Caller>,
+}
+
+impl Plan {
+    pub(crate) fn instances(&self) -> usize {
+        self.handle_of.len()
+    }
+}
+
+/// One simulated provider.
+#[derive(Debug, Clone)]
+pub(crate) struct TargetSpec {
+    /// The scale of its latency; the tail is Pareto with index `tail`.
+    pub(crate) latency: Duration,
+    pub(crate) tail: f64,
+    pub(crate) p_transient: f64,
+    pub(crate) p_permanent: f64,
+    pub(crate) p_moves_on: f64,
+    pub(crate) p_throttle: f64,
+    pub(crate) p_hang: f64,
+    /// The longest Retry-After its errors ask for (a throttle always asks, a transient error
+    /// sometimes).
+    pub(crate) retry_after: Duration,
+    /// What it serves per fixed window; past it, 429 until the window resets.
+    pub(crate) capacity: Option<(u64, Duration)>,
+    pub(crate) states: States,
+    /// Periods (from, to) in which every answer is a transient error.
+    pub(crate) outages: Vec<(Duration, Duration)>,
+}
+
+/// What a provider's answers say of its limits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum States {
+    Silent,
+    Honest,
+    /// Honest, but an answer says `limit 0` or `limit 1`, nothing left, with this probability.
+    Flapping(f64),
+}
+
+/// A declaration, drawn from the space the builder accepts.
+#[derive(Debug, Clone)]
+pub(crate) struct Spec {
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) retry: u32,
+    pub(crate) retry_after_max: Option<Duration>,
+    pub(crate) backoff: Option<(Duration, Duration)>,
+    pub(crate) jitter: Jitter,
+    pub(crate) breaker: Option<BreakerSpec>,
+    pub(crate) bulkhead: Option<BulkheadSpec>,
+    pub(crate) rate: Option<RateSpec>,
+    pub(crate) hedge: Option<(u32, Duration)>,
+    pub(crate) budget: Option<(f64, f64)>,
+    pub(crate) independent: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct BreakerSpec {
+    pub(crate) threshold: u32,
+    pub(crate) cooldown: Duration,
+    pub(crate) kind: BreakerKind,
+    pub(crate) per_key: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct BulkheadSpec {
+    /// (min, max) for an adaptive one, (limit, limit) for a fixed one.
+    pub(crate) limit: (usize, usize),
+    pub(crate) adaptive: bool,
+    pub(crate) queue: usize,
+    pub(crate) per_key: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct RateSpec {
+    /// (count, period, burst); none for `rate = "auto"`.
+    pub(crate) declared: Option<(u64, Duration, u64)>,
+    pub(crate) learn: bool,
+    pub(crate) exact: bool,
+    pub(crate) per_key: bool,
+}
+
+impl Spec {
+    /// Whether the policy is keyed (something per key).
+    pub(crate) fn keyed(&self) -> bool {
+        self.breaker.as_ref().is_some_and(|b| b.per_key)
+            || self.bulkhead.as_ref().is_some_and(|b| b.per_key)
+            || self.rate.as_ref().is_some_and(|r| r.per_key)
+    }
+
+    /// The longest Retry-After honoured.
+    pub(crate) fn retry_after_cap(&self) -> Duration {
+        self.retry_after_max.unwrap_or(Duration::from_secs(60))
+    }
+
+    /// The declared ceiling of the gate, if it has one: (count + burst - 1, period).
+    pub(crate) fn ceiling(&self) -> Option<(u64, Duration)> {
+        let (count, period, burst) = self.rate.as_ref()?.declared?;
+        Some((count + burst - 1, period))
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SharedSpec {
+    pub(crate) timeout: Duration,
+    pub(crate) fail_closed: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StoreAction {
+    Down,
+    Up,
+    Slow,
+    Fast,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    /// Its index in the plan as drawn (kept when a shrink drops others).
+    pub(crate) id: usize,
+    pub(crate) at: Duration,
+    pub(crate) instance: usize,
+    /// The first target, then the others of a route (none: a call to one target).
+    pub(crate) targets: Vec<usize>,
+    pub(crate) routed: bool,
+    /// The caller stops waiting (drops its future) after this long.
+    pub(crate) drop_after: Option<Duration>,
+    /// A call to this target nested in each attempt's body.
+    pub(crate) nested: Option<usize>,
+    /// Its call is shared (`futures::future::Shared`) for a later caller to await.
+    pub(crate) shares: bool,
+    /// Its body awaits the shared call of this caller (by id), when it is still there.
+    pub(crate) joins: Option<usize>,
+    /// The seed of the provider's draws for this caller's attempts.
+    pub(crate) seed: u64,
+}
+
+fn ms(rng: &mut StdRng, low: u64, high: u64) -> Duration {
+    Duration::from_millis(rng.random_range(low..=high))
+}
+
+/// A duration spread over several orders of magnitude between `low` and `high` ms.
+fn log_ms(rng: &mut StdRng, low: u64, high: u64) -> Duration {
+    let (low, high) = ((low as f64).ln(), (high as f64).ln());
+    Duration::from_millis(rng.random_range(low..=high).exp() as u64)
+}
+
+impl Plan {
+    /// The plan of `seed`; `redraw` > 0 when the earlier draws had a declaration `build`
+    /// refused.
+    pub(crate) fn draw(seed: u64, redraw: u64) -> Plan {
+        let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ redraw);
+        let targets = (0..rng.random_range(1..=3))
+            .map(|_| target(&mut rng))
+            .collect::<Vec<_>>();
+        let outer = spec(&mut rng);
+        let inner = spec(&mut rng);
+        let instances = rng.random_range(1..=3);
+        let shared = rng.random_bool(0.35).then(|| SharedSpec {
+            timeout: ms(&mut rng, 5, 100),
+            fail_closed: rng.random_bool(0.2),
+        });
+        let handle_of = (0..instances)
+            .map(|instance| {
+                if instance > 0 && rng.random_bool(0.25) {
+                    instance - 1
+                } else {
+                    instance
+                }
+            })
+            .collect();
+        let store = if shared.is_some() {
+            store_faults(&mut rng)
+        } else {
+            Vec::new()
+        };
+        let callers = callers(&mut rng, instances, targets.len());
+        let nest_same = rng.random_bool(0.3);
+        Plan {
+            nest_same,
+            seed,
+            handle_of,
+            targets,
+            outer,
+            inner,
+            shared,
+            store,
+            callers,
+        }
+    }
+}
+
+fn target(rng: &mut StdRng) -> TargetSpec {
+    let p = |rng: &mut StdRng, high: f64| {
+        if rng.random_bool(0.3) {
+            0.0
+        } else {
+            rng.random_range(0.0..high)
+        }
+    };
+    let outages = (0..rng.random_range(0..=2))
+        .map(|_| {
+            let from = ms(rng, 0, HORIZON.as_millis() as u64);
+            (from, from + log_ms(rng, 100, 30_000))
+        })
+        .collect();
+    TargetSpec {
+        latency: log_ms(rng, 5, 2_000),
+        tail: rng.random_range(1.1..3.0),
+        p_transient: p(rng, 0.4),
+        p_permanent: p(rng, 0.05),
+        p_moves_on: p(rng, 0.1),
+        p_throttle: p(rng, 0.2),
+        p_hang: if rng.random_bool(0.3) {
+            rng.random_range(0.0..0.05)
+        } else {
+            0.0
+        },
+        retry_after: log_ms(rng, 10, 40_000),
+        capacity: rng
+            .random_bool(0.4)
+            .then(|| (rng.random_range(1..=50), log_ms(rng, 500, 60_000))),
+        states: match rng.random_range(0..4) {
+            0 => States::Silent,
+            1 | 2 => States::Honest,
+            _ => States::Flapping(rng.random_range(0.001..0.3)),
+        },
+        outages,
+    }
+}
+
+fn kind(rng: &mut StdRng) -> BreakerKind {
+    let window = |rng: &mut StdRng| {
+        if rng.random_bool(0.5) {
+            WindowSize::Calls(rng.random_range(2..=30))
+        } else {
+            WindowSize::Time(log_ms(rng, 500, 60_000))
+        }
+    };
+    match rng.random_range(0..4) {
+        0 | 1 => BreakerKind::Consecutive,
+        2 => BreakerKind::FailureRate {
+            percent: rng.random_range(10..=90),
+            window: window(rng),
+            min_calls: rng.random_range(1..=10),
+        },
+        _ => BreakerKind::SlowCall {
+            percent: rng.random_range(10..=90),
+            slower_than: log_ms(rng, 5, 5_000),
+            window: window(rng),
+            min_calls: rng.random_range(1..=10),
+        },
+    }
+}
+
+fn spec(rng: &mut StdRng) -> Spec {
+    let timeout = rng.random_bool(0.7).then(|| log_ms(rng, 20, 20_000));
+    let deadline = rng.random_bool(0.6).then(|| log_ms(rng, 50, 120_000));
+    let retry = rng.random_range(0..=4);
+    let breaker = rng.random_bool(0.6).then(|| BreakerSpec {
+        threshold: rng.random_range(1..=8),
+        cooldown: log_ms(rng, 100, 60_000),
+        kind: kind(rng),
+        per_key: rng.random_bool(0.6),
+    });
+    let bulkhead = rng.random_bool(0.4).then(|| {
+        let adaptive = rng.random_bool(0.3);
+        let min = rng.random_range(1..=6);
+        BulkheadSpec {
+            limit: if adaptive {
+                (min, min + rng.random_range(0..=20))
+            } else {
+                (min, min)
+            },
+            adaptive,
+            queue: if rng.random_bool(0.5) {
+                rng.random_range(1..=20)
+            } else {
+                0
+            },
+            per_key: rng.random_bool(0.5),
+        }
+    });
+    let rate = rng.random_bool(0.6).then(|| {
+        let auto = rng.random_bool(0.2);
+        let declared = (!auto).then(|| {
+            let count = rng.random_range(1..=40);
+            let burst = if rng.random_bool(0.5) {
+                1
+            } else {
+                rng.random_range(1..=count.max(2))
+            };
+            (count, log_ms(rng, 200, 60_000), burst)
+        });
+        RateSpec {
+            declared,
+            learn: auto || rng.random_bool(0.4),
+            exact: !auto && rng.random_bool(0.2),
+            per_key: rng.random_bool(0.5),
+        }
+    });
+    Spec {
+        timeout,
+        deadline,
+        retry,
+        retry_after_max: rng.random_bool(0.4).then(|| log_ms(rng, 100, 60_000)),
+        backoff: rng
+            .random_bool(0.7)
+            .then(|| (log_ms(rng, 1, 1_000), log_ms(rng, 1_000, 10_000))),
+        jitter: Jitter::ALL[rng.random_range(0..Jitter::ALL.len())].1,
+        breaker,
+        bulkhead,
+        rate,
+        hedge: (retry > 0 && rng.random_bool(0.3))
+            .then(|| (rng.random_range(1..=retry.min(3)), log_ms(rng, 5, 2_000))),
+        budget: rng
+            .random_bool(0.2)
+            .then(|| (rng.random_range(0.05..1.0), rng.random_range(0.0..5.0))),
+        independent: rng.random_bool(0.3),
+    }
+}
+
+/// Outages and slow spells of the store, some long, some flapping every few milliseconds.
+fn store_faults(rng: &mut StdRng) -> Vec<(Duration, StoreAction)> {
+    let mut actions = Vec::new();
+    for _ in 0..rng.random_range(0..=3) {
+        let mut at = ms(rng, 0, HORIZON.as_millis() as u64);
+        let slow = rng.random_bool(0.3);
+        let (off, on) = if slow {
+            (StoreAction::Slow, StoreAction::Fast)
+        } else {
+            (StoreAction::Down, StoreAction::Up)
+        };
+        if rng.random_bool(0.5) {
+            // Flapping: down and up every 7 to 23 ms for a while.
+            let until = at + log_ms(rng, 100, 5_000);
+            while at < until {
+                actions.push((at, off));
+                at += ms(rng, 7, 23);
+                actions.push((at, on));
+                at += ms(rng, 7, 23);
+            }
+        } else {
+            actions.push((at, off));
+            actions.push((at + log_ms(rng, 50, 30_000), on));
+        }
+    }
+    actions.sort_by_key(|(at, _)| *at);
+    actions
+}
+
+/// One caller at `at` on `instance`.
+fn caller(rng: &mut StdRng, at: Duration, instance: usize, targets: usize) -> Caller {
+    let routed = targets > 1 && rng.random_bool(0.5);
+    let first = rng.random_range(0..targets);
+    let mut route = vec![first];
+    if routed {
+        route.extend((0..targets).filter(|&t| t != first));
+    }
+    Caller {
+        id: 0,
+        at,
+        instance,
+        targets: route,
+        routed,
+        drop_after: rng.random_bool(0.2).then(|| log_ms(rng, 1, 30_000)),
+        nested: rng.random_bool(0.15).then(|| rng.random_range(0..targets)),
+        shares: false,
+        joins: None,
+        seed: rng.random(),
+    }
+}
+
+/// Callers arriving in bursts, sometimes beside a steady stream per instance (which
+/// saturates gates); some await, in their body, a call another caller shares.
+fn callers(rng: &mut StdRng, instances: usize, targets: usize) -> Vec<Caller> {
+    let mut callers = Vec::new();
+    for _ in 0..rng.random_range(1..=8) {
+        let at = ms(rng, 0, HORIZON.as_millis() as u64);
+        let spread = log_ms(rng, 1, 5_000);
+        for _ in 0..rng.random_range(1..=25) {
+            let at = at + ms(rng, 0, spread.as_millis() as u64);
+            let instance = rng.random_range(0..instances);
+            callers.push(caller(rng, at, instance, targets));
+        }
+    }
+    if rng.random_bool(0.3) {
+        let from = ms(rng, 0, 30_000);
+        let length = ms(rng, 10_000, 60_000);
+        for instance in 0..instances {
+            let every = log_ms(rng, 10, 500).max(length / 400);
+            let mut at = from;
+            while at < from + length {
+                callers.push(caller(rng, at, instance, targets));
+                at += every;
+            }
+        }
+    }
+    callers.sort_by_key(|caller| caller.at);
+    for (id, caller) in callers.iter_mut().enumerate() {
+        caller.id = id;
+    }
+    // Request coalescing: a caller's body awaits the call of one who came shortly before.
+    for index in 1..callers.len() {
+        if rng.random_bool(0.05) && callers[index].nested.is_none() {
+            let earlier = rng.random_range(index.saturating_sub(5)..index);
+            if callers[earlier].joins.is_none() && callers[earlier].nested.is_none() {
+                callers[earlier].shares = true;
+                callers[index].joins = Some(callers[earlier].id);
+            }
+        }
+    }
+    callers
+}

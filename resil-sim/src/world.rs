@@ -1,0 +1,757 @@
+//! One world run on tokio's paused clock: instances with their policies, providers, the
+//! store's faults and the callers of a plan, every step checked.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use std::collections::BTreeMap;
+
+use futures::future::{LocalBoxFuture, Shared};
+use futures::FutureExt;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use resil_runtime::events::{Event, Listener};
+use resil_runtime::shared::InMemory;
+use resil_runtime::{
+    Breaker, BreakerConfig, BreakerState, Bulkhead, ConfigError, Keyed, Operation, Policy,
+    PolicyBuilder,
+};
+use tokio::task::LocalSet;
+use tokio::time::{sleep, sleep_until, Instant};
+
+use crate::check::{Call, Checker, Failure, GateScope, INVARIANTS};
+use crate::plan::{Plan, SharedSpec, Spec, StoreAction, TARGETS};
+use crate::provider::{Provider, SimError};
+
+/// What a run found.
+#[derive(Debug)]
+pub(crate) struct Outcome {
+    pub(crate) exercised: [u64; INVARIANTS.len()],
+    pub(crate) failures: Vec<Failure>,
+    /// Attempts the providers saw.
+    pub(crate) attempts: u64,
+}
+
+/// A policy, keyed or not, as its declaration needs.
+pub(crate) enum Pol {
+    Plain(Policy),
+    Keyed(Policy<Keyed>),
+}
+
+/// Where a policy's state is shared.
+type Sharing<'a> = Option<(&'a InMemory, SharedSpec)>;
+
+fn common<K>(builder: PolicyBuilder<K>, spec: &Spec, seed: u64) -> PolicyBuilder<K> {
+    let mut builder = builder.retry(spec.retry).jitter(spec.jitter).seed(seed);
+    if let Some(timeout) = spec.timeout {
+        builder = builder.timeout(timeout);
+    }
+    if let Some(deadline) = spec.deadline {
+        builder = builder.deadline(deadline);
+    }
+    if let Some(longest) = spec.retry_after_max {
+        builder = builder.retry_after_max(longest);
+    }
+    if let Some((base, cap)) = spec.backoff {
+        builder = builder.backoff(base, cap);
+    }
+    if let Some((count, delay)) = spec.hedge {
+        builder = builder.hedge(count, delay);
+    }
+    if let Some((ratio, min)) = spec.budget {
+        builder = builder.retry_budget(ratio, min);
+    }
+    if let Some(bulkhead) = &spec.bulkhead {
+        builder = if bulkhead.adaptive {
+            builder.bulkhead_adaptive(bulkhead.limit.0, bulkhead.limit.1)
+        } else {
+            builder.bulkhead(bulkhead.limit.0)
+        };
+        if bulkhead.queue > 0 {
+            builder = builder.bulkhead_queue(bulkhead.queue);
+        }
+    }
+    if let Some(rate) = &spec.rate {
+        if let Some((count, period, burst)) = rate.declared {
+            builder = builder.rate(count, period, burst);
+        }
+        if rate.learn {
+            builder = builder.rate_learn();
+        }
+        if rate.exact {
+            builder = builder.rate_exact();
+        }
+    }
+    builder.independent(spec.independent)
+}
+
+fn sharing<K>(builder: PolicyBuilder<K>, shared: Sharing<'_>) -> PolicyBuilder<K> {
+    match shared {
+        Some((store, spec)) => builder
+            .shared_in(store)
+            .shared_timeout(spec.timeout)
+            .shared_fail_closed(spec.fail_closed),
+        None => builder,
+    }
+}
+
+/// Builds a declaration through the builder, as the macro does.
+pub(crate) fn build(
+    spec: &Spec,
+    name: &str,
+    seed: u64,
+    listener: Option<Arc<dyn Listener>>,
+    shared: Sharing<'_>,
+) -> Result<Pol, ConfigError> {
+    let mut builder = common(Policy::builder().name(name), spec, seed);
+    if let Some(listener) = listener {
+        builder = builder.listener(listener);
+    }
+    let breaker = spec.breaker.as_ref();
+    if let Some(breaker) = breaker.filter(|b| !b.per_key) {
+        let config =
+            BreakerConfig::new(breaker.threshold, breaker.cooldown)?.with_kind(breaker.kind)?;
+        builder = builder.breaker(Arc::new(Breaker::new(format!("{name}.breaker"), config)));
+    }
+    if !spec.keyed() {
+        return sharing(builder, shared).build().map(Pol::Plain);
+    }
+    let mut keyed = builder.keyed("model");
+    if let Some(breaker) = breaker.filter(|b| b.per_key) {
+        keyed = keyed
+            .breaker_per_key("model", breaker.threshold, breaker.cooldown)
+            .breaker_kind(breaker.kind);
+    }
+    if spec.bulkhead.as_ref().is_some_and(|b| b.per_key) {
+        keyed = keyed.bulkhead_per_key();
+    }
+    if spec.rate.as_ref().is_some_and(|r| r.per_key) {
+        keyed = keyed.rate_per_key();
+    }
+    sharing(keyed, shared).build().map(Pol::Keyed)
+}
+
+impl Pol {
+    fn worst_case(&self) -> Option<Duration> {
+        match self {
+            Pol::Plain(policy) => policy.worst_case(),
+            Pol::Keyed(policy) => policy.worst_case(),
+        }
+    }
+
+    /// Checks that it holds nothing at quiescence: no bulkhead place or waiter, no breaker
+    /// probe out, its own and each target's.
+    fn quiescent(&self, targets: usize, label: &str, checker: &mut Checker) {
+        let mut look = |scope: &str, bulkhead: Option<&Bulkhead>, breaker: Option<&Breaker>| {
+            if let Some(bulkhead) = bulkhead {
+                let (in_flight, waiting) = (bulkhead.in_flight(), bulkhead.waiting());
+                checker.held(in_flight == 0 && waiting == 0, || {
+                    format!("{label}{scope}: bulkhead holds {in_flight} places and {waiting} waiters with no call left")
+                });
+            }
+            if let Some(breaker) = breaker {
+                // Half-open with no call left: its probe must be free to take.
+                let free = breaker.state() != BreakerState::HalfOpen
+                    || breaker.admit().now_or_never().is_some();
+                checker.held(free, || {
+                    format!(
+                        "{label}{scope}: breaker {} half-open with its probe out and no call left",
+                        breaker.name()
+                    )
+                });
+            }
+        };
+        match self {
+            Pol::Plain(policy) => look("", policy.bulkhead(), policy.breaker().map(|b| &**b)),
+            Pol::Keyed(policy) => {
+                look("", policy.bulkhead(), policy.breaker().map(|b| &**b));
+                if let Some(keys) = policy.keys() {
+                    for target in &TARGETS[..targets] {
+                        let scope = keys.get(*target);
+                        look(&format!(" {target}"), scope.bulkhead(), scope.breaker());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What an instance's listener heard, drained into the checker at every step.
+#[derive(Debug)]
+enum Heard {
+    Transition(u8, String, String, String),
+    /// An attempt about to call: its operation's id and its number.
+    Started(String, u32),
+    Line(String),
+}
+
+#[derive(Debug)]
+struct Ear {
+    instance: usize,
+    which: u8,
+    heard: Arc<Mutex<Vec<(usize, Heard)>>>,
+}
+
+impl Listener for Ear {
+    fn on_event(&self, event: &Event<'_>) {
+        let heard = match event {
+            Event::BreakerTransition {
+                breaker,
+                transition,
+            } => Heard::Transition(
+                self.which,
+                (*breaker).to_owned(),
+                transition.from.to_string(),
+                transition.to.to_string(),
+            ),
+            Event::Skipped {
+                target, rejected, ..
+            } => Heard::Line(format!("skipped {target}: {}", rejected.kind())),
+            Event::Hedged { attempt, .. } => Heard::Line(format!("hedge {attempt}")),
+            Event::AttemptStarted {
+                operation: Some(operation),
+                attempt,
+                ..
+            } => Heard::Started(operation.to_string(), *attempt),
+            Event::Waiting { wait, .. } => Heard::Line(format!("waits {wait:?}")),
+            Event::GaveUp { reason, asked, .. } => {
+                Heard::Line(format!("gave up: {} (asked {asked:?})", reason.as_str()))
+            }
+            Event::Rejected { rejected, .. } => Heard::Line(format!("rejected: {rejected}")),
+            Event::RateLearnt { from, to, .. } => {
+                Heard::Line(format!("rate learnt {from:.3}/s -> {to:.3}/s"))
+            }
+            Event::GateShare { instances, .. } => {
+                Heard::Line(format!("gate share: {instances} instances"))
+            }
+            _ => return,
+        };
+        let mut sink = self
+            .heard
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        sink.push((self.instance, heard));
+    }
+}
+
+struct World {
+    plan: Plan,
+    origin: Instant,
+    providers: Vec<Provider>,
+    /// Per instance: the outer and the inner policy.
+    policies: Vec<(Pol, Pol)>,
+    stores: Vec<InMemory>,
+    checker: RefCell<Checker>,
+    heard: Arc<Mutex<Vec<(usize, Heard)>>>,
+    attempts: Cell<u64>,
+    /// Whether the store is down, slow.
+    trouble: Cell<(bool, bool)>,
+    /// The calls callers share, by caller id (cleared when the world ends: they hold it).
+    shared_calls: RefCell<BTreeMap<usize, SharedCall>>,
+}
+
+type SharedCall = Shared<LocalBoxFuture<'static, Result<u32, SimError>>>;
+
+/// Ends a call in the checker when its future ends, however it ends.
+struct Ending {
+    world: Rc<World>,
+    index: usize,
+    outcome: Option<String>,
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        let outcome = self.outcome.take().unwrap_or_else(|| "dropped".to_owned());
+        self.world.sync();
+        self.world.checker.borrow_mut().end(self.index, &outcome);
+    }
+}
+
+impl World {
+    fn sync(&self) {
+        let heard = std::mem::take(&mut *self.heard.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut checker = self.checker.borrow_mut();
+        for (instance, heard) in heard {
+            match heard {
+                Heard::Transition(which, breaker, from, to) => {
+                    // A shared breaker's peers' transitions reach the global listeners only:
+                    // its chain is checked where no store shares it.
+                    if self.plan.shared.is_none() {
+                        checker.transition(instance, which, &breaker, &from, &to);
+                    } else {
+                        checker.log(format!("i{instance} breaker {breaker}: {from} -> {to}"));
+                    }
+                }
+                Heard::Line(line) => checker.log(format!("i{instance} {line}")),
+                Heard::Started(id, attempt) => checker.started(id, attempt),
+            }
+        }
+    }
+
+    /// The policy a call at depth `which` goes through: the inner one, or the outer one
+    /// again when the plan nests calls in their own policy (a layer calling itself).
+    fn policy_of(&self, which: u8) -> u8 {
+        if self.plan.nest_same {
+            0
+        } else {
+            which
+        }
+    }
+
+    /// The breaker a call to `target` through `policy` of `instance` goes through, its name and
+    /// its cooldown left, if it is open and cooling.
+    fn cooling(&self, instance: usize, policy: u8, target: usize) -> Option<(String, Duration)> {
+        let (outer, inner) = &self.policies[instance];
+        let pol = if policy == 0 { outer } else { inner };
+        let look = |breaker: &Breaker| {
+            let left = breaker.retry_in(Instant::now());
+            (breaker.state() == BreakerState::Open && !left.is_zero())
+                .then(|| (breaker.name().to_owned(), left))
+        };
+        match pol {
+            Pol::Plain(policy) => policy.breaker().and_then(|b| look(b)),
+            Pol::Keyed(policy) => match policy.breaker() {
+                Some(breaker) => look(breaker),
+                None => policy
+                    .keys()
+                    .and_then(|keys| keys.get(TARGETS[target]).breaker().and_then(look)),
+            },
+        }
+    }
+
+    fn spec(&self, which: u8) -> &Spec {
+        if self.policy_of(which) == 0 {
+            &self.plan.outer
+        } else {
+            &self.plan.inner
+        }
+    }
+
+    fn begin(&self, caller: usize, which: u8, root: Option<usize>) -> usize {
+        let plan = &self.plan;
+        let spec = self.spec(which);
+        let instance = plan.callers[caller].instance;
+        let now = Instant::now();
+        let (outer, inner) = &self.policies[instance];
+        let policy = if self.policy_of(which) == 0 {
+            outer
+        } else {
+            inner
+        };
+        let mut deadline = spec.deadline.map(|deadline| now + deadline);
+        let mut bound = policy.worst_case().map(|worst| now + worst);
+        if let Some(root) = root {
+            let checker = self.checker.borrow();
+            let (outer_deadline, outer_bound) = checker.limits_of(root);
+            deadline = match (deadline, outer_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            bound = match (bound, outer_bound) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        self.sync();
+        self.checker.borrow_mut().begin(Call {
+            logical: (plan.callers[caller].id, which),
+            instance,
+            root: root.map(|root| (root, !spec.independent)),
+            retry: spec.retry,
+            retry_after_cap: spec.retry_after_cap(),
+            started: now,
+            deadline,
+            bound,
+            gate: spec
+                .ceiling()
+                .map(|ceiling| (ceiling, spec.rate.as_ref().is_some_and(|r| r.per_key))),
+            shared: plan.shared.is_some(),
+            simple: which == 0 && plan.callers[caller].nested.is_none() && spec.hedge.is_none(),
+        })
+    }
+}
+
+/// One call of a caller through a policy: to one target, or routed.
+async fn call(
+    world: Rc<World>,
+    caller: usize,
+    which: u8,
+    index: usize,
+    rng: Rc<Cell<Option<StdRng>>>,
+    held: Option<usize>,
+) -> Result<u32, SimError> {
+    let plan = &world.plan;
+    let spec = &plan.callers[caller];
+    let instance = spec.instance;
+    let (targets, routed) = if which == 0 {
+        (spec.targets.clone(), spec.routed)
+    } else {
+        (vec![spec.nested.unwrap_or(0)], false)
+    };
+    let make = |target: usize| {
+        attempt(
+            world.clone(),
+            caller,
+            which,
+            index,
+            target,
+            rng.clone(),
+            held,
+        )
+    };
+    let of = |name: &str| TARGETS.iter().position(|t| *t == name).unwrap_or(0);
+    let (outer, inner) = &world.policies[instance];
+    let policy = if world.policy_of(which) == 0 {
+        outer
+    } else {
+        inner
+    };
+    let first = TARGETS[targets[0]];
+    let others: Vec<&'static str> = targets[1..].iter().map(|&t| TARGETS[t]).collect();
+    match policy {
+        Pol::Plain(policy) if routed => {
+            policy
+                .run_routed(first, others, |name| make(of(name)))
+                .await
+        }
+        Pol::Plain(policy) => policy.run(|| make(targets[0])).await,
+        Pol::Keyed(policy) if routed => {
+            policy
+                .run_routed(first, others, |name| make(of(name)))
+                .await
+        }
+        Pol::Keyed(policy) => policy.run_keyed(first, || make(targets[0])).await,
+    }
+}
+
+/// One attempt's body: checked at its start, then the nested call, then the provider.
+async fn attempt(
+    world: Rc<World>,
+    caller: usize,
+    which: u8,
+    index: usize,
+    target: usize,
+    rng: Rc<Cell<Option<StdRng>>>,
+    held: Option<usize>,
+) -> Result<u32, SimError> {
+    let nested = world.plan.callers[caller].nested.filter(|_| which == 0);
+    let operation = Operation::current();
+    // An open breaker lets no call through, but a nested call on the breaker its enclosing
+    // attempt holds goes through as part of it.
+    let policy = world.policy_of(which);
+    let per_key = world
+        .spec(which)
+        .breaker
+        .as_ref()
+        .is_some_and(|b| b.per_key);
+    let holds = which == 1 && policy == 0 && (!per_key || held == Some(target));
+    let instance = world.plan.callers[caller].instance;
+    let open = (!holds)
+        .then(|| world.cooling(instance, policy, target))
+        .flatten();
+    let id = operation
+        .as_ref()
+        .map(|operation| operation.id().to_string());
+    let number = operation.as_ref().map(Operation::attempt);
+    let spec = world.spec(which);
+    let gate: Option<GateScope> = spec
+        .rate
+        .as_ref()
+        .map(|rate| (world.policy_of(which), rate.per_key.then_some(target)));
+    world.sync();
+    world
+        .checker
+        .borrow_mut()
+        .attempt(index, target, id, number, gate);
+    world.checker.borrow_mut().breaker_open(index, open);
+    world.attempts.set(world.attempts.get() + 1);
+    if nested.is_some() {
+        let inner = world.begin(caller, 1, Some(index));
+        let mut ending = Ending {
+            world: world.clone(),
+            index: inner,
+            outcome: None,
+        };
+        let result = Box::pin(call(
+            world.clone(),
+            caller,
+            1,
+            inner,
+            rng.clone(),
+            Some(target),
+        ))
+        .await;
+        ending.outcome = Some(describe(&result));
+        drop(ending);
+        result?;
+    }
+    let joins = world.plan.callers[caller].joins.filter(|_| which == 0);
+    let joined = joins.and_then(|id| world.shared_calls.borrow().get(&id).cloned());
+    if let Some(joined) = joined {
+        let result = joined.await;
+        world.sync();
+        let line = format!(
+            "c{} awaited c{}'s shared call: {}",
+            world.plan.callers[caller].id,
+            joins.unwrap_or_default(),
+            describe(&result)
+        );
+        world.checker.borrow_mut().log(line);
+        return result;
+    }
+    let answer = world.providers[target].call(&rng).await;
+    world.sync();
+    world.checker.borrow_mut().answer(index, target, &answer);
+    answer.result
+}
+
+fn describe(result: &Result<u32, SimError>) -> String {
+    match result {
+        Ok(_) => "ok".to_owned(),
+        Err(SimError::Rejected(rejected)) => format!("rejected: {rejected}"),
+        Err(error) => format!("{error:?}"),
+    }
+}
+
+async fn caller(world: Rc<World>, caller: usize) {
+    let spec = &world.plan.callers[caller];
+    sleep_until(world.origin + spec.at).await;
+    let rng = Rc::new(Cell::new(Some(StdRng::seed_from_u64(spec.seed))));
+    let index = world.begin(caller, 0, None);
+    let mut ending = Ending {
+        world: world.clone(),
+        index,
+        outcome: None,
+    };
+    let call = call(world.clone(), caller, 0, index, rng, None)
+        .boxed_local()
+        .shared();
+    if spec.shares {
+        world
+            .shared_calls
+            .borrow_mut()
+            .insert(spec.id, call.clone());
+    }
+    // A caller with nothing to bound its wait gives up after ten minutes.
+    let unbounded = world.checker.borrow().limits_of(index) == (None, None);
+    let drop_after = spec
+        .drop_after
+        .or(unbounded.then_some(Duration::from_secs(600)));
+    let outcome = match drop_after {
+        Some(after) => {
+            tokio::select! {
+                biased;
+                result = call => describe(&result),
+                () = sleep(after) => format!("dropped by its caller after {after:?}"),
+            }
+        }
+        None => describe(&call.await),
+    };
+    ending.outcome = Some(outcome);
+}
+
+async fn faults(world: Rc<World>) {
+    let Some(store) = world.stores.first() else {
+        return;
+    };
+    for (at, action) in world.plan.store.clone() {
+        sleep_until(world.origin + at).await;
+        let (mut down, mut slow) = world.trouble.get();
+        match action {
+            StoreAction::Down => down = true,
+            StoreAction::Up => down = false,
+            StoreAction::Slow => slow = true,
+            StoreAction::Fast => slow = false,
+        }
+        match action {
+            StoreAction::Down | StoreAction::Up => store.set_available(!down),
+            StoreAction::Slow | StoreAction::Fast => store.set_slow(slow),
+        }
+        world.trouble.set((down, slow));
+        let mut checker = world.checker.borrow_mut();
+        checker.log(format!("store {action:?}"));
+        checker.store(down || slow);
+    }
+}
+
+/// Builds the instances' policies (every one must build).
+fn policies(
+    plan: &Plan,
+    stores: &[InMemory],
+    heard: &Arc<Mutex<Vec<(usize, Heard)>>>,
+) -> Result<Vec<(Pol, Pol)>, ConfigError> {
+    (0..plan.instances())
+        .map(|instance| {
+            let ear = |which: u8| -> Arc<dyn Listener> {
+                Arc::new(Ear {
+                    instance,
+                    which,
+                    heard: heard.clone(),
+                })
+            };
+            let shared = plan
+                .shared
+                .map(|spec| (&stores[plan.handle_of[instance]], spec));
+            let seed = plan.seed ^ (instance as u64) << 32;
+            let name = format!("sim{}", plan.seed);
+            let outer = build(
+                &plan.outer,
+                &format!("{name}.outer"),
+                seed,
+                Some(ear(0)),
+                shared,
+            )?;
+            let inner = build(
+                &plan.inner,
+                &format!("{name}.inner"),
+                seed + 1,
+                Some(ear(1)),
+                shared,
+            )?;
+            Ok((outer, inner))
+        })
+        .collect()
+}
+
+/// Whether every declaration of the plan builds.
+pub(crate) fn builds(plan: &Plan) -> Result<(), ConfigError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    runtime.block_on(async {
+        let store = InMemory::new();
+        let stores: Vec<_> = (0..plan.instances()).map(|_| store.instance()).collect();
+        policies(plan, &stores, &Arc::default()).map(|_| ())
+    })
+}
+
+/// Runs the plan with only the callers `only` says (all when `None`).
+pub(crate) fn run(plan: &Plan) -> Outcome {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    let local = LocalSet::new();
+    local.block_on(&runtime, async {
+        let origin = Instant::now();
+        let store = InMemory::new();
+        let stores: Vec<_> = (0..plan.instances())
+            .map(|index| {
+                if index == 0 {
+                    store.clone()
+                } else {
+                    store.instance()
+                }
+            })
+            .collect();
+        let heard = Arc::default();
+        let policies = policies(plan, &stores, &heard).expect("the plan's declarations build");
+        let world = Rc::new(World {
+            plan: plan.clone(),
+            origin,
+            providers: plan
+                .targets
+                .iter()
+                .map(|spec| Provider::new(spec.clone(), origin))
+                .collect(),
+            policies,
+            stores,
+            checker: RefCell::new(Checker::new(origin)),
+            heard,
+            attempts: Cell::new(0),
+            trouble: Cell::new((false, false)),
+            shared_calls: RefCell::default(),
+        });
+        let store_task = tokio::task::spawn_local(faults(world.clone()));
+        let callers: Vec<_> = (0..plan.callers.len())
+            .map(|index| tokio::task::spawn_local(caller(world.clone(), index)))
+            .collect();
+        // Every caller's bound is at most its start plus ten minutes of waiting.
+        let last = plan.callers.iter().map(|c| c.at).max().unwrap_or_default();
+        let limit = origin + last + Duration::from_secs(3_600);
+        let all = futures::future::join_all(callers);
+        if tokio::time::timeout_at(limit, all).await.is_err() {
+            world.sync();
+            world.checker.borrow_mut().unended();
+        }
+        store_task.abort();
+        world.shared_calls.borrow_mut().clear();
+        world.sync();
+        quiescence(&world);
+        recovery(&world).await;
+        world.sync();
+        let checker = world.checker.borrow();
+        Outcome {
+            exercised: checker.exercised,
+            failures: checker.failures.clone(),
+            attempts: world.attempts.get(),
+        }
+    })
+}
+
+fn quiescence(world: &World) {
+    let mut checker = world.checker.borrow_mut();
+    checker.log("quiescence: every caller ended");
+    let targets = world.plan.targets.len();
+    for (instance, (outer, inner)) in world.policies.iter().enumerate() {
+        outer.quiescent(targets, &format!("i{instance} outer"), &mut checker);
+        inner.quiescent(targets, &format!("i{instance} inner"), &mut checker);
+    }
+}
+
+/// After a quiet spell longer than any cooldown, Retry-After or window, with the store up and
+/// honest providers, one call per instance and target reaches its provider.
+async fn recovery(world: &Rc<World>) {
+    if let Some(store) = world.stores.first() {
+        store.set_available(true);
+        store.set_slow(false);
+    }
+    for provider in &world.providers {
+        provider.honest.set(true);
+    }
+    let spec = &world.plan.outer;
+    let longest = [
+        spec.retry_after_cap(),
+        spec.breaker.as_ref().map_or(Duration::ZERO, |b| b.cooldown),
+        spec.rate
+            .as_ref()
+            .and_then(|r| r.declared)
+            .map_or(Duration::ZERO, |(_, period, _)| period),
+        Duration::from_secs(60),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or_default();
+    let within = spec.retry_after_cap() + Duration::from_secs(1);
+    for (instance, (outer, _)) in world.policies.iter().enumerate() {
+        for target in &TARGETS[..world.plan.targets.len()] {
+            // Quiet before each call, so that no call waits for another's slot.
+            sleep(longest * 2 + Duration::from_secs(1)).await;
+            world.checker.borrow_mut().log(format!(
+                "recovery: i{instance} calls {target} after {:?} of quiet",
+                longest * 2
+            ));
+            let reached = Cell::new(false);
+            // Reached when polled: the factory runs before the gates and the breaker.
+            let body = || async {
+                reached.set(true);
+                Ok::<u32, SimError>(0)
+            };
+            let result = match outer {
+                Pol::Plain(policy) => tokio::time::timeout(within, policy.run(body)).await,
+                Pol::Keyed(policy) => {
+                    tokio::time::timeout(within, policy.run_keyed(*target, body)).await
+                }
+            };
+            world.sync();
+            world.checker.borrow_mut().recovers(reached.get(), || {
+                format!("i{instance}: no call reached {target} within {within:?} after a quiet spell: {result:?}")
+            });
+        }
+    }
+}
