@@ -279,7 +279,7 @@ impl RateGate {
 
     /// Reserves `cost` units at the earliest time the limit allows and returns the wait until
     /// then. A wait that would end after `deadline` reserves nothing and is refused with
-    /// [`Rejected::RateLimited`]; a cost above the burst can never pass and is refused with
+    /// [`Rejected::RateLimited`] (a slot free now is granted whatever the deadline); a cost above the burst can never pass and is refused with
     /// [`Rejected::OverBurst`].
     pub fn reserve(&self, cost: u64, deadline: Option<Instant>) -> Result<Duration, Rejected> {
         self.reserve_slot(cost, deadline).map(|(wait, _)| wait)
@@ -323,7 +323,8 @@ impl RateGate {
             let next = from.saturating_add(taken);
             let allowed = self.allowed_at_share(from, cost, share);
             let wait = allowed.saturating_sub(at);
-            if limit.is_some_and(|limit| allowed > limit) {
+            // A slot free now is never refused: the deadline refuses waits only.
+            if limit.is_some_and(|limit| allowed > limit.max(at)) {
                 return Err(Rejected::RateLimited {
                     retry_in: Duration::from_nanos(wait),
                 });

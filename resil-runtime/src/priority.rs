@@ -18,15 +18,22 @@ use std::task::Waker;
 /// batch call's wait is bounded (see the constant).
 ///
 /// ```
-/// use resil::{resilient, Priority, Rejected};
-///
-/// #[resilient(rate = "10/s", priority = class)]
-/// async fn complete(prompt: &str, class: Priority) -> Result<usize, Rejected> {
-///     Ok(prompt.len())
-/// }
+/// use std::time::Duration;
+/// use resil_runtime::{Next, Policy, Priority, Rejected};
 ///
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-/// assert_eq!(complete("hello", Priority::Critical).await, Ok(5));
+/// // What `#[resilient(rate = "10/s", priority = class)]` builds.
+/// let policy = Policy::builder()
+///     .rate(10, Duration::from_secs(1), 1)
+///     .by_priority()
+///     .build()
+///     .unwrap();
+/// let mut execution = policy.execute::<Rejected>();
+/// execution.set_priority(Priority::Critical);
+/// let Next::Done(outcome) = execution.attempt(async { Ok(5) }).await else {
+///     unreachable!("no retry declared")
+/// };
+/// assert_eq!(outcome.into_result(), Ok(5));
 /// assert_eq!(Priority::default(), Priority::Default);
 /// # }
 /// ```

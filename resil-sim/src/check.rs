@@ -347,7 +347,7 @@ impl Checker {
             }
         }
         if let Some(deadline) = deadline {
-            self.check(Inv::Deadline, now <= deadline, caller, || {
+            self.check(Inv::Deadline, now < deadline, caller, || {
                 format!(
                     "an attempt started {:?} after the call's start, its deadline {:?}",
                     now - started,

@@ -177,7 +177,7 @@ async fn shared_by_the_attribute(calls: &Calls) -> Result<(), ApiError> {
     rate = "60/min per key",
     token_rate = "1000/min per key",
     rate_cost = tokens,
-    deadline = "1s",
+    deadline = "2s",
     shared = true
 )]
 async fn handle(user: &str, tokens: u64) -> Result<u64, ApiError> {
@@ -204,7 +204,8 @@ async fn the_attribute_shares_through_the_installed_store() {
         ["resil:{gate:shared::shared_by_the_attribute}:rate"]
     );
 
-    // 400 tokens twice fit user a's 1000; the third would wait 12 s for its tokens.
+    // 400 tokens twice fit user a's 1000 (the second waits a second for its rate slot); the
+    // third would wait 12 s for its tokens.
     assert_eq!(handle("a", 400).await, Ok(400));
     assert_eq!(handle("a", 400).await, Ok(400));
     assert!(matches!(

@@ -442,18 +442,25 @@ impl<'p> Progress<'p> {
         Ok(())
     }
 
-    /// A wait for a slot judged to fit the deadline (a slot at the deadline itself fits) ends
-    /// past it when the attempt is polled late (a shared future no one awaits for a while):
-    /// then it makes no call. A timer's lateness is no such delay: on the real clock a slot
-    /// at the deadline is always polled a little after it, and still calls.
+    /// A wait for a slot judged to fit the deadline ends past it when the attempt is polled
+    /// late (a shared future no one awaits for a while, a busy runtime): then it makes no
+    /// call, which would have no time left to answer.
     #[inline]
     fn before_deadline(&self) -> Result<(), Rejected> {
         match self.deadline {
-            Some(deadline) if Instant::now() > deadline + attempt::SLOT_MISSED => {
-                Err(Rejected::DeadlineExceeded)
-            }
+            Some(deadline) if Instant::now() >= deadline => Err(Rejected::DeadlineExceeded),
             _ => Ok(()),
         }
+    }
+
+    /// The latest an attempt may start after waiting for its slots: a millisecond before the
+    /// deadline. An attempt at the deadline has no time to call, and tokio's timers fire on
+    /// the millisecond, so a wait that ends within the deadline's last millisecond may end
+    /// past it.
+    #[inline]
+    fn start_by(&self) -> Option<Instant> {
+        let last = std::time::Duration::from_millis(1);
+        (self.deadline).map(|deadline| deadline.checked_sub(last).unwrap_or(deadline))
     }
 
     #[inline]

@@ -40,11 +40,11 @@ impl<'p> Progress<'p> {
         let mut reserved = Reserved::default();
         let mut wait = Duration::ZERO;
         if let Some(gate) = self.rate() {
-            let (rate, slot) = gate.reserve_slot(1, self.deadline)?;
+            let (rate, slot) = gate.reserve_slot(1, self.start_by())?;
             (wait, reserved.rate) = (rate, Some(slot));
         }
         if let Some(gate) = self.token_rate() {
-            match gate.reserve_slot(self.cost(), self.deadline) {
+            match gate.reserve_slot(self.cost(), self.start_by()) {
                 Ok((tokens, slot)) => (wait, reserved.tokens) = (wait.max(tokens), Some(slot)),
                 Err(refused) => {
                     self.hold(reserved);
@@ -78,7 +78,7 @@ impl<'p> Progress<'p> {
             .admission
             .as_ref()
             .map_or_else(Default::default, |a| a.priority);
-        Ok(Some(Box::pin(gate.turn(priority, self.deadline)?)))
+        Ok(Some(Box::pin(gate.turn(priority, self.start_by())?)))
     }
 
     /// The rate gate's waiting room gave this attempt its slot: it takes its token gate's slot
@@ -91,7 +91,7 @@ impl<'p> Progress<'p> {
         };
         let mut wait = Duration::ZERO;
         if let Some(gate) = self.token_rate() {
-            match gate.reserve_slot(self.cost(), self.deadline) {
+            match gate.reserve_slot(self.cost(), self.start_by()) {
                 Ok((tokens, slot)) => (wait, reserved.tokens) = (tokens, Some(slot)),
                 Err(refused) => {
                     self.hold(reserved);
@@ -180,7 +180,7 @@ impl<'p> Progress<'p> {
             .filter_map(|gate| gate.held_until(now))
             .max();
         if let Some(until) = held {
-            if self.deadline.is_some_and(|deadline| until > deadline) {
+            if self.start_by().is_some_and(|start_by| until > start_by) {
                 return Err(Rejected::RateLimited {
                     retry_in: until.saturating_duration_since(now),
                 });
@@ -195,8 +195,8 @@ impl<'p> Progress<'p> {
             });
         }
         let limit = self
-            .deadline
-            .map(|deadline| deadline.saturating_duration_since(Instant::now()));
+            .start_by()
+            .map(|start_by| start_by.saturating_duration_since(Instant::now()));
         let interval = |gate: Option<&RateGate>| gate.map_or(0, RateGate::interval_now);
         let alone = |gate: Option<&RateGate>| gate.map_or(0, RateGate::ahead_alone);
         let ask = |gate, cost, local| crate::seams::GateAsk {

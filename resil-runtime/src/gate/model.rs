@@ -72,7 +72,7 @@ impl Model {
         let at = (from + self.interval * cost)
             .saturating_sub(self.interval * self.burst)
             .max(now);
-        if deadline.is_some_and(|deadline| at > deadline) {
+        if deadline.is_some_and(|deadline| at > deadline.max(now)) {
             return Reply::Limited(at - now);
         }
         self.refundable.push((id, self.tat, false));

@@ -71,7 +71,7 @@ impl RateGate {
         let wait = next.saturating_add(std::time::Duration::from_nanos(
             interval.saturating_mul(ahead),
         ));
-        if deadline.is_some_and(|deadline| later(now, wait) > deadline) {
+        if deadline.is_some_and(|deadline| later(now, wait) > deadline.max(now)) {
             return Err(Rejected::RateLimited { retry_in: wait });
         }
         let id = room.turns.join(class);

@@ -223,16 +223,22 @@ pub trait SharedStore: Send + Sync {
         reservation: &'a Reservation,
     ) -> StoreFuture<'a, Result<Reserved, Unavailable>>;
 
-    /// Gives `slot` back, reserved but not used: the gate's `tat` returns to
-    /// [`Slot::from`] only while it is still [`Slot::end`] (the latest slot promised) and no
-    /// [`hold`](Self::hold) came after it (its [`Slot::epoch`]); otherwise nothing happens.
+    /// Gives `slot` back, reserved but not used, unless a [`hold`](Self::hold) came after it
+    /// (its [`Slot::epoch`]): while the gate's `tat` is still [`Slot::end`] (the latest slot
+    /// promised), it returns to [`Slot::from`], then past the slots given back earlier that it
+    /// reaches (one whose end is the new `tat`, and so on); a slot given back while later ones
+    /// are promised is kept for that until it is past (adjoining slots as one stretch; a few
+    /// dozen stretches at least). A queue of callers that all give up, in any order, so gives
+    /// the gate back.
     fn refund(&self, gate: &GateLink, slot: Slot);
 
     /// A provider throttled a call of `gate` and asked to wait `wait`: no slot of it before
     /// `now + wait` on any instance (a hold that ends sooner than one in force changes
     /// nothing), the steady rate after it, the slots promised so far revoked (the gate's
-    /// epoch moves on, so their refunds do nothing), and every other instance's gates of that
-    /// name told ([`GateNews::throttled_elsewhere`]).
+    /// epoch moves on, so their refunds do nothing), and every other gate of that name told
+    /// ([`GateNews::throttled_elsewhere`]): every other instance's, and this instance's own
+    /// others (two policies of one process, or a policy built twice, share a gate's name and
+    /// the store's handle), all but `gate` itself ([`GateNews::is_of`]), which held already.
     fn hold(&self, gate: &GateLink, wait: Duration);
 
     /// Adds `batch`, this instance's calls to the shared failure-rate or slow-call breaker

@@ -286,6 +286,24 @@ impl GateNews {
         self.gate.strong_count() == 0
     }
 
+    /// Whether this is `gate`'s handle: a store tells a hold to every gate of its name but the
+    /// one that held (see [`SharedStore::hold`](crate::seams::SharedStore::hold)).
+    ///
+    /// ```
+    /// use resil_runtime::shared::{GateLink, GateNews};
+    ///
+    /// /// `gate` was throttled: this instance's other gates of its name hear of it too.
+    /// fn beside(listed: &[GateNews], gate: &GateLink) {
+    ///     let others = listed.iter().filter(|news| news.name() == gate.name());
+    ///     for news in others.filter(|news| !news.is_of(gate)) {
+    ///         news.throttled_elsewhere();
+    ///     }
+    /// }
+    /// ```
+    pub fn is_of(&self, gate: &GateLink) -> bool {
+        std::ptr::eq(self.gate.as_ptr(), gate)
+    }
+
     /// Another instance was throttled on this gate (and held it in the store): the slots
     /// this instance's calls wait for are revoked, and taken again from the store after the
     /// hold.

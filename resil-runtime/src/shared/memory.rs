@@ -255,6 +255,7 @@ impl Hub {
                 tat: Some(tat),
                 epoch: kept.epoch + 1,
                 held,
+                given: Vec::new(),
             };
             state.links.others(instance, key)
         };
@@ -409,10 +410,11 @@ impl SharedStore for InMemory {
         if !self.hub.up() {
             return;
         }
+        let now = self.hub.now();
         let mut state = lock_std(&self.hub.state);
         if let Some(kept) = state.gates.get_mut(gate.name()) {
-            if kept.tat == Some(slot.end()) && kept.epoch == slot.epoch() {
-                kept.tat = Some(slot.from());
+            if kept.epoch == slot.epoch() {
+                kept.give_back(slot.from(), slot.end(), now);
             }
         }
     }
@@ -434,6 +436,11 @@ impl SharedStore for InMemory {
             let (credit, interval) = (whole_micros(gate.credit()), whole_micros(gate.interval()));
             self.hub
                 .hold(self.instance, &gate.key, credit, interval, wait);
+            // This instance's other gates of the name hear at once, as Redis's do.
+            let beside = lock_std(&self.hub.state).links.beside(self.instance, gate);
+            for news in beside {
+                news.throttled_elsewhere();
+            }
         }
     }
 }

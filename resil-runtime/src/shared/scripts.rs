@@ -137,18 +137,66 @@ end
 return reply
 ";
 
-/// Gives a slot back, reserved but not used: only while it is the latest promised and no
-/// throttle revoked it (a slot in the middle of the queue stays spent). KEYS: the gate. ARGV:
-/// the schedule after the slot and before it, its epoch.
+/// Gives a slot back, reserved but not used, unless a throttle revoked it: while it is the
+/// latest promised, the schedule returns to its start, then past the stretch given back
+/// before it; a slot in the middle of the queue joins the stretches given back ('given': up
+/// to 64 `from:end` pairs, adjoining slots merged, those past forgotten) until the schedule
+/// returns to its end. So a queue of callers that all give up, in any order, gives the gate
+/// back. KEYS: the gate. ARGV: the schedule after the slot and before it, its epoch.
 pub(super) static REFUND: LazyLock<Script> = LazyLock::new(|| Script::new(REFUND_LUA));
 const REFUND_LUA: &str = r"
-local state = redis.call('HMGET', KEYS[1], 'tat', 'epoch')
-if state[1] ~= ARGV[1] or (state[2] or '0') ~= ARGV[3] then return 0 end
+local state = redis.call('HMGET', KEYS[1], 'tat', 'epoch', 'given')
+if not state[1] or (state[2] or '0') ~= ARGV[3] then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-redis.call('HSET', KEYS[1], 'tat', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((tonumber(ARGV[2]) - now) / 1000))))
-return 1
+local given = {}
+for from, ends in string.gmatch(state[3] or '', '(%d+):(%d+)') do
+  if tonumber(ends) > now then table.insert(given, {from, ends}) end
+end
+local function find(side, value)
+  for i, stretch in ipairs(given) do
+    if stretch[side] == value then return i end
+  end
+end
+local back = 0
+if state[1] ~= ARGV[1] then
+  if tonumber(ARGV[1]) < tonumber(state[1]) and tonumber(ARGV[1]) > now then
+    local before, after = find(2, ARGV[2]), find(1, ARGV[1])
+    if before and after then
+      given[before][2] = given[after][2]
+      table.remove(given, after)
+    elseif before then
+      given[before][2] = ARGV[1]
+    elseif after then
+      given[after][1] = ARGV[2]
+    elseif #given < 64 then
+      table.insert(given, {ARGV[2], ARGV[1]})
+    end
+  end
+else
+  local tat = ARGV[2]
+  local before = find(2, tat)
+  if before then
+    tat = given[before][1]
+    table.remove(given, before)
+  end
+  local kept = {}
+  for _, stretch in ipairs(given) do
+    if tonumber(stretch[2]) < tonumber(tat) then table.insert(kept, stretch) end
+  end
+  given = kept
+  redis.call('HSET', KEYS[1], 'tat', tat)
+  redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((tonumber(tat) - now) / 1000))))
+  back = 1
+end
+if #given == 0 then
+  redis.call('HDEL', KEYS[1], 'given')
+else
+  local kept = {}
+  for _, stretch in ipairs(given) do table.insert(kept, stretch[1] .. ':' .. stretch[2]) end
+  redis.call('HSET', KEYS[1], 'given', table.concat(kept, ';'))
+end
+return back
 ";
 
 /// A provider throttled a call: no slot for anyone before its wait is over, then the steady
@@ -167,6 +215,7 @@ local used = math.min(tonumber(redis.call('HGET', KEYS[1], 'tat')) or 0, now + t
 if used > tat then tat = used end
 redis.call('HSET', KEYS[1], 'tat', string.format('%.0f', tat), 'held', string.format('%.0f', held))
 redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+redis.call('HDEL', KEYS[1], 'given')
 redis.call('PEXPIRE', KEYS[1], string.format('%.0f', math.max(1, math.ceil((math.max(tat, held) - now) / 1000))))
 redis.call('PUBLISH', 'resil:breakers', ARGV[4])
 return 1

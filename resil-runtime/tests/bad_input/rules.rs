@@ -23,6 +23,8 @@ pub(crate) const CALLS: u32 = 8;
 
 /// The runtime's "practically never": no instant is computed further away.
 const NEVER: Duration = Duration::from_secs(86_400 * 365 * 30);
+/// A slot's wait ends at least this long before the deadline (see `start_by` in the runtime).
+const MILLI: Duration = Duration::from_millis(1);
 
 /// `at + after`, as the runtime computes instants (saturating at `NEVER`).
 pub(crate) fn later(at: Instant, after: Duration) -> Instant {
@@ -112,11 +114,13 @@ pub(crate) async fn by_the_rules(
         if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
             return Err(TestError::Rejected(Rejected::DeadlineExceeded));
         }
-        // A slot in each gate, within the deadline; a retry refused one ends the operation
-        // with what the provider said last. (A first attempt always has its slot at once.)
+        // A slot in each gate, whose wait ends a millisecond before the deadline; a retry
+        // refused one ends the operation with what the provider said last. (A first attempt
+        // always has its slot at once.)
+        let start_by = deadline.map(|deadline| deadline.checked_sub(MILLI).unwrap_or(deadline));
         let mut slot = Duration::ZERO;
         for gate in &gates {
-            match gate.reserve(1, deadline) {
+            match gate.reserve(1, start_by) {
                 Ok(wait) => slot = slot.max(wait),
                 Err(refused) => return Err(last_error.unwrap_or(TestError::Rejected(refused))),
             }

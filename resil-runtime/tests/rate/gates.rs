@@ -40,8 +40,9 @@ async fn a_slot_past_the_deadline_is_refused_at_once_without_calling() {
     .await;
     let served = results.iter().filter(|(result, _)| result.is_ok()).count();
     assert_eq!(
-        served, 10,
-        "slots at 0 (5), 200, 400, 600, 800 and 1000 ms fit"
+        served, 9,
+        "slots at 0 (5), 200, 400, 600 and 800 ms fit; one at 1000 ms, the deadline, would leave \
+         its call no time"
     );
     for (result, when) in results.iter().filter(|(result, _)| result.is_err()) {
         assert!(matches!(
@@ -50,7 +51,7 @@ async fn a_slot_past_the_deadline_is_refused_at_once_without_calling() {
         ));
         assert_eq!(*when, Duration::ZERO, "refused at once");
     }
-    assert_eq!(calls.times().len(), 10, "the refused never called");
+    assert_eq!(calls.times().len(), 9, "the refused never called");
 }
 
 #[tokio::test(start_paused = true)]

@@ -558,7 +558,7 @@ fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
 /// Later (its future left unpolled, as a call shared by coalescing whose
 /// first caller left), the slots after it were promised as if it had started: it takes a new
 /// one, so that the gate's ceiling holds for the calls' starts, not only for its schedule.
-pub(super) const SLOT_MISSED: std::time::Duration = std::time::Duration::from_millis(100);
+const SLOT_MISSED: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Whether the slot due at `due` was missed (see [`SLOT_MISSED`]).
 fn missed(due: Option<Instant>) -> bool {

@@ -12,10 +12,10 @@
 //!
 //! What they check: a reservation takes both gates or neither; the instances together keep a
 //! gate's rate; the slots an instance's gate granted alone come first
-//! ([`Ask::alone`](crate::seams::Ask::alone)); a refund gives back only the latest slot; a hold revokes and holds every
-//! instance; an opening and a closing reach every other instance's breaker (one listed after
-//! the opening too); the probe's lock
-//! has one holder, expires after its limit and is released; a store that is not usable, or
+//! ([`Ask::alone`](crate::seams::Ask::alone)); refunds give a gate back from its latest slot,
+//! in any order; a hold revokes and holds every instance and the holder's other gates; an
+//! opening and a closing reach every other instance's breaker (one listed after the opening
+//! too); the probe's lock has one holder, expires after its limit and is released; a store that is not usable, or
 //! that never answers (within `shared_timeout`), leaves decisions to the local state. And, for
 //! a store that keeps them (both are optional): two instances' batches are summed in a shared
 //! window, and its old buckets age out; two instances are counted among a gate's users, and
@@ -78,7 +78,7 @@ where
     suite.a_reservation_takes_both_gates_or_neither().await;
     suite.instances_together_keep_the_rate().await;
     suite.slots_granted_alone_come_first().await;
-    suite.a_refund_gives_back_only_the_latest_slot().await;
+    suite.refunds_give_back_from_the_latest_slot().await;
     suite.a_hold_revokes_and_holds_every_instance().await;
     suite
         .openings_and_closings_reach_every_other_instance()
@@ -190,7 +190,7 @@ where
         );
     }
 
-    async fn a_refund_gives_back_only_the_latest_slot(&mut self) {
+    async fn refunds_give_back_from_the_latest_slot(&mut self) {
         let store = self.instance().await;
         let gate = gate(&store, &self.name("refund"), 2);
         let now = Some(Duration::ZERO);
@@ -201,13 +201,17 @@ where
         // A refund is sent in the background: what it must not do shows only later.
         sleep(Duration::from_millis(200)).await;
         refused(
-            "an older slot's refund gives nothing back",
+            "an older slot's refund waits for the slots after it",
             reserve_in(&[(&gate, 1)], now).await,
         );
         store.refund(&gate, second);
         eventually_granted("the latest slot's refund gives it back", &gate).await;
+        granted(
+            "and the older one given back before it",
+            reserve_in(&[(&gate, 1)], now).await,
+        );
         refused(
-            "one slot given back, one taken",
+            "two slots given back, two taken",
             reserve_in(&[(&gate, 1)], now).await,
         );
     }
@@ -216,6 +220,8 @@ where
         let name = self.name("hold");
         let (here, there) = (self.instance().await, self.instance().await);
         let (held, other) = (gate(&here, &name, 2), gate(&there, &name, 2));
+        // Another policy of the holder's process, with a gate of the same name.
+        let beside = gate(&here, &name, 2);
         let promised = granted(
             "a slot before the hold",
             reserve_in(&[(&other, 1)], None).await,
@@ -224,6 +230,11 @@ where
         eventually("the hold reaches the other instance's gate", || {
             other.holds() > 0
         })
+        .await;
+        eventually(
+            "the hold reaches the holder's instance's other gate",
+            || beside.holds() > 0,
+        )
         .await;
         assert_eq!(
             held.holds(),

@@ -33,11 +33,14 @@ impl InMemory {
             let (interval, tolerance) =
                 (whole_micros(ask.interval()), whole_micros(ask.tolerance()));
             let key = ask.gate().name();
-            let kept = state.gates.get(key).copied().unwrap_or_default();
+            let (tat, epoch) = state
+                .gates
+                .get(key)
+                .map_or((None, 0), |kept| (kept.tat, kept.epoch));
             // The slots the instance's local gate granted alone come first.
             let from = match whole_micros(ask.alone()) {
-                0 => kept.tat.unwrap_or(now),
-                alone => kept.tat.unwrap_or(now).max(now.saturating_add(alone)),
+                0 => tat.unwrap_or(now),
+                alone => tat.unwrap_or(now).max(now.saturating_add(alone)),
             };
             let next = from
                 .max(now)
@@ -49,7 +52,7 @@ impl InMemory {
             }
             longest = longest.max(wait);
             let ahead = Duration::from_micros(next - now);
-            slots.push(Slot::new(from, next, kept.epoch, ahead));
+            slots.push(Slot::new(from, next, epoch, ahead));
         }
         for ((ask, slot), users) in reservation.asks().zip(&mut slots).zip(users) {
             let key = &ask.gate().key;

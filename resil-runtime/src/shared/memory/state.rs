@@ -43,11 +43,60 @@ pub(super) struct State {
 }
 
 /// A gate's hash in Redis.
-#[derive(Default, Clone, Copy)]
+#[derive(Default, Clone)]
 pub(super) struct Gate {
     pub(super) tat: Option<u64>,
     pub(super) epoch: u64,
     pub(super) held: u64,
+    /// Stretches of slots given back while later ones were still promised, `(from, end)`,
+    /// adjoining ones merged: the schedule passes them once it returns to their end.
+    pub(super) given: Vec<(u64, u64)>,
+}
+
+/// The most stretches a gate keeps given back (as Redis's script does). A queue of callers
+/// that all give up, in any order, makes one stretch, or one per caller still waiting between
+/// them; a stretch beyond these stays spent.
+const GIVEN_KEPT: usize = 64;
+
+impl Gate {
+    /// REFUND of the slot `(from, end)` of the gate's epoch: while `end` is the schedule's,
+    /// the schedule returns to `from`, then past the stretch given back before it, if any;
+    /// otherwise the slot joins the stretches given back (if it is still ahead). Slots given
+    /// back in any order all return once the latest does.
+    pub(super) fn give_back(&mut self, from: u64, end: u64, now: u64) {
+        self.given.retain(|&(_, kept)| kept > now);
+        let Some(tat) = self.tat else {
+            return;
+        };
+        if tat != end {
+            if end < tat && end > now {
+                self.keep(from, end);
+            }
+            return;
+        }
+        let tat = match self.given.iter().position(|&(_, kept)| kept == from) {
+            Some(at) => self.given.swap_remove(at).0,
+            None => from,
+        };
+        self.given.retain(|&(_, kept)| kept < tat);
+        self.tat = Some(tat);
+    }
+
+    /// Adds the slot `(from, end)` to the stretches given back, joining those it adjoins.
+    fn keep(&mut self, from: u64, end: u64) {
+        let before = self.given.iter().position(|&(_, kept)| kept == from);
+        let after = self.given.iter().position(|&(kept, _)| kept == end);
+        match (before, after) {
+            (Some(before), Some(after)) => {
+                self.given[before].1 = self.given[after].1;
+                self.given.swap_remove(after);
+            }
+            (Some(before), None) => self.given[before].1 = end,
+            (None, Some(after)) => self.given[after].0 = from,
+            (None, None) if self.given.len() < GIVEN_KEPT => self.given.push((from, end)),
+            (None, None) => {}
+        }
+    }
 }
 
 impl State {
@@ -158,6 +207,16 @@ impl<T: Listening> Listeners<T> {
     }
 }
 
+impl Listeners<GateNews> {
+    /// The other gates of `gate`'s name in `instance`.
+    pub(super) fn beside(&self, instance: usize, gate: &crate::seams::GateLink) -> Vec<GateNews> {
+        (self.by_name.get(&*gate.key).into_iter().flatten())
+            .filter(|(of, news)| *of == instance && !news.is_of(gate))
+            .map(|(_, news)| news.clone())
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,5 +272,46 @@ mod tests {
         }
         assert!(listeners.all().len() < 2 * n as usize);
         assert!(listeners.others(2, "tenant-7").is_empty());
+    }
+
+    /// A queue of 200 slots whose callers all give up, first to last, last to first or
+    /// shuffled, gives the gate back whole (before, a slot given back while later ones were
+    /// promised stayed spent: the next caller after a queue that gave up waited for it all).
+    #[test]
+    fn a_queue_given_back_in_any_order_gives_the_gate_back() {
+        let (now, interval, slots) = (1_000_u64, 10_u64, 200_u64);
+        let orders: [Vec<u64>; 3] = [
+            (0..slots).collect(),
+            (0..slots).rev().collect(),
+            (0..slots).map(|i| (i * 73) % slots).collect(),
+        ];
+        for order in orders {
+            let mut gate = Gate {
+                tat: Some(now + slots * interval),
+                ..Gate::default()
+            };
+            for i in &order {
+                gate.give_back(now + i * interval, now + (i + 1) * interval, now);
+            }
+            assert_eq!(gate.tat, Some(now), "{order:?}");
+            assert!(gate.given.is_empty());
+        }
+    }
+
+    /// A slot still promised between two given back keeps the earlier one spent until it
+    /// goes back too.
+    #[test]
+    fn a_slot_still_promised_holds_the_stretch_before_it() {
+        let mut gate = Gate {
+            tat: Some(40),
+            ..Gate::default()
+        };
+        gate.give_back(0, 10, 0);
+        gate.give_back(30, 40, 0);
+        assert_eq!(gate.tat, Some(30), "the slot 20..30 is still promised");
+        gate.give_back(20, 30, 0);
+        assert_eq!(gate.tat, Some(20), "the slot 10..20 is still promised");
+        gate.give_back(10, 20, 0);
+        assert_eq!(gate.tat, Some(0));
     }
 }

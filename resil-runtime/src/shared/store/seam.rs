@@ -63,6 +63,13 @@ impl SharedStore for Store {
 
     fn hold(&self, gate: &GateLink, wait: Duration) {
         self.hold_gate(gate, wait);
+        // A peer's message is ignored by the instance that sent it: this instance's other
+        // gates of the name (two policies of one process) hear here.
+        for news in self.gates.named(&gate.key) {
+            if !news.is_of(gate) {
+                news.throttled_elsewhere();
+            }
+        }
     }
 
     fn add_to_window<'a>(
