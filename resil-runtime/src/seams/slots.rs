@@ -237,10 +237,17 @@ impl Reservation {
                     .iter()
                     .zip(&slots)
                     .all(|(ask, slot)| ask.is_some() == slot.is_some());
-                match complete {
-                    true => SharedSlots::Granted(Granted { wait, slots }),
-                    false => SharedSlots::Unavailable,
+                if !complete {
+                    return SharedSlots::Unavailable;
                 }
+                // The store answers again after the local gate granted slots alone (it was
+                // down, or slower than `shared_timeout`): the callers still waiting for those
+                // take theirs again from the store, as after an outage, rather than start
+                // beside its schedule.
+                for ask in self.asks().filter(|ask| ask.alone > 0) {
+                    ask.gate.store_returned();
+                }
+                SharedSlots::Granted(Granted { wait, slots })
             }
         }
     }

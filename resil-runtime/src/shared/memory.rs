@@ -172,6 +172,9 @@ impl InMemory {
     /// ```
     pub fn set_slow(&self, slow: bool) {
         self.hub.slow.store(slow, Ordering::Release);
+        if !slow {
+            self.hub.answers_again();
+        }
     }
 
     /// Throttles' holds arrive late from now on, as Redis's may (they are sent in the
@@ -208,6 +211,24 @@ impl Hub {
         InMemory {
             hub: Arc::clone(hub),
             instance: state.instances,
+        }
+    }
+
+    /// The store answers in time again: the instances that gave up on it (and so decided
+    /// alone) hear it back, as Redis's do when their reconnection's first PING is answered,
+    /// and their gates revoke what they promised alone.
+    fn answers_again(&self) {
+        let gates = {
+            let mut state = lock_std(&self.state);
+            let lost = std::mem::take(&mut state.lost);
+            let gates = state.links.all();
+            gates
+                .into_iter()
+                .filter(|(instance, _)| lost.contains(instance))
+                .collect::<Vec<_>>()
+        };
+        for (_, gate) in gates {
+            gate.store_returned();
         }
     }
 
@@ -441,6 +462,15 @@ impl SharedStore for InMemory {
             for news in beside {
                 news.throttled_elsewhere();
             }
+        }
+    }
+
+    /// resil gave up waiting for an answer: this instance decides alone until the store
+    /// answers in time again ([`InMemory::set_slow`]).
+    fn timed_out(&self) {
+        let mut state = lock_std(&self.hub.state);
+        if !state.lost.contains(&self.instance) {
+            state.lost.push(self.instance);
         }
     }
 }

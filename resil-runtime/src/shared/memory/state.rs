@@ -38,6 +38,9 @@ pub(super) struct State {
     /// The users of each gate (an instance and its user's number), each until its heartbeat
     /// expires (µs since the origin).
     pub(super) seen: HashMap<Arc<str>, HashMap<(usize, u64), u64>>,
+    /// The instances that gave up waiting for an answer while the store was slow: as a Redis
+    /// store's reconnection does, its return revokes what their gates promised alone.
+    pub(super) lost: Vec<usize>,
     /// Openings, locks and schedules kept after the last sweep.
     swept: usize,
 }
