@@ -91,6 +91,18 @@ impl<'p> Progress<'p> {
         Ok(wait)
     }
 
+    /// The wait before an attempt whose backoff was waited already (for an attempt refused
+    /// before its call): what the target's errors still ask, if that ends before the deadline.
+    pub(super) fn backoff_served(&self, asked: Option<Duration>) -> Result<Duration, GiveUp> {
+        let wait = asked.unwrap_or_default();
+        if let Some(deadline) = self.deadline {
+            if later(Instant::now(), wait) >= deadline {
+                return Err(GiveUp::DeadlineTooClose);
+            }
+        }
+        Ok(wait)
+    }
+
     /// Draws the attempt after attempt `attempt` from the operation's allowance and the retry
     /// budget, and tells the listeners of the `wait` before it (`asked` by the last error, if
     /// it did).

@@ -411,3 +411,40 @@ async fn a_breaker_of_the_whole_policy_opened_by_a_failure_ends_the_route_at_onc
     );
     assert_eq!(calls.seen(), seen(&[("gpt", 0)]));
 }
+
+/// gpt fails, claude (fresh, at once) fails; the route goes back to gpt after the backoff of
+/// the second attempt (2 s), but gpt's breaker opened meanwhile (another caller's failure,
+/// its second) and refuses before the call: claude, which failed as long ago, is called at once. Before,
+/// it waited a second backoff (2 s more), past the operation's worst case (the simulator's
+/// `worst_case_holds`, seeds 19063 and 94135).
+#[tokio::test(start_paused = true)]
+async fn a_target_that_refuses_after_the_backoff_does_not_make_the_route_wait_it_again() {
+    let policy = keyed(3, 2).build().unwrap();
+    let gpt = policy.keys().unwrap().get("gpt");
+    let gpt = gpt.breaker().unwrap();
+    let calls = Calls::default();
+    let start = Instant::now();
+    let (answer, ()) = tokio::join!(
+        policy.run_routed("gpt", ["claude"], |model| {
+            calls.record(model, start);
+            let first = calls.seen().len() <= 2;
+            async move {
+                match first {
+                    true => Err(TestError::Busy),
+                    false => Ok(model),
+                }
+            }
+        }),
+        async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let ticket = gpt.admit().await.unwrap();
+            ticket.record(resil_runtime::Verdict::Failure);
+        }
+    );
+    assert_eq!(answer, Ok("claude"));
+    // gpt's attempt at 2 s was made (its body's future) and refused before its call.
+    assert_eq!(
+        calls.seen(),
+        seen(&[("gpt", 0), ("claude", 0), ("gpt", 2000), ("claude", 2000)])
+    );
+}

@@ -248,9 +248,13 @@ where
         let progress = &mut self.execution.progress;
         let failed = progress.tries.attempt.saturating_sub(1);
         let asked = self.targets[i].asked(Instant::now());
-        let wait = match self.targets[i].tried {
-            true => progress.backoff(failed, asked),
-            false => Ok(Duration::ZERO),
+        let wait = match (self.targets[i].tried, refused) {
+            (true, false) => progress.backoff(failed, asked),
+            // The backoff after the failure was waited before the attempt the target chosen
+            // then refused: only what this target's own errors still ask is left (a second
+            // backoff would take the operation past its worst case).
+            (true, true) => progress.backoff_served(asked),
+            (false, _) => Ok(Duration::ZERO),
         };
         let drawn = |wait| match refused {
             true => Ok(wait),
