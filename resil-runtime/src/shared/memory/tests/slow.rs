@@ -106,3 +106,48 @@ async fn a_reservation_dropped_before_its_answer_still_charges_the_slots_granted
         "two calls {started:?} apart through a 1/s gate"
     );
 }
+
+/// A 1/s shared gate whose store is slow: ten callers queue on the local gate alone (slots a
+/// second apart). The store answers in time again and an eleventh caller's reservation, which
+/// charges what the local gate granted alone, is granted; then every caller gives up. The
+/// charge covers the calls started alone, at most a burst: the callers still waiting take
+/// their slots again from the store (and give them back). Before, it charged the whole queue,
+/// and a call after everyone gave up still waited for it (the simulator's
+/// `recovers_after_quiet`).
+#[tokio::test(start_paused = true)]
+async fn a_queue_granted_alone_that_gave_up_does_not_hold_the_store() {
+    let hub = InMemory::new();
+    let policy = gated(&hub, false);
+    let calls = AtomicU32::new(0);
+    let origin = Instant::now();
+    hub.set_slow(true);
+    let patient = |at: Duration| {
+        let (policy, calls) = (&policy, &calls);
+        async move {
+            tokio::time::sleep_until(origin + at).await;
+            let give_up = origin + Duration::from_secs(3);
+            let _ = tokio::time::timeout_at(give_up, call(policy, calls, Ok(()))).await;
+        }
+    };
+    let queue = futures::future::join_all((0..10).map(|_| patient(Duration::ZERO)));
+    let back = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        hub.set_slow(false);
+    };
+    tokio::join!(queue, back, patient(Duration::from_millis(1100)));
+    tokio::time::sleep_until(origin + Duration::from_secs(4)).await;
+    let asked = Instant::now();
+    let started = Mutex::new(None);
+    policy
+        .run(|| async {
+            *started.lock().unwrap() = Some(asked.elapsed());
+            Ok::<(), Error>(())
+        })
+        .await
+        .unwrap();
+    let waited = started.into_inner().unwrap().unwrap();
+    assert!(
+        waited <= Duration::from_secs(1),
+        "waited {waited:?} for a queue that gave up"
+    );
+}
