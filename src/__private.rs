@@ -11,9 +11,9 @@ pub use resil_runtime::{
 pub use std::sync::LazyLock;
 
 pub use linkme;
-pub use resil_runtime::{transient_type, TransientType, TRANSIENT_TYPES};
+pub use resil_runtime::{transient_type, TransientType, TRANSIENT_TYPES_0_1};
 
-/// What `#[derive(Transient)]` lists in `TRANSIENT_TYPES` for a type that may or may not be
+/// What `#[derive(Transient)]` lists in `TRANSIENT_TYPES_0_1` for a type that may or may not be
 /// an error (`std::error::Error`): autoref specialization, `(&&Probe::<T>::new()).in_chain(e)`
 /// finds [`InChain`] when `T` is one (it is looked for in chains), else [`NotInChain`].
 #[derive(Debug)]
@@ -63,7 +63,7 @@ impl<T> NotInChain for Probe<T> {
     }
 }
 
-/// Lists a type that derives `Transient` in `TRANSIENT_TYPES`, if it is an error (see
+/// Lists a type that derives `Transient` in `TRANSIENT_TYPES_0_1`, if it is an error (see
 /// [`Probe`]). The derive writes it inside the body of the type's `is_transient`: written
 /// beside the type (named, or in an anonymous `const _`), the element was lost by incremental
 /// rebuilds of the crate (the list came out empty after an edit elsewhere in the file).
@@ -73,7 +73,7 @@ macro_rules! __resil_in_chains {
     ($ty:ty, $static:ident) => {
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
-        #[$crate::__private::linkme::distributed_slice($crate::__private::TRANSIENT_TYPES)]
+        #[$crate::__private::linkme::distributed_slice($crate::__private::TRANSIENT_TYPES_0_1)]
         #[linkme(crate = $crate::__private::linkme)]
         static $static: $crate::__private::TransientType = |error| {
             #[allow(unused_imports)]
@@ -84,18 +84,18 @@ macro_rules! __resil_in_chains {
 }
 
 /// Every `#[resilient]` function's policy, to build (and so register) before configuration
-/// applies: filled at link time.
+/// applies: filled at link time. Named for the release line, as `TRANSIENT_TYPES_0_1` is.
 #[cfg(feature = "config")]
 #[linkme::distributed_slice]
-pub static SITES: [fn()];
+pub static SITES_0_1: [fn()];
 
-/// Lists a `#[resilient]` function's policy in [`SITES`].
+/// Lists a `#[resilient]` function's policy in [`SITES_0_1`].
 #[cfg(feature = "config")]
 #[macro_export]
 #[doc(hidden)]
 macro_rules! __resil_site {
     ($policy:ident) => {
-        #[$crate::__private::linkme::distributed_slice($crate::__private::SITES)]
+        #[$crate::__private::linkme::distributed_slice($crate::__private::SITES_0_1)]
         #[linkme(crate = $crate::__private::linkme)]
         static __RESIL_SITE: fn() = || {
             $crate::__private::LazyLock::force(&$policy);

@@ -227,7 +227,7 @@ pub use resil_macros::Transient;
 macro_rules! transient_in_chains {
     ($($ty:ty),+ $(,)?) => {$(
         const _: () = {
-            #[$crate::__private::linkme::distributed_slice($crate::__private::TRANSIENT_TYPES)]
+            #[$crate::__private::linkme::distributed_slice($crate::__private::TRANSIENT_TYPES_0_1)]
             #[linkme(crate = $crate::__private::linkme)]
             static TYPE: $crate::__private::TransientType = $crate::__private::transient_type::<$ty>;
         };
@@ -414,7 +414,7 @@ pub mod config {
 
     /// Builds every `#[resilient]` function's policy not built yet, so configuration knows it.
     fn build_every_site() {
-        for site in crate::__private::SITES {
+        for site in crate::__private::SITES_0_1 {
             site();
         }
     }

@@ -157,7 +157,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
 
 // Output, for a type without generics, at the start of `is_transient`'s body:
 //     ::resil::__resil_in_chains!(E, __RESIL_TRANSIENT_TYPE_E);
-// which lists `|error| (&&Probe::<E>::new()).__resil_in_chain(error)` in TRANSIENT_TYPES.
+// which lists `|error| (&&Probe::<E>::new()).__resil_in_chain(error)` in TRANSIENT_TYPES_0_1.
 /// Lists the type in the chains' list, so that a boxed `dyn Error` or an `anyhow::Error`
 /// holding one is classified by its variant. Whether the type is an error at all (only an error
 /// can be in a chain) is known after expansion: the probe's autoref picks the method that

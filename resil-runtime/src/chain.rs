@@ -2,7 +2,7 @@
 //! `anyhow` feature, an `anyhow::Error`) says what the first error of its `source()` chain
 //! whose type is `Transient` says. An error nothing in the chain classifies is permanent.
 //!
-//! resil's own types are known here; a program's are listed in [`TRANSIENT_TYPES`] at link
+//! resil's own types are known here; a program's are listed in [`TRANSIENT_TYPES_0_1`] at link
 //! time, each where it is declared (by `#[derive(Transient)]` or `resil::transient_in_chains!`).
 //! Nothing runs to fill the list, and only an error's classification reads it.
 
@@ -18,10 +18,13 @@ use crate::{Rejected, Transient};
 #[doc(hidden)]
 pub type TransientType = for<'a> fn(&'a (dyn Error + 'static)) -> Option<&'a dyn Transient>;
 
-/// Every type an error of a chain can be classified as.
+/// Every type an error of a chain can be classified as. Named for the release line (0.1; the
+/// name moves with the minor version until 1.0): two lines of resil in one program (through
+/// two dependencies) each keep their own, since linkme refuses at startup two slices of one
+/// name.
 #[doc(hidden)]
 #[distributed_slice]
-pub static TRANSIENT_TYPES: [TransientType];
+pub static TRANSIENT_TYPES_0_1: [TransientType];
 
 /// The [`TransientType`] of `T`.
 #[doc(hidden)]
@@ -53,7 +56,7 @@ const LINKS_AT_MOST: usize = 64;
 fn decider<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a dyn Transient> {
     let chain = std::iter::successors(Some(error), |&error| error.source());
     chain.take(LINKS_AT_MOST).find_map(|error| {
-        let mut types = BUILT_IN.iter().chain(TRANSIENT_TYPES.iter());
+        let mut types = BUILT_IN.iter().chain(TRANSIENT_TYPES_0_1.iter());
         types.find_map(|of| of(error))
     })
 }

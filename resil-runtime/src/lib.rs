@@ -150,7 +150,7 @@ pub use breaker::{
 pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 #[doc(hidden)]
-pub use chain::{transient_type, TransientType, TRANSIENT_TYPES};
+pub use chain::{transient_type, TransientType, TRANSIENT_TYPES_0_1};
 pub use classification::Classification;
 #[doc(hidden)]
 pub use classification::Judged;

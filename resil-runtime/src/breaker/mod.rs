@@ -114,6 +114,7 @@ enum Name {
 }
 
 impl Name {
+    #[inline]
     fn whole(&self) -> &Arc<str> {
         match self {
             Name::Whole(name) => name,
@@ -121,8 +122,18 @@ impl Name {
                 label,
                 key,
                 written,
-            } => written.get_or_init(|| Arc::from(format!("{label}={key}"))),
+            } => match written.get() {
+                Some(name) => name,
+                None => Self::written(label, key, written),
+            },
         }
+    }
+
+    /// Out of line, once per breaker: a rejection stays as cheap as an `Arc`'s clone.
+    #[cold]
+    #[inline(never)]
+    fn written<'a>(label: &str, key: &str, written: &'a OnceLock<Arc<str>>) -> &'a Arc<str> {
+        written.get_or_init(|| Arc::from(format!("{label}={key}")))
     }
 }
 
@@ -411,6 +422,7 @@ impl Breaker {
     }
 
     /// The rejection for a call that met this breaker open.
+    #[inline]
     pub(crate) fn rejection(&self, retry_in: Duration) -> Rejected {
         Rejected::BreakerOpen {
             breaker: Arc::clone(self.name.whole()),
