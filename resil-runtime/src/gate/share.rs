@@ -20,24 +20,15 @@ impl RateGate {
     }
 
     /// How far past now the schedule runs (ns), if the gate granted slots alone since its
-    /// store last took them (0 otherwise), at most a burst's credit at its share: what its
-    /// next reservation in the store charges first, so that the store's schedule counts the
-    /// calls started alone. The slots further ahead still have their callers waiting, who
-    /// take theirs again from the store once it grants that reservation: charged too, they
-    /// would hold the store's schedule for a queue that gave up (two minutes after a quiet
-    /// spell, the simulator's `recovers_after_quiet` found a gate of `1 per 1.4 s` still 50 s
-    /// ahead).
+    /// store last took them (0 otherwise): what its next reservation in the store charges
+    /// first, so that the store's schedule counts them.
     #[cfg(feature = "shared")]
     pub(crate) fn ahead_alone(&self) -> u64 {
-        if !self.shared.as_ref().is_some_and(|link| link.take_alone()) {
-            return 0;
+        match self.shared.as_ref().is_some_and(|link| link.take_alone()) {
+            true => (self.tat.load(std::sync::atomic::Ordering::Acquire))
+                .saturating_sub(self.offset(tokio::time::Instant::now())),
+            false => 0,
         }
-        let share = self.share_now();
-        let credit =
-            (self.interval.saturating_mul(share)).saturating_mul((self.burst / share).max(1));
-        (self.tat.load(std::sync::atomic::Ordering::Acquire))
-            .saturating_sub(self.offset(tokio::time::Instant::now()))
-            .min(credit)
     }
 
     /// The part of its rate the gate may take when it decides alone: all of it, except for a

@@ -63,6 +63,9 @@ pub struct Route<'p, Q, K: ?Sized, E> {
     /// The target of the attempt in progress, or of the last one.
     current: usize,
     started: bool,
+    /// The last attempt waited before it: a target that refuses it then (see
+    /// [`Route::draw`]) does not make the next wait the backoff again.
+    waited: bool,
 }
 
 struct Target<Q> {
@@ -121,6 +124,7 @@ where
             targets,
             current: 0,
             started: false,
+            waited: false,
         }
     }
 
@@ -248,14 +252,17 @@ where
         let progress = &mut self.execution.progress;
         let failed = progress.tries.attempt.saturating_sub(1);
         let asked = self.targets[i].asked(Instant::now());
-        let wait = match (self.targets[i].tried, refused) {
+        let wait = match (self.targets[i].tried, refused && self.waited) {
             (true, false) => progress.backoff(failed, asked),
             // The backoff after the failure was waited before the attempt the target chosen
             // then refused: only what this target's own errors still ask is left (a second
-            // backoff would take the operation past its worst case).
+            // backoff would take the operation past its worst case). Once only: a target
+            // refusing again after no wait waits the backoff, so that targets that pass the
+            // route's look and refuse the attempt never make it choose again at one instant.
             (true, true) => progress.backoff_served(asked),
             (false, _) => Ok(Duration::ZERO),
         };
+        self.waited = wait.as_ref().is_ok_and(|wait| !wait.is_zero());
         let drawn = |wait| match refused {
             true => Ok(wait),
             false => progress.draw_retry(failed, wait, asked).map(|()| wait),
