@@ -106,3 +106,53 @@ async fn a_reservation_dropped_before_its_answer_still_charges_the_slots_granted
         "two calls {started:?} apart through a 1/s gate"
     );
 }
+
+/// Two instances of a 1/s shared gate. The second's first call takes the store's slot at 0;
+/// the store goes slow, and its next caller, given up on by its reservation, is granted the
+/// local gate's next slot alone, at 1 s. The store answers in time again before then, and the
+/// first instance is granted the store's slot at 1 s too. The caller whose slot was granted
+/// alone takes its slot again from the store (at 2 s), as the store's return says: before,
+/// both called at 1 s (the simulator's `gate_ceiling_across_instances`, seeds 34357, 39032).
+#[tokio::test(start_paused = true)]
+async fn a_slot_granted_alone_while_the_store_was_slow_is_taken_again_when_it_answers() {
+    let hub = InMemory::new();
+    let (here, there) = (gated(&hub, false), gated(&hub, false));
+    let origin = Instant::now();
+    let starts = Mutex::new(Vec::new());
+    let call = |policy, at| call_at(policy, origin + at, &starts);
+    call(&there, Duration::ZERO).await;
+    hub.set_slow(true);
+    let back = async {
+        tokio::time::sleep_until(origin + Duration::from_millis(200)).await;
+        hub.set_slow(false);
+    };
+    tokio::join!(
+        call(&there, Duration::from_millis(100)),
+        back,
+        call(&here, Duration::from_millis(300)),
+    );
+    let mut starts: Vec<Duration> = (starts.into_inner().unwrap().into_iter())
+        .map(|start| start - origin)
+        .collect();
+    starts.sort();
+    assert_eq!(starts.len(), 3);
+    for pair in starts.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= Duration::from_millis(999),
+            "two calls {:?} apart through a 1/s gate: {starts:?}",
+            pair[1] - pair[0]
+        );
+    }
+}
+
+/// Calls through `policy` at `at`, noting when the call started (since `at`'s origin).
+async fn call_at(policy: &Policy, at: Instant, starts: &Mutex<Vec<Instant>>) {
+    tokio::time::sleep_until(at).await;
+    policy
+        .run(|| async {
+            starts.lock().unwrap().push(Instant::now());
+            Ok::<(), Error>(())
+        })
+        .await
+        .unwrap();
+}
