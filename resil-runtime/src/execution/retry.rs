@@ -94,6 +94,9 @@ impl<'p> Progress<'p> {
     /// The wait before an attempt whose backoff was waited already (for an attempt refused
     /// before its call): what the target's errors still ask, if that ends before the deadline.
     pub(super) fn backoff_served(&self, asked: Option<Duration>) -> Result<Duration, GiveUp> {
+        if asked.is_some_and(|asked| asked > self.tuning.retry_after_max) {
+            return Err(GiveUp::RetryAfterTooLong);
+        }
         let wait = asked.unwrap_or_default();
         if let Some(deadline) = self.deadline {
             if later(Instant::now(), wait) >= deadline {

@@ -448,3 +448,70 @@ async fn a_target_that_refuses_after_the_backoff_does_not_make_the_route_wait_it
         seen(&[("gpt", 0), ("claude", 0), ("gpt", 2000), ("claude", 2000)])
     );
 }
+
+/// 5/s per target, deadline 1 s: gpt's next slot is at 1 s, the deadline itself, which the
+/// attempt's gate refuses (a slot must leave its call time); claude's at 600 ms fits. The route
+/// judges gpt as its gate will, skips it, and calls claude. Before, it judged by the deadline
+/// itself, chose gpt, and the operation ended refused without trying claude.
+#[tokio::test(start_paused = true)]
+async fn a_target_whose_slot_is_at_the_deadline_is_skipped_for_one_that_fits() {
+    let policy = keyed(0, 10)
+        .rate(5, Duration::from_secs(1), 1)
+        .rate_per_key()
+        .deadline(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let keys = policy.keys().unwrap();
+    for (model, taken) in [("gpt", 5), ("claude", 3)] {
+        let scope = keys.get(model);
+        for _ in 0..taken {
+            scope.rate_gate().unwrap().reserve(1, None).unwrap();
+        }
+    }
+    let calls = Calls::default();
+    let start = Instant::now();
+    let answer = policy
+        .run_routed("gpt", ["claude"], |model| {
+            let calls = &calls;
+            async move {
+                calls.record(model, start);
+                Ok::<_, TestError>(model)
+            }
+        })
+        .await;
+    assert_eq!(answer, Ok("claude"));
+    assert_eq!(calls.seen(), seen(&[("claude", 600)]));
+}
+
+/// gpt fails; claude fails asking for an hour (past `retry_after_max`, 30 s); going back to
+/// gpt after the backoff, its breaker has opened and refuses before the call: the route ends
+/// with claude's error rather than wait the hour claude asked.
+#[tokio::test(start_paused = true)]
+async fn after_a_refusal_a_retry_after_past_retry_after_max_ends_the_route() {
+    let policy = keyed(3, 2)
+        .retry_after_max(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let gpt = policy.keys().unwrap().get("gpt");
+    let gpt = gpt.breaker().unwrap();
+    let start = Instant::now();
+    let (answer, ()) = tokio::join!(
+        policy.run_routed("gpt", ["claude"], |model| async move {
+            match model {
+                "gpt" => Err::<&str, _>(TestError::Busy),
+                _ => Err(TestError::RetryAfter(Duration::from_secs(3600))),
+            }
+        }),
+        async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let ticket = gpt.admit().await.unwrap();
+            ticket.record(resil_runtime::Verdict::Failure);
+        }
+    );
+    assert!(answer.is_err());
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        start.elapsed()
+    );
+}

@@ -443,7 +443,8 @@ fn standing_at<Q, K: Key + ?Sized>(
     let Some(admission) = &progress.admission else {
         return Standing::Now;
     };
-    let (deadline, cost) = (progress.deadline, admission.cost);
+    // Judged as the attempt's gates will judge it: its slot a millisecond before the deadline.
+    let (deadline, cost) = (progress.start_by(), admission.cost);
     let Some(keys) = settings.keys.as_deref() else {
         return standing(settings, None, deadline, cost, false, now);
     };
@@ -544,7 +545,7 @@ fn standing(
                 burst: gate.burst(),
             });
         };
-        if deadline.is_some_and(|deadline| later(now, wait) > deadline) {
+        if deadline.is_some_and(|deadline| later(now, wait) > deadline.max(now)) {
             return Standing::Skip(Rejected::RateLimited { retry_in: wait });
         }
         at_once &= wait.is_zero();
