@@ -33,6 +33,10 @@ use crate::policy::{BreakerRef, Current, Scope, Settings, Tuning};
 use crate::registry::Held;
 use crate::{Rejected, Transient};
 
+/// How long before the deadline an attempt's slot wait must end: an attempt at the deadline
+/// has no time to call, and tokio's timers fire on the millisecond.
+const LAST_START: Duration = Duration::from_millis(1);
+
 /// One logical operation in progress: holds the bulkhead permit and the deadline, counts
 /// attempts, and decides after each whether there is another.
 ///
@@ -453,14 +457,13 @@ impl<'p> Progress<'p> {
         }
     }
 
-    /// The latest an attempt may start after waiting for its slots: a millisecond before the
+    /// The latest an attempt may start after waiting for its slots: [`LAST_START`] before the
     /// deadline. An attempt at the deadline has no time to call, and tokio's timers fire on
     /// the millisecond, so a wait that ends within the deadline's last millisecond may end
     /// past it.
     #[inline]
     fn start_by(&self) -> Option<Instant> {
-        let last = std::time::Duration::from_millis(1);
-        (self.deadline).map(|deadline| deadline.checked_sub(last).unwrap_or(deadline))
+        (self.deadline).map(|deadline| deadline.checked_sub(LAST_START).unwrap_or(deadline))
     }
 
     #[inline]

@@ -443,8 +443,7 @@ fn standing_at<Q, K: Key + ?Sized>(
     let Some(admission) = &progress.admission else {
         return Standing::Now;
     };
-    // Judged as the attempt's gates will judge it: its slot a millisecond before the deadline.
-    let (deadline, cost) = (progress.start_by(), admission.cost);
+    let (deadline, cost) = (progress.deadline, admission.cost);
     let Some(keys) = settings.keys.as_deref() else {
         return standing(settings, None, deadline, cost, false, now);
     };
@@ -545,7 +544,10 @@ fn standing(
                 burst: gate.burst(),
             });
         };
-        if deadline.is_some_and(|deadline| later(now, wait) > deadline.max(now)) {
+        // Judged as the attempt's gates will judge it (`Progress::start_by`): a wait ends a
+        // millisecond before the deadline; a slot free now always fits.
+        let ends = later(now, wait.saturating_add(super::LAST_START));
+        if !wait.is_zero() && deadline.is_some_and(|deadline| ends > deadline) {
             return Standing::Skip(Rejected::RateLimited { retry_in: wait });
         }
         at_once &= wait.is_zero();
