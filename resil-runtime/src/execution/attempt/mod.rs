@@ -19,15 +19,16 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use super::admission::PermitWait;
-use super::slots::TurnWait;
 #[cfg(feature = "shared")]
-use super::slots::{SharedStart, SharedWait};
+use super::slots::SharedWait;
+use super::slots::TurnWait;
 use super::{Decision, Execution, Failure, Next, Progress};
-use crate::breaker::{Breaker, Ticket, Transition, Verdict};
+use crate::breaker::{Ticket, Transition, Verdict};
 use crate::deadline::{later, Cut, Limits};
-use crate::events::AttemptOutcome;
 use crate::{FromRejected, Rejected, Transient};
 
+mod begin;
+mod outcome;
 mod probe;
 mod race;
 mod timer;
@@ -35,6 +36,8 @@ mod timer;
 pub(crate) use race::SealedRacers;
 pub use race::{Hedging, Lost, Plain, Race, Racers};
 
+use begin::{admit, looks_again, missed, start, Begin};
+use outcome::{outcome, verdict};
 use probe::through_breaker;
 use timer::{fired, lapsed, limited, set_timer};
 
@@ -480,117 +483,5 @@ where
                 *this.stage = Stage::Backoff;
             }
         }
-    }
-}
-
-/// The call may be made: store the admission, then tell the listeners. Inlined: every call
-/// that runs passes here.
-#[inline(always)]
-fn admit<F, E>(
-    this: &mut AttemptProjection<'_, '_, '_, F, E>,
-    ticket: Option<Ticket>,
-    transition: Option<Transition>,
-) {
-    *this.admitted = ticket;
-    *this.stage = Stage::Call;
-    // The call uses the slots reserved for it.
-    this.execution.progress.slots_used();
-    let progress = &this.execution.progress;
-    if let (Some(breaker), Some(transition)) = (progress.breaker(), transition) {
-        progress.transition(breaker, transition);
-    }
-    // The listeners hear how long the attempt took, and a slow-call breaker and an adaptive
-    // bulkhead (which counts as listening) judge by it: the clock is read for them only (the attempt's time limit then counts from here, as it
-    // would from its first poll).
-    let timed = progress.report.listening || progress.breaker().is_some_and(Breaker::times_calls);
-    if timed && this.limits.started.is_none() {
-        this.limits.started = Some(Instant::now());
-    }
-    this.execution.started();
-}
-
-/// Where the checks before the breaker lead, when they did not reject the attempt.
-enum Begin<'p> {
-    /// Straight to the breaker.
-    Breaker,
-    /// The rate gates' slot comes at this instant.
-    Slot(Instant),
-    /// First a wait: for a place in the bulkhead's queue, or for the shared gates' answer.
-    Wait(Wait<'p>),
-    /// First the end of a throttle's hold, then the checks again.
-    #[cfg(feature = "shared")]
-    Held(Instant),
-}
-
-/// The checks before the breaker: bulkhead, deadline, rate gates.
-#[inline]
-fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Rejected> {
-    progress.before_call()?;
-    let settings = progress.settings;
-    if let Some(wait) = progress.admission.as_mut().and_then(|a| a.queue(settings)) {
-        return Ok(Begin::Wait(Wait::Permit(wait)));
-    }
-    #[cfg(feature = "shared")]
-    if progress.settings.gated {
-        match progress.shared_slots()? {
-            SharedStart::Ask(wait) => return Ok(Begin::Wait(Wait::Shared(wait))),
-            SharedStart::Held(until) => return Ok(Begin::Held(until)),
-            SharedStart::Local => {}
-        }
-    }
-    let wait = progress.reserve_slots()?;
-    if wait.is_zero() {
-        return Ok(Begin::Breaker);
-    }
-    if let Some(turn) = progress.wait_in_turn()? {
-        return Ok(Begin::Wait(Wait::Turn(turn)));
-    }
-    let due = later(Instant::now(), wait);
-    match progress.settings.learns {
-        true => Ok(Begin::Slot(looks_again(due))),
-        false => Ok(Begin::Slot(due)),
-    }
-}
-
-/// How late a call may come to its slot and still take it: a timer's granularity and a busy
-/// runtime's delay, which on a loaded machine is tens of milliseconds (the real-clock Redis
-/// tests, beside two builds, lost their slots at 10 ms and were refused by their deadline).
-/// Later (its future left unpolled, as a call shared by coalescing whose
-/// first caller left), the slots after it were promised as if it had started: it takes a new
-/// one, so that the gate's ceiling holds for the calls' starts, not only for its schedule.
-const SLOT_MISSED: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Whether the slot due at `due` was missed (see [`SLOT_MISSED`]).
-fn missed(due: Option<Instant>) -> bool {
-    due.is_some_and(|due| Instant::now().saturating_duration_since(due) > SLOT_MISSED)
-}
-
-/// When a caller waiting for a learning gate's slot due at `due` looks again: an answer may
-/// place it sooner meanwhile.
-fn looks_again(due: Instant) -> Instant {
-    due.min(later(Instant::now(), crate::gate::SLOT_RECHECK))
-}
-
-/// How the attempt counts for the breaker: an attempt timeout is a failure of the
-/// provider; a throttle (a healthy provider saying "too fast"), a cut by the deadline, a
-/// rejection and a permanent error count for nothing.
-fn verdict<T, E: Transient>(result: &Result<T, Failure<E>>) -> Verdict {
-    match result {
-        Ok(_) => Verdict::Success,
-        Err(Failure::Error(error)) if error.is_transient() && !error.is_throttle() => {
-            Verdict::Failure
-        }
-        Err(Failure::Rejected(Rejected::Timeout { .. })) => Verdict::Failure,
-        Err(_) => Verdict::Neutral,
-    }
-}
-
-fn outcome<'r, T, E: Transient>(result: &'r Result<T, Failure<E>>) -> AttemptOutcome<'r> {
-    match result {
-        Ok(_) => AttemptOutcome::Ok,
-        Err(Failure::Error(error)) if error.is_throttle() => AttemptOutcome::Throttled,
-        Err(Failure::Error(error)) if error.is_transient() => AttemptOutcome::Transient,
-        Err(Failure::Error(_)) => AttemptOutcome::Permanent,
-        Err(Failure::Rejected(rejected)) => AttemptOutcome::Rejected(rejected),
     }
 }

@@ -1,0 +1,249 @@
+//! A learning gate's book: the slots it reserved, given back, forgotten after a hold, and
+//! placed again by the answers (see the [module docs](super)).
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{BeforeReset, Booked, Learning, State, BOOKED_AT_MOST, SLOT_RECHECK, STARTED_AT_MOST};
+use crate::deadline::later;
+use crate::gate::{nanos, RateGate, Slot};
+use crate::sync::lock_std;
+
+impl RateGate {
+    /// Books `cost` units reserved by a learning gate, to start at `start`, the schedule
+    /// going from `from` to `end`, in its `state`; the count after them marks the slot. The
+    /// floor takes them at the declared interval (`share` times it for a shared gate's share).
+    pub(in crate::gate) fn book(
+        &self,
+        state: &mut State,
+        cost: u64,
+        (start, from, end): (u64, u64, u64),
+        share: u64,
+    ) -> u64 {
+        let Some(learning) = &self.learning else {
+            return 0;
+        };
+        let now = self.offset(Instant::now());
+        let started = (state.booked.iter())
+            .take_while(|booked| booked.start <= now)
+            .count();
+        if started >= STARTED_AT_MOST || state.booked.len() >= BOOKED_AT_MOST {
+            state.booked.pop_front();
+        }
+        let mark = learning
+            .reserved
+            .fetch_add(cost, Ordering::AcqRel)
+            .saturating_add(cost);
+        let floor = state.floor;
+        state.floor = floor
+            .max(start)
+            .saturating_add(self.interval.saturating_mul(share).saturating_mul(cost));
+        let looks = self.next_look(start);
+        // A gate per key mostly has one call in flight: room for one, not the four a first
+        // push makes, keeps a key within `Keys::MAX_BYTES_PER_KEY`; more grow as usual.
+        if state.booked.capacity() == 0 {
+            state.booked.reserve_exact(1);
+        }
+        state.booked.push_back(Booked {
+            start,
+            looks,
+            from,
+            end,
+            floor,
+            mark,
+            units: cost,
+        });
+        mark
+    }
+
+    /// `slot` went back unused: it is no longer booked, and once it and every slot promised
+    /// after it went back, the schedule and the floor go back to where they stood before it.
+    /// Whether the schedule went back at once.
+    pub(in crate::gate) fn unbook(&self, slot: Slot) -> bool {
+        let Some(mut state) = self.learning_state() else {
+            return false;
+        };
+        let at = state.booked.iter().position(|b| b.mark == slot.mark());
+        let Some(booked) = at.and_then(|at| state.booked.remove(at)) else {
+            return false;
+        };
+        if slot.is_off_schedule() {
+            return false;
+        }
+        let now = self.offset(Instant::now());
+        state.given.retain(|kept| kept.end > now);
+        if !self.unbook_back(&mut state, &booked) {
+            if booked.end <= self.tat.load(Ordering::Acquire) {
+                state.given.push(booked);
+            }
+            return false;
+        }
+        // The slots before it given back earlier follow it, as far as they reach.
+        let mut tat = booked.from;
+        while let Some(at) = state.given.iter().position(|kept| kept.end == tat) {
+            let kept = state.given.swap_remove(at);
+            if !self.unbook_back(&mut state, &kept) {
+                break;
+            }
+            tat = kept.from;
+        }
+        state.given.retain(|kept| kept.end < tat);
+        true
+    }
+
+    /// The schedule runs at least to `until`: the slots given back before it no longer lead
+    /// to its end.
+    pub(super) fn resume_at(&self, state: &mut State, until: u64) {
+        if self.tat.fetch_max(until, Ordering::AcqRel) < until {
+            state.given.clear();
+        }
+    }
+
+    /// Moves the schedule and the floor back to where they stood before `booked`, if the
+    /// schedule still ends with it. Whether it did.
+    fn unbook_back(&self, state: &mut State, booked: &Booked) -> bool {
+        let back = (self.tat)
+            .compare_exchange(booked.end, booked.from, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if back {
+            state.floor = booked.floor;
+        }
+        back
+    }
+
+    /// A hold revoked every slot that starts after `now` (they are booked again after it),
+    /// and what an auto gate could hand out at once; the slots still counted end by `used`.
+    pub(in crate::gate) fn unbook_after(&self, now: u64, used: u64) {
+        if let Some(mut state) = self.learning_state() {
+            state.booked.retain(|booked| booked.start <= now);
+            state.given.clear();
+            state.spare = BeforeReset::default();
+            // The slots started end by `used` in the declared schedule too.
+            state.floor = state.floor.min(used);
+        }
+    }
+
+    /// Puts the slots booked ahead of `now` again at the pace learnt, in their order, after
+    /// the answered call's slot and those started (each taking its units at that pace), never
+    /// before the floor, and only when that brings the schedule sooner: slots booked while
+    /// the pace was briefly slow are not kept there once it recovers. No slot starts later
+    /// than it was promised: a caller keeps the slot its deadline was judged by. Their
+    /// callers find their new start at their next look ([`RateGate::due`]). A shared gate
+    /// deciding alone (its store down) places them at its share of the rate, as it reserved
+    /// them.
+    pub(super) fn replace(
+        &self,
+        learning: &Learning,
+        state: &mut State,
+        answered: &Booked,
+        now: u64,
+    ) {
+        let share = self.share_now();
+        let interval = self.learnt_interval(learning).saturating_mul(share);
+        let window = state.window.get();
+        let taken = |units| self.extent(learning, window, interval, units, share);
+        let tat = self.tat.load(Ordering::Acquire);
+        let ahead = |booked: &&Booked| booked.start > now;
+        let floor = (state.booked.iter().find(ahead)).map_or(state.floor, |booked| booked.floor);
+        let started = (state.booked.iter().filter(|booked| !ahead(booked)))
+            .chain([answered])
+            .map(|booked| booked.start.saturating_add(taken(booked.units)))
+            .max()
+            .unwrap_or(0);
+        // No slot goes before a throttle's hold ends: the answer of a call that was in flight
+        // when the 429 came says nothing of the wait it asked for.
+        let earliest = now.max(self.held_until.load(Ordering::Acquire));
+        // Each slot ahead, from the schedule and floor before it: its start, and the schedule
+        // and floor after it.
+        // Nor before its caller looks: callers that booked together look together, and a
+        // slot placed before that would start with all the others placed before it, at once.
+        let place = |(next, floor): (u64, u64), booked: &Booked| {
+            let units = booked.units;
+            let from = next.max(earliest).max(booked.looks);
+            let start = (self.allowed_at_share(from, units, share))
+                .max(earliest)
+                .max(booked.looks);
+            let floor = floor
+                .max(start)
+                .saturating_add(self.interval.saturating_mul(share).saturating_mul(units));
+            (start, from.saturating_add(taken(units)), floor)
+        };
+        let base = (started.max(floor), floor);
+        let (end, _) = (state.booked.iter().filter(ahead)).fold(base, |placed, booked| {
+            let (_, next, floor) = place(placed, booked);
+            (next, floor)
+        });
+        if end >= tat {
+            return;
+        }
+        if (self.tat)
+            .compare_exchange(tat, end, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            // A hold meanwhile: it placed the schedule.
+            return;
+        }
+        // The slots given back were placed otherwise: they no longer lead to it.
+        state.given.clear();
+        let mut placed = base;
+        for booked in state.booked.iter_mut().filter(|booked| booked.start > now) {
+            let (start, next, floor) = place(placed, booked);
+            // Sooner, never later than promised: its caller was told it fits in its deadline
+            // (a hole closed up at a slower pace would move the slots before it later).
+            (booked.start, booked.from, booked.end) = (start.min(booked.start), placed.0, next);
+            placed = (next, floor);
+        }
+        state.floor = placed.1;
+    }
+
+    /// The schedule `units` take at `interval` nanoseconds each (`share` times the declared
+    /// one for a shared gate's share): at most a window once answers stated figures, since
+    /// a provider counts no more than its limit in a window whatever one call costs (a
+    /// flapping "limit 1" must not book a call of 100 units a hundred windows ahead), and
+    /// never less than the declared interval allows.
+    pub(in crate::gate) fn extent(
+        &self,
+        learning: &Learning,
+        window: u64,
+        interval: u64,
+        units: u64,
+        share: u64,
+    ) -> u64 {
+        let paced = interval.saturating_mul(units);
+        if learning.learnt() == 0 {
+            return paced;
+        }
+        let declared = self.interval.saturating_mul(share).saturating_mul(units);
+        paced.min(window.max(declared))
+    }
+
+    /// When a learning gate's `slot` starts now that answers may have placed it again
+    /// (`None`: at once, or not a learning gate's): its caller looks again at most every
+    /// [`SLOT_RECHECK`] until then.
+    pub(crate) fn due(&self, slot: Slot) -> Option<Instant> {
+        let learning = self.learning.as_ref()?;
+        if slot.is_off_schedule() {
+            return None;
+        }
+        let mut state = lock_std(&learning.state);
+        let start = match state.booked.iter_mut().find(|b| b.mark == slot.mark()) {
+            Some(booked) => {
+                booked.looks = self.next_look(booked.start);
+                booked.start
+            }
+            None => slot.end.get(),
+        };
+        Some(later(self.origin, Duration::from_nanos(start)))
+    }
+
+    /// When the caller of a slot starting at `start` looks at it next: at its start, or
+    /// [`SLOT_RECHECK`] from now if that comes first (as the attempt's timer does).
+    fn next_look(&self, start: u64) -> u64 {
+        let recheck = self
+            .offset(Instant::now())
+            .saturating_add(nanos(SLOT_RECHECK));
+        start.min(recheck)
+    }
+}
