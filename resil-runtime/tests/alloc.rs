@@ -166,24 +166,28 @@ async fn a_key_with_an_adaptive_bulkhead_costs_a_bounded_number_of_bytes() {
     }
 }
 
+/// The heaviest key there is: a breaker that opens after `failures`, an adaptive bulkhead,
+/// and rate and token gates that learn from the provider's answers, all per key.
+fn heaviest(failures: u32) -> Policy<resil_runtime::Keyed> {
+    Policy::builder()
+        .breaker_per_key("user", failures, Duration::from_secs(30))
+        .bulkhead_adaptive(1, 256)
+        .bulkhead_per_key()
+        .rate(60, Duration::from_secs(60), 1)
+        .rate_learn()
+        .rate_per_key()
+        .token_rate(90_000, Duration::from_secs(60), 1_000)
+        .token_rate_learn()
+        .token_rate_per_key()
+        .build()
+        .unwrap()
+}
+
 /// The same with both gates learning from the provider's answers, each keeping what it
 /// booked and heard: the heaviest key there is, within the bound.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_key_with_learning_gates_and_an_adaptive_bulkhead_costs_a_bounded_number_of_bytes() {
-    let policy = || {
-        Policy::builder()
-            .breaker_per_key("user", 5, Duration::from_secs(30))
-            .bulkhead_adaptive(1, 256)
-            .bulkhead_per_key()
-            .rate(60, Duration::from_secs(60), 1)
-            .rate_learn()
-            .rate_per_key()
-            .token_rate(90_000, Duration::from_secs(60), 1_000)
-            .token_rate_learn()
-            .token_rate_per_key()
-            .build()
-            .unwrap()
-    };
+    let policy = || heaviest(5);
     for size in [4 << 10, 1 << 20] {
         let per_key = bytes_per_key(policy, size).await;
         assert!(
@@ -198,20 +202,7 @@ async fn a_key_with_learning_gates_and_an_adaptive_bulkhead_costs_a_bounded_numb
 /// kept from then on): still within the bound.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_heaviest_key_whose_breaker_opened_costs_a_bounded_number_of_bytes() {
-    let policy = || {
-        Policy::builder()
-            .breaker_per_key("user", 1, Duration::from_secs(30))
-            .bulkhead_adaptive(1, 256)
-            .bulkhead_per_key()
-            .rate(60, Duration::from_secs(60), 1)
-            .rate_learn()
-            .rate_per_key()
-            .token_rate(90_000, Duration::from_secs(60), 1_000)
-            .token_rate_learn()
-            .token_rate_per_key()
-            .build()
-            .unwrap()
-    };
+    let policy = || heaviest(1);
     let timeout = Rejected::Timeout {
         after: Duration::from_secs(1),
     };

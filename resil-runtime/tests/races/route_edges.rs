@@ -16,6 +16,13 @@ fn keyed(retry: u32, threshold: u32) -> PolicyBuilder<Keyed> {
         .breaker_per_key("model", threshold, Duration::from_secs(30))
 }
 
+/// Another caller's call through `breaker` fails `after` from now.
+async fn another_callers_failure(breaker: &resil_runtime::Breaker, after: Duration) {
+    tokio::time::sleep(after).await;
+    let ticket = breaker.admit().await.unwrap();
+    ticket.record(resil_runtime::Verdict::Failure);
+}
+
 fn seen(calls: &[(&str, u128)]) -> Vec<(String, u128)> {
     calls.iter().map(|(t, at)| ((*t).to_owned(), *at)).collect()
 }
@@ -362,11 +369,7 @@ async fn a_target_that_refuses_before_its_call_after_a_move_on_lets_the_route_ch
                 }
             }
         }),
-        async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            let ticket = gpt.admit().await.unwrap();
-            ticket.record(resil_runtime::Verdict::Failure);
-        }
+        another_callers_failure(gpt, Duration::from_millis(500)),
     );
     assert_eq!(answer, Ok("claude"));
     let targets = calls.targets();
@@ -435,11 +438,7 @@ async fn a_target_that_refuses_after_the_backoff_does_not_make_the_route_wait_it
                 }
             }
         }),
-        async {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let ticket = gpt.admit().await.unwrap();
-            ticket.record(resil_runtime::Verdict::Failure);
-        }
+        another_callers_failure(gpt, Duration::from_secs(1)),
     );
     assert_eq!(answer, Ok("claude"));
     // gpt's attempt at 2 s was made (its body's future) and refused before its call.
@@ -502,11 +501,7 @@ async fn after_a_refusal_a_retry_after_past_retry_after_max_ends_the_route() {
                 _ => Err(TestError::RetryAfter(Duration::from_secs(3600))),
             }
         }),
-        async {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let ticket = gpt.admit().await.unwrap();
-            ticket.record(resil_runtime::Verdict::Failure);
-        }
+        another_callers_failure(gpt, Duration::from_secs(1)),
     );
     assert!(answer.is_err());
     assert!(
