@@ -458,7 +458,7 @@ where
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot carry resil's own failures (timeouts, open breaker, full bulkhead): it does not implement `From<resil::Rejected>`",
     label = "this error type needs `From<resil::Rejected>`",
-    note = "with `transient = ...` the error type need not implement `Transient`, but a timeout or an open breaker must still reach the caller as a `{Self}`: implement `From<resil::Rejected>` for it (a variant holding the `resil::Rejected`, or a wrapper of your own); resil keeps its own classification of those failures"
+    note = "with `transient = ...` the error type need not implement `Transient`, but a timeout or an open breaker must still reach the caller as a `{Self}`: implement `From<resil::Rejected>` for it, or, for a type of another crate, name a function that makes one: `rejected = to_status` with `fn to_status(rejected: resil::Rejected) -> {Self}`; resil keeps its own classification of those failures"
 )]
 pub trait CarriesRejected: From<Rejected> {}
 
@@ -467,8 +467,17 @@ impl<E: From<Rejected>> CarriesRejected for E {}
 
 /// The outcome of a function with `transient = path`, in its own error type.
 pub fn unjudged<T, E: CarriesRejected>(outcome: Outcome<T, Judged<E>>) -> Outcome<T, E> {
+    unjudged_by(outcome, E::from)
+}
+
+/// The outcome of a function with `transient = path` and `rejected = carry`, in its own error
+/// type: resil's failures made an `E` by `carry`.
+pub fn unjudged_by<T, E>(
+    outcome: Outcome<T, Judged<E>>,
+    carry: impl Fn(Rejected) -> E,
+) -> Outcome<T, E> {
     match outcome {
-        Outcome::Completed(result) => Outcome::Completed(result.map_err(Judged::into_error)),
-        Outcome::Failed(judged) => Outcome::Failed(judged.into_error()),
+        Outcome::Completed(result) => Outcome::Completed(result.map_err(|e| e.into_error(&carry))),
+        Outcome::Failed(judged) => Outcome::Failed(judged.into_error(carry)),
     }
 }

@@ -130,9 +130,10 @@ pub use resil_runtime::tower;
 #[doc(inline)]
 pub use resil_runtime::{breaker, events, operation, profiles, series, stream};
 pub use resil_runtime::{
-    worst_case, Backoff, Bulkhead, BulkheadPermit, ByTransient, Classification, ConfigError,
-    Jitter, Key, KeyScope, KeyTuple, Keyed, Keys, Operation, OperationId, Policy, PolicyBuilder,
-    Priority, ProviderLimits, Quota, RateGate, Rejected, RetryBudget, Transient, Unkeyed,
+    worst_case, Backoff, Bulkhead, BulkheadPermit, ByTransient, Classification, Classifier,
+    ConfigError, Jitter, Judge, Key, KeyScope, KeyTuple, Keyed, Keys, Operation, OperationId,
+    Policy, PolicyBuilder, Priority, ProviderLimits, Quota, RateGate, Rejected, RetryBudget,
+    Transient, Unkeyed,
 };
 
 // Circuit breakers, used by hand (the `breaker` module documents them), and every breaker
@@ -245,6 +246,7 @@ macro_rules! transient_in_chains {
 /// | `backoff = "300ms..8s"` | wait before retry n = random(0, min(cap, base·2ⁿ)); when the error has a `retry_after()`, that plus the draw, so clients told the same `Retry-After` do not return together (`jitter = "none"`: exactly the longer of the two) | `"300ms..8s"` |
 /// | `jitter = "full"` | `"full"`, `"equal"`, `"decorrelated"` or `"none"` | `"full"` |
 /// | `transient = classify` | a function `fn(&E) -> bool` or `fn(&E) -> `[`Classification`] that says which errors are worth retrying, instead of `E`'s [`Transient`] (for an error type of another crate) | `E`'s `Transient` |
+/// | `rejected = to_status` | with `transient`: a function `fn(`[`Rejected`]`) -> E` that makes `E` from resil's own failures, instead of `E`'s `From<Rejected>` (which the orphan rule forbids for a type of another crate) | `E`'s `From<Rejected>` |
 /// | `breaker = "openai"` | the process-wide circuit breaker of that name | none |
 /// | `breaker = "per_model"` | one breaker per value of the argument `model` (`&str`, `String`, or any `Clone + Hash + Eq + Display` type) | none |
 /// | `breaker_threshold = 5` | consecutive transient failures that open the breaker | 5 |
@@ -322,8 +324,10 @@ macro_rules! transient_in_chains {
 /// it: `fn(&E) -> bool` (`true`: worth retrying), or `fn(&E) -> `[`Classification`] to say
 /// also a throttle, a wait (`Retry-After`) or move on (to a route's next target). The
 /// runtime's own failures (a timeout, an open breaker) reach `E` through `From<Rejected>`
-/// and keep the runtime's classification, whatever the function says of them: a timeout
-/// is retried even when the function calls every `E` it made permanent.
+/// (or through the function named by `rejected = to_status`, `fn(Rejected) -> E`, when `E` is
+/// of another crate and that impl is forbidden) and keep the runtime's classification,
+/// whatever the function says of them: a timeout is retried even when the function calls
+/// every `E` it made permanent.
 ///
 /// ```
 /// # use resil::{resilient, Classification};

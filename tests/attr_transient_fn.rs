@@ -166,3 +166,65 @@ async fn a_classifier_can_move_a_route_on() {
     );
     assert_eq!(calls.count(), 2);
 }
+
+/// An error type as another crate defines it: neither `Transient` nor `From<resil::Rejected>`,
+/// and the orphan rule forbids both impls in the program that uses it.
+#[allow(unreachable_pub)]
+mod sdk {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Status {
+        Unavailable,
+        InvalidArgument,
+        DeadlineExceeded(String),
+    }
+}
+
+fn sdk_retryable(status: &sdk::Status) -> bool {
+    *status == sdk::Status::Unavailable
+}
+
+fn to_status(rejected: resil::Rejected) -> sdk::Status {
+    sdk::Status::DeadlineExceeded(rejected.to_string())
+}
+
+#[resilient(timeout = "1s", retry = 2, backoff = "100ms..100ms", jitter = "none", transient = sdk_retryable, rejected = to_status)]
+async fn sdk_call(calls: &Calls, answers: &[Option<sdk::Status>]) -> Result<u32, sdk::Status> {
+    let n = calls.add();
+    match answers.get(n as usize - 1) {
+        Some(Some(status)) => Err(status.clone()),
+        // A call that hangs past the attempt's timeout.
+        Some(None) => {
+            sleep(Duration::from_secs(5)).await;
+            Ok(0)
+        }
+        None => Ok(n),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_function_makes_the_error_type_of_another_crate_from_resils_failures() {
+    use sdk::Status;
+    let calls = Calls::default();
+    let unavailable = Some(Status::Unavailable);
+    assert_eq!(
+        sdk_call(&calls, &[unavailable.clone(), unavailable]).await,
+        Ok(3)
+    );
+    let calls = Calls::default();
+    let invalid = Some(Status::InvalidArgument);
+    assert_eq!(
+        sdk_call(&calls, &[invalid]).await,
+        Err(Status::InvalidArgument)
+    );
+    assert_eq!(calls.count(), 1, "permanent: not retried");
+    // Three timeouts: each retried (resil's classification), the last one made a `Status`.
+    let calls = Calls::default();
+    let started = Instant::now();
+    let status = sdk_call(&calls, &[None, None, None]).await.unwrap_err();
+    assert!(
+        matches!(&status, Status::DeadlineExceeded(message) if message.contains("timed out")),
+        "{status:?}"
+    );
+    assert_eq!(calls.count(), 3);
+    assert_eq!(started.elapsed(), Duration::from_millis(3 * 1000 + 2 * 100));
+}

@@ -65,6 +65,7 @@ keys! {
     backoff: (Duration, Duration) = values::range;
     jitter: Jitter = values::jitter;
     transient: syn::Path = values::classifier;
+    rejected: syn::Path = values::carrier;
     key: Expr = values::expression;
     breaker: BreakerArg = values::breaker;
     breaker_threshold: u32 = values::count_value;

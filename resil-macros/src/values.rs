@@ -303,6 +303,11 @@ pub(crate) fn classifier(_name: &'static str, value: &Expr) -> syn::Result<syn::
     path(value, "`transient` names a function that says whether an error is worth retrying, `fn(&E) -> bool` or `fn(&E) -> resil::Classification`, such as `transient = is_retryable`")
 }
 
+/// `rejected = to_status`.
+pub(crate) fn carrier(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
+    path(value, "`rejected` names a function that makes the function's error type from resil's own failures, `fn(resil::Rejected) -> E`, such as `rejected = to_status`")
+}
+
 /// `listener = AUDIT`.
 pub(crate) fn listener(_name: &'static str, value: &Expr) -> syn::Result<syn::Path> {
     path(value, "`listener` names a `static` whose type implements `resil::events::Listener`, such as `listener = AUDIT` with `static AUDIT: Audit = Audit::new();`")

@@ -121,15 +121,118 @@ impl<E> Judged<E> {
         Judged::Body(error, class)
     }
 
-    /// The error in the function's own type: the body's as it was, the runtime's converted.
-    pub fn into_error(self) -> E
-    where
-        E: From<Rejected>,
-    {
+    /// The error in the function's own type: the body's as it was, the runtime's made an `E`
+    /// by `carry` (`From<Rejected>`, or the function given as `rejected`).
+    pub fn into_error(self, carry: impl FnOnce(Rejected) -> E) -> E {
         match self {
             Judged::Body(error, _) => error,
-            Judged::Runtime(rejected) => E::from(rejected),
+            Judged::Runtime(rejected) => carry(rejected),
         }
+    }
+}
+
+/// What judges a policy's errors in place of their type's [`Transient`]: the function given to
+/// [`PolicyBuilder::transient`](crate::PolicyBuilder::transient) (its error type then carries
+/// resil's own failures through `From<Rejected>`), or a [`Classifier`], which also says how
+/// they become an error of that type. Sealed: the builder makes both.
+///
+/// ```
+/// use resil_runtime::{Judge, Rejected};
+///
+/// #[derive(Debug)]
+/// struct Status(u16);
+/// impl From<Rejected> for Status {
+///     fn from(_: Rejected) -> Self { Status(599) }
+/// }
+/// fn is_retryable(status: &Status) -> bool { status.0 == 503 }
+///
+/// let judge: fn(&Status) -> bool = is_retryable;
+/// assert!(resil_runtime::Transient::is_transient(&judge.judge(&Status(503))));
+/// assert_eq!(judge.carry(Rejected::DeadlineExceeded).0, 599);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` judges an error type that cannot carry resil's own failures (timeouts, an open breaker): it does not implement `From<resil::Rejected>`",
+    note = "implement `From<resil::Rejected>` for the error type, or, for a type of another crate, give the builder a function that makes one: `.transient(classify).rejected(to_status)` with `fn to_status(rejected: resil::Rejected) -> Status`"
+)]
+pub trait Judge: Copy + sealed::Sealed {
+    /// The error type judged.
+    type Error;
+    /// What `error` is worth.
+    fn judge(self, error: &Self::Error) -> Classification;
+    /// resil's own failure (a timeout, an open breaker) as an error of that type.
+    fn carry(self, rejected: Rejected) -> Self::Error;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<E, R> Sealed for fn(&E) -> R {}
+    impl<E, R> Sealed for super::Classifier<E, R> {}
+}
+
+impl<E: From<Rejected>, R: Into<Classification>> Judge for fn(&E) -> R {
+    type Error = E;
+
+    #[inline]
+    fn judge(self, error: &E) -> Classification {
+        self(error).into()
+    }
+
+    fn carry(self, rejected: Rejected) -> E {
+        E::from(rejected)
+    }
+}
+
+/// A classifier with its own conversion of resil's failures, for an error type of another
+/// crate: neither `Transient` nor `From<Rejected>` can be implemented for it (the orphan rule),
+/// so a function makes one from a [`Rejected`] (`#[resilient(transient = classify, rejected =
+/// to_status)]` on the attribute, [`PolicyBuilder::rejected`](crate::PolicyBuilder::rejected)
+/// on the builder).
+///
+/// ```
+/// use resil_runtime::{Classifier, Policy, Rejected};
+/// use std::sync::LazyLock;
+///
+/// #[derive(Debug)]
+/// pub enum Status { Unavailable, Internal(String) }
+/// fn is_retryable(status: &Status) -> bool { matches!(status, Status::Unavailable) }
+/// fn to_status(rejected: Rejected) -> Status { Status::Internal(rejected.to_string()) }
+///
+/// static POLICY: LazyLock<Policy<resil_runtime::Unkeyed, Classifier<Status, bool>>> =
+///     LazyLock::new(|| {
+///         let builder = Policy::builder().retry(2).transient(is_retryable);
+///         builder.rejected(to_status).build().unwrap()
+///     });
+/// # let _ = &*POLICY;
+/// ```
+pub struct Classifier<E, R> {
+    pub(crate) classify: fn(&E) -> R,
+    pub(crate) rejected: fn(Rejected) -> E,
+}
+
+impl<E, R> Clone for Classifier<E, R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E, R> Copy for Classifier<E, R> {}
+
+impl<E, R> std::fmt::Debug for Classifier<E, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Classifier").finish_non_exhaustive()
+    }
+}
+
+impl<E, R: Into<Classification>> Judge for Classifier<E, R> {
+    type Error = E;
+
+    #[inline]
+    fn judge(self, error: &E) -> Classification {
+        (self.classify)(error).into()
+    }
+
+    fn carry(self, rejected: Rejected) -> E {
+        (self.rejected)(rejected)
     }
 }
 

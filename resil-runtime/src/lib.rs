@@ -151,9 +151,9 @@ pub use budget::RetryBudget;
 pub use bulkhead::{Bulkhead, BulkheadPermit};
 #[doc(hidden)]
 pub use chain::{transient_type, TransientType, TRANSIENT_TYPES_0_1};
-pub use classification::Classification;
 #[doc(hidden)]
 pub use classification::Judged;
+pub use classification::{Classification, Classifier, Judge};
 pub use config_error::ConfigError;
 pub use execution::{Attempt, Execution, Next, Outcome, Race, Racers, Route};
 #[doc(hidden)]

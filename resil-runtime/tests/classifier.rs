@@ -240,3 +240,60 @@ async fn a_classified_policy_hedges() {
     assert_eq!(answer, Ok(1));
     assert_eq!(started.elapsed(), Duration::from_millis(900));
 }
+
+/// Made by [`PolicyBuilder::rejected`](resil_runtime::PolicyBuilder::rejected) rather than
+/// through `From<Rejected>` (which makes `Internal`): what an error type of another crate
+/// needs, for which neither impl can be written.
+fn carried(rejected: Rejected) -> Status {
+    Status {
+        message: format!("carried: {rejected}"),
+        ..Status::new(Code::ResourceExhausted)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_builders_conversion_makes_resils_failures_keyed_and_routed() {
+    let keyed = Policy::builder()
+        .retry(0)
+        .breaker_per_key("model", 1, Duration::from_secs(30))
+        .transient(is_retryable)
+        .rejected(carried)
+        .build()
+        .unwrap();
+    let unavailable = || async { Err::<u32, _>(Status::new(Code::Unavailable)) };
+    let _ = keyed.run_keyed("small", unavailable).await;
+    let refused = keyed.run_keyed("small", unavailable).await.unwrap_err();
+    assert_eq!(refused.code, Code::ResourceExhausted);
+    assert!(
+        refused.message.starts_with("carried: "),
+        "{}",
+        refused.message
+    );
+    assert!(refused.message.contains("breaker"), "{}", refused.message);
+
+    let routed = Policy::builder()
+        .timeout(Duration::from_secs(1))
+        .retry(1)
+        .transient(classify)
+        .rejected(carried)
+        .build()
+        .unwrap();
+    let calls = AtomicU32::new(0);
+    let answer = routed
+        .run_routed("small", ["large"], |_| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            async {
+                sleep(Duration::from_secs(5)).await;
+                Ok::<u32, Status>(1)
+            }
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        answer.message.starts_with("carried: "),
+        "{}",
+        answer.message
+    );
+    assert!(answer.message.contains("timed out"), "{}", answer.message);
+    assert_eq!(calls.load(Ordering::Relaxed), 2, "the timeout was retried");
+}

@@ -388,8 +388,19 @@ fn body(sig: &mut syn::Signature, block: syn::Block, config: &Config) -> TokenSt
         quote_spanned! {shared.span=> ::resil::__resil_shared!(); }
     });
     // Back in the function's error type, once the execution has ended.
-    let unjudged = config.transient.as_ref().map(|_| {
-        quote_spanned! {blame=> let __resil_outcome = ::resil::__private::unjudged(__resil_outcome); }
+    let unjudged = config.transient.as_ref().map(|_| match &config.rejected {
+        None => quote_spanned! {blame=>
+            let __resil_outcome = ::resil::__private::unjudged(__resil_outcome);
+        },
+        // A closure that calls the path, so that a path of the wrong kind is reported there.
+        Some(carry) => {
+            let carry = quote_spanned! {carry.span()=>
+                |__resil_rejected: ::resil::Rejected| #carry(__resil_rejected)
+            };
+            quote_spanned! {blame=>
+                let __resil_outcome = ::resil::__private::unjudged_by(__resil_outcome, #carry);
+            }
+        }
     });
     // The execution (bulkhead permit, breaker admission) ends with the block, before any
     // fallback runs: a fallback may call this function again.

@@ -36,6 +36,8 @@ pub(crate) struct Config {
     pub(crate) retry: u32,
     /// `transient = path`: decides for the error type instead of its `Transient`.
     pub(crate) transient: Option<syn::Path>,
+    /// `rejected = path`: makes the error type from a `Rejected`, instead of its `From`.
+    pub(crate) rejected: Option<syn::Path>,
     pub(crate) retry_after_max: Option<Duration>,
     pub(crate) backoff: Option<(Duration, Duration)>,
     pub(crate) jitter: Option<Jitter>,
@@ -204,6 +206,12 @@ pub(crate) fn check(
             "`transient` does not apply to a streaming function: its errors also reach the caller inside the stream, where resil asks the error type itself; implement `Transient` for the error type (for a type of another crate, on a wrapper of your own: `struct ApiError(Status)` with `From<resil::Rejected>`), or return `Box<dyn std::error::Error + Send + Sync>`, which resil classifies by its chain",
         );
     }
+    if let (None, Some(rejected)) = (&args.transient, &args.rejected) {
+        errors.push(
+            rejected.key,
+            "`rejected` says how resil's failures become an error type that `transient = ...` judges: add `transient = classify` (`fn(&E) -> bool`), or remove `rejected` and implement `From<resil::Rejected>` for the error type",
+        );
+    }
     check_gate_keys(&args, &mut errors);
     let priority = check_priority(&args, sig, &mut errors);
     let learn = args.learn.as_ref().is_some_and(|s| s.value);
@@ -229,6 +237,7 @@ pub(crate) fn check(
         deadline: args.deadline.map(|s| s.value),
         retry: args.retry.map_or(0, |s| s.value),
         transient: args.transient.map(|s| s.value),
+        rejected: args.rejected.map(|s| s.value),
         retry_after_max: args.retry_after_max.map(|s| s.value),
         backoff: args.backoff.map(|s| s.value),
         jitter: args.jitter.map(|s| s.value),

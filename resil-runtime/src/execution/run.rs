@@ -9,7 +9,7 @@ use super::{Execution, Next, Route};
 use crate::key::Key;
 use crate::policy::{BreakerRef, Keyed, Policy, Unkeyed};
 use crate::stream::{Commit, ResilientStream};
-use crate::{Classification, Judged, Rejected, Transient};
+use crate::{Judge, Judged, Rejected, Transient};
 
 impl Policy {
     /// Runs one operation: `make_attempt` is called once per attempt and returns that
@@ -285,74 +285,75 @@ impl<P> Policy<P> {
 }
 
 /// A policy given a classifier ([`PolicyBuilder::transient`](crate::PolicyBuilder::transient)):
-/// its operations fail with the classifier's error type `E`, which needs only
-/// `From<Rejected>`. Each attempt's error is judged once, as it comes; resil's own failures
-/// keep resil's classification, and become an `E` when the operation ends.
-impl<E, R: Into<Classification>> Policy<Unkeyed, fn(&E) -> R> {
+/// its operations fail with the classifier's error type, which needs no `Transient`. Each
+/// attempt's error is judged once, as it comes; resil's own failures keep resil's
+/// classification, and become an error of that type when the operation ends ([`Judge::carry`]).
+impl<J: Judge> Policy<Unkeyed, J> {
     /// [`Policy::run`], each error judged by the classifier.
-    pub async fn run<T, F, Fut>(&self, mut make_attempt: F) -> Result<T, E>
+    pub async fn run<T, F, Fut>(&self, mut make_attempt: F) -> Result<T, J::Error>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: From<Rejected>,
+        Fut: Future<Output = Result<T, J::Error>>,
     {
         let breaker = self.settings.breaker.as_deref().map(BreakerRef::Shared);
         let execution = Execution::start(&self.settings, breaker, None);
-        let classify = self.classify;
-        let judged = || judged(classify, make_attempt());
-        drive(execution, judged).await.map_err(Judged::into_error)
+        let judge = self.classify;
+        let judged = || judged(judge, make_attempt());
+        let outcome = drive(execution, judged).await;
+        outcome.map_err(|error| error.into_error(|rejected| judge.carry(rejected)))
     }
 }
 
-impl<E, R: Into<Classification>> Policy<Keyed, fn(&E) -> R> {
+impl<J: Judge> Policy<Keyed, J> {
     /// [`Policy::run_keyed`], each error judged by the classifier.
-    pub async fn run_keyed<Q, T, F, Fut>(&self, key: &Q, mut make_attempt: F) -> Result<T, E>
+    pub async fn run_keyed<Q, T, F, Fut>(&self, key: &Q, mut make_attempt: F) -> Result<T, J::Error>
     where
         Q: Key + ?Sized,
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: From<Rejected>,
+        Fut: Future<Output = Result<T, J::Error>>,
     {
         let settings = &self.settings;
         let scope = settings.keys.as_ref().map(|keys| keys.held(key));
         let breaker = breaker_of(settings, scope.as_ref());
         let execution = Execution::start(settings, breaker, scope);
-        let classify = self.classify;
-        let judged = || judged(classify, make_attempt());
-        drive(execution, judged).await.map_err(Judged::into_error)
+        let judge = self.classify;
+        let judged = || judged(judge, make_attempt());
+        let outcome = drive(execution, judged).await;
+        outcome.map_err(|error| error.into_error(|rejected| judge.carry(rejected)))
     }
 }
 
-impl<P, E, R: Into<Classification>> Policy<P, fn(&E) -> R> {
+impl<P, J: Judge> Policy<P, J> {
     /// [`Policy::run_routed`], each error judged by the classifier (a
-    /// [`Classification::MoveOn`] moves the route on at once).
+    /// [`Classification::MoveOn`](crate::Classification::MoveOn) moves the route on at once).
     pub async fn run_routed<'k, K, T, F, Fut>(
         &self,
         first: &'k K,
         others: impl IntoIterator<Item = &'k K>,
         mut make_attempt: F,
-    ) -> Result<T, E>
+    ) -> Result<T, J::Error>
     where
         K: Key + PartialEq + ?Sized,
         F: FnMut(&'k K) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: From<Rejected>,
+        Fut: Future<Output = Result<T, J::Error>>,
     {
         let route = Route::new(&self.settings, |target| *target, first, others);
-        let classify = self.classify;
-        let judged = |target| judged(classify, make_attempt(target));
-        drive_routed(route, judged)
-            .await
-            .map_err(Judged::into_error)
+        let judge = self.classify;
+        let judged = |target| judged(judge, make_attempt(target));
+        let outcome = drive_routed(route, judged).await;
+        outcome.map_err(|error| error.into_error(|rejected| judge.carry(rejected)))
     }
 }
 
-/// An attempt whose error is judged by `classify` as it comes.
-async fn judged<T, E, R: Into<Classification>>(
-    classify: fn(&E) -> R,
-    attempt: impl Future<Output = Result<T, E>>,
-) -> Result<T, Judged<E>> {
-    attempt.await.map_err(|error| Judged::body(error, classify))
+/// An attempt whose error is judged as it comes.
+async fn judged<T, J: Judge>(
+    judge: J,
+    attempt: impl Future<Output = Result<T, J::Error>>,
+) -> Result<T, Judged<J::Error>> {
+    attempt.await.map_err(|error| {
+        let class = judge.judge(&error);
+        Judged::Body(error, class)
+    })
 }
 
 async fn drive_routed<'k, K, T, E, F, Fut>(

@@ -3,7 +3,7 @@
 
 use super::PolicyBuilder;
 use crate::policy::ByTransient;
-use crate::Classification;
+use crate::{Classification, Classifier, Rejected};
 
 impl<K> PolicyBuilder<K, ByTransient> {
     /// `classify` decides which errors are worth retrying, instead of the error type's
@@ -18,7 +18,8 @@ impl<K> PolicyBuilder<K, ByTransient> {
     /// `From<Rejected>`: resil's own failures (a timeout, an open breaker) reach the caller
     /// through it, and keep resil's classification (a timeout is retried whatever `classify`
     /// says of the `E` it became). Its type is `Policy<K, fn(&E) -> R>`, to name in a
-    /// `static`.
+    /// `static`. When `E` is of another crate, which can have no `From<Rejected>` either,
+    /// give the conversion with [`rejected`](PolicyBuilder::rejected).
     ///
     /// ```
     /// use resil_runtime::{Policy, Rejected};
@@ -61,5 +62,52 @@ impl<K> PolicyBuilder<K, ByTransient> {
         classify: fn(&E) -> R,
     ) -> PolicyBuilder<K, fn(&E) -> R> {
         self.retype(|ByTransient| classify)
+    }
+}
+
+impl<K, E, R> PolicyBuilder<K, fn(&E) -> R> {
+    /// How resil's own failures (a timeout, an open breaker, a full bulkhead) become an `E`,
+    /// instead of `From<Rejected>`: for an error type of another crate, for which the orphan
+    /// rule forbids that impl too. What `rejected = path` does on the attribute. They keep
+    /// resil's classification whatever the classifier says of the `E` they became. The
+    /// policy's type is `Policy<K, Classifier<E, R>>`.
+    ///
+    /// ```
+    /// use resil_runtime::{Classifier, Policy, Rejected};
+    /// use std::time::Duration;
+    ///
+    /// // As another crate defines it: no `Transient`, no `From<Rejected>`, and neither can
+    /// // be implemented here.
+    /// #[derive(Debug, PartialEq)]
+    /// pub enum Status { Unavailable, DeadlineExceeded(String) }
+    ///
+    /// fn is_retryable(status: &Status) -> bool {
+    ///     *status == Status::Unavailable
+    /// }
+    ///
+    /// fn to_status(rejected: Rejected) -> Status {
+    ///     Status::DeadlineExceeded(rejected.to_string())
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy: Policy<_, Classifier<Status, bool>> = Policy::builder()
+    ///     .timeout(Duration::from_secs(1))
+    ///     .retry(1)
+    ///     .transient(is_retryable)
+    ///     .rejected(to_status)
+    ///     .build()
+    ///     .unwrap();
+    /// let slow = policy
+    ///     .run(|| async {
+    ///         tokio::time::sleep(Duration::from_secs(5)).await;
+    ///         Ok::<u32, Status>(1)
+    ///     })
+    ///     .await;
+    /// // Two attempts timed out (a timeout is retried whatever `is_retryable` says).
+    /// assert!(matches!(slow, Err(Status::DeadlineExceeded(message)) if message.contains("timed out")));
+    /// # }
+    /// ```
+    pub fn rejected(self, rejected: fn(Rejected) -> E) -> PolicyBuilder<K, Classifier<E, R>> {
+        self.retype(|classify| Classifier { classify, rejected })
     }
 }
