@@ -73,6 +73,55 @@ async fn a_boxed_error_is_classified_by_its_chain() {
     assert_eq!(calls.count(), 1, "a message is permanent");
 }
 
+#[resilient(retry = 2, backoff = "100ms..100ms", jitter = "none")]
+async fn io_call(calls: &Calls, fail: fn() -> io::Error) -> Result<u32, io::Error> {
+    failing(calls, 1, fail)
+}
+
+/// `io::Error::other(e)` (a program's own error through an io interface): its `source()`
+/// passes over `e`, which decides all the same.
+#[tokio::test(start_paused = true)]
+async fn an_io_error_wrapping_a_programs_error_is_classified_by_it() {
+    let calls = Calls::default();
+    let started = Instant::now();
+    let slow = || {
+        io::Error::other(ProviderError::SlowDown {
+            wait: Duration::from_secs(7),
+        })
+    };
+    assert_eq!(io_call(&calls, slow).await.unwrap(), 2);
+    assert_eq!(started.elapsed(), Duration::from_secs(7));
+
+    let calls = Calls::default();
+    let busy = || BoxError::from(io::Error::other(ProviderError::Busy));
+    assert_eq!(boxed_call(&calls, busy).await.unwrap(), 2);
+
+    let calls = Calls::default();
+    let bad = || io::Error::other(ProviderError::BadRequest);
+    io_call(&calls, bad).await.unwrap_err();
+    assert_eq!(calls.count(), 1, "what it wraps is permanent");
+}
+
+#[resilient(timeout = "1s", retry = 1)]
+async fn io_slow(calls: &Calls) -> Result<u32, io::Error> {
+    calls.add();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    Ok(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_io_error_carries_a_timeout_which_is_retried() {
+    let calls = Calls::default();
+    let error = io_slow(&calls).await.unwrap_err();
+    assert_eq!(calls.count(), 2);
+    assert_eq!(error.kind(), io::ErrorKind::TimedOut);
+    let rejected = error.get_ref().and_then(|e| e.downcast_ref::<Rejected>());
+    assert!(
+        matches!(rejected, Some(Rejected::Timeout { .. })),
+        "{error:?}"
+    );
+}
+
 #[resilient(timeout = "1s", retry = 1)]
 async fn boxed_slow(calls: &Calls) -> Result<u32, BoxError> {
     calls.add();

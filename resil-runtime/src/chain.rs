@@ -7,6 +7,7 @@
 //! Nothing runs to fill the list, and only an error's classification reads it.
 
 use std::error::Error;
+use std::io;
 use std::time::Duration;
 
 use linkme::distributed_slice;
@@ -39,7 +40,7 @@ pub fn transient_type<'a, T: Error + Transient + 'static>(
 /// resil's own types that can stand in a chain.
 const BUILT_IN: &[TransientType] = &[
     transient_type::<Rejected>,
-    transient_type::<std::io::Error>,
+    transient_type::<io::Error>,
     transient_type::<tokio::time::error::Elapsed>,
     #[cfg(feature = "http")]
     transient_type::<crate::http::HttpError>,
@@ -93,6 +94,47 @@ macro_rules! by_chain {
             }
         }
     )*};
+}
+
+/// Network hiccups are transient: the connection timed out, was reset, aborted or refused,
+/// the call was interrupted, would block, or the pipe broke. Every other kind (not found,
+/// permission denied, invalid data, ...) is permanent, but for an error of kind `Other` that
+/// wraps another (`io::Error::other(e)`, how a program passes its own error through an io
+/// interface): what the wrapped error's chain says, as in a boxed error. (Its `source()` is the
+/// wrapped error's own source, passing over the wrapped error: it is read through `get_ref`.)
+impl Transient for io::Error {
+    fn is_transient(&self) -> bool {
+        match wrapped(self) {
+            Some(error) => error.is_transient(),
+            None => matches!(
+                self.kind(),
+                io::ErrorKind::TimedOut
+                    | io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::ConnectionRefused
+                    | io::ErrorKind::Interrupted
+                    | io::ErrorKind::WouldBlock
+                    | io::ErrorKind::BrokenPipe
+            ),
+        }
+    }
+    fn retry_after(&self) -> Option<Duration> {
+        wrapped(self).and_then(|error| error.retry_after())
+    }
+    fn is_throttle(&self) -> bool {
+        wrapped(self).is_some_and(|error| error.is_throttle())
+    }
+    fn moves_on(&self) -> bool {
+        wrapped(self).is_some_and(|error| error.moves_on())
+    }
+}
+
+/// What decides for an io error of kind `Other` around another error: that error's chain.
+fn wrapped(error: &io::Error) -> Option<&dyn Transient> {
+    if error.kind() != io::ErrorKind::Other {
+        return None;
+    }
+    decider(error.get_ref()?)
 }
 
 by_chain! {
@@ -154,6 +196,58 @@ mod tests {
         let not_found = io::Error::new(io::ErrorKind::NotFound, Wrapped(None));
         let over = boxed(Wrapped(Some(boxed(not_found))));
         assert!(!over.is_transient());
+    }
+
+    #[test]
+    fn io_kinds() {
+        for kind in [
+            io::ErrorKind::TimedOut,
+            io::ErrorKind::ConnectionReset,
+            io::ErrorKind::ConnectionAborted,
+            io::ErrorKind::ConnectionRefused,
+            io::ErrorKind::Interrupted,
+            io::ErrorKind::WouldBlock,
+            io::ErrorKind::BrokenPipe,
+        ] {
+            assert!(io::Error::from(kind).is_transient(), "{kind:?}");
+        }
+        for kind in [
+            io::ErrorKind::NotFound,
+            io::ErrorKind::PermissionDenied,
+            io::ErrorKind::InvalidData,
+            io::ErrorKind::InvalidInput,
+            io::ErrorKind::Other,
+        ] {
+            assert!(!io::Error::from(kind).is_transient(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn an_io_error_of_kind_other_says_what_it_wraps() {
+        let open = || Rejected::BreakerOpen {
+            breaker: "gpt".into(),
+            retry_in: Duration::from_secs(9),
+        };
+        let other = io::Error::other(open());
+        assert_eq!(other.retry_after(), Some(Duration::from_secs(9)));
+        let timeout = Rejected::Timeout {
+            after: Duration::from_secs(1),
+        };
+        // Alone, in a box, and under a link of no listed type.
+        assert!(io::Error::other(timeout).is_transient());
+        let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+        let boxed_other = boxed(io::Error::other(Wrapped(Some(boxed(reset)))));
+        assert!(boxed_other.is_transient(), "the wrapped chain decides");
+        let under = boxed(Wrapped(Some(boxed(io::Error::other(open())))));
+        assert_eq!(under.retry_after(), Some(Duration::from_secs(9)));
+        // Another kind decides by itself, and `Other` around nothing listed is permanent.
+        assert!(!io::Error::new(io::ErrorKind::NotFound, open()).is_transient());
+        assert_eq!(
+            io::Error::new(io::ErrorKind::NotFound, open()).retry_after(),
+            None
+        );
+        assert!(!io::Error::other(Wrapped(None)).is_transient());
+        assert!(!io::Error::other("no such model").is_transient());
     }
 
     #[test]

@@ -151,6 +151,37 @@ impl From<Rejected> for Box<dyn std::error::Error + Send> {
     }
 }
 
+/// A function returning `std::io::Error` can fail with the runtime's own failures too: a
+/// timeout as kind `TimedOut`, every other as kind `Other`, each holding the `Rejected`
+/// (`get_ref`, `into_inner`), which keeps resil's classification of it (an io error of kind
+/// `Other` says what the error it wraps says).
+///
+/// ```
+/// use resil_runtime::{Rejected, Transient};
+/// use std::{io, time::Duration};
+///
+/// let timeout = io::Error::from(Rejected::Timeout { after: Duration::from_secs(1) });
+/// assert_eq!(timeout.kind(), io::ErrorKind::TimedOut);
+/// let open = io::Error::from(Rejected::BreakerOpen {
+///     breaker: "gpt".into(),
+///     retry_in: Duration::from_secs(9),
+/// });
+/// assert_eq!(open.retry_after(), Some(Duration::from_secs(9)));
+/// assert!(matches!(
+///     open.get_ref().and_then(|e| e.downcast_ref::<Rejected>()),
+///     Some(Rejected::BreakerOpen { .. })
+/// ));
+/// ```
+impl From<Rejected> for std::io::Error {
+    fn from(rejected: Rejected) -> Self {
+        let kind = match rejected {
+            Rejected::Timeout { .. } => std::io::ErrorKind::TimedOut,
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, rejected)
+    }
+}
+
 /// `From<Rejected>`, with an error message written for a person: what an error type needs so
 /// that an operation can fail with the runtime's own failures.
 #[doc(hidden)]

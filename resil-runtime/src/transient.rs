@@ -1,6 +1,5 @@
 //! The [`Transient`] trait: an error type says for itself whether it is worth retrying.
 
-use std::io;
 use std::time::Duration;
 
 /// Says whether an error is worth retrying, and how long the other side asked us to wait.
@@ -107,56 +106,9 @@ impl<T: Transient + ?Sized> Transient for Box<T> {
     }
 }
 
-/// Network hiccups are transient: the connection timed out, was reset, aborted or refused,
-/// the call was interrupted, would block, or the pipe broke. Every other kind (not found,
-/// permission denied, invalid data, ...) is permanent.
-impl Transient for io::Error {
-    fn is_transient(&self) -> bool {
-        matches!(
-            self.kind(),
-            io::ErrorKind::TimedOut
-                | io::ErrorKind::ConnectionReset
-                | io::ErrorKind::ConnectionAborted
-                | io::ErrorKind::ConnectionRefused
-                | io::ErrorKind::Interrupted
-                | io::ErrorKind::WouldBlock
-                | io::ErrorKind::BrokenPipe
-        )
-    }
-}
-
 /// A tokio timeout that fired: the next try may well be faster.
 impl Transient for tokio::time::error::Elapsed {
     fn is_transient(&self) -> bool {
         true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn io_kinds() {
-        for kind in [
-            io::ErrorKind::TimedOut,
-            io::ErrorKind::ConnectionReset,
-            io::ErrorKind::ConnectionAborted,
-            io::ErrorKind::ConnectionRefused,
-            io::ErrorKind::Interrupted,
-            io::ErrorKind::WouldBlock,
-            io::ErrorKind::BrokenPipe,
-        ] {
-            assert!(io::Error::from(kind).is_transient(), "{kind:?}");
-        }
-        for kind in [
-            io::ErrorKind::NotFound,
-            io::ErrorKind::PermissionDenied,
-            io::ErrorKind::InvalidData,
-            io::ErrorKind::InvalidInput,
-            io::ErrorKind::Other,
-        ] {
-            assert!(!io::Error::from(kind).is_transient(), "{kind:?}");
-        }
     }
 }
