@@ -260,13 +260,17 @@ macro_rules! transient_in_chains {
 /// | `nested = "independent"` | inside another operation, keep this call's own retry count instead of drawing from the operation's allowance (see the crate docs) | `"shared"` |
 ///
 /// The function must return `Result<T, E>` with `E: Transient + From<Rejected>` (with
-/// `transient = ...`, `E: From<Rejected>` only). Its
+/// `transient = ...`, `E: From<Rejected>` only, or neither with `rejected = ...` too). Its
 /// signature, visibility, attributes and docs stay as written; its docs gain a
 /// "Resilience" section with the policy and its worst-case latency.
 ///
 /// # What it expands to
 ///
-/// The policy is built once per function (a `static`); each attempt re-runs the body as a
+/// The policy is built once per function (a `static`), so a generic function, or a default
+/// method of a trait, has one policy for every type it is used with: one bulkhead, one set of
+/// gates, one breaker per value of `per_<arg>`. For state of each type's own, key by it
+/// (`key = (self.name(), model)` with `breaker = "per_key"`), or put the attribute on each
+/// impl's method. Each attempt re-runs the body as a
 /// fresh `async` block, so the body may borrow `&mut self` and `return` and `?` behave as
 /// before. Arguments taken by value are cloned for each attempt when there can be more than
 /// one, or a fallback (a by-value argument that is not `Clone` is a compile error then).

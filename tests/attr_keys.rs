@@ -169,3 +169,73 @@ async fn a_reference_key_type_from_a_macro_compiles_and_keys() {
     assert_eq!(by_macro_type("live", &calls).await, Ok("live".into()));
     assert_eq!(calls.count(), 2);
 }
+
+/// A provider client as applications write it: its name and the request's model are read
+/// through methods that return `&str`, borrowed from `self` and from the request.
+struct Client {
+    name: String,
+    calls: Calls,
+}
+
+impl Request {
+    fn model(&self) -> &str {
+        &self.model
+    }
+}
+
+impl Client {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    #[resilient(key = self.name(), breaker = "per_key", breaker_threshold = 1)]
+    async fn by_name(&self, fail: bool) -> Result<String, ApiError> {
+        self.answer(fail)
+    }
+
+    #[resilient(key = (self.name(), req.model()), breaker = "per_key", breaker_threshold = 1)]
+    async fn by_name_and_model(&self, req: &Request, fail: bool) -> Result<String, ApiError> {
+        self.answer(fail)
+    }
+
+    fn answer(&self, fail: bool) -> Result<String, ApiError> {
+        self.calls.add();
+        match fail {
+            true => Err(ApiError::Busy),
+            false => Ok(self.name.clone()),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_borrowed_from_self_or_an_argument_through_a_method() {
+    let client = |name: &str| Client {
+        name: name.into(),
+        calls: Calls::default(),
+    };
+    let (openai, azure) = (client("openai"), client("azure"));
+    assert_eq!(openai.by_name(true).await, Err(ApiError::Busy));
+    let refused = openai.by_name(false).await;
+    assert!(
+        matches!(&refused, Err(ApiError::Rejected(Rejected::BreakerOpen { breaker, .. })) if &**breaker == "self.name()=openai"),
+        "{refused:?}"
+    );
+    assert_eq!(azure.by_name(false).await, Ok("azure".into()));
+
+    let (small, large) = (request("any", "small"), request("any", "large"));
+    let _ = openai.by_name_and_model(&small, true).await;
+    let refused = openai.by_name_and_model(&small, false).await;
+    assert!(
+        matches!(&refused, Err(ApiError::Rejected(Rejected::BreakerOpen { breaker, .. })) if breaker.contains("(openai, small)")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        openai.by_name_and_model(&large, false).await,
+        Ok("openai".into())
+    );
+    assert_eq!(
+        azure.by_name_and_model(&small, false).await,
+        Ok("azure".into())
+    );
+    assert_eq!(openai.calls.count(), 3, "each refusal made no call");
+}

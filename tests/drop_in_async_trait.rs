@@ -241,3 +241,80 @@ async fn tracing_instrument_stacks_on_either_side_in_an_async_trait_impl() {
         Ok("hi on call 3")
     );
 }
+
+/// A default method's policy is one for every implementor: what must be each one's own is
+/// keyed by it.
+#[async_trait]
+trait Named: Send + Sync {
+    fn name(&self) -> &str;
+    fn failing(&self) -> bool;
+    fn calls(&self) -> &Calls;
+
+    /// Keyed by the model alone: one breaker per model for every implementor.
+    #[resilient(breaker = "per_model", breaker_threshold = 1, breaker_cooldown = "60s")]
+    async fn by_model(&self, model: &str) -> Result<String, ApiError> {
+        self.call(model)
+    }
+
+    /// Keyed by the implementor too: each its own breaker.
+    #[resilient(key = (self.name(), model), breaker = "per_key", breaker_threshold = 1, breaker_cooldown = "60s")]
+    async fn by_provider(&self, model: &str) -> Result<String, ApiError> {
+        self.call(model)
+    }
+
+    fn call(&self, model: &str) -> Result<String, ApiError> {
+        self.calls().add();
+        match self.failing() {
+            true => Err(ApiError::Busy),
+            false => Ok(format!("{model} from {}", self.name())),
+        }
+    }
+}
+
+struct Hosted {
+    name: &'static str,
+    failing: bool,
+    calls: Calls,
+}
+
+impl Named for Hosted {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn failing(&self) -> bool {
+        self.failing
+    }
+    fn calls(&self) -> &Calls {
+        &self.calls
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_default_methods_policy_is_shared_by_implementors_unless_keyed_by_them() {
+    let hosted = |name, failing| -> Arc<dyn Named> {
+        Arc::new(Hosted {
+            name,
+            failing,
+            calls: Calls::default(),
+        })
+    };
+    let (openai, azure) = (hosted("openai", true), hosted("azure", false));
+    // OpenAI's failure opens the one `gpt-4o` breaker: Azure's call is refused without a call.
+    assert_eq!(openai.by_model("gpt-4o").await, Err(ApiError::Busy));
+    let refused = azure.by_model("gpt-4o").await;
+    assert!(
+        matches!(
+            refused,
+            Err(ApiError::Rejected(Rejected::BreakerOpen { .. }))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(azure.calls().count(), 0);
+    // Keyed by the provider, OpenAI's failure is its own.
+    assert_eq!(openai.by_provider("gpt-4o").await, Err(ApiError::Busy));
+    assert_eq!(
+        azure.by_provider("gpt-4o").await.as_deref(),
+        Ok("gpt-4o from azure")
+    );
+    assert_eq!(openai.calls().count(), 2);
+}

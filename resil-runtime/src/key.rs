@@ -67,7 +67,7 @@ pub const MAX_KEY_BYTES: usize = 256;
 /// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot key a breaker, bulkhead or rate gate",
-    note = "a key must be `str`, `String`, a tuple of keys, or a `Clone + Hash + Eq + Display + Send + Sync + 'static` type; a key expression is borrowed, so dereference a reference: `key = *req.model()`"
+    note = "a key must be `str`, `String`, a tuple of keys, or a `Clone + Hash + Eq + Display + Send + Sync + 'static` type; a key expression whose value is a reference to one (`req.model()` returning `&str`) keys by the value it points to"
 )]
 pub trait Key: sealed::Sealed {
     /// Writes the key's unambiguous name (see the module docs).

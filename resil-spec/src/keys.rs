@@ -162,7 +162,7 @@ pub const KEYS: &[KeyDoc] = &[
         name: "key",
         example: "key = (provider, req.model)",
         summary: "an expression over the arguments that per-key breakers, bulkheads and gates are keyed by",
-        meaning: "the key of what is declared per key: an expression over the arguments, or a tuple of 2 to 4; evaluated once per call, borrowed",
+        meaning: "the key of what is declared per key: an expression over the arguments (`self` included), or a tuple of 2 to 4; evaluated once per call, borrowed; a reference to a key (`self.name()`, `req.model()` returning `&str`) keys by the value it points to",
         default: "none",
         constraints: "its type is `Hash + Eq + Display`; needs something per key",
         builder: "`keyed(label)`, then `run_keyed(&key, …)`",

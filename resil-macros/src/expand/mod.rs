@@ -467,24 +467,38 @@ fn execution(config: &Config) -> TokenStream {
         return quote! { __RESIL_POLICY.execute() };
     };
     // The key is borrowed for the lookup: an argument declared as a reference as it is,
-    // anything else by reference.
+    // anything else by reference, and an expression whose value is a reference to a key
+    // (`self.name()`) as the key it points to, so that it need not be `'static`
+    // (`__private::KeyProbe`).
     let part = |part: &KeyPart| match part {
         KeyPart::Argument(KeyArgument {
             ident,
             by_ref: true,
         }) => quote! { #ident },
         KeyPart::Argument(KeyArgument { ident, .. }) => quote! { &#ident },
-        KeyPart::Expr(expr) => quote_spanned! {expr.span()=> &(#expr) },
+        KeyPart::Expr(expr) => {
+            quote_spanned! {expr.span()=> ::resil::__private::KeyProbe(&(#expr)).resil_key() }
+        }
     };
-    match &key.value {
+    let (call, parts) = match &key.value {
         KeyValue::One(one) => {
             let key = part(one);
-            quote! { ::resil::__private::keyed_execution(&__RESIL_POLICY, #key) }
+            let call = quote! { ::resil::__private::keyed_execution(&__RESIL_POLICY, #key) };
+            (call, std::slice::from_ref(one))
         }
         KeyValue::Tuple(parts) => {
-            let parts = parts.iter().map(part);
-            quote! { ::resil::__private::keyed_execution(&__RESIL_POLICY, &::resil::__private::KeyTuple((#(#parts,)*))) }
+            let key = parts.iter().map(part);
+            let call = quote! { ::resil::__private::keyed_execution(&__RESIL_POLICY, &::resil::__private::KeyTuple((#(#key,)*))) };
+            (call, &parts[..])
         }
+    };
+    if parts.iter().any(|part| matches!(part, KeyPart::Expr(_))) {
+        quote! {{
+            use ::resil::__private::{KeyByDeref as _, KeyByValue as _};
+            #call
+        }}
+    } else {
+        call
     }
 }
 
