@@ -4,8 +4,20 @@
 use tokio::time::Instant;
 
 use super::Progress;
+
+/// Where a learning gate's declared ceiling, counted over the starts, leaves an attempt whose
+/// slots came ([`Progress::within_ceilings`]).
+pub(super) enum Ceiling {
+    /// It starts now.
+    Now,
+    /// It waits for its slots until then.
+    At(Instant),
+    /// Its slots, granted by the store, went back: it asks again then.
+    #[cfg(feature = "shared")]
+    Again(Instant),
+}
 use crate::events::Event;
-use crate::{ProviderLimits, RateGate};
+use crate::{ProviderLimits, RateGate, Rejected};
 
 impl Progress<'_> {
     /// For gates that learn: the call keeps its slots, marked used, until it ends (its
@@ -33,6 +45,49 @@ impl Progress<'_> {
         let due = |gate: Option<&RateGate>, slot| gate.zip(slot).and_then(|(g, s)| g.due(s));
         let due = due(self.rate(), reserved.rate).max(due(self.token_rate(), reserved.tokens));
         due.filter(|due| *due > Instant::now())
+    }
+
+    /// This attempt's slots came: it starts now if each learning gate's declared ceiling,
+    /// counted over the starts, allows it, or not before the instant it gives (see
+    /// [`RateGate::start_within_ceiling`]); a wait past the deadline refuses it. Out of line:
+    /// only policies whose gates learn get here.
+    #[inline(never)]
+    pub(super) fn within_ceilings(&mut self) -> Result<Ceiling, Rejected> {
+        let rate = match self.rate().map(|gate| gate.start_within_ceiling(1)) {
+            Some(Err(at)) => return self.not_before(at),
+            Some(Ok(started)) => Some(started),
+            None => None,
+        };
+        if let Some(Err(at)) =
+            (self.token_rate()).map(|gate| gate.start_within_ceiling(self.cost()))
+        {
+            if let Some((gate, started)) = self.rate().zip(rate) {
+                gate.unstart(started);
+            }
+            return self.not_before(at);
+        }
+        Ok(Ceiling::Now)
+    }
+
+    /// The attempt starts at `at`, if that is within its deadline. Slots the store granted
+    /// are given back and asked for again then: moved later here, one would come closer to
+    /// another instance's next, which the store spaced it from.
+    fn not_before(&mut self, at: Instant) -> Result<Ceiling, Rejected> {
+        let now = Instant::now();
+        if self
+            .start_by()
+            .is_some_and(|start_by| at > start_by.max(now))
+        {
+            return Err(Rejected::RateLimited {
+                retry_in: at.saturating_duration_since(now),
+            });
+        }
+        #[cfg(feature = "shared")]
+        if (self.admission.as_ref()).is_some_and(|admission| admission.reserved.remote.is_some()) {
+            self.refund_slots();
+            return Ok(Ceiling::Again(at));
+        }
+        Ok(Ceiling::At(at))
     }
 
     /// The call ended: what its body told last teaches the gates; a probe that was answered

@@ -1,6 +1,7 @@
 //! How an attempt begins: the checks before the breaker (bulkhead, deadline, rate gates,
 //! shared or local), the slot it then waits for, and its admission once the call may be made.
 
+use super::super::learn::Ceiling;
 #[cfg(feature = "shared")]
 use super::super::slots::SharedStart;
 use super::{AttemptProjection, Progress, Stage, Wait};
@@ -66,6 +67,14 @@ pub(super) fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Reject
     }
     let wait = progress.reserve_slots()?;
     if wait.is_zero() {
+        if progress.settings.learns {
+            match progress.within_ceilings()? {
+                Ceiling::Now => {}
+                Ceiling::At(at) => return Ok(Begin::Slot(at)),
+                #[cfg(feature = "shared")]
+                Ceiling::Again(at) => return Ok(Begin::Held(at)),
+            }
+        }
         return Ok(Begin::Breaker);
     }
     if let Some(turn) = progress.wait_in_turn()? {

@@ -19,6 +19,7 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use super::admission::PermitWait;
+use super::learn::Ceiling;
 #[cfg(feature = "shared")]
 use super::slots::SharedWait;
 use super::slots::TurnWait;
@@ -214,8 +215,11 @@ where
                     Ok(answer) => {
                         this.timer.set(None);
                         *this.cut = None;
+                        // A learning gate's slots start within its declared ceiling: checked
+                        // where a slot's wait ends.
+                        let learns = this.execution.progress.settings.learns;
                         match this.execution.progress.shared_answer(answer) {
-                            Ok(wait) if wait.is_zero() => match through_breaker(this) {
+                            Ok(wait) if wait.is_zero() && !learns => match through_breaker(this) {
                                 Ok(()) => continue,
                                 Err(rejected) => Err(Failure::Rejected(rejected)),
                             },
@@ -387,15 +391,33 @@ where
                         *this.stage = Stage::Start;
                         continue;
                     }
+                    let mut ready = Ok(());
                     if this.execution.progress.settings.learns {
-                        // A learning gate's slot, placed again by an answer: sooner, or now.
-                        if let Some(due) = this.execution.progress.slots_due() {
-                            set_timer(this.timer.as_mut(), looks_again(due));
-                            continue;
+                        // A learning gate's slot, placed again by an answer: sooner, or now;
+                        // then the start, within the declared ceiling.
+                        let progress = &mut this.execution.progress;
+                        let due = match progress.slots_due() {
+                            Some(due) => Ok(Ceiling::At(looks_again(due))),
+                            None => progress.within_ceilings(),
+                        };
+                        match due {
+                            Ok(Ceiling::Now) => {}
+                            Ok(Ceiling::At(due)) => {
+                                set_timer(this.timer.as_mut(), due);
+                                continue;
+                            }
+                            #[cfg(feature = "shared")]
+                            Ok(Ceiling::Again(at)) => {
+                                set_timer(this.timer.as_mut(), at);
+                                *this.stage = Stage::Held;
+                                continue;
+                            }
+                            Err(rejected) => ready = Err(rejected),
                         }
                     }
                     // The slot came within the deadline, but this poll may come after it.
-                    match (this.execution.progress.before_deadline())
+                    match ready
+                        .and_then(|()| this.execution.progress.before_deadline())
                         .and_then(|()| through_breaker(this))
                     {
                         Ok(()) => continue,
