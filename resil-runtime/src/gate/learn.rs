@@ -55,7 +55,7 @@ const PROBE_LOST: Duration = Duration::from_secs(60);
 
 /// The most slots started a learning gate keeps booked: the calls in flight, whose answers
 /// may still count them and place the slots ahead again. An answer forgets those booked up to
-/// its call, so only calls that never end (or never answer) could fill it; the earliest of
+/// its call that started (one still waiting stays, its caller may give it back), so only calls that never end (or never answer) could fill it; the earliest of
 /// them goes first. The slots ahead are kept whatever their number (each has its caller
 /// waiting, or went back when it gave up), or the answer of a call in flight would find its
 /// slot gone with more than this many waiting, and place none of them again.
@@ -289,8 +289,12 @@ impl RateGate {
         let answered = (state.booked.iter())
             .find(|booked| booked.mark == slot.mark())
             .copied();
-        // The slots reserved up to the answered call count for no later answer.
-        state.booked.retain(|booked| booked.mark > slot.mark());
+        // The slots reserved up to the answered call count for no later answer, but those
+        // still waiting: the provider has not seen them, and their callers may give them back.
+        let now = self.offset(Instant::now());
+        state
+            .booked
+            .retain(|booked| booked.mark > slot.mark() || booked.start > now);
         let quota = quota?;
         // Stale: a later call's answer was applied already.
         if state.heard > slot.mark() {
@@ -325,7 +329,6 @@ impl RateGate {
             .filter(|booked| booked.start < until)
             .map(|booked| booked.units)
             .sum();
-        let now = self.offset(Instant::now());
         // The limit per window. A declared gate, which takes nothing at once from an answer,
         // runs faster when what is left, spread from its last slot until the reset, allows
         // it: a window overestimated (by a hostile reset) does not slow a gate the answers
