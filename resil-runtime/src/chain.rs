@@ -40,7 +40,7 @@ pub fn transient_type<'a, T: Error + Transient + 'static>(
 /// resil's own types that can stand in a chain.
 const BUILT_IN: &[TransientType] = &[
     transient_type::<Rejected>,
-    transient_type::<io::Error>,
+    io_link,
     transient_type::<tokio::time::error::Elapsed>,
     #[cfg(feature = "http")]
     transient_type::<crate::http::HttpError>,
@@ -53,9 +53,34 @@ const BUILT_IN: &[TransientType] = &[
 /// handful of links.
 const LINKS_AT_MOST: usize = 64;
 
+/// An io error in a chain: it decides by its kind, but for one of kind `Other` around another
+/// error, which the walk passes through to what it wraps ([`next`]).
+fn io_link<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a dyn Transient> {
+    let io = error.downcast_ref::<io::Error>()?;
+    (wrapped_by(io).is_none()).then_some(io as &dyn Transient)
+}
+
+/// What an io error of kind `Other` wraps (`io::Error::other(e)`): its `source()` is the
+/// wrapped error's own source, passing over the wrapped error, which is read through
+/// `get_ref` instead.
+fn wrapped_by(io: &io::Error) -> Option<&(dyn Error + 'static)> {
+    match io.kind() {
+        io::ErrorKind::Other => io.get_ref().map(|inner| inner as &(dyn Error + 'static)),
+        _ => None,
+    }
+}
+
+/// The link after `error` in its chain.
+fn next<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 'static)> {
+    match error.downcast_ref::<io::Error>().and_then(wrapped_by) {
+        Some(inner) => Some(inner),
+        None => error.source(),
+    }
+}
+
 /// The first error of the chain that a listed type classifies: it decides for the chain.
 fn decider<'a>(error: &'a (dyn Error + 'static)) -> Option<&'a dyn Transient> {
-    let chain = std::iter::successors(Some(error), |&error| error.source());
+    let chain = std::iter::successors(Some(error), |&error| next(error));
     chain.take(LINKS_AT_MOST).find_map(|error| {
         let mut types = BUILT_IN.iter().chain(TRANSIENT_TYPES_0_1.iter());
         types.find_map(|of| of(error))
@@ -129,12 +154,11 @@ impl Transient for io::Error {
     }
 }
 
-/// What decides for an io error of kind `Other` around another error: that error's chain.
+/// What decides for an io error of kind `Other` around another error: that error's chain,
+/// walked within the same bound as any (the walk passes through such io errors, so this is
+/// one walk, however they nest).
 fn wrapped(error: &io::Error) -> Option<&dyn Transient> {
-    if error.kind() != io::ErrorKind::Other {
-        return None;
-    }
-    decider(error.get_ref()?)
+    decider(wrapped_by(error)?)
 }
 
 by_chain! {
@@ -273,6 +297,31 @@ mod tests {
         fn source(&self) -> Option<&(dyn Error + 'static)> {
             Some(self)
         }
+    }
+
+    /// An error whose source is an io error of kind `Other` around the first again.
+    #[derive(Debug)]
+    struct ThroughIo;
+
+    static AROUND: std::sync::LazyLock<io::Error> =
+        std::sync::LazyLock::new(|| io::Error::other(ThroughIo));
+
+    impl fmt::Display for ThroughIo {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("through io")
+        }
+    }
+
+    impl Error for ThroughIo {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&*AROUND)
+        }
+    }
+
+    #[test]
+    fn a_chain_that_loops_through_an_io_error_is_walked_a_bounded_number_of_links() {
+        assert!(!AROUND.is_transient(), "permanent, and it returns");
+        assert_eq!(boxed(ThroughIo).retry_after(), None);
     }
 
     #[test]

@@ -206,11 +206,16 @@ pub(crate) fn check(
             "`transient` does not apply to a streaming function: its errors also reach the caller inside the stream, where resil asks the error type itself; implement `Transient` for the error type (for a type of another crate, on a wrapper of your own: `struct ApiError(Status)` with `From<resil::Rejected>`), or return `Box<dyn std::error::Error + Send + Sync>`, which resil classifies by its chain",
         );
     }
-    if let (None, Some(rejected)) = (&args.transient, &args.rejected) {
-        errors.push(
+    match (&args.transient, &args.rejected) {
+        (None, Some(rejected)) if streaming => errors.push(
+            rejected.key,
+            "`rejected` goes with `transient`, which does not apply to a streaming function: implement `Transient` and `From<resil::Rejected>` for the error type (for a type of another crate, on a wrapper of your own), and remove `rejected`",
+        ),
+        (None, Some(rejected)) => errors.push(
             rejected.key,
             "`rejected` says how resil's failures become an error type that `transient = ...` judges: add `transient = classify` (`fn(&E) -> bool`), or remove `rejected` and implement `From<resil::Rejected>` for the error type",
-        );
+        ),
+        _ => {}
     }
     check_gate_keys(&args, &mut errors);
     let priority = check_priority(&args, sig, &mut errors);

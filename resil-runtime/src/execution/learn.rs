@@ -53,14 +53,21 @@ impl Progress<'_> {
     /// only policies whose gates learn get here.
     #[inline(never)]
     pub(super) fn within_ceilings(&mut self) -> Result<Ceiling, Rejected> {
-        let rate = match self.rate().map(|gate| gate.start_within_ceiling(1)) {
-            Some(Err(at)) => return self.not_before(at),
-            Some(Ok(started)) => Some(started),
+        let Some(reserved) = self.admission.as_ref().map(|a| &a.reserved) else {
+            return Ok(Ceiling::Now);
+        };
+        let (rate_slot, token_slot) = (reserved.rate, reserved.tokens);
+        let rate = match self.rate().zip(rate_slot) {
+            Some((gate, slot)) => match gate.start_within_ceiling(slot, 1) {
+                Err(at) => return self.not_before(at),
+                Ok(started) => Some(started),
+            },
             None => None,
         };
-        if let Some(Err(at)) =
-            (self.token_rate()).map(|gate| gate.start_within_ceiling(self.cost()))
-        {
+        let cost = self.cost();
+        let tokens = (self.token_rate().zip(token_slot))
+            .map(|(gate, slot)| gate.start_within_ceiling(slot, cost));
+        if let Some(Err(at)) = tokens {
             if let Some((gate, started)) = self.rate().zip(rate) {
                 gate.unstart(started);
             }

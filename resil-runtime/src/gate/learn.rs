@@ -5,7 +5,8 @@
 //!
 //! - **Before the reset**, at most `remaining` more units, less those the gate already
 //!   promised before it (units reserved after the answered call, whether or not the provider
-//!   had seen them: an answer never lets the gate send what the calls in flight will take).
+//!   had seen them, and those reserved before it that still wait: an answer never lets the
+//!   gate send what the calls in flight and waiting will take).
 //!   An auto gate hands what is left out at once, to whoever asks first, as the provider
 //!   would; nothing left (or less than already promised) holds the gate until the reset, as
 //!   a 429 would, but before it.
@@ -55,8 +56,8 @@ const PROBE_LOST: Duration = Duration::from_secs(60);
 
 /// The most slots started a learning gate keeps booked: the calls in flight, whose answers
 /// may still count them and place the slots ahead again. An answer forgets those booked up to
-/// its call that started (one still waiting stays, its caller may give it back), so only calls that never end (or never answer) could fill it; the earliest of
-/// them goes first. The slots ahead are kept whatever their number (each has its caller
+/// its call that started (one still waiting stays: its caller may give it back), so only
+/// calls that never end (or never answer) could fill it; the earliest of them goes first. The slots ahead are kept whatever their number (each has its caller
 /// waiting, or went back when it gave up), or the answer of a call in flight would find its
 /// slot gone with more than this many waiting, and place none of them again.
 const STARTED_AT_MOST: usize = 64;
@@ -324,7 +325,8 @@ impl RateGate {
         state.window.hear(nanos(stated), heard);
         // With no limit stated, the provider allows at least what is left and this call.
         let limit = state.limit.unwrap_or(remaining.saturating_add(1)).max(1);
-        // Units reserved after the answered call that start before the reset.
+        // Units not yet seen by the provider (reserved after the answered call, or before it
+        // and still waiting) that start before the reset.
         let promised: u64 = (state.booked.iter())
             .filter(|booked| booked.start < until)
             .map(|booked| booked.units)
@@ -345,7 +347,7 @@ impl RateGate {
         if let Some(answered) = answered {
             self.replace(learning, &mut state, &answered, now);
         }
-        // Units reserved after the answered call that start before the reset, where they
+        // Units not yet seen by the provider that start before the reset, where they
         // start now.
         let promised: u64 = (state.booked.iter())
             .filter(|booked| booked.start < until)
@@ -385,22 +387,28 @@ impl RateGate {
         Some(Learnt { to, news })
     }
 
-    /// Starts `cost` units now if the declared ceiling allows it, counted over the units that
-    /// started (a GCRA at the declared interval and burst): `Ok` with the schedule before and
-    /// after them (for [`RateGate::unstart`]), or `Err` with the earliest instant they may.
-    /// Always `Ok` but for a learning gate with a declared figure.
+    /// Starts `cost` units of `slot` now if the declared ceiling allows it, counted over the
+    /// units that started (a GCRA at the declared interval and burst): `Ok` with the schedule
+    /// before and after them (for [`RateGate::unstart`]), or `Err` with the earliest instant
+    /// they may. Always `Ok` but for a learning gate with a declared figure.
     ///
     /// The slots an answer placed again, those given back and re-placed, and those booked
     /// before a hold are each kept within the ceiling by the schedule's floor, but their
     /// interleavings are many (the simulator found six per hundred thousand worlds that
     /// started one more than the ceiling in a period); this check on the starts makes the
-    /// promise hold whatever the schedule did. A schedule within the ceiling is never
-    /// delayed by it.
-    pub(crate) fn start_within_ceiling(&self, cost: u64) -> Result<(u64, u64), Instant> {
+    /// promise hold whatever the schedule did. A start counts from when its slot was due,
+    /// not from when its caller woke, so a busy runtime's late wakeups do not add up; and up
+    /// to [`TIMER_SLACK`] early passes. A schedule within the ceiling is then not delayed.
+    pub(crate) fn start_within_ceiling(
+        &self,
+        slot: Slot,
+        cost: u64,
+    ) -> Result<(u64, u64), Instant> {
         let Some(learning) = self.learning.as_ref().filter(|_| !self.auto) else {
             return Ok((0, 0));
         };
         let now = self.offset(Instant::now());
+        let due = self.start_of(slot).min(now);
         loop {
             let before = learning.started.load(Ordering::Acquire);
             let allowed = (self.allowed(before.max(now), cost)).saturating_sub(TIMER_SLACK);
@@ -408,7 +416,7 @@ impl RateGate {
                 return Err(later(self.origin, Duration::from_nanos(allowed)));
             }
             let after = before
-                .max(now)
+                .max(due)
                 .saturating_add(self.interval.saturating_mul(cost));
             if (learning.started)
                 .compare_exchange_weak(before, after, Ordering::AcqRel, Ordering::Acquire)
@@ -468,19 +476,20 @@ mod tests {
             .unwrap()
             .learning();
         let now = Instant::now();
-        assert!(gate.start_within_ceiling(1).is_ok());
-        assert!(gate.start_within_ceiling(1).is_ok());
-        let third = gate.start_within_ceiling(1).unwrap_err();
+        let slot = |gate: &RateGate| gate.reserve_slot(1, None).unwrap().1;
+        assert!(gate.start_within_ceiling(slot(&gate), 1).is_ok());
+        assert!(gate.start_within_ceiling(slot(&gate), 1).is_ok());
+        let third = gate.start_within_ceiling(slot(&gate), 1).unwrap_err();
         assert_eq!(third - now, Duration::from_millis(499));
         tokio::time::advance(Duration::from_millis(499)).await;
-        let started = gate.start_within_ceiling(1).unwrap();
+        let started = gate.start_within_ceiling(slot(&gate), 1).unwrap();
         // Taken back, it lets the next go as if it had not started.
         gate.unstart(started);
-        assert!(gate.start_within_ceiling(1).is_ok());
-        assert!(gate.start_within_ceiling(1).is_err());
+        assert!(gate.start_within_ceiling(slot(&gate), 1).is_ok());
+        assert!(gate.start_within_ceiling(slot(&gate), 1).is_err());
         let auto = RateGate::auto();
         for _ in 0..10 {
-            assert!(auto.start_within_ceiling(1).is_ok());
+            assert!(auto.start_within_ceiling(slot(&gate), 1).is_ok());
         }
     }
 

@@ -391,8 +391,9 @@ where
                         *this.stage = Stage::Start;
                         continue;
                     }
-                    let mut ready = Ok(());
-                    if this.execution.progress.settings.learns {
+                    // The slot came within the deadline, but this poll may come after it.
+                    let mut ready = this.execution.progress.before_deadline();
+                    if ready.is_ok() && this.execution.progress.settings.learns {
                         // A learning gate's slot, placed again by an answer: sooner, or now;
                         // then the start, within the declared ceiling.
                         let progress = &mut this.execution.progress;
@@ -415,11 +416,7 @@ where
                             Err(rejected) => ready = Err(rejected),
                         }
                     }
-                    // The slot came within the deadline, but this poll may come after it.
-                    match ready
-                        .and_then(|()| this.execution.progress.before_deadline())
-                        .and_then(|()| through_breaker(this))
-                    {
+                    match ready.and_then(|()| through_breaker(this)) {
                         Ok(()) => continue,
                         Err(rejected) => Err(Failure::Rejected(rejected)),
                     }

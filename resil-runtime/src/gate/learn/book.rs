@@ -93,6 +93,19 @@ impl RateGate {
         true
     }
 
+    /// When `slot` starts (ns since the origin): where its book places it now, or where it
+    /// was placed, once forgotten.
+    pub(in crate::gate) fn start_of(&self, slot: Slot) -> u64 {
+        let Some(state) = self.learning_state() else {
+            return slot.end.get();
+        };
+        let booked = state
+            .booked
+            .iter()
+            .find(|booked| booked.mark == slot.mark());
+        booked.map_or(slot.end.get(), |booked| booked.start)
+    }
+
     /// The schedule runs at least to `until`: the slots given back before it no longer lead
     /// to its end.
     pub(super) fn resume_at(&self, state: &mut State, until: u64) {
