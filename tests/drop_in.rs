@@ -102,8 +102,9 @@ async fn an_io_error_wrapping_a_programs_error_is_classified_by_it() {
     assert_eq!(calls.count(), 1, "what it wraps is permanent");
 }
 
+/// Slower than its timeout, whatever its error type.
 #[resilient(timeout = "1s", retry = 1)]
-async fn io_slow(calls: &Calls) -> Result<u32, io::Error> {
+async fn slow<E: Transient + From<Rejected>>(calls: &Calls) -> Result<u32, E> {
     calls.add();
     tokio::time::sleep(Duration::from_secs(5)).await;
     Ok(0)
@@ -112,7 +113,7 @@ async fn io_slow(calls: &Calls) -> Result<u32, io::Error> {
 #[tokio::test(start_paused = true)]
 async fn an_io_error_carries_a_timeout_which_is_retried() {
     let calls = Calls::default();
-    let error = io_slow(&calls).await.unwrap_err();
+    let error = slow::<io::Error>(&calls).await.unwrap_err();
     assert_eq!(calls.count(), 2);
     assert_eq!(error.kind(), io::ErrorKind::TimedOut);
     let rejected = error.get_ref().and_then(|e| e.downcast_ref::<Rejected>());
@@ -122,17 +123,10 @@ async fn an_io_error_carries_a_timeout_which_is_retried() {
     );
 }
 
-#[resilient(timeout = "1s", retry = 1)]
-async fn boxed_slow(calls: &Calls) -> Result<u32, BoxError> {
-    calls.add();
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    Ok(0)
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_boxed_timeout_is_retried_and_reaches_the_caller_as_rejected() {
     let calls = Calls::default();
-    let error = boxed_slow(&calls).await.unwrap_err();
+    let error = slow::<BoxError>(&calls).await.unwrap_err();
     assert_eq!(calls.count(), 2);
     assert!(matches!(
         error.downcast_ref::<Rejected>(),

@@ -10,17 +10,19 @@ use syn::{FnArg, ItemFn, Pat, ReturnType, Type};
 mod arguments;
 mod async_trait;
 mod docs;
+mod execution;
 mod policy;
 
 use arguments::{allow_unused_mut, clones, takes_self_by_value, ReplaceSelf};
 use async_trait::AsyncTrait;
 use docs::docs;
+use execution::execution;
 use policy::policy;
 
 use crate::attr;
 use crate::errors::Errors;
 
-use crate::valid::{self, Config, KeyArgument, KeyPart, KeyValue, StreamShape};
+use crate::valid::{self, Config, StreamShape};
 
 /// `#[resilient(args)] item`: the rewritten function, or the function as written plus the
 /// errors, so one mistake does not cascade into "cannot find function" errors.
@@ -451,55 +453,6 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
             token
         })
         .collect()
-}
-
-fn execution(config: &Config) -> TokenStream {
-    if let Some(route) = &config.route {
-        let (argument, targets) = (&route.argument.ident, &route.targets);
-        let targets = quote_spanned! {route.span=> #targets };
-        return if route.argument.by_ref {
-            quote! { ::resil::__private::route(&__RESIL_POLICY, #argument, #targets) }
-        } else {
-            quote! { ::resil::__private::route_owned(&__RESIL_POLICY, ::core::clone::Clone::clone(&#argument), #targets) }
-        };
-    }
-    let Some(key) = &config.key else {
-        return quote! { __RESIL_POLICY.execute() };
-    };
-    // The key is borrowed for the lookup: an argument declared as a reference as it is,
-    // anything else by reference, and an expression whose value is a reference to a key
-    // (`self.name()`) as the key it points to, so that it need not be `'static`
-    // (`__private::KeyProbe`).
-    let part = |part: &KeyPart| match part {
-        KeyPart::Argument(KeyArgument {
-            ident,
-            by_ref: true,
-        }) => quote! { #ident },
-        KeyPart::Argument(KeyArgument { ident, .. }) => quote! { &#ident },
-        KeyPart::Expr(expr) => {
-            quote_spanned! {expr.span()=> ::resil::__private::KeyProbe(&(#expr)).resil_key() }
-        }
-    };
-    let (call, parts) = match &key.value {
-        KeyValue::One(one) => {
-            let key = part(one);
-            let call = quote! { ::resil::__private::keyed_execution(&__RESIL_POLICY, #key) };
-            (call, std::slice::from_ref(one))
-        }
-        KeyValue::Tuple(parts) => {
-            let key = parts.iter().map(part);
-            let call = quote! { ::resil::__private::keyed_execution(&__RESIL_POLICY, &::resil::__private::KeyTuple((#(#key,)*))) };
-            (call, &parts[..])
-        }
-    };
-    if parts.iter().any(|part| matches!(part, KeyPart::Expr(_))) {
-        quote! {{
-            use ::resil::__private::{KeyByDeref as _, KeyByValue as _};
-            #call
-        }}
-    } else {
-        call
-    }
 }
 
 #[cfg(test)]

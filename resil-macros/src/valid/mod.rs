@@ -9,12 +9,14 @@ use syn::{FnArg, Pat, Signature, Type};
 
 use resil_spec::{defaults, rules, BreakerKind, Jitter, WindowSize};
 
+mod classifier;
 mod hedge;
 mod keys;
 mod priority;
 mod route;
 mod signature;
 
+use classifier::check_classifier;
 use hedge::check_hedge;
 use keys::{check_gate_keys, check_key, check_stream_keys};
 use priority::check_priority;
@@ -200,23 +202,7 @@ pub(crate) fn check(
             }
         }
     }
-    if let (true, Some(transient)) = (streaming, &args.transient) {
-        errors.push(
-            transient.key,
-            "`transient` does not apply to a streaming function: its errors also reach the caller inside the stream, where resil asks the error type itself; implement `Transient` for the error type (for a type of another crate, on a wrapper of your own: `struct ApiError(Status)` with `From<resil::Rejected>`), or return `Box<dyn std::error::Error + Send + Sync>`, which resil classifies by its chain",
-        );
-    }
-    match (&args.transient, &args.rejected) {
-        (None, Some(rejected)) if streaming => errors.push(
-            rejected.key,
-            "`rejected` goes with `transient`, which does not apply to a streaming function: implement `Transient` and `From<resil::Rejected>` for the error type (for a type of another crate, on a wrapper of your own), and remove `rejected`",
-        ),
-        (None, Some(rejected)) => errors.push(
-            rejected.key,
-            "`rejected` says how resil's failures become an error type that `transient = ...` judges: add `transient = classify` (`fn(&E) -> bool`), or remove `rejected` and implement `From<resil::Rejected>` for the error type",
-        ),
-        _ => {}
-    }
+    check_classifier(&args, streaming, &mut errors);
     check_gate_keys(&args, &mut errors);
     let priority = check_priority(&args, sig, &mut errors);
     let learn = args.learn.as_ref().is_some_and(|s| s.value);

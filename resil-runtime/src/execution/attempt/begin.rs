@@ -4,6 +4,7 @@
 use super::super::learn::Ceiling;
 #[cfg(feature = "shared")]
 use super::super::slots::SharedStart;
+use super::timer::set_timer;
 use super::{AttemptProjection, Progress, Stage, Wait};
 use crate::breaker::{Breaker, Ticket, Transition};
 use crate::deadline::later;
@@ -102,6 +103,30 @@ pub(super) fn missed(due: Option<Instant>) -> bool {
 
 /// When a caller waiting for a learning gate's slot due at `due` looks again: an answer may
 /// place it sooner meanwhile.
-pub(super) fn looks_again(due: Instant) -> Instant {
+fn looks_again(due: Instant) -> Instant {
     due.min(later(Instant::now(), crate::gate::SLOT_RECHECK))
+}
+
+/// A learning gate's slot came, as far as its caller knows: whether the attempt waits again,
+/// for its slot placed sooner by an answer, for the declared ceiling over the starts, or
+/// (granted by the store, and given back) to ask the store again; or the refusal of a wait
+/// past the deadline.
+pub(super) fn waits_again<F, E>(
+    this: &mut AttemptProjection<'_, '_, '_, F, E>,
+) -> Result<bool, Rejected> {
+    let progress = &mut this.execution.progress;
+    let due = match progress.slots_due() {
+        Some(due) => Ceiling::At(looks_again(due)),
+        None => progress.within_ceilings()?,
+    };
+    match due {
+        Ceiling::Now => return Ok(false),
+        Ceiling::At(due) => set_timer(this.timer.as_mut(), due),
+        #[cfg(feature = "shared")]
+        Ceiling::Again(at) => {
+            set_timer(this.timer.as_mut(), at);
+            *this.stage = Stage::Held;
+        }
+    }
+    Ok(true)
 }

@@ -19,7 +19,6 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use super::admission::PermitWait;
-use super::learn::Ceiling;
 #[cfg(feature = "shared")]
 use super::slots::SharedWait;
 use super::slots::TurnWait;
@@ -37,7 +36,7 @@ mod timer;
 pub(crate) use race::SealedRacers;
 pub use race::{Hedging, Lost, Plain, Race, Racers};
 
-use begin::{admit, looks_again, missed, start, Begin};
+use begin::{admit, missed, start, waits_again, Begin};
 use outcome::{outcome, verdict};
 use probe::through_breaker;
 use timer::{fired, lapsed, limited, set_timer};
@@ -394,25 +393,9 @@ where
                     // The slot came within the deadline, but this poll may come after it.
                     let mut ready = this.execution.progress.before_deadline();
                     if ready.is_ok() && this.execution.progress.settings.learns {
-                        // A learning gate's slot, placed again by an answer: sooner, or now;
-                        // then the start, within the declared ceiling.
-                        let progress = &mut this.execution.progress;
-                        let due = match progress.slots_due() {
-                            Some(due) => Ok(Ceiling::At(looks_again(due))),
-                            None => progress.within_ceilings(),
-                        };
-                        match due {
-                            Ok(Ceiling::Now) => {}
-                            Ok(Ceiling::At(due)) => {
-                                set_timer(this.timer.as_mut(), due);
-                                continue;
-                            }
-                            #[cfg(feature = "shared")]
-                            Ok(Ceiling::Again(at)) => {
-                                set_timer(this.timer.as_mut(), at);
-                                *this.stage = Stage::Held;
-                                continue;
-                            }
+                        match waits_again(this) {
+                            Ok(true) => continue,
+                            Ok(false) => {}
                             Err(rejected) => ready = Err(rejected),
                         }
                     }
