@@ -333,6 +333,24 @@ pub fn priority(class: &impl AsPriority) -> resil_runtime::Priority {
     class.class()
 }
 
+/// A value whose share a call waits in, for `fair = ARG`.
+#[diagnostic::on_unimplemented(
+    message = "`fair` names an argument whose values can be hashed, not `{Self}`",
+    label = "this is not `Hash`",
+    note = "name an argument that tells whose share the call is, such as `tenant: &str` or an id, or derive `Hash` on its type"
+)]
+pub trait FairKey {
+    /// Gives the call the share of this value.
+    fn fair_for<B>(&self, execution: &mut Execution<'_, B>);
+}
+
+#[diagnostic::do_not_recommend]
+impl<T: std::hash::Hash + ?Sized> FairKey for T {
+    fn fair_for<B>(&self, execution: &mut Execution<'_, B>) {
+        execution.set_fair_key(self);
+    }
+}
+
 /// What one attempt costs the token gate.
 pub fn cost(cost: impl Cost) -> u64 {
     cost.units()

@@ -4,54 +4,14 @@
 
 mod support;
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::join_all;
 use resil::{resilient, Priority};
 use support::ApiError;
-use tokio::time::{sleep, timeout, Instant};
+use tokio::time::{sleep, timeout};
 
-/// When each call started, and its class, from the test's origin.
-struct Starts {
-    origin: Instant,
-    starts: Mutex<Vec<(Priority, Duration)>>,
-}
-
-impl Starts {
-    fn new() -> Self {
-        Starts {
-            origin: Instant::now(),
-            starts: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn add(&self, class: Priority) {
-        let at = self.origin.elapsed();
-        self.starts.lock().unwrap().push((class, at));
-    }
-
-    fn of(&self, class: Priority) -> Vec<Duration> {
-        let starts = self.starts.lock().unwrap();
-        starts
-            .iter()
-            .filter(|(c, _)| *c == class)
-            .map(|(_, at)| *at)
-            .collect()
-    }
-
-    fn all(&self) -> Vec<Duration> {
-        let mut all: Vec<_> = self
-            .starts
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(_, at)| *at)
-            .collect();
-        all.sort();
-        all
-    }
-}
+type Starts = support::Starts<Priority>;
 
 /// Each test has its own function, and so its own gate: tests run side by side.
 macro_rules! gated {
@@ -87,7 +47,7 @@ async fn a_critical_call_behind_100_batch_calls_starts_within_two_periods_and_th
     let critical = at(arrives, || behind_a_batch_job(Priority::Critical, &starts));
     let (batch, critical) = tokio::join!(batch, critical);
     assert!(batch.iter().all(Result::is_ok) && critical.is_ok());
-    let started = starts.of(Priority::Critical)[0];
+    let started = starts.of(&Priority::Critical)[0];
     assert!(
         started - arrives <= Duration::from_millis(200),
         "the critical call waited {:?} behind the batch",
@@ -95,11 +55,8 @@ async fn a_critical_call_behind_100_batch_calls_starts_within_two_periods_and_th
     );
     // The rate holds for all together: never 11 starts within a second, and the batch lost
     // only the slot taken from it (101 calls, 100 intervals).
-    let all = starts.all();
-    for (first, eleventh) in all.iter().zip(&all[10..]) {
-        assert!(*eleventh - *first >= Duration::from_secs(1), "{all:?}");
-    }
-    assert_eq!(all.last(), Some(&Duration::from_secs(10)));
+    starts.keep_rate(10, Duration::from_secs(1));
+    assert_eq!(starts.all().last(), Some(&Duration::from_secs(10)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -111,10 +68,10 @@ async fn later_default_calls_start_before_earlier_batch_calls() {
         join_all((0..5).map(|_| at(arrive, || defaults_and_batch(Priority::Default, &starts))));
     let (batch, defaults) = tokio::join!(batch, defaults);
     assert!(batch.iter().chain(&defaults).all(Result::is_ok));
-    let defaults = starts.of(Priority::Default);
+    let defaults = starts.of(&Priority::Default);
     let ms = Duration::from_millis;
     assert_eq!(defaults, [ms(300), ms(400), ms(500), ms(600), ms(700)]);
-    let batch = starts.of(Priority::Batch);
+    let batch = starts.of(&Priority::Batch);
     assert!(
         batch
             .iter()
@@ -137,7 +94,7 @@ async fn aging_bounds_a_batch_calls_wait_under_a_steady_critical_flood() {
     let batch = at(arrives, || flooded(Priority::Batch, &starts));
     let (flood, batch) = tokio::join!(flood, batch);
     assert!(flood.iter().all(Result::is_ok) && batch.is_ok());
-    let waited = starts.of(Priority::Batch)[0] - arrives;
+    let waited = starts.of(&Priority::Batch)[0] - arrives;
     let period = Duration::from_millis(100);
     let bound = period * (Priority::AGING_PASSES + 2);
     assert!(waited <= bound, "waited {waited:?}, more than {bound:?}");
@@ -189,9 +146,9 @@ async fn a_bulkheads_freed_place_goes_to_the_most_urgent_waiter() {
     let (batch, default, critical) = tokio::join!(batch, default, critical);
     assert!(batch.iter().all(Result::is_ok) && default.is_ok() && critical.is_ok());
     let s = |n| Duration::from_secs(n);
-    assert_eq!(starts.of(Priority::Critical), [s(1)]);
-    assert_eq!(starts.of(Priority::Default), [s(2)]);
-    assert_eq!(starts.of(Priority::Batch), [s(0), s(3), s(4), s(5)]);
+    assert_eq!(starts.of(&Priority::Critical), [s(1)]);
+    assert_eq!(starts.of(&Priority::Default), [s(2)]);
+    assert_eq!(starts.of(&Priority::Batch), [s(0), s(3), s(4), s(5)]);
 }
 
 /// A function with no priority is served as before: in arrival order.
@@ -211,5 +168,105 @@ async fn without_priority_waiters_keep_their_arrival_order() {
     let (batch, critical) = tokio::join!(batch, critical);
     assert!(batch.iter().all(Result::is_ok) && critical.is_ok());
     let s = |n| Duration::from_secs(n);
-    assert_eq!(starts.of(Priority::Critical), [s(2)]);
+    assert_eq!(starts.of(&Priority::Critical), [s(2)]);
+}
+
+/// Default calls arrive every 200 ms for 2 s on a `10/s` gate; 40 batch calls queue at once.
+async fn steady_defaults_and_a_batch_job<F: std::future::Future<Output = Result<(), ApiError>>>(
+    call: impl Fn(Priority) -> F,
+) {
+    let defaults =
+        join_all((0..10).map(|n| at(Duration::from_millis(200 * n), || call(Priority::Default))));
+    let batch = join_all((0..40).map(|_| at(Duration::from_millis(1), || call(Priority::Batch))));
+    let (defaults, batch) = tokio::join!(defaults, batch);
+    assert!(defaults.iter().chain(&batch).all(Result::is_ok));
+}
+
+#[resilient(rate = "10/s, batch 50%", priority = class)]
+async fn with_headroom(class: Priority, starts: &Starts) -> Result<(), ApiError> {
+    starts.add(class);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn headroom_keeps_batch_to_its_share_while_others_come_and_all_of_it_after() {
+    let starts = Starts::new();
+    steady_defaults_and_a_batch_job(|class| with_headroom(class, &starts)).await;
+    let ms = Duration::from_millis;
+    // Every default call found a slot free: it started as it came.
+    let arrivals: Vec<_> = (0..10).map(|n| ms(200 * n)).collect();
+    assert_eq!(starts.of(&Priority::Default), arrivals);
+    // While they came (and for the gate's period after the last, at 1.8 s), the batch took
+    // at most half the gate: 5 a second, its share's burst of one at the start.
+    let batch = starts.of(&Priority::Batch);
+    let early = batch.iter().filter(|at| **at < ms(2800)).count();
+    assert!(early <= 15, "{early} batch calls before 2.8 s: {batch:?}");
+    // Then the whole gate: 10 a second.
+    let late: Vec<_> = batch.iter().filter(|at| **at >= ms(2800)).collect();
+    for pair in late.windows(2) {
+        assert_eq!(*pair[1] - *pair[0], ms(100), "{batch:?}");
+    }
+    starts.keep_rate(10, Duration::from_secs(1));
+}
+
+#[resilient(rate = "10/s", priority = class)]
+async fn without_headroom(class: Priority, starts: &Starts) -> Result<(), ApiError> {
+    starts.add(class);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_headroom_default_calls_wait_behind_a_full_schedule() {
+    let starts = Starts::new();
+    steady_defaults_and_a_batch_job(|class| without_headroom(class, &starts)).await;
+    let ms = Duration::from_millis;
+    let late = (starts.of(&Priority::Default).iter().enumerate())
+        .filter(|(n, at)| **at > ms(200 * *n as u64))
+        .count();
+    assert!(
+        late >= 8,
+        "{late} default calls waited: {:?}",
+        starts.of(&Priority::Default)
+    );
+}
+
+#[resilient(rate = "10/s, batch 50%", priority = class)]
+async fn batch_alone(class: Priority, starts: &Starts) -> Result<(), ApiError> {
+    starts.add(class);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn batch_calls_take_the_whole_gate_when_nobody_else_comes() {
+    let starts = Starts::new();
+    let batch = join_all((0..20).map(|_| batch_alone(Priority::Batch, &starts)));
+    assert!(batch.await.iter().all(Result::is_ok));
+    assert_eq!(starts.all().last(), Some(&Duration::from_millis(1900)));
+}
+
+#[resilient(rate = "10/s, batch 50%", priority = class)]
+async fn share_given_up(class: Priority, starts: &Starts) -> Result<(), ApiError> {
+    starts.add(class);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_call_that_gives_up_its_place_in_the_share_leaves_no_hole() {
+    let starts = Starts::new();
+    let ms = Duration::from_millis;
+    let call = |class| share_given_up(class, &starts);
+    // The default call makes the share hold batch calls back; the first batch call takes the
+    // share's place at once (and the gate's slot at 100 ms), the second is given the share's
+    // next place, at 201 ms, and gives up at 150 ms: the third takes that place.
+    let default = call(Priority::Default);
+    let first = at(ms(1), || call(Priority::Batch));
+    let second = at(ms(2), || async {
+        timeout(ms(148), call(Priority::Batch))
+            .await
+            .unwrap_or(Ok(()))
+    });
+    let third = at(ms(160), || call(Priority::Batch));
+    let (default, first, second, third) = tokio::join!(default, first, second, third);
+    assert!(default.is_ok() && first.is_ok() && second.is_ok() && third.is_ok());
+    assert_eq!(starts.of(&Priority::Batch), [ms(100), ms(201)]);
 }

@@ -13,6 +13,7 @@ pub mod interop;
 pub mod learn_limits;
 pub mod mock;
 pub mod observe;
+pub mod priority;
 pub mod profiles;
 pub mod rate_limits;
 pub mod redis_cluster;

@@ -106,7 +106,7 @@ pub(crate) fn rate(name: &'static str, value: &Expr) -> syn::Result<Rate> {
     if let Some(share) = rate.batch.filter(|share| !(1..=99).contains(share)) {
         return Err(syn::Error::new(
             value.span(),
-            format!("`batch {share}%` is the share of the gate batch calls may take while others wait: give a share from 1 % to 99 %, such as `{name} = \"500/min, batch 80%\"` (without it, batch calls may take the whole gate)"),
+            format!("`batch {share}%` is the share of the gate batch calls may take while others come: give a share from 1 % to 99 %, such as `{name} = \"500/min, batch 80%\"` (without it, batch calls may take the whole gate)"),
         ));
     }
     Ok(rate)

@@ -92,6 +92,8 @@ pub struct RateGate {
     shared: Option<std::sync::Arc<crate::seams::GateLink>>,
     /// Where callers wait, served by priority, in a gate that orders them (see [`waiters`]).
     waiters: Option<Box<waiters::Waiters>>,
+    /// The share batch calls may take while others come (see [`batch`]).
+    batch: Option<Box<batch::BatchShare>>,
 }
 
 impl fmt::Debug for RateGate {
@@ -148,6 +150,7 @@ impl RateGate {
             #[cfg(feature = "shared")]
             shared: None,
             waiters: None,
+            batch: None,
         })
     }
 
@@ -175,6 +178,8 @@ impl RateGate {
             #[cfg(feature = "shared")]
             shared: self.shared.as_ref().map(|link| link.for_key(label, key)),
             waiters: None,
+            // The share is the gate of all calls': a key's gate serves in arrival order.
+            batch: None,
         }
     }
 
@@ -432,6 +437,7 @@ fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
+mod batch;
 mod learn;
 mod share;
 mod slot;
@@ -440,8 +446,9 @@ mod slowdown;
 mod store;
 mod waiters;
 
+pub(crate) use batch::BatchShare;
 pub(crate) use learn::SLOT_RECHECK;
-pub(crate) use slot::Slot;
+pub(crate) use slot::{Slot, SLOT_MISSED};
 pub(crate) use waiters::Turn;
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 //! [`Priority`]: how urgent a call is when it must wait for a gate's slot or a bulkhead's
 //! place, and [`Turns`], the order in which such waiters are served.
 
+use std::collections::hash_map::RandomState;
 use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hash};
+use std::sync::OnceLock;
 use std::task::Waker;
 
 /// How urgent a call is, for a policy that orders its waiters (`priority = ARG`, or
@@ -58,9 +61,6 @@ impl Priority {
     /// a priority orders calls without starving any.
     pub const AGING_PASSES: u32 = 8;
 
-    /// The classes, most urgent first.
-    const ALL: [Priority; 3] = [Priority::Critical, Priority::Default, Priority::Batch];
-
     fn index(self) -> usize {
         self as usize
     }
@@ -87,17 +87,89 @@ impl std::fmt::Display for Priority {
     }
 }
 
+/// The lane of a `fair` value: its hash, keyed once per process so that no caller can choose
+/// values that share a lane.
+pub(crate) fn lane<V: Hash + ?Sized>(value: &V) -> u64 {
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    KEYS.get_or_init(RandomState::new).hash_one(value)
+}
+
+/// Who waits for a slot or a place: its [`Priority`], and its lane, the `fair` value it
+/// shares the wait with (hashed; see [`Execution::set_fair_key`](crate::Execution::set_fair_key)).
+/// Every waiter of a policy that is not fair is in one lane.
+///
+/// One word, the class in its top two bits (`Default` as 0) and the lane in the others: every
+/// call's admission holds one, so the default is a single zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Place(u64);
+
+impl Place {
+    const LANE: u64 = u64::MAX >> 2;
+
+    #[cfg(test)]
+    pub(crate) fn new(class: Priority, lane: u64) -> Self {
+        let mut place = Place(0);
+        place.set_class(class);
+        place.set_lane(lane);
+        place
+    }
+
+    pub(crate) fn class(self) -> Priority {
+        match self.0 >> 62 {
+            1 => Priority::Critical,
+            2 => Priority::Batch,
+            _ => Priority::Default,
+        }
+    }
+
+    pub(crate) fn lane(self) -> u64 {
+        self.0 & Self::LANE
+    }
+
+    pub(crate) fn set_class(&mut self, class: Priority) {
+        let bits: u64 = match class {
+            Priority::Default => 0,
+            Priority::Critical => 1,
+            Priority::Batch => 2,
+        };
+        self.0 = (bits << 62) | self.lane();
+    }
+
+    pub(crate) fn set_lane(&mut self, lane: u64) {
+        self.0 = (self.0 & !Self::LANE) | (lane & Self::LANE);
+    }
+}
+
 /// The callers waiting for a gate's slot or a bulkhead's place, in the order they are served:
-/// by class, first come first served within one, with aging (see [`Priority::AGING_PASSES`]).
-/// It only orders: the gate or the bulkhead decides when the next one is served, and each
-/// waiter's wait leaves it (served, or dropped) so that none leaves a hole.
-#[derive(Debug, Default)]
+/// by class, with aging (see [`Priority::AGING_PASSES`]); within a class, round-robin across
+/// the lanes of its `fair` values, first come first served within a lane. It only orders:
+/// the gate or the bulkhead decides when the next one is served, and each waiter's wait
+/// leaves it (served, or dropped) so that none leaves a hole.
+///
+/// A lane is held only while one of its callers waits, as its value's hash alone, and at
+/// most `lanes` of them per class (the policy's `max_keys`, or 1 for a policy that is not
+/// fair): a value that comes when they are all taken waits in the last lane, with its values.
+#[derive(Debug)]
 pub(crate) struct Turns {
-    classes: [VecDeque<Waiter>; 3],
+    classes: [Class; 3],
     /// Per class, the turns given to a more urgent class since this one last was served, while
     /// it had waiters.
     passed: [u32; 3],
+    lanes: usize,
     next_id: u64,
+}
+
+/// One class's lanes with waiters, in the order they are served: the front lane's first
+/// waiter is next, and a lane served goes to the back.
+#[derive(Debug, Default)]
+struct Class {
+    lanes: VecDeque<Lane>,
+}
+
+#[derive(Debug)]
+struct Lane {
+    value: u64,
+    waiters: VecDeque<Waiter>,
 }
 
 #[derive(Debug)]
@@ -106,18 +178,87 @@ struct Waiter {
     waker: Option<Waker>,
 }
 
+impl Default for Turns {
+    /// Waiters in arrival order within a class (one lane).
+    fn default() -> Self {
+        Turns::new(1)
+    }
+}
+
+impl Class {
+    fn is_empty(&self) -> bool {
+        self.lanes.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.lanes.iter().map(|lane| lane.waiters.len()).sum()
+    }
+
+    fn front(&mut self) -> Option<&mut Waiter> {
+        self.lanes.front_mut()?.waiters.front_mut()
+    }
+
+    /// The lane a waiter of `value` joins: its own, or, all `lanes` taken, the last one.
+    /// `None`: a new lane, at the back.
+    fn lane_of(&self, value: u64, lanes: usize) -> Option<usize> {
+        let own = self.lanes.iter().position(|lane| lane.value == value);
+        own.or_else(|| (self.lanes.len() >= lanes).then(|| self.lanes.len() - 1))
+    }
+
+    /// How many of its waiters would be served before a newcomer of `value`: its lane's
+    /// waiters, and from each other lane as many as the rounds before the newcomer's (one
+    /// more from the lanes served before its own).
+    fn ahead_of(&self, value: u64, lanes: usize) -> usize {
+        let at = self.lane_of(value, lanes);
+        let rounds = at.map_or(0, |at| self.lanes[at].waiters.len());
+        let before = at.unwrap_or(self.lanes.len());
+        self.lanes
+            .iter()
+            .enumerate()
+            .map(|(i, lane)| match i.cmp(&before) {
+                std::cmp::Ordering::Less => lane.waiters.len().min(rounds + 1),
+                std::cmp::Ordering::Equal => rounds,
+                std::cmp::Ordering::Greater => lane.waiters.len().min(rounds),
+            })
+            .sum()
+    }
+
+    fn find(&mut self, id: u64) -> Option<&mut Waiter> {
+        self.lanes
+            .iter_mut()
+            .flat_map(|lane| lane.waiters.iter_mut())
+            .find(|waiter| waiter.id == id)
+    }
+}
+
 impl Turns {
-    /// A new waiter of `class`, last of its class: its number. The waiter it displaces as
+    /// Waiters served round-robin across at most `lanes` values per class (at least one).
+    pub(crate) fn new(lanes: usize) -> Self {
+        Turns {
+            classes: Default::default(),
+            passed: [0; 3],
+            lanes: lanes.max(1),
+            next_id: 0,
+        }
+    }
+
+    /// A new waiter at `place`, last of its lane: its number. The waiter it displaces as
     /// next, if any, is woken to stop waiting for the next slot or place.
-    pub(crate) fn join(&mut self, class: Priority) -> u64 {
+    pub(crate) fn join(&mut self, place: Place) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let displaced = self.next_class();
-        self.classes[class.index()].push_back(Waiter { id, waker: None });
+        let class = &mut self.classes[place.class().index()];
+        let waiter = Waiter { id, waker: None };
+        match class.lane_of(place.lane(), self.lanes) {
+            Some(at) => class.lanes[at].waiters.push_back(waiter),
+            None => class.lanes.push_back(Lane {
+                value: place.lane(),
+                waiters: VecDeque::from([waiter]),
+            }),
+        }
         if let Some(displaced) = displaced.filter(|_| self.next() == Some(id)) {
-            let waker = self.classes[displaced]
-                .front_mut()
-                .and_then(|w| w.waker.take());
+            let waker = self.classes[displaced].front().and_then(|w| w.waker.take());
             if let Some(waker) = waker {
                 waker.wake();
             }
@@ -138,17 +279,25 @@ impl Turns {
     /// The waiter served next.
     pub(crate) fn next(&self) -> Option<u64> {
         let class = self.next_class()?;
-        self.classes[class].front().map(|waiter| waiter.id)
+        let lane = self.classes[class].lanes.front()?;
+        lane.waiters.front().map(|waiter| waiter.id)
     }
 
-    /// Serves the next waiter (`id`, as [`Turns::next`] said): it leaves, the classes it passed
-    /// count one more pass, and the next waiter, if any, is woken to take its place.
+    /// Serves the next waiter (`id`, as [`Turns::next`] said): it leaves, its lane goes to the
+    /// back of its class, the classes it passed count one more pass, and the next waiter, if
+    /// any, is woken to take its place.
     pub(crate) fn serve(&mut self, id: u64) {
         let Some(class) = self.next_class() else {
             return;
         };
-        debug_assert_eq!(self.classes[class].front().map(|w| w.id), Some(id));
-        self.classes[class].pop_front();
+        let lanes = &mut self.classes[class].lanes;
+        if let Some(mut lane) = lanes.pop_front() {
+            debug_assert_eq!(lane.waiters.front().map(|w| w.id), Some(id));
+            lane.waiters.pop_front();
+            if !lane.waiters.is_empty() {
+                lanes.push_back(lane);
+            }
+        }
         self.passed[class] = 0;
         for other in class + 1..3 {
             if !self.classes[other].is_empty() {
@@ -158,18 +307,29 @@ impl Turns {
         self.wake_next();
     }
 
-    /// A waiter gives up (its caller dropped the wait): it leaves without a trace; if it was
-    /// next, the new next is woken. Whether it was still waiting.
+    /// A waiter gives up (its caller dropped the wait), or is passed over: it leaves without
+    /// a trace; if it was next or watched the next, the new one is woken. Whether it was still
+    /// waiting.
     pub(crate) fn leave(&mut self, id: u64) -> bool {
         let next = self.next();
-        for (class, waiters) in self.classes.iter_mut().enumerate() {
-            if let Some(at) = waiters.iter().position(|waiter| waiter.id == id) {
-                waiters.remove(at);
+        let watcher = self.watcher();
+        for (index, class) in self.classes.iter_mut().enumerate() {
+            for at in 0..class.lanes.len() {
+                let waiters = &mut class.lanes[at].waiters;
+                let Some(position) = waiters.iter().position(|waiter| waiter.id == id) else {
+                    continue;
+                };
+                waiters.remove(position);
                 if waiters.is_empty() {
-                    self.passed[class] = 0;
+                    class.lanes.remove(at);
+                }
+                if class.is_empty() {
+                    self.passed[index] = 0;
                 }
                 if next == Some(id) {
                     self.wake_next();
+                } else if watcher == Some(id) {
+                    self.wake_watcher();
                 }
                 return true;
             }
@@ -179,11 +339,7 @@ impl Turns {
 
     /// Keeps `waker` to wake waiter `id` when its turn may have come.
     pub(crate) fn wait(&mut self, id: u64, waker: &Waker) {
-        let waiter = self
-            .classes
-            .iter_mut()
-            .flat_map(|waiters| waiters.iter_mut())
-            .find(|waiter| waiter.id == id);
+        let waiter = self.classes.iter_mut().find_map(|class| class.find(id));
         if let Some(waiter) = waiter {
             match &mut waiter.waker {
                 Some(kept) if kept.will_wake(waker) => {}
@@ -192,26 +348,60 @@ impl Turns {
         }
     }
 
-    /// Wakes the waiter served next, to take (or wait for) the next slot or place.
+    /// Wakes the waiter served next, to take (or wait for) the next slot or place, and the
+    /// one that watches it (see [`Turns::watcher`]).
     pub(crate) fn wake_next(&mut self) {
         if let Some(class) = self.next_class() {
-            if let Some(waker) = self.classes[class].front_mut().and_then(|w| w.waker.take()) {
+            if let Some(waker) = self.classes[class].front().and_then(|w| w.waker.take()) {
                 waker.wake();
             }
         }
+        self.wake_watcher();
     }
 
-    /// How many waiters would be served before a newcomer of `class`, ignoring aging: those
-    /// of its class and the more urgent ones.
-    pub(crate) fn ahead_of(&self, class: Priority) -> usize {
-        Priority::ALL[..=class.index()]
-            .iter()
-            .map(|class| self.classes[class.index()].len())
-            .sum()
+    /// A waiter other than the next, which watches that the next takes what comes due for
+    /// it: a next whose future is left unpolled (a call shared by coalescing whose caller
+    /// left, a branch of a `select!` not polled) would otherwise hold every waiter behind it.
+    pub(crate) fn watcher(&self) -> Option<u64> {
+        let next = self.next()?;
+        (self.classes.iter())
+            .flat_map(|class| class.lanes.iter())
+            .flat_map(|lane| lane.waiters.iter().take(2))
+            .map(|waiter| waiter.id)
+            .find(|id| *id != next)
+    }
+
+    /// Wakes the watcher (see [`Turns::watcher`]), to watch the next's new slot.
+    pub(crate) fn wake_watcher(&mut self) {
+        let Some(id) = self.watcher() else {
+            return;
+        };
+        let waker = (self.classes.iter_mut())
+            .find_map(|class| class.find(id))
+            .and_then(|waiter| waiter.waker.take());
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// Whether waiter `id` waits still (it may have been passed over).
+    pub(crate) fn contains(&self, id: u64) -> bool {
+        (self.classes.iter())
+            .flat_map(|class| class.lanes.iter())
+            .any(|lane| lane.waiters.iter().any(|waiter| waiter.id == id))
+    }
+
+    /// How many waiters would be served before a newcomer at `place`, ignoring aging: the
+    /// more urgent ones, and those of its class served before it (see [`Class::ahead_of`]).
+    pub(crate) fn ahead_of(&self, place: Place) -> usize {
+        let urgent: usize = (self.classes[..place.class().index()].iter())
+            .map(Class::len)
+            .sum();
+        urgent + self.classes[place.class().index()].ahead_of(place.lane(), self.lanes)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.classes.iter().all(VecDeque::is_empty)
+        self.classes.iter().all(Class::is_empty)
     }
 }
 
@@ -219,13 +409,17 @@ impl Turns {
 mod tests {
     use super::*;
 
+    fn of(class: Priority) -> Place {
+        Place::new(class, 0)
+    }
+
     #[test]
     fn serves_the_most_urgent_first_and_in_arrival_order_within_a_class() {
         let mut turns = Turns::default();
-        let batch = turns.join(Priority::Batch);
-        let default = turns.join(Priority::Default);
-        let critical = turns.join(Priority::Critical);
-        let second_critical = turns.join(Priority::Critical);
+        let batch = turns.join(of(Priority::Batch));
+        let default = turns.join(of(Priority::Default));
+        let critical = turns.join(of(Priority::Critical));
+        let second_critical = turns.join(of(Priority::Critical));
         for expected in [critical, second_critical, default, batch] {
             assert_eq!(turns.next(), Some(expected));
             turns.serve(expected);
@@ -236,10 +430,10 @@ mod tests {
     #[test]
     fn a_class_passed_over_aging_passes_times_is_served_next() {
         let mut turns = Turns::default();
-        let batch = turns.join(Priority::Batch);
+        let batch = turns.join(of(Priority::Batch));
         let mut served = 0;
         loop {
-            let critical = turns.join(Priority::Critical);
+            let critical = turns.join(of(Priority::Critical));
             let next = turns.next().unwrap();
             turns.serve(next);
             if next == batch {
@@ -254,12 +448,69 @@ mod tests {
     #[test]
     fn a_waiter_that_leaves_leaves_no_trace() {
         let mut turns = Turns::default();
-        let first = turns.join(Priority::Batch);
-        let second = turns.join(Priority::Batch);
+        let first = turns.join(of(Priority::Batch));
+        let second = turns.join(of(Priority::Batch));
         assert!(turns.leave(first));
         assert_eq!(turns.next(), Some(second));
         assert!(!turns.leave(first));
-        assert_eq!(turns.ahead_of(Priority::Batch), 1);
-        assert_eq!(turns.ahead_of(Priority::Critical), 0);
+        assert_eq!(turns.ahead_of(of(Priority::Batch)), 1);
+        assert_eq!(turns.ahead_of(of(Priority::Critical)), 0);
+    }
+
+    fn in_lane(lane: u64) -> Place {
+        Place::new(Priority::Default, lane)
+    }
+
+    #[test]
+    fn lanes_of_a_class_are_served_in_turn() {
+        let mut turns = Turns::new(100);
+        let heavy: Vec<u64> = (0..4).map(|_| turns.join(in_lane(1))).collect();
+        let light: Vec<u64> = (0..2).map(|_| turns.join(in_lane(2))).collect();
+        let order = [heavy[0], light[0], heavy[1], light[1], heavy[2], heavy[3]];
+        for expected in order {
+            assert_eq!(turns.next(), Some(expected));
+            turns.serve(expected);
+        }
+        assert!(turns.is_empty());
+    }
+
+    #[test]
+    fn a_newcomer_counts_one_of_each_lane_per_round_before_it() {
+        let mut turns = Turns::new(100);
+        for _ in 0..10 {
+            turns.join(in_lane(1));
+        }
+        turns.join(in_lane(2));
+        // Lane 1's next, lane 2's first, then its own turn.
+        assert_eq!(turns.ahead_of(in_lane(3)), 2);
+        // Lane 2 holds one: its second waiter waits for two rounds of lane 1.
+        assert_eq!(turns.ahead_of(in_lane(2)), 3);
+        assert_eq!(turns.ahead_of(in_lane(1)), 11);
+        assert_eq!(turns.ahead_of(of(Priority::Critical)), 0);
+        assert_eq!(turns.ahead_of(of(Priority::Batch)), 11);
+    }
+
+    #[test]
+    fn values_past_the_bound_share_the_last_lane() {
+        let mut turns = Turns::new(2);
+        let first = turns.join(in_lane(1));
+        let second = turns.join(in_lane(2));
+        let third = turns.join(in_lane(3));
+        assert_eq!(turns.classes[1].lanes.len(), 2);
+        for expected in [first, second, third] {
+            assert_eq!(turns.next(), Some(expected));
+            turns.serve(expected);
+        }
+        assert!(turns.is_empty());
+    }
+
+    #[test]
+    fn a_lane_left_empty_is_forgotten() {
+        let mut turns = Turns::new(100);
+        let gone = turns.join(in_lane(7));
+        let stays = turns.join(in_lane(8));
+        assert!(turns.leave(gone));
+        assert_eq!(turns.classes[1].lanes.len(), 1);
+        assert_eq!(turns.next(), Some(stays));
     }
 }

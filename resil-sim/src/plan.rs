@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use resil_runtime::{BreakerKind, Jitter, WindowSize};
+use resil_runtime::{BreakerKind, Jitter, Priority, WindowSize};
 
 /// The targets' names (a route's keys).
 pub(crate) const TARGETS: [&str; 3] = ["gpt", "claude", "mini"];
@@ -81,6 +81,16 @@ pub(crate) struct Spec {
     pub(crate) hedge: Option<(u32, Duration)>,
     pub(crate) budget: Option<(f64, f64)>,
     pub(crate) independent: bool,
+    /// Waiters served by priority, in turn across `fair` values, with a batch share.
+    pub(crate) turns: Turns,
+}
+
+/// How a declaration serves the callers that wait (`priority`, `fair`, `batch N%`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Turns {
+    pub(crate) priority: bool,
+    pub(crate) fair: bool,
+    pub(crate) batch_share: Option<u8>,
 }
 
 #[derive(Debug, Clone)]
@@ -162,6 +172,9 @@ pub(crate) struct Caller {
     pub(crate) joins: Option<usize>,
     /// The seed of the provider's draws for this caller's attempts.
     pub(crate) seed: u64,
+    /// Its class and `fair` value, where its policy serves waiters in turn.
+    pub(crate) class: Priority,
+    pub(crate) tenant: u8,
 }
 
 fn ms(rng: &mut StdRng, low: u64, high: u64) -> Duration {
@@ -203,8 +216,22 @@ impl Plan {
         } else {
             Vec::new()
         };
-        let callers = callers(&mut rng, instances, targets.len());
+        let mut callers = callers(&mut rng, instances, targets.len());
         let nest_same = rng.random_bool(0.3);
+        // Drawn apart, so that the draws above, and the worlds of earlier seeds, stay as they were.
+        let mut turns = StdRng::seed_from_u64(seed.wrapping_mul(0xD6E8_FEB8_6659_FD93) ^ redraw);
+        let mut outer = outer;
+        let mut inner = inner;
+        outer.turns = draw_turns(&mut turns, &outer);
+        inner.turns = draw_turns(&mut turns, &inner);
+        for caller in &mut callers {
+            caller.class = match turns.random_range(0..10) {
+                0..=1 => Priority::Critical,
+                2..=5 => Priority::Default,
+                _ => Priority::Batch,
+            };
+            caller.tenant = turns.random_range(0..4);
+        }
         Plan {
             nest_same,
             seed,
@@ -216,6 +243,23 @@ impl Plan {
             store,
             callers,
         }
+    }
+}
+
+/// Whether a declaration orders its waiters, where it has a gate or a queue of all calls.
+fn draw_turns(rng: &mut StdRng, spec: &Spec) -> Turns {
+    let rate = spec.rate.as_ref().filter(|rate| !rate.per_key);
+    let queue = (spec.bulkhead.as_ref()).is_some_and(|b| b.queue > 0 && !b.per_key);
+    // A learning gate serves in arrival order: `build` refuses to order it.
+    let learns = spec.rate.as_ref().is_some_and(|rate| rate.learn);
+    if learns || (rate.is_none() && !queue) || rng.random_bool(0.4) {
+        return Turns::default();
+    }
+    let declared = rate.is_some_and(|rate| rate.declared.is_some());
+    Turns {
+        priority: true,
+        fair: rng.random_bool(0.5),
+        batch_share: (declared && rng.random_bool(0.5)).then(|| rng.random_range(10..=90)),
     }
 }
 
@@ -346,6 +390,7 @@ fn spec(rng: &mut StdRng) -> Spec {
             .random_bool(0.2)
             .then(|| (rng.random_range(0.05..1.0), rng.random_range(0.0..5.0))),
         independent: rng.random_bool(0.3),
+        turns: Turns::default(),
     }
 }
 
@@ -397,6 +442,8 @@ fn caller(rng: &mut StdRng, at: Duration, instance: usize, targets: usize) -> Ca
         shares: false,
         joins: None,
         seed: rng.random(),
+        class: Priority::Default,
+        tenant: 0,
     }
 }
 

@@ -15,8 +15,8 @@ use rand::SeedableRng;
 use resil_runtime::events::{Event, Listener};
 use resil_runtime::shared::InMemory;
 use resil_runtime::{
-    Breaker, BreakerConfig, BreakerState, Bulkhead, ConfigError, Keyed, Operation, Policy,
-    PolicyBuilder,
+    Breaker, BreakerConfig, BreakerState, Bulkhead, ConfigError, Execution, Keyed, Operation,
+    Policy, PolicyBuilder,
 };
 use tokio::task::LocalSet;
 use tokio::time::{sleep, sleep_until, Instant};
@@ -83,6 +83,15 @@ fn common<K>(builder: PolicyBuilder<K>, spec: &Spec, seed: u64) -> PolicyBuilder
         if rate.exact {
             builder = builder.rate_exact();
         }
+    }
+    if spec.turns.priority {
+        builder = builder.by_priority();
+    }
+    if spec.turns.fair {
+        builder = builder.fair();
+    }
+    if let Some(percent) = spec.turns.batch_share {
+        builder = builder.rate_batch_share(percent);
     }
     builder.independent(spec.independent)
 }
@@ -410,20 +419,25 @@ async fn call(
     };
     let first = TARGETS[targets[0]];
     let others: Vec<&'static str> = targets[1..].iter().map(|&t| TARGETS[t]).collect();
-    match policy {
-        Pol::Plain(policy) if routed => {
-            policy
-                .run_routed(first, others, |name| make(of(name)))
-                .await
-        }
-        Pol::Plain(policy) => policy.run(|| make(targets[0])).await,
-        Pol::Keyed(policy) if routed => {
-            policy
-                .run_routed(first, others, |name| make(of(name)))
-                .await
-        }
-        Pol::Keyed(policy) => policy.run_keyed(first, || make(targets[0])).await,
+    // Its class and fair value, which a policy that does not serve in turn ignores.
+    let turn = |execution: &mut Execution<'_, SimError>| {
+        execution.set_priority(spec.class);
+        execution.set_fair_key(&spec.tenant);
+    };
+    if routed {
+        let mut route = match policy {
+            Pol::Plain(policy) => policy.route(first, others),
+            Pol::Keyed(policy) => policy.route(first, others),
+        };
+        turn(route.execution());
+        return route.run(|name| make(of(name))).await;
     }
+    let mut execution = match policy {
+        Pol::Plain(policy) => policy.execute(),
+        Pol::Keyed(policy) => policy.execute_keyed(first),
+    };
+    turn(&mut execution);
+    execution.run(|| make(targets[0])).await
 }
 
 /// One attempt's body: checked at its start, then the nested call, then the provider.

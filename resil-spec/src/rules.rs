@@ -75,6 +75,16 @@ pub enum Violation {
         /// The setting (`rate`, `token_rate`).
         key: &'static str,
     },
+    /// A batch share outside 1 to 99 %.
+    BatchShare {
+        /// The share given, in percent.
+        percent: u8,
+    },
+    /// A batch share without a declared rate of all calls to share.
+    BatchShareWithoutRate,
+    /// Waiters served by priority (or fairly) at a rate gate that learns, which serves them
+    /// in arrival order for now.
+    OrderedLearningGate,
     /// The waits alone before the last retry outlast the deadline: that retry can never be made.
     RetriesPastDeadline {
         /// Extra attempts after the first.
@@ -210,6 +220,16 @@ impl fmt::Display for Violation {
             Violation::ZeroRate { key } => write!(
                 f,
                 "`{key}` lets nothing through with a count or burst of 0: give the number allowed per period, such as \"60/min\" or \"10/s, burst 20\""
+            ),
+            Violation::BatchShare { percent } => write!(
+                f,
+                "a batch share of {percent} % leaves batch calls nothing or everything: give a share from 1 % to 99 %, such as `rate = \"500/min, batch 80%\"`"
+            ),
+            Violation::OrderedLearningGate => f.write_str(
+                "a rate gate that learns the provider's limits (`learn`, `auto`) serves its waiters in arrival order: ordering them by priority, in turn across `fair` values or with a batch share is not implemented for it yet; declare the rate without learning, or serve in arrival order",
+            ),
+            Violation::BatchShareWithoutRate => f.write_str(
+                "a batch share is a share of the declared rate gate of all calls, but there is none: declare `rate(count, period, burst)` (a learnt `auto` rate has no figure to share, and a gate per key serves its waiters in arrival order)",
             ),
             Violation::InvalidRetryBudget => f.write_str(
                 "a retry budget needs a share ≥ 0, such as \"20%\", and a minimum ≥ 0 retries per second, such as \"20%, min 10/s\"",
@@ -417,6 +437,14 @@ pub fn rate(key: &'static str, count: u64, period: Duration, burst: u64) -> Resu
     positive(key, period)?;
     if count == 0 || burst == 0 {
         return Err(Violation::ZeroRate { key });
+    }
+    Ok(())
+}
+
+/// A batch share (`rate = "500/min, batch 80%"`) from 1 to 99 %.
+pub fn batch_share(percent: u8) -> Result<(), Violation> {
+    if !(1..=99).contains(&percent) {
+        return Err(Violation::BatchShare { percent });
     }
     Ok(())
 }

@@ -1,4 +1,5 @@
-//! An error type derived the way users write it, and a provider that counts its calls.
+//! An error type derived the way users write it, a provider that counts its calls, and the
+//! starts of calls as a gate let them through.
 #![allow(dead_code, unreachable_pub)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -51,5 +52,50 @@ impl Calls {
     }
     pub fn add(&self) -> u32 {
         self.0.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
+
+/// When each call started, under a label (its class, its tenant), from the test's origin on
+/// the paused clock.
+pub struct Starts<L> {
+    origin: tokio::time::Instant,
+    starts: std::sync::Mutex<Vec<(L, Duration)>>,
+}
+
+impl<L: PartialEq> Starts<L> {
+    pub fn new() -> Self {
+        Starts {
+            origin: tokio::time::Instant::now(),
+            starts: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn add(&self, label: L) {
+        let at = self.origin.elapsed();
+        self.starts.lock().unwrap().push((label, at));
+    }
+
+    /// The starts under `label`, in order.
+    pub fn of(&self, label: &L) -> Vec<Duration> {
+        let starts = self.starts.lock().unwrap();
+        (starts.iter())
+            .filter(|(l, _)| l == label)
+            .map(|(_, at)| *at)
+            .collect()
+    }
+
+    /// Every start, in order.
+    pub fn all(&self) -> Vec<Duration> {
+        let mut all: Vec<_> = self.starts.lock().unwrap().iter().map(|s| s.1).collect();
+        all.sort();
+        all
+    }
+
+    /// Never more than `count` starts within `period`.
+    pub fn keep_rate(&self, count: usize, period: Duration) {
+        let all = self.all();
+        for (first, past) in all.iter().zip(&all[count..]) {
+            assert!(*past - *first >= period, "{all:?}");
+        }
     }
 }

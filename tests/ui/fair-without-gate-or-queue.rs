@@ -24,6 +24,32 @@ async fn no_queue(tenant: &str) -> Result<(), Error> {
     Ok(())
 }
 
+#[resilient(rate = "10/s per key", key = model, priority = class)]
+async fn gates_per_key(model: &str, class: Priority) -> Result<(), Error> {
+    let _ = (model, class);
+    Ok(())
+}
+
+#[resilient(token_rate = "1000/s", rate_cost = 10, fair = tenant)]
+async fn token_gate_alone(tenant: &str) -> Result<(), Error> {
+    let _ = tenant;
+    Ok(())
+}
+
+struct Tenant;
+
+#[resilient(rate = "10/s", fair = tenant)]
+async fn not_hashable(tenant: Tenant) -> Result<(), Error> {
+    let _ = tenant;
+    Ok(())
+}
+
+#[resilient(rate = "10/s", learn = true, priority = class)]
+async fn learning_gate(class: Priority) -> Result<(), Error> {
+    let _ = class;
+    Ok(())
+}
+
 fn main() {
     let _ = Priority::Batch;
 }

@@ -368,16 +368,22 @@ fn body(sig: &mut syn::Signature, block: syn::Block, config: &Config) -> TokenSt
         None => quote! { __resil_execution },
         Some(_) => quote! { __resil_route },
     };
-    // The class is read once per call, from the argument as the caller gave it, spanned at
-    // the argument so that one of another type is reported there.
+    // The class and the fair value are read once per call, from the arguments as the caller
+    // gave them, spanned at the argument so that one of another type is reported there.
+    let current = match &config.route {
+        None => quote! { (&mut __resil_execution) },
+        Some(_) => quote! { __resil_route.execution() },
+    };
     let prioritize = config.priority.as_ref().map(|argument| {
         let ident = &argument.ident;
-        let execution = match &config.route {
-            None => quote! { __resil_execution },
-            Some(_) => quote! { __resil_route.execution() },
-        };
         quote_spanned! {ident.span()=>
-            #execution.set_priority(::resil::__private::priority(&#ident));
+            #current.set_priority(::resil::__private::priority(&#ident));
+        }
+    });
+    let share = config.fair.as_ref().map(|argument| {
+        let ident = &argument.ident;
+        quote_spanned! {ident.span()=>
+            ::resil::__private::FairKey::fair_for(&#ident, #current);
         }
     });
     let policy_type = if config.key.is_some() {
@@ -415,6 +421,7 @@ fn body(sig: &mut syn::Signature, block: syn::Block, config: &Config) -> TokenSt
             let __resil_outcome = {
                 let mut #start = #execution;
                 #prioritize
+                #share
                 #routed
                 #outcome
             };

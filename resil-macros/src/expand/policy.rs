@@ -141,6 +141,13 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
     if config.priority.is_some() {
         calls.push(quote! { .by_priority() });
     }
+    if config.fair.is_some() {
+        calls.push(quote! { .fair() });
+    }
+    if let Some(percent) = config.rate.as_ref().and_then(|rate| rate.batch) {
+        let percent = Literal::u8_unsuffixed(percent as u8);
+        calls.push(quote! { .rate_batch_share(#percent) });
+    }
     let gate = |rate: &Rate| {
         let count = Literal::u64_unsuffixed(rate.count);
         let burst = Literal::u64_unsuffixed(rate.burst);

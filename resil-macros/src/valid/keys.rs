@@ -90,11 +90,16 @@ pub(super) fn check_key(
                 errors.push(span, format!("`{name}` is per key, but the function has no key: add `key = <an expression over the arguments>`, such as `key = req.model`"));
             }
         }
-        if let Some(max_keys) = &args.max_keys {
+        // `fair` holds the values that wait, bounded by `max_keys` as keys are.
+        if let Some(max_keys) = args.max_keys.as_ref().filter(|_| args.fair.is_none()) {
             errors.push(max_keys.key, "`max_keys` bounds what is kept per key, but nothing is: add `key = …` with `breaker = \"per_key\"` (or `bulkhead = \"8 per key\"`, `rate = \"60/min per key\"`), or remove `max_keys`");
         }
     }
-    if let Some(max_keys) = args.max_keys.as_ref().filter(|_| keyed) {
+    if let Some(max_keys) = args
+        .max_keys
+        .as_ref()
+        .filter(|_| keyed || args.fair.is_some())
+    {
         errors.check(max_keys.span, rules::max_keys(max_keys.value as usize));
     }
     if let Some(key) = args.key.as_ref().filter(|_| errors.is_empty()) {

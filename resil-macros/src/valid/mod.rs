@@ -67,6 +67,8 @@ pub(crate) struct Config {
     pub(crate) hedge: Option<crate::values::Hedge>,
     /// `priority = ARG`: the argument whose class orders the callers that wait.
     pub(crate) priority: Option<KeyArgument>,
+    /// `fair = ARG`: the argument whose values share the wait in turn.
+    pub(crate) fair: Option<KeyArgument>,
 }
 
 /// `route = model in [...]`: the argument, and the expression of its other values.
@@ -204,7 +206,7 @@ pub(crate) fn check(
     }
     check_classifier(&args, streaming, &mut errors);
     check_gate_keys(&args, &mut errors);
-    let priority = check_priority(&args, sig, &mut errors);
+    let (priority, fair) = check_priority(&args, sig, &mut errors);
     let learn = args.learn.as_ref().is_some_and(|s| s.value);
     let shared = check_shared(&args, &mut errors);
     if args.fallback.is_some() {
@@ -270,6 +272,7 @@ pub(crate) fn check(
         route,
         hedge,
         priority,
+        fair,
     })
 }
 

@@ -11,44 +11,70 @@ use crate::errors::Errors;
 use crate::keys::{did_you_mean, ResilientArgs, Setting};
 
 /// The argument `priority` names, and the one `fair` names, each checked: an argument of the
-/// function, and something whose waiters it orders (a rate gate or a bulkhead queue). `fair`
-/// is refused for now, once it is right: its round-robin is not implemented yet.
+/// function, and something whose waiters it orders: the rate gate or the bulkhead queue of
+/// all calls (not yet those per key, nor the token gate alone).
 pub(super) fn check_priority(
     args: &ResilientArgs,
     sig: &Signature,
     errors: &mut Errors,
-) -> Option<KeyArgument> {
+) -> (Option<KeyArgument>, Option<KeyArgument>) {
     let priority = args
         .priority
         .as_ref()
         .and_then(|setting| argument("priority", "class", setting, sig, errors));
-    if let Some(setting) = &args.fair {
-        argument("fair", "tenant", setting, sig, errors);
-    }
-    let gate = args.rate.is_some() || args.token_rate.is_some();
+    let fair = args
+        .fair
+        .as_ref()
+        .and_then(|setting| argument("fair", "tenant", setting, sig, errors));
+    let rate = args.rate.as_ref().map(|rate| &rate.value);
+    let bulkhead = args.bulkhead.as_ref().map(|bulkhead| &bulkhead.value);
     let queue = args.bulkhead_queue.is_some();
+    let ordered = rate.is_some_and(|rate| !rate.per_key)
+        || (queue && !bulkhead.is_some_and(|bulkhead| bulkhead.per_key));
     // A gate or queue left out for a mistake of its own is not missing.
     if !errors.is_empty() {
-        return priority;
+        return (priority, fair);
     }
-    if let Some(setting) = &args.priority {
-        if args.rate.is_none() && !queue {
-            errors.push(setting.key, "`priority` orders the callers waiting for the rate gate's next slot or the bulkhead queue's next place, but nobody waits here: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `priority`");
-        }
-    }
-    if let Some(setting) = &args.fair {
-        if !gate && !queue {
-            errors.push(setting.key, "`fair` serves the callers waiting for a gate's slot or a bulkhead queue's place in turn across its argument's values, but nobody waits here: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `fair`");
+    let per_key = rate.is_some_and(|rate| rate.per_key) || queue;
+    for (setting, name, what) in [
+        (args.priority.as_ref().map(|s| s.key), "priority", "orders the callers waiting for the rate gate's next slot or the bulkhead queue's next place"),
+        (args.fair.as_ref().map(|s| s.key), "fair", "serves the callers waiting for the rate gate's slot or the bulkhead queue's place in turn across its argument's values"),
+    ] {
+        let Some(key) = setting.filter(|_| !ordered) else {
+            continue;
+        };
+        let message = if per_key {
+            format!("`{name}` {what} of all calls, but here each key has its own (`per key`), whose callers are served in arrival order (not implemented yet, issue 47): drop `per key`, or remove `{name}`")
+        } else if args.token_rate.is_some() {
+            format!("`{name}` {what}, but here only the token gate makes callers wait, and it serves them in arrival order (not implemented yet, issue 47): add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
         } else {
-            errors.push(setting.key, "`fair` is not implemented yet (issue 47): waiters are served by `priority`, in arrival order within a class; remove `fair`");
+            format!("`{name}` {what}, but nobody waits here: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
+        };
+        errors.push(key, message);
+    }
+    let learns =
+        rate.is_some_and(|rate| rate.learn) || args.learn.as_ref().is_some_and(|l| l.value);
+    if learns && args.rate.is_some() {
+        let ordering = [args.priority.as_ref(), args.fair.as_ref()];
+        if let Some(setting) = ordering.into_iter().flatten().next() {
+            errors.push(setting.key, "a rate gate that learns the provider's limits (`learn = true`, `rate = \"auto\"`) serves its waiters in arrival order: ordering them by `priority` or `fair` is not implemented for it yet (issue 47); declare the rate without learning, or remove this key");
         }
     }
-    for rate in [&args.rate, &args.token_rate].into_iter().flatten() {
-        if rate.value.batch.is_some() {
-            errors.push(rate.span, "a batch share (`, batch 80%`) is not implemented yet (issue 47): batch calls are served after the others that wait, with aging; remove `, batch N%`");
+    if let Some(rate) = args.rate.as_ref().filter(|rate| rate.value.batch.is_some()) {
+        if rate.value.per_key {
+            errors.push(rate.span, "a batch share is a share of the rate gate of all calls, but this gate is per key, and a key's gate serves its waiters in arrival order (not implemented yet, issue 47): drop `per key`, or remove `, batch N%`");
+        } else if args.priority.is_none() {
+            errors.push(rate.span, "a batch share keeps calls of class `Batch` to their share, but no call has a class here: add `priority = class` (an argument of type `resil::Priority`), or remove `, batch N%`");
         }
     }
-    priority
+    if let Some(rate) = args
+        .token_rate
+        .as_ref()
+        .filter(|rate| rate.value.batch.is_some())
+    {
+        errors.push(rate.span, "a batch share of the token gate is not implemented yet (issue 47): it is the request gate's (`rate = \"500/min, batch 80%\"`); remove `, batch N%` here");
+    }
+    (priority, fair)
 }
 
 /// The argument `name = ARG` names: `example` shows one.

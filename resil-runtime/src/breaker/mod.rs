@@ -411,7 +411,10 @@ impl Breaker {
     }
 
     /// Why a call arriving now would make no call: the breaker is open and cooling down, or
-    /// half-open with its probe out. What a route asks before choosing this breaker's key.
+    /// half-open with its probe out. What a route asks before choosing this breaker's key, for
+    /// each target: inlined, as a closed breaker's answer is one load (out of line, the
+    /// rejection's return cost a routed call 20 instructions).
+    #[inline]
     pub(crate) fn turns_away(&self, now: Instant) -> Option<Rejected> {
         match self.load().state() {
             CLOSED => None,

@@ -1,5 +1,6 @@
-//! A bulkhead's queue served by [`Priority`]: the place freed goes to the most urgent waiter
-//! (see [`Turns`]), not to the one that came first.
+//! A bulkhead's queue served by [`Priority`](crate::Priority): the place freed goes to the
+//! most urgent waiter, in turn across `fair` values (see [`Turns`]), not to the one that came
+//! first.
 //!
 //! tokio's semaphore serves its waiters in order, so only one waiter waits in it at a time:
 //! the one served next. A more urgent caller that arrives meanwhile becomes next, and the one
@@ -14,7 +15,7 @@ use std::task::{Context, Poll};
 use tokio::sync::{AcquireError, Semaphore, SemaphorePermit};
 
 use super::{Bulkhead, BulkheadPermit};
-use crate::priority::{Priority, Turns};
+use crate::priority::{Place, Turns};
 use crate::sync::lock_std;
 use crate::Rejected;
 
@@ -22,19 +23,20 @@ type Acquire<'a> =
     Pin<Box<dyn Future<Output = Result<SemaphorePermit<'a>, AcquireError>> + Send + 'a>>;
 
 impl Bulkhead {
-    /// Its queue's waiters are served by priority. No queue, nothing to order.
-    pub(crate) fn ordered(mut self) -> Self {
+    /// Its queue's waiters are served by priority, and round-robin across up to `lanes`
+    /// `fair` values. No queue, nothing to order.
+    pub(crate) fn ordered(mut self, lanes: usize) -> Self {
         if let Some(queue) = &mut self.queue {
-            queue.turns = Some(Box::default());
+            queue.turns = Some(Box::new(Mutex::new(Turns::new(lanes))));
         }
         self
     }
 
-    /// A place, waiting for it in the queue in the turn of `class` (see [`Priority`]), for a
+    /// A place, waiting for it in the queue in the turn of `place` (see [`Turns`]), for a
     /// bulkhead whose queue orders its waiters; [`Bulkhead::acquire`] otherwise.
     pub(crate) async fn acquire_in_turn(
         &self,
-        class: Priority,
+        place: Place,
     ) -> Result<BulkheadPermit<'_>, Rejected> {
         let Some((queue, turns)) =
             (self.queue.as_ref()).and_then(|queue| Some((queue, queue.turns.as_deref()?)))
@@ -47,7 +49,7 @@ impl Bulkhead {
             }
         }
         let _waiting = self.join(queue)?;
-        let id = lock_std(turns).join(class);
+        let id = lock_std(turns).join(place);
         let mut turn = InTurn {
             turns,
             permits: &queue.permits,

@@ -11,7 +11,7 @@ use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::gate::{RateGate, Slot};
 use crate::operation;
 use crate::policy::{BreakerRef, Scope, Settings, Tuning};
-use crate::priority::Priority;
+use crate::priority::Place;
 use crate::registry::Held;
 use crate::Rejected;
 
@@ -31,8 +31,8 @@ pub(crate) struct Admission<'p> {
     entry: Entry,
     /// What the next attempt costs the token gate.
     pub(super) cost: u64,
-    /// How urgent the operation is, where callers wait in turn.
-    pub(super) priority: Priority,
+    /// How urgent the operation is and whose share it waits in, where callers wait in turn.
+    pub(super) place: Place,
     /// Slots reserved in the rate gates for the current attempt, each as its gate promised
     /// it: given back if the attempt is refused before calling.
     pub(super) reserved: Reserved,
@@ -44,6 +44,9 @@ pub(crate) struct Admission<'p> {
 pub(super) struct Reserved {
     pub(super) rate: Option<Slot>,
     pub(super) tokens: Option<Slot>,
+    /// A batch call's place in a shared rate gate's batch share, while it waits for it.
+    #[cfg(feature = "shared")]
+    pub(super) share: Option<Slot>,
     /// The call was made with these slots: kept, for gates that learn, until its answer
     /// teaches them; never given back.
     pub(super) used: bool,
@@ -93,7 +96,7 @@ impl<'p> Admission<'p> {
             permit,
             entry,
             cost: 1,
-            priority: Priority::Default,
+            place: Place::default(),
             reserved: Reserved::default(),
         })
     }
@@ -113,7 +116,7 @@ impl<'p> Admission<'p> {
             permit: None,
             entry: Entry::Admitted,
             cost: self.cost,
-            priority: self.priority,
+            place: self.place,
             reserved: Reserved::default(),
         }
     }
@@ -132,7 +135,7 @@ impl<'p> Admission<'p> {
             permit: None,
             entry: Entry::Admitted,
             cost: 1,
-            priority: Priority::Default,
+            place: Place::default(),
             reserved: Reserved::default(),
         };
         admission.retarget(settings, breaker, scope);
@@ -198,7 +201,7 @@ impl<'p> Admission<'p> {
         self.entry = Entry::Admitted;
         // Rare (the bulkhead is full), so the wait is boxed to keep every attempt small.
         if let Some(bulkhead) = &settings.bulkhead {
-            return Some(Box::pin(bulkhead.acquire_in_turn(self.priority)));
+            return Some(Box::pin(bulkhead.acquire_in_turn(self.place)));
         }
         let bulkhead = Arc::clone(self.scope.as_ref()?.bulkhead.as_ref()?);
         Some(Box::pin(async move {

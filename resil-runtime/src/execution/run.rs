@@ -17,7 +17,9 @@ impl Policy {
     /// last transient error or rejection once no retry is allowed.
     ///
     /// The futures run inside the operation ([`crate::Operation::current()`] is `Some` in
-    /// them); the factory itself runs just outside it.
+    /// them); the factory itself runs just outside it. To give the call a
+    /// [`Priority`](crate::Priority) or a `fair` value, start it by hand:
+    /// [`Policy::execute`], [`Execution::set_priority`], then [`Execution::run`].
     pub async fn run<T, E, F, Fut>(&self, make_attempt: F) -> Result<T, E>
     where
         F: FnMut() -> Fut,
@@ -281,6 +283,51 @@ impl<P> Policy<P> {
         K: Key + PartialEq,
     {
         Route::new(&self.settings, |target| target, first, others)
+    }
+}
+
+impl<E: Transient + From<Rejected>> Execution<'_, E> {
+    /// Runs the operation to its end, as [`Policy::run`] does: for an operation set up by
+    /// hand first, such as one given its [`Priority`](crate::Priority) and `fair` value.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resil_runtime::{Policy, Priority, Rejected};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = Policy::builder()
+    ///     .rate(10, Duration::from_secs(1), 1)
+    ///     .fair()
+    ///     .build()
+    ///     .unwrap();
+    /// let mut execution = policy.execute::<Rejected>();
+    /// execution.set_priority(Priority::Batch);
+    /// execution.set_fair_key("tenant-42");
+    /// assert_eq!(execution.run(|| async { Ok(5) }).await, Ok(5));
+    /// # }
+    /// ```
+    pub async fn run<T, F, Fut>(self, make_attempt: F) -> Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        drive(self, make_attempt).await
+    }
+}
+
+impl<'k, K, E> Route<'_, &'k K, K, E>
+where
+    K: Key + PartialEq + ?Sized,
+    E: Transient + From<Rejected>,
+{
+    /// Runs the routed operation to its end, as [`Policy::run_routed`] does: for one set up by
+    /// hand first (its [`Route::execution`] given a priority, for instance).
+    pub async fn run<T, F, Fut>(self, make_attempt: F) -> Result<T, E>
+    where
+        F: FnMut(&'k K) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        drive_routed(self, make_attempt).await
     }
 }
 

@@ -7,8 +7,39 @@ use tokio::time::Instant;
 
 use super::admission::Reserved;
 use super::Progress;
-use crate::gate::{RateGate, Slot};
+
+use crate::gate::{BatchShare, RateGate, Slot};
 use crate::Rejected;
+
+/// Where a batch call held back by its gate's batch share waits for its place there.
+pub(super) enum ShareWait {
+    /// Until this instant, then it starts again: a shared gate's, its place booked at once.
+    #[cfg(feature = "shared")]
+    Until(Instant, Slot),
+    /// In the gate's waiting room, taking its place when it is next.
+    InTurn,
+}
+
+/// Where a batch call held back by `share` waits for its place there.
+fn wait_for_share(
+    gate: &RateGate,
+    share: &BatchShare,
+    deadline: Option<Instant>,
+) -> Result<ShareWait, Rejected> {
+    // The waiting room takes no slot from the store: a shared gate's batch call books its
+    // place in the share now and waits for it before it asks.
+    #[cfg(feature = "shared")]
+    if gate.shared().is_some() {
+        let (wait, slot) = share.reserve(deadline)?;
+        let until = crate::deadline::later(Instant::now(), wait);
+        return Ok(ShareWait::Until(until, slot));
+    }
+    // In turn with the other waiters, each taking its place when it is next (at once, if one
+    // is free): one place at a time, so the share lets go of batch calls as soon as the
+    // others leave.
+    let _ = (gate, share, deadline);
+    Ok(ShareWait::InTurn)
+}
 
 /// An attempt's wait in a rate gate's waiting room, served by priority.
 pub(super) type TurnWait<'p> = std::pin::Pin<Box<crate::gate::Turn<'p>>>;
@@ -74,21 +105,72 @@ impl<'p> Progress<'p> {
             return Ok(None);
         };
         self.refund_slots();
-        let priority = self
+        // The store's returns when the local gate took over, for the slot it will give.
+        #[cfg(feature = "shared")]
+        self.hold(Reserved {
+            returns: self.store_returns(),
+            ..Reserved::default()
+        });
+        let place = self
             .admission
             .as_ref()
-            .map_or_else(Default::default, |a| a.priority);
-        Ok(Some(Box::pin(gate.turn(priority, self.start_by())?)))
+            .map_or_else(Default::default, |a| a.place);
+        Ok(Some(Box::pin(gate.turn(place, self.start_by())?)))
     }
 
-    /// The rate gate's waiting room gave this attempt its slot: it takes its token gate's slot
-    /// too, if any. The wait until the later of them, or the token gate's refusal (the rate
-    /// gate's slot then goes back).
+    /// For a gate with a batch share (`rate = "500/min, batch 80%"`), where a batch call held
+    /// back by the share waits for its place there, before it takes its slot in the gate (see
+    /// `gate/batch.rs`); a call of another class is noted there. `None`: on to the gate. For
+    /// a gated call.
+    #[inline]
+    pub(super) fn batch_turn(&mut self) -> Result<Option<ShareWait>, Rejected> {
+        if self.rate().and_then(RateGate::batch).is_none() {
+            return Ok(None);
+        }
+        self.take_share()
+    }
+
+    #[inline(never)]
+    fn take_share(&mut self) -> Result<Option<ShareWait>, Rejected> {
+        let deadline = self.start_by();
+        let settings = self.settings;
+        let Some(admission) = self.admission.as_mut() else {
+            return Ok(None);
+        };
+        // Back from its wait for the share: the place is its own now, on to the gate.
+        #[cfg(feature = "shared")]
+        if admission.reserved.share.take().is_some() {
+            return Ok(None);
+        }
+        let class = admission.place.class();
+        let Some(gate) = admission.rate(settings) else {
+            return Ok(None);
+        };
+        let share = gate.batch().expect("checked by batch_turn");
+        if !share.holds_back(class) {
+            return Ok(None);
+        }
+        let wait = wait_for_share(gate, share, deadline)?;
+        #[cfg(feature = "shared")]
+        if let ShareWait::Until(_, slot) = wait {
+            admission.reserved.share = Some(slot);
+        }
+        Ok(Some(wait))
+    }
+
+    /// The rate gate's waiting room gave this attempt its slot, due now: it takes its token
+    /// gate's slot too, if any. The wait until the later of them, or the token gate's refusal
+    /// (the rate gate's slot then goes back).
     pub(super) fn took_turn(&mut self, slot: Slot) -> Result<Duration, Rejected> {
         let mut reserved = Reserved {
             rate: Some(slot),
+            // Granted alone, like a slot the local gate reserved while the store was down.
+            #[cfg(feature = "shared")]
+            returns: self.admission.as_ref().and_then(|a| a.reserved.returns),
             ..Reserved::default()
         };
+        #[cfg(feature = "shared")]
+        self.granted_alone();
         let mut wait = Duration::ZERO;
         if let Some(gate) = self.token_rate() {
             match gate.reserve_slot(self.cost(), self.start_by()) {
@@ -231,6 +313,7 @@ impl<'p> Progress<'p> {
                 self.hold(Reserved {
                     rate: mirror(self.rate(), rate, 1),
                     tokens: mirror(self.token_rate(), tokens, self.cost()),
+                    share: None,
                     used: false,
                     remote: Some(Box::new([rate, tokens])),
                     returns: None,
@@ -364,6 +447,10 @@ impl<'p> Progress<'p> {
         }
         if let (Some(gate), Some(slot)) = (self.rate(), reserved.rate) {
             gate.refund(slot);
+        }
+        #[cfg(feature = "shared")]
+        if let Some((share, slot)) = self.rate().and_then(RateGate::batch).zip(reserved.share) {
+            share.refund(slot);
         }
         if let (Some(gate), Some(slot)) = (self.token_rate(), reserved.tokens) {
             gate.refund(slot);

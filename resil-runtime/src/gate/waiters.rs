@@ -15,29 +15,47 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
-use super::{RateGate, Slot};
+use super::{RateGate, Slot, SLOT_MISSED};
 use crate::deadline::later;
-use crate::priority::{Priority, Turns};
+use crate::priority::{Place, Priority, Turns};
 use crate::sync::lock_std;
 use crate::Rejected;
 
 /// The waiters of one gate, and the slot booked for the next of them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Waiters {
     room: Mutex<Room>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Room {
     turns: Turns,
     /// The slot booked for whoever is next when it comes due.
     booked: Option<(Instant, Slot)>,
+    /// When the next waiter is to come back for its slot (or its place in the batch share):
+    /// the watcher passes it over if it has not come by then and [`SLOT_MISSED`].
+    expected: Option<Instant>,
+}
+
+impl Room {
+    /// Waiter `id` leaves: what the next is expected back for is the slot booked, if any.
+    fn leave(&mut self, id: u64) {
+        self.turns.leave(id);
+        self.expected = self.booked.map(|(due, _)| due);
+    }
 }
 
 impl RateGate {
-    /// Callers that must wait for a slot are served by priority (see [`Priority`]).
-    pub(crate) fn ordered(mut self) -> Self {
-        self.waiters = Some(Box::default());
+    /// Callers that must wait for a slot are served by priority (see
+    /// [`Priority`](crate::Priority)), and round-robin across up to `lanes` `fair` values.
+    pub(crate) fn ordered(mut self, lanes: usize) -> Self {
+        self.waiters = Some(Box::new(Waiters {
+            room: Mutex::new(Room {
+                turns: Turns::new(lanes),
+                booked: None,
+                expected: None,
+            }),
+        }));
         self
     }
 
@@ -46,13 +64,14 @@ impl RateGate {
         self.waiters.is_some()
     }
 
-    /// A caller of `class` waits for its slot: refused at once, with [`Rejected::RateLimited`],
-    /// when the waiters served before it (those of its class and the more urgent ones) take
-    /// the slots until after `deadline`. Its wait may grow while it waits, as more urgent
-    /// callers come: its deadline then ends it.
+    /// A caller at `place` waits for its slot: refused at once, with [`Rejected::RateLimited`],
+    /// when the waiters served before it (the more urgent ones, and those of its class served
+    /// before its lane's turn) take the slots until after `deadline`. Its wait may grow while it
+    /// waits, as more urgent callers come: its deadline then ends it. A batch call takes its
+    /// place in the gate's batch share, if the share holds it back, when its turn comes.
     pub(crate) fn turn(
         &self,
-        class: Priority,
+        place: Place,
         deadline: Option<Instant>,
     ) -> Result<Turn<'_>, Rejected> {
         let Some(waiters) = &self.waiters else {
@@ -67,17 +86,24 @@ impl RateGate {
         let interval = self
             .interval_at(self.offset(now))
             .saturating_mul(self.share_now());
-        let ahead = u64::try_from(room.turns.ahead_of(class)).unwrap_or(u64::MAX);
+        let ahead = u64::try_from(room.turns.ahead_of(place)).unwrap_or(u64::MAX);
         let wait = next.saturating_add(std::time::Duration::from_nanos(
             interval.saturating_mul(ahead),
         ));
         if deadline.is_some_and(|deadline| later(now, wait) > deadline.max(now)) {
             return Err(Rejected::RateLimited { retry_in: wait });
         }
-        let id = room.turns.join(class);
+        let id = room.turns.join(place);
+        let share = match place.class() {
+            Priority::Batch if self.batch().is_some() => Share::Due,
+            _ => Share::Taken,
+        };
         Ok(Turn {
             gate: self,
             id: Some(id),
+            place,
+            deadline,
+            share,
             sleep: None,
         })
     }
@@ -90,8 +116,24 @@ pub(crate) struct Turn<'g> {
     gate: &'g RateGate,
     /// Its number in the room, until it is served.
     id: Option<u64>,
-    /// The wait for the booked slot, while it is next.
+    /// Where it joined, to join again if it was passed over.
+    place: Place,
+    deadline: Option<Instant>,
+    /// Where a batch call stands with the gate's batch share.
+    share: Share,
+    /// The wait for the booked slot (or for its place in the batch share), while it is next.
     sleep: Option<Pin<Box<Sleep>>>,
+}
+
+/// A waiter's place in its gate's batch share (see `batch.rs`).
+#[derive(Debug, Clone, Copy)]
+enum Share {
+    /// Taken, or none to take: on to the gate's slot.
+    Taken,
+    /// A batch call's, to take when its turn comes.
+    Due,
+    /// Taken for this instant: the waiter's slot is booked once it comes.
+    At(Instant, Slot),
 }
 
 impl<'g> Turn<'g> {
@@ -110,28 +152,81 @@ impl Future for Turn<'_> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let Some(id) = this.id else {
+        let Some(mut id) = this.id else {
             panic!("`Turn` polled after it completed");
         };
         loop {
             let mut room = this.room();
+            let now = Instant::now();
+            if !room.turns.contains(id) {
+                // Passed over while it was not polled: it waits again, last of its lane.
+                id = room.turns.join(this.place);
+                this.id = Some(id);
+            }
             if room.turns.next() != Some(id) {
                 room.turns.wait(id, cx.waker());
-                drop(room);
-                this.sleep = None;
-                return Poll::Pending;
+                let watch = room.expected.filter(|_| room.turns.watcher() == Some(id));
+                let Some(expected) = watch else {
+                    drop(room);
+                    this.sleep = None;
+                    return Poll::Pending;
+                };
+                let late = later(expected, SLOT_MISSED);
+                if now < late {
+                    drop(room);
+                    if this.slept(late, cx) {
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+                // The next did not come back for what came due: it is passed over, and its
+                // slot goes back to the gate.
+                if let Some((_, slot)) = room.booked.take() {
+                    this.gate.refund(slot);
+                }
+                room.expected = None;
+                if let Some(stalled) = room.turns.next() {
+                    room.turns.leave(stalled);
+                }
+                continue;
             }
-            let now = Instant::now();
+            if room.booked.is_none() {
+                match this.share_due(now) {
+                    None => {}
+                    Some(Ok(at)) => {
+                        room.turns.wait(id, cx.waker());
+                        // Told once: a watcher in the same task (a hedge's) would wake this
+                        // poll again, and each would wake the other for ever.
+                        if room.expected != Some(at) {
+                            room.expected = Some(at);
+                            room.turns.wake_watcher();
+                        }
+                        drop(room);
+                        if this.slept(at, cx) {
+                            continue;
+                        }
+                        return Poll::Pending;
+                    }
+                    Some(Err(refused)) => {
+                        room.leave(id);
+                        drop(room);
+                        this.id = None;
+                        return Poll::Ready(Err(refused));
+                    }
+                }
+            }
             let due = match room.booked {
                 Some((due, _)) => due,
                 None => match this.gate.reserve_slot(1, None) {
                     Ok((wait, slot)) => {
                         let due = later(now, wait);
                         room.booked = Some((due, slot));
+                        room.expected = Some(due);
+                        room.turns.wake_watcher();
                         due
                     }
                     Err(refused) => {
-                        room.turns.leave(id);
+                        room.leave(id);
                         drop(room);
                         this.id = None;
                         return Poll::Ready(Err(refused));
@@ -140,27 +235,63 @@ impl Future for Turn<'_> {
             };
             if due <= now {
                 let (_, slot) = room.booked.take().expect("booked above");
+                room.expected = None;
+                if now.saturating_duration_since(due) > SLOT_MISSED {
+                    // Back too late for it (see SLOT_MISSED): it goes back, and a new one is
+                    // booked.
+                    this.gate.refund(slot);
+                    continue;
+                }
                 room.turns.serve(id);
                 drop(room);
                 this.id = None;
+                this.share = Share::Taken;
                 return Poll::Ready(Ok(slot));
             }
             // Woken by the slot's time, or by a change of who is next.
             room.turns.wait(id, cx.waker());
             drop(room);
-            let sleep = match &mut this.sleep {
-                Some(sleep) => {
-                    if sleep.deadline() != due {
-                        sleep.as_mut().reset(due);
-                    }
-                    sleep
-                }
-                sleep => sleep.insert(Box::pin(tokio::time::sleep_until(due))),
-            };
-            if sleep.as_mut().poll(cx).is_pending() {
+            if !this.slept(due, cx) {
                 return Poll::Pending;
             }
         }
+    }
+}
+
+impl Turn<'_> {
+    /// For a batch call next in the room, before its slot is booked: the instant of its place
+    /// in the batch share, taken now if due and the share holds batch calls back; `None` once
+    /// that instant has come (or there is no share to wait for). The refusal of a place past
+    /// the deadline.
+    fn share_due(&mut self, now: Instant) -> Option<Result<Instant, Rejected>> {
+        if let Share::Due = self.share {
+            let share = self.gate.batch()?;
+            self.share = match share.holds_back(Priority::Batch) {
+                false => Share::Taken,
+                true => match share.reserve(self.deadline) {
+                    Ok((wait, slot)) => Share::At(later(now, wait), slot),
+                    Err(refused) => return Some(Err(refused)),
+                },
+            };
+        }
+        match self.share {
+            Share::At(at, _) if at > now => Some(Ok(at)),
+            _ => None,
+        }
+    }
+
+    /// Sleeps until `at`: whether it has come.
+    fn slept(&mut self, at: Instant, cx: &mut Context<'_>) -> bool {
+        let sleep = match &mut self.sleep {
+            Some(sleep) => {
+                if sleep.deadline() != at {
+                    sleep.as_mut().reset(at);
+                }
+                sleep
+            }
+            sleep => sleep.insert(Box::pin(tokio::time::sleep_until(at))),
+        };
+        sleep.as_mut().poll(cx).is_ready()
     }
 }
 
@@ -170,8 +301,12 @@ impl Drop for Turn<'_> {
             return;
         };
         let gate = self.gate;
+        // A place in the batch share not used goes back.
+        if let (Share::At(_, slot), Some(share)) = (self.share, gate.batch()) {
+            share.refund(slot);
+        }
         let mut room = self.room();
-        room.turns.leave(id);
+        room.leave(id);
         // The last waiter gone: the slot booked for it goes back, so no one waits for it.
         if room.turns.is_empty() {
             if let Some((_, slot)) = room.booked.take() {
@@ -184,5 +319,74 @@ impl Drop for Turn<'_> {
 impl std::fmt::Debug for Turn<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Turn").field("id", &self.id).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Polls `turn`, counting the polls in `polls`; a runaway count is a spin.
+    async fn counted<F: Future>(turn: F, polls: &AtomicUsize) -> F::Output {
+        let mut turn = std::pin::pin!(turn);
+        std::future::poll_fn(|cx| {
+            assert!(
+                polls.fetch_add(1, Ordering::Relaxed) < 1_000,
+                "the waiters spin"
+            );
+            turn.as_mut().poll(cx)
+        })
+        .await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_next_waiting_for_its_share_and_its_watcher_in_one_task_do_not_spin() {
+        let gate = RateGate::new(10, Duration::from_secs(1), 1)
+            .unwrap()
+            .ordered(1)
+            .batch_share(50)
+            .unwrap();
+        let share = gate.batch().unwrap();
+        // Another class came, and the gate's and the share's free places are taken.
+        assert!(!share.holds_back(Priority::Default));
+        gate.reserve_slot(1, None).unwrap();
+        share.reserve(None).unwrap();
+        let batch = Place::new(Priority::Batch, 0);
+        let next = gate.turn(batch, None).unwrap();
+        let watcher = gate.turn(batch, None).unwrap();
+        let polls = AtomicUsize::new(0);
+        // The watcher polled first: the next's wait for its share wakes it, in the same task.
+        let (watched, next) =
+            futures::future::join(counted(watcher, &polls), counted(next, &polls)).await;
+        assert!(watched.is_ok() && next.is_ok());
+        assert!(polls.load(Ordering::Relaxed) < 20);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_next_left_unpolled_is_passed_over_by_its_watcher() {
+        let gate = RateGate::new(10, Duration::from_secs(1), 1)
+            .unwrap()
+            .ordered(1);
+        gate.reserve_slot(1, None).unwrap();
+        let place = Place::default();
+        let origin = Instant::now();
+        let mut stalled = Box::pin(gate.turn(place, None).unwrap());
+        let watcher = gate.turn(place, None).unwrap();
+        // The next books the slot at 100 ms, then is not polled again for a while.
+        assert!(futures::poll!(stalled.as_mut()).is_pending());
+        tokio::time::timeout(Duration::from_secs(10), watcher)
+            .await
+            .expect("the watcher waited for ever behind a next left unpolled")
+            .unwrap();
+        // Passed over once the slot was late by SLOT_MISSED: its slot went back, and the
+        // watcher took the gate's next.
+        assert_eq!(origin.elapsed(), Duration::from_millis(200));
+        // The one passed over waits again, last, and takes a slot of its own.
+        stalled.await.unwrap();
+        assert_eq!(origin.elapsed(), Duration::from_millis(300));
     }
 }

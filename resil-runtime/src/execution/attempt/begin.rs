@@ -2,12 +2,14 @@
 //! shared or local), the slot it then waits for, and its admission once the call may be made.
 
 use super::super::learn::Ceiling;
+use super::super::slots::ShareWait;
 #[cfg(feature = "shared")]
 use super::super::slots::SharedStart;
 use super::timer::set_timer;
 use super::{AttemptProjection, Progress, Stage, Wait};
 use crate::breaker::{Breaker, Ticket, Transition};
 use crate::deadline::later;
+use crate::gate::SLOT_MISSED;
 use crate::Rejected;
 use tokio::time::Instant;
 
@@ -45,7 +47,8 @@ pub(super) enum Begin<'p> {
     Slot(Instant),
     /// First a wait: for a place in the bulkhead's queue, or for the shared gates' answer.
     Wait(Wait<'p>),
-    /// First the end of a throttle's hold, then the checks again.
+    /// First a wait (a throttle's hold, a batch call's place in a shared gate's share), then
+    /// the checks again.
     #[cfg(feature = "shared")]
     Held(Instant),
 }
@@ -58,12 +61,9 @@ pub(super) fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Reject
     if let Some(wait) = progress.admission.as_mut().and_then(|a| a.queue(settings)) {
         return Ok(Begin::Wait(Wait::Permit(wait)));
     }
-    #[cfg(feature = "shared")]
     if progress.settings.gated {
-        match progress.shared_slots()? {
-            SharedStart::Ask(wait) => return Ok(Begin::Wait(Wait::Shared(wait))),
-            SharedStart::Held(until) => return Ok(Begin::Held(until)),
-            SharedStart::Local => {}
+        if let Some(begin) = before_slots(progress)? {
+            return Ok(begin);
         }
     }
     let wait = progress.reserve_slots()?;
@@ -88,15 +88,31 @@ pub(super) fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Reject
     }
 }
 
-/// How late a call may come to its slot and still take it: a timer's granularity and a busy
-/// runtime's delay, which on a loaded machine is tens of milliseconds (the real-clock Redis
-/// tests, beside two builds, lost their slots at 10 ms and were refused by their deadline).
-/// Later (its future left unpolled, as a call shared by coalescing whose
-/// first caller left), the slots after it were promised as if it had started: it takes a new
-/// one, so that the gate's ceiling holds for the calls' starts, not only for its schedule.
-const SLOT_MISSED: std::time::Duration = std::time::Duration::from_millis(100);
+/// For a gated call, what comes before its slots: a batch call held back by the gate's batch
+/// share waits for its place there; a shared gate's slots are asked of the store.
+#[inline]
+fn before_slots<'p>(progress: &mut Progress<'p>) -> Result<Option<Begin<'p>>, Rejected> {
+    match progress.batch_turn()? {
+        None => {}
+        #[cfg(feature = "shared")]
+        Some(ShareWait::Until(at, _)) => return Ok(Some(Begin::Held(at))),
+        Some(ShareWait::InTurn) => {
+            if let Some(turn) = progress.wait_in_turn()? {
+                return Ok(Some(Begin::Wait(Wait::Turn(turn))));
+            }
+        }
+    }
+    #[cfg(feature = "shared")]
+    match progress.shared_slots()? {
+        SharedStart::Ask(wait) => return Ok(Some(Begin::Wait(Wait::Shared(wait)))),
+        SharedStart::Held(until) => return Ok(Some(Begin::Held(until))),
+        SharedStart::Local => {}
+    }
+    Ok(None)
+}
 
-/// Whether the slot due at `due` was missed (see [`SLOT_MISSED`]).
+/// Whether the slot due at `due` was missed (see [`SLOT_MISSED`]): the slots after it were
+/// promised as if it had started, so it takes a new one.
 pub(super) fn missed(due: Option<Instant>) -> bool {
     due.is_some_and(|due| Instant::now().saturating_duration_since(due) > SLOT_MISSED)
 }

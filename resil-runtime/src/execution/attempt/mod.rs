@@ -51,8 +51,8 @@ enum Stage {
     Start,
     /// The rate gates' slot is reserved: waiting for its time (the timer stands for it).
     AwaitingSlot,
-    /// A throttle's hold is in force: waiting for its end (the timer stands for it), then
-    /// starting again.
+    /// A throttle's hold is in force, or a batch call of a shared gate waits for its place
+    /// in its share: waiting for its end (the timer stands for it), then starting again.
     #[cfg(feature = "shared")]
     Held,
     Call,

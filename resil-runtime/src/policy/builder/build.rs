@@ -73,6 +73,8 @@ impl<K, C> PolicyBuilder<K, C> {
             backoff,
         };
         tuning.check()?;
+        // Waiters of one value each, or all in one lane.
+        let lanes = if self.fair { self.max_keys } else { 1 };
         let mut bulkhead = match self.bulkhead {
             None => None,
             Some(BulkheadSize::Fixed(limit)) => Some(Bulkhead::new(limit)?),
@@ -80,7 +82,7 @@ impl<K, C> PolicyBuilder<K, C> {
         }
         .map(|bulkhead| bulkhead.queued(self.bulkhead_queue))
         .map(|bulkhead| match self.by_priority {
-            true => bulkhead.ordered(),
+            true => bulkhead.ordered(lanes),
             false => bulkhead,
         });
         let gate = |key, rate: Option<(u64, Duration, u64)>, exact: bool, learn: bool| {
@@ -92,11 +94,22 @@ impl<K, C> PolicyBuilder<K, C> {
             Ok::<_, ConfigError>(Some(if learn { gate.learning() } else { gate }))
         };
         let (exact, learn) = (self.exact, self.learn);
+        // A learning gate moves the slots it promised as answers come: the waiting room,
+        // which books one for whoever is next, does not follow it yet.
+        if self.by_priority && learn.rate {
+            return Err(ConfigError::OrderedLearningGate);
+        }
         let mut rate =
             gate("rate", self.rate, exact.rate, learn.rate)?.map(|gate| match self.by_priority {
-                true => gate.ordered(),
+                true => gate.ordered(lanes),
                 false => gate,
             });
+        if let Some(percent) = self.batch_share {
+            let gate = (rate.take())
+                .filter(|_| !self.per_key.rate)
+                .ok_or(ConfigError::BatchShareWithoutRate)?;
+            rate = Some(gate.batch_share(percent)?);
+        }
         let mut token_rate = gate(
             "token_rate",
             self.token_rate,

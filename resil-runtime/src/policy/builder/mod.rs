@@ -80,6 +80,10 @@ pub struct PolicyBuilder<K = Unkeyed, C = ByTransient> {
     independent: bool,
     /// Callers that wait are served by priority (see [`PolicyBuilder::by_priority`]).
     by_priority: bool,
+    /// ... and in turn across their `fair` values (see [`PolicyBuilder::fair`]).
+    fair: bool,
+    /// The rate gate's share for batch calls (see [`PolicyBuilder::rate_batch_share`]).
+    batch_share: Option<u8>,
     listener: Option<Arc<dyn Listener>>,
     #[cfg(feature = "shared")]
     shared: Option<crate::seams::Sharing>,
@@ -140,6 +144,8 @@ impl Default for PolicyBuilder {
             budget: None,
             independent: false,
             by_priority: false,
+            fair: false,
+            batch_share: None,
             listener: None,
             #[cfg(feature = "shared")]
             shared: None,
@@ -163,6 +169,61 @@ impl<K, C> PolicyBuilder<K, C> {
     /// those serve their waiters in arrival order.
     pub fn by_priority(mut self) -> Self {
         self.by_priority = true;
+        self
+    }
+
+    /// Callers that must wait for the rate gate's slot or a place in the bulkhead's queue
+    /// are served in turn across their `fair` values (`fair = ARG`), set per call with
+    /// [`Execution::set_fair_key`](crate::Execution::set_fair_key): within a class (see
+    /// [`by_priority`](PolicyBuilder::by_priority), which this implies), round-robin across
+    /// the values that have callers waiting, in arrival order within a value. A value is
+    /// held only while one of its calls waits, as a hash; past `max_keys` values waiting at
+    /// once, newcomers share the last value's turn. The same limits as `by_priority`: not for
+    /// gates and bulkheads per key, nor shared gates while the store answers, nor the token
+    /// gate, which takes its slot after the rate gate's turn.
+    pub fn fair(mut self) -> Self {
+        self.by_priority = true;
+        self.fair = true;
+        self
+    }
+
+    /// While calls of other classes come (within the gate's period), batch calls
+    /// ([`Priority::Batch`](crate::Priority::Batch)) take at most `percent` (1 to 99) of the
+    /// rate gate's capacity: the rest is free for the others, who then start at once rather
+    /// than wait for a slot behind a full schedule; when none came for a period, batch calls
+    /// take all of it (`rate = "500/min, batch 80%"`). A batch call waits for its place in the
+    /// share before it takes its slot in the gate, so no slot is held idle meanwhile. Implies
+    /// [`by_priority`](PolicyBuilder::by_priority). Per instance, for a shared gate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resil_runtime::{Next, Policy, Priority, Rejected};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = Policy::builder()
+    ///     .rate(500, Duration::from_secs(60), 1)
+    ///     .rate_batch_share(80)
+    ///     .build()
+    ///     .unwrap();
+    /// let mut execution = policy.execute::<Rejected>();
+    /// execution.set_priority(Priority::Batch);
+    /// let Next::Done(outcome) = execution.attempt(async { Ok(5) }).await else {
+    ///     unreachable!("no retry declared")
+    /// };
+    /// assert_eq!(outcome.into_result(), Ok(5));
+    /// assert!(Policy::builder().rate_batch_share(80).build().is_err());
+    /// # }
+    /// ```
+    pub fn rate_batch_share(mut self, percent: u8) -> Self {
+        self.by_priority = true;
+        self.batch_share = Some(percent);
+        self
+    }
+
+    /// Keeps at most `max_keys` keys (default 10 000; see [`Keys`](crate::Keys)); with
+    /// [`fair`](PolicyBuilder::fair), at most that many values take turns at once.
+    pub fn max_keys(mut self, max_keys: usize) -> Self {
+        self.max_keys = max_keys;
         self
     }
 
@@ -403,6 +464,8 @@ impl<K, C> PolicyBuilder<K, C> {
             budget: self.budget,
             independent: self.independent,
             by_priority: self.by_priority,
+            fair: self.fair,
+            batch_share: self.batch_share,
             listener: self.listener,
             #[cfg(feature = "shared")]
             shared: self.shared,
@@ -413,12 +476,6 @@ impl<K, C> PolicyBuilder<K, C> {
 }
 
 impl<C> PolicyBuilder<Keyed, C> {
-    /// Keeps at most `max_keys` keys (default 10 000; see [`Keys`](crate::Keys)).
-    pub fn max_keys(mut self, max_keys: usize) -> Self {
-        self.max_keys = max_keys;
-        self
-    }
-
     /// Each key gets its own rate gate, as [`PolicyBuilder::rate`] sets it.
     pub fn rate_per_key(mut self) -> Self {
         self.per_key.rate = true;

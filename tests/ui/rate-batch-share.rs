@@ -24,4 +24,21 @@ async fn all_for_batch(class: Priority) -> Result<(), Error> {
     Ok(())
 }
 
+#[resilient(rate = "500/min, batch 80%")]
+async fn no_class() -> Result<(), Error> {
+    Ok(())
+}
+
+#[resilient(rate = "500/min", token_rate = "40000/min, batch 80%", rate_cost = 10, priority = class)]
+async fn token_share(class: Priority) -> Result<(), Error> {
+    let _ = class;
+    Ok(())
+}
+
+#[resilient(rate = "10/s, batch 50% per key", key = model, bulkhead = 2, bulkhead_queue = 4, priority = class)]
+async fn share_per_key(model: &str, class: Priority) -> Result<(), Error> {
+    let _ = (model, class);
+    Ok(())
+}
+
 fn main() {}

@@ -1,0 +1,84 @@
+//! A gate's batch share (`rate = "500/min, batch 80%"`): while calls of other classes come,
+//! batch calls take at most the share of the gate's capacity, so the rest is free for the
+//! others when they arrive (they start at once rather than behind a full schedule); when
+//! none came for a period, batch calls take all of it.
+//!
+//! The share is a gate of its own, at the share of the count and the burst, that a batch
+//! call held back passes before it takes its slot in the gate: it waits in the gate's waiting
+//! room and takes its place in the share when it is next, one place at a time, then books its
+//! slot, a slot of the moment: no slot of the gate is held idle while it waits, and when the
+//! others leave, the next batch call is no longer held back. (A shared gate's batch call books
+//! its place at once and waits for it before it asks the store: the waiting room serves a gate
+//! only while its store is down.)
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{nanos, RateGate, Slot};
+use crate::priority::Priority;
+use crate::{ConfigError, Rejected};
+
+/// The share of a gate's capacity its batch calls may take while others come.
+#[derive(Debug)]
+pub(crate) struct BatchShare {
+    /// The batch calls' own pace: the share of the gate's count and burst.
+    gate: RateGate,
+    /// When a call of another class last came, in nanoseconds since the share's gate's
+    /// origin, plus one: 0 when none ever did.
+    others: AtomicU64,
+}
+
+impl RateGate {
+    /// Batch calls take at most `percent` of the gate's capacity while calls of other classes
+    /// come (see [`BatchShare`]).
+    pub(crate) fn batch_share(mut self, percent: u8) -> Result<Self, ConfigError> {
+        resil_spec::rules::batch_share(percent)?;
+        if self.auto {
+            return Err(ConfigError::BatchShareWithoutRate);
+        }
+        let share = |units: u64| {
+            let part = u128::from(units) * u128::from(percent) / 100;
+            u64::try_from(part).unwrap_or(u64::MAX).max(1)
+        };
+        let gate = RateGate::for_key("rate", share(self.count), self.period, share(self.burst))?;
+        self.batch = Some(Box::new(BatchShare {
+            gate,
+            others: AtomicU64::new(0),
+        }));
+        Ok(self)
+    }
+
+    /// The batch share, if the gate keeps one.
+    #[inline]
+    pub(crate) fn batch(&self) -> Option<&BatchShare> {
+        self.batch.as_deref()
+    }
+}
+
+impl BatchShare {
+    /// A call of `class` comes to the gate: whether the share holds it back. One of another
+    /// class is noted (and never is); a batch call is while others came within the gate's
+    /// period.
+    pub(crate) fn holds_back(&self, class: Priority) -> bool {
+        let now = self.gate.offset(Instant::now()).saturating_add(1);
+        if class != Priority::Batch {
+            self.others.fetch_max(now, Ordering::Relaxed);
+            return false;
+        }
+        let others = self.others.load(Ordering::Relaxed);
+        others != 0 && now.saturating_sub(others) < nanos(self.gate.period)
+    }
+
+    /// A batch call's place in the share: the wait until then, and the slot to give back if
+    /// it never calls; refused, with nothing reserved, when it would come after `deadline`.
+    pub(crate) fn reserve(&self, deadline: Option<Instant>) -> Result<(Duration, Slot), Rejected> {
+        self.gate.reserve_slot(1, deadline)
+    }
+
+    /// A place taken in the share and not used goes back.
+    pub(crate) fn refund(&self, slot: Slot) {
+        self.gate.refund(slot);
+    }
+}
