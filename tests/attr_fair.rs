@@ -126,11 +126,14 @@ async fn one_turn(tenant: &str, starts: &Starts) -> Result<(), ApiError> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn past_max_keys_values_waiting_newcomers_share_the_last_ones_turn() {
+async fn past_max_keys_values_waiting_newcomers_share_the_overflow_lanes_turn() {
     let starts = Starts::new();
     let heavy = join_all((0..20).map(|_| one_turn("heavy", &starts)));
     let light = one_turn("light", &starts);
-    let (heavy, light) = tokio::join!(heavy, light);
-    assert!(heavy.iter().all(Result::is_ok) && light.is_ok());
-    assert_eq!(starts.of(&"light".into()), [MS(2_000)]);
+    let late = one_turn("late", &starts);
+    let (heavy, light, late) = tokio::join!(heavy, light, late);
+    assert!(heavy.iter().all(Result::is_ok) && light.is_ok() && late.is_ok());
+    // One lane for the heavy tenant (max_keys = 1), the overflow lane for the two others.
+    assert_eq!(starts.of(&"light".into()), [MS(200)]);
+    assert_eq!(starts.of(&"late".into()), [MS(400)]);
 }

@@ -105,6 +105,9 @@ pub(crate) struct Place(u64);
 
 impl Place {
     const LANE: u64 = u64::MAX >> 2;
+    /// The lane of the values that came when every lane was taken: no value's (a lane is 62
+    /// bits).
+    const OVERFLOW: u64 = u64::MAX;
 
     #[cfg(test)]
     pub(crate) fn new(class: Priority, lane: u64) -> Self {
@@ -147,8 +150,9 @@ impl Place {
 /// leaves it (served, or dropped) so that none leaves a hole.
 ///
 /// A lane is held only while one of its callers waits, as its value's hash alone, and at
-/// most `lanes` of them per class (the policy's `max_keys`, or 1 for a policy that is not
-/// fair): a value that comes when they are all taken waits in the last lane, with its values.
+/// most `lanes` of them per class (the policy's `max_keys`; a policy that is not fair has one
+/// lane for all), and one more: a value that comes when they are all taken waits in the overflow
+/// lane, which takes its turn like the others.
 #[derive(Debug)]
 pub(crate) struct Turns {
     classes: [Class; 3],
@@ -157,6 +161,8 @@ pub(crate) struct Turns {
     passed: [u32; 3],
     lanes: usize,
     next_id: u64,
+    /// The waiters passed over that have not come back (see [`Turns::pass_over`]).
+    passed_over: Vec<u64>,
 }
 
 /// One class's lanes with waiters, in the order they are served: the front lane's first
@@ -181,7 +187,7 @@ struct Waiter {
 impl Default for Turns {
     /// Waiters in arrival order within a class (one lane).
     fn default() -> Self {
-        Turns::new(1)
+        Turns::new(0)
     }
 }
 
@@ -198,11 +204,24 @@ impl Class {
         self.lanes.front_mut()?.waiters.front_mut()
     }
 
-    /// The lane a waiter of `value` joins: its own, or, all `lanes` taken, the last one.
-    /// `None`: a new lane, at the back.
+    /// The value of the lane a waiter of `value` joins: its own, or, all `lanes` taken by
+    /// others, the overflow lane, which takes its turns like the others.
+    fn lane_value(&self, value: u64, lanes: usize) -> u64 {
+        if lanes == 0 {
+            return 0;
+        }
+        let own = self.lanes.iter().any(|lane| lane.value == value);
+        if own || self.lanes.len() < lanes {
+            value
+        } else {
+            Place::OVERFLOW
+        }
+    }
+
+    /// Where the lane of a waiter of `value` is. `None`: a new lane, at the back.
     fn lane_of(&self, value: u64, lanes: usize) -> Option<usize> {
-        let own = self.lanes.iter().position(|lane| lane.value == value);
-        own.or_else(|| (self.lanes.len() >= lanes).then(|| self.lanes.len() - 1))
+        let value = self.lane_value(value, lanes);
+        self.lanes.iter().position(|lane| lane.value == value)
     }
 
     /// How many of its waiters would be served before a newcomer of `value`: its lane's
@@ -232,13 +251,15 @@ impl Class {
 }
 
 impl Turns {
-    /// Waiters served round-robin across at most `lanes` values per class (at least one).
+    /// Waiters served round-robin across at most `lanes` values per class and the overflow
+    /// lane; with `lanes` 0, in one lane whatever their values (a policy that is not fair).
     pub(crate) fn new(lanes: usize) -> Self {
         Turns {
             classes: Default::default(),
             passed: [0; 3],
-            lanes: lanes.max(1),
+            lanes,
             next_id: 0,
+            passed_over: Vec::new(),
         }
     }
 
@@ -253,7 +274,7 @@ impl Turns {
         match class.lane_of(place.lane(), self.lanes) {
             Some(at) => class.lanes[at].waiters.push_back(waiter),
             None => class.lanes.push_back(Lane {
-                value: place.lane(),
+                value: class.lane_value(place.lane(), self.lanes),
                 waiters: VecDeque::from([waiter]),
             }),
         }
@@ -311,8 +332,11 @@ impl Turns {
     /// a trace; if it was next or watched the next, the new one is woken. Whether it was still
     /// waiting.
     pub(crate) fn leave(&mut self, id: u64) -> bool {
+        if self.was_passed_over(id) {
+            return false;
+        }
         let next = self.next();
-        let watcher = self.watcher();
+        let watcher = self.watcher(id).is_some();
         for (index, class) in self.classes.iter_mut().enumerate() {
             for at in 0..class.lanes.len() {
                 let waiters = &mut class.lanes[at].waiters;
@@ -328,7 +352,7 @@ impl Turns {
                 }
                 if next == Some(id) {
                     self.wake_next();
-                } else if watcher == Some(id) {
+                } else if watcher {
                     self.wake_watcher();
                 }
                 return true;
@@ -359,36 +383,53 @@ impl Turns {
         self.wake_watcher();
     }
 
-    /// A waiter other than the next, which watches that the next takes what comes due for
-    /// it: a next whose future is left unpolled (a call shared by coalescing whose caller
-    /// left, a branch of a `select!` not polled) would otherwise hold every waiter behind it.
-    pub(crate) fn watcher(&self) -> Option<u64> {
-        let next = self.next()?;
+    /// How many waiters watch the next (see [`Turns::watcher`]).
+    const WATCHERS: usize = 3;
+
+    /// The waiters other than the next that watch that the next takes what comes due for it,
+    /// the first watching closest: a next whose future is left unpolled (a call shared by
+    /// coalescing whose caller left, a branch of a `select!` not polled) would otherwise hold
+    /// every waiter behind it, and so would a watcher left unpolled beside it.
+    fn watchers(&self) -> impl Iterator<Item = u64> + '_ {
+        let next = self.next();
         (self.classes.iter())
             .flat_map(|class| class.lanes.iter())
-            .flat_map(|lane| lane.waiters.iter().take(2))
+            .flat_map(|lane| lane.waiters.iter().take(Self::WATCHERS + 1))
             .map(|waiter| waiter.id)
-            .find(|id| *id != next)
+            .filter(move |id| Some(*id) != next)
+            .take(Self::WATCHERS)
     }
 
-    /// Wakes the watcher (see [`Turns::watcher`]), to watch the next's new slot.
+    /// Which watcher waiter `id` is, from 1 (the closest), if it is one.
+    pub(crate) fn watcher(&self, id: u64) -> Option<u32> {
+        let rank = self.watchers().position(|watcher| watcher == id)?;
+        u32::try_from(rank + 1).ok()
+    }
+
+    /// Wakes the watchers, to watch the next's new slot.
     pub(crate) fn wake_watcher(&mut self) {
-        let Some(id) = self.watcher() else {
-            return;
-        };
-        let waker = (self.classes.iter_mut())
-            .find_map(|class| class.find(id))
-            .and_then(|waiter| waiter.waker.take());
-        if let Some(waker) = waker {
-            waker.wake();
+        let watchers: Vec<u64> = self.watchers().collect();
+        for id in watchers {
+            let waker = (self.classes.iter_mut())
+                .find_map(|class| class.find(id))
+                .and_then(|waiter| waiter.waker.take());
+            if let Some(waker) = waker {
+                waker.wake();
+            }
         }
     }
 
-    /// Whether waiter `id` waits still (it may have been passed over).
-    pub(crate) fn contains(&self, id: u64) -> bool {
-        (self.classes.iter())
-            .flat_map(|class| class.lanes.iter())
-            .any(|lane| lane.waiters.iter().any(|waiter| waiter.id == id))
+    /// The next leaves, passed over by a watcher: it joins again when it comes back.
+    pub(crate) fn pass_over(&mut self, id: u64) {
+        if self.leave(id) {
+            self.passed_over.push(id);
+        }
+    }
+
+    /// Whether waiter `id` was passed over since it last looked (then it no longer waits).
+    pub(crate) fn was_passed_over(&mut self, id: u64) -> bool {
+        let at = self.passed_over.iter().position(|passed| *passed == id);
+        at.map(|at| self.passed_over.swap_remove(at)).is_some()
     }
 
     /// How many waiters would be served before a newcomer at `place`, ignoring aging: the
@@ -398,6 +439,11 @@ impl Turns {
             .map(Class::len)
             .sum();
         urgent + self.classes[place.class().index()].ahead_of(place.lane(), self.lanes)
+    }
+
+    /// How many waiters of its own class would be served before a newcomer at `place`.
+    pub(crate) fn ahead_in_class(&self, place: Place) -> usize {
+        self.classes[place.class().index()].ahead_of(place.lane(), self.lanes)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -491,17 +537,31 @@ mod tests {
     }
 
     #[test]
-    fn values_past_the_bound_share_the_last_lane() {
+    fn values_past_the_bound_share_the_overflow_lane_which_takes_its_turn() {
         let mut turns = Turns::new(2);
         let first = turns.join(in_lane(1));
-        let second = turns.join(in_lane(2));
-        let third = turns.join(in_lane(3));
-        assert_eq!(turns.classes[1].lanes.len(), 2);
-        for expected in [first, second, third] {
+        let second = turns.join(in_lane(1));
+        let third = turns.join(in_lane(2));
+        let fourth = turns.join(in_lane(3));
+        let fifth = turns.join(in_lane(4));
+        assert_eq!(turns.classes[1].lanes.len(), 3);
+        for expected in [first, third, fourth, second, fifth] {
             assert_eq!(turns.next(), Some(expected));
             turns.serve(expected);
         }
         assert!(turns.is_empty());
+    }
+
+    #[test]
+    fn a_policy_that_is_not_fair_keeps_one_lane_whatever_the_values() {
+        let mut turns = Turns::default();
+        let first = turns.join(in_lane(1));
+        let second = turns.join(in_lane(2));
+        let third = turns.join(in_lane(1));
+        for expected in [first, second, third] {
+            assert_eq!(turns.next(), Some(expected));
+            turns.serve(expected);
+        }
     }
 
     #[test]

@@ -23,8 +23,11 @@ use crate::{ConfigError, Rejected};
 /// The share of a gate's capacity its batch calls may take while others come.
 #[derive(Debug)]
 pub(crate) struct BatchShare {
-    /// The batch calls' own pace: the share of the gate's count and burst.
+    /// The batch calls' own pace: the share of the gate's count, counted over a hundred
+    /// periods (so that 1 % of 10/s is 1 per 10 s, not 1 per second), and of its burst.
     gate: RateGate,
+    /// The gate's period, over which calls of other classes hold batch calls back.
+    period: Duration,
     /// When a call of another class last came, in nanoseconds since the share's gate's
     /// origin, plus one: 0 when none ever did.
     others: AtomicU64,
@@ -38,13 +41,17 @@ impl RateGate {
         if self.auto {
             return Err(ConfigError::BatchShareWithoutRate);
         }
-        let share = |units: u64| {
-            let part = u128::from(units) * u128::from(percent) / 100;
-            u64::try_from(part).unwrap_or(u64::MAX).max(1)
-        };
-        let gate = RateGate::for_key("rate", share(self.count), self.period, share(self.burst))?;
+        let count = self.count.saturating_mul(u64::from(percent));
+        let burst = (u128::from(self.burst) * u128::from(percent) / 100).max(1);
+        let burst = u64::try_from(burst).unwrap_or(u64::MAX);
+        let periods = self
+            .period
+            .checked_mul(100)
+            .unwrap_or(crate::deadline::NEVER);
+        let gate = RateGate::for_key("rate", count, periods, burst)?;
         self.batch = Some(Box::new(BatchShare {
             gate,
+            period: self.period,
             others: AtomicU64::new(0),
         }));
         Ok(self)
@@ -68,13 +75,21 @@ impl BatchShare {
             return false;
         }
         let others = self.others.load(Ordering::Relaxed);
-        others != 0 && now.saturating_sub(others) < nanos(self.gate.period)
+        others != 0 && now.saturating_sub(others) < nanos(self.period)
     }
 
     /// A batch call's place in the share: the wait until then, and the slot to give back if
     /// it never calls; refused, with nothing reserved, when it would come after `deadline`.
     pub(crate) fn reserve(&self, deadline: Option<Instant>) -> Result<(Duration, Slot), Rejected> {
         self.gate.reserve_slot(1, deadline)
+    }
+
+    /// The wait until a batch call's place in the share, after the places of `before` batch
+    /// calls.
+    pub(crate) fn wait_after(&self, before: u64) -> Duration {
+        let first = self.gate.wait_for(1).unwrap_or(crate::deadline::NEVER);
+        let rest = self.gate.interval.saturating_mul(before);
+        first.saturating_add(Duration::from_nanos(rest))
     }
 
     /// A place taken in the share and not used goes back.

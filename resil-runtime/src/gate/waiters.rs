@@ -33,15 +33,23 @@ struct Room {
     /// The slot booked for whoever is next when it comes due.
     booked: Option<(Instant, Slot)>,
     /// When the next waiter is to come back for its slot (or its place in the batch share):
-    /// the watcher passes it over if it has not come by then and [`SLOT_MISSED`].
+    /// the watchers pass it over if it has not come by then and [`SLOT_MISSED`] (the closest
+    /// watcher; the next ones one and two more later, in case it is left unpolled too).
     expected: Option<Instant>,
 }
 
 impl Room {
-    /// Waiter `id` leaves: what the next is expected back for is the slot booked, if any.
+    /// Waiter `id` leaves. If it was the next, the new next (woken) is expected back for the
+    /// slot booked, or now.
     fn leave(&mut self, id: u64) {
+        if self.turns.next() == Some(id) {
+            let due = self.booked.map_or_else(Instant::now, |(due, _)| due);
+            self.expected = Some(due);
+        }
         self.turns.leave(id);
-        self.expected = self.booked.map(|(due, _)| due);
+        if self.turns.is_empty() {
+            self.expected = None;
+        }
     }
 }
 
@@ -87,9 +95,16 @@ impl RateGate {
             .interval_at(self.offset(now))
             .saturating_mul(self.share_now());
         let ahead = u64::try_from(room.turns.ahead_of(place)).unwrap_or(u64::MAX);
-        let wait = next.saturating_add(std::time::Duration::from_nanos(
+        let mut wait = next.saturating_add(std::time::Duration::from_nanos(
             interval.saturating_mul(ahead),
         ));
+        // A batch call held back also waits for its place in the share, after the places of
+        // the batch calls before it.
+        let share = self.batch().filter(|_| place.class() == Priority::Batch);
+        if let Some(share) = share.filter(|share| share.holds_back(Priority::Batch)) {
+            let before = u64::try_from(room.turns.ahead_in_class(place)).unwrap_or(u64::MAX);
+            wait = wait.max(share.wait_after(before));
+        }
         if deadline.is_some_and(|deadline| later(now, wait) > deadline.max(now)) {
             return Err(Rejected::RateLimited { retry_in: wait });
         }
@@ -158,20 +173,20 @@ impl Future for Turn<'_> {
         loop {
             let mut room = this.room();
             let now = Instant::now();
-            if !room.turns.contains(id) {
+            if room.turns.was_passed_over(id) {
                 // Passed over while it was not polled: it waits again, last of its lane.
                 id = room.turns.join(this.place);
                 this.id = Some(id);
             }
             if room.turns.next() != Some(id) {
                 room.turns.wait(id, cx.waker());
-                let watch = room.expected.filter(|_| room.turns.watcher() == Some(id));
-                let Some(expected) = watch else {
+                let watch = room.expected.zip(room.turns.watcher(id));
+                let Some((expected, rank)) = watch else {
                     drop(room);
                     this.sleep = None;
                     return Poll::Pending;
                 };
-                let late = later(expected, SLOT_MISSED);
+                let late = later(expected, SLOT_MISSED.saturating_mul(rank));
                 if now < late {
                     drop(room);
                     if this.slept(late, cx) {
@@ -184,11 +199,22 @@ impl Future for Turn<'_> {
                 if let Some((_, slot)) = room.booked.take() {
                     this.gate.refund(slot);
                 }
-                room.expected = None;
                 if let Some(stalled) = room.turns.next() {
-                    room.turns.leave(stalled);
+                    room.turns.pass_over(stalled);
                 }
+                // The new next is woken: it is expected now, and watched in turn.
+                room.expected = Some(now);
                 continue;
+            }
+            // A throttle revoked the slot booked: the next books one after the throttle's
+            // wait, keeping its place in the room (taken as the attempt's, it would be
+            // revoked there and its caller would wait again, last).
+            if room
+                .booked
+                .is_some_and(|(_, slot)| this.gate.is_revoked(slot))
+            {
+                room.booked = None;
+                room.expected = None;
             }
             if room.booked.is_none() {
                 match this.share_due(now) {
@@ -347,7 +373,7 @@ mod tests {
     async fn a_next_waiting_for_its_share_and_its_watcher_in_one_task_do_not_spin() {
         let gate = RateGate::new(10, Duration::from_secs(1), 1)
             .unwrap()
-            .ordered(1)
+            .ordered(0)
             .batch_share(50)
             .unwrap();
         let share = gate.batch().unwrap();
@@ -370,7 +396,7 @@ mod tests {
     async fn a_next_left_unpolled_is_passed_over_by_its_watcher() {
         let gate = RateGate::new(10, Duration::from_secs(1), 1)
             .unwrap()
-            .ordered(1);
+            .ordered(0);
         gate.reserve_slot(1, None).unwrap();
         let place = Place::default();
         let origin = Instant::now();

@@ -133,7 +133,10 @@ where
             (settings.keys.as_ref()).map(|keys| keys.held((self.key)(&self.targets[i].value)));
         let mut admission =
             Admission::elsewhere(settings, breaker_of(settings, scope.as_ref()), scope);
-        admission.cost = progress.admission.as_ref().map_or(1, |own| own.cost);
+        // What the operation's attempts cost, and its class and fair value.
+        if let Some(own) = progress.admission.as_ref() {
+            (admission.cost, admission.place) = (own.cost, own.place);
+        }
         hedging.admission = Some(admission);
         self.targets[i].tried = true;
     }

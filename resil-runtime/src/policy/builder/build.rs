@@ -73,8 +73,8 @@ impl<K, C> PolicyBuilder<K, C> {
             backoff,
         };
         tuning.check()?;
-        // Waiters of one value each, or all in one lane.
-        let lanes = if self.fair { self.max_keys } else { 1 };
+        // Waiters of one value each (and an overflow lane), or all in one lane.
+        let lanes = if self.fair { self.max_keys } else { 0 };
         let mut bulkhead = match self.bulkhead {
             None => None,
             Some(BulkheadSize::Fixed(limit)) => Some(Bulkhead::new(limit)?),

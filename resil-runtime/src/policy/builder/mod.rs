@@ -178,9 +178,9 @@ impl<K, C> PolicyBuilder<K, C> {
     /// [`by_priority`](PolicyBuilder::by_priority), which this implies), round-robin across
     /// the values that have callers waiting, in arrival order within a value. A value is
     /// held only while one of its calls waits, as a hash; past `max_keys` values waiting at
-    /// once, newcomers share the last value's turn. The same limits as `by_priority`: not for
-    /// gates and bulkheads per key, nor shared gates while the store answers, nor the token
-    /// gate, which takes its slot after the rate gate's turn.
+    /// once, newcomers share one more turn, the overflow's. The same limits as `by_priority`:
+    /// not for gates and bulkheads per key, nor shared gates while the store answers, nor the
+    /// token gate, which takes its slot after the rate gate's turn.
     pub fn fair(mut self) -> Self {
         self.by_priority = true;
         self.fair = true;
