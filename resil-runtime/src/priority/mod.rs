@@ -1,0 +1,146 @@
+//! [`Priority`]: how urgent a call is when it must wait for a gate's slot or a bulkhead's
+//! place, and [`Turns`], the order in which such waiters are served.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hash};
+use std::sync::OnceLock;
+
+/// How urgent a call is, for a policy that orders its waiters (`priority = ARG`, or
+/// [`Execution::set_priority`](crate::Execution::set_priority)): when a call must wait for a
+/// rate gate's slot or a place in a bulkhead's queue, the next slot or place goes to the most
+/// urgent waiter, `Critical`, then `Default`, then `Batch`, first come first served within a
+/// class. A call that needs no wait is not ordered: it goes at once, as without a priority.
+///
+/// A slot is given when it comes due, not booked at arrival: a critical call that arrives
+/// behind 100 queued batch calls on a `10/s` gate takes the next slot (within one period), the
+/// gate keeps its rate for all the calls together, and the batch calls lose only the slots
+/// taken from them. No class starves: a class that waits while slots go to more urgent ones is
+/// served after [`Priority::AGING_PASSES`] of them (aging), so under a steady critical flood a
+/// batch call's wait is bounded (see the constant).
+///
+/// ```
+/// use std::time::Duration;
+/// use resil_runtime::{Next, Policy, Priority, Rejected};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// // What `#[resilient(rate = "10/s", priority = class)]` builds.
+/// let policy = Policy::builder()
+///     .rate(10, Duration::from_secs(1), 1)
+///     .by_priority()
+///     .build()
+///     .unwrap();
+/// let mut execution = policy.execute::<Rejected>();
+/// execution.set_priority(Priority::Critical);
+/// let Next::Done(outcome) = execution.attempt(async { Ok(5) }).await else {
+///     unreachable!("no retry declared")
+/// };
+/// assert_eq!(outcome.into_result(), Ok(5));
+/// assert_eq!(Priority::default(), Priority::Default);
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Priority {
+    /// Someone is waiting for the answer (an interactive request): served first.
+    Critical,
+    /// What is neither: served after critical calls.
+    #[default]
+    Default,
+    /// Background work (summaries, evaluations, backfills): served last, and only after
+    /// [`Priority::AGING_PASSES`] slots went to others while it waited.
+    Batch,
+}
+
+impl Priority {
+    /// The most slots (or bulkhead places) in a row that may go to more urgent calls while a
+    /// class waits: the next goes to the first waiter of that class. So the first waiting
+    /// batch call starts after at most `AGING_PASSES + 2` slots whatever more urgent calls
+    /// arrive (the `+ 2`: one aged default call may go first, and the slot being given when it
+    /// became first), at least one slot in `AGING_PASSES + 1` goes to a class that waits, and
+    /// a priority orders calls without starving any.
+    pub const AGING_PASSES: u32 = 8;
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The class's name, as labels show it: `critical`, `default`, `batch`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Critical => "critical",
+            Priority::Default => "default",
+            Priority::Batch => "batch",
+        }
+    }
+}
+
+impl From<&Priority> for Priority {
+    fn from(class: &Priority) -> Self {
+        *class
+    }
+}
+
+impl std::fmt::Display for Priority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The lane of a `fair` value: its hash, keyed once per process so that no caller can choose
+/// values that share a lane.
+pub(crate) fn lane<V: Hash + ?Sized>(value: &V) -> u64 {
+    static KEYS: OnceLock<RandomState> = OnceLock::new();
+    KEYS.get_or_init(RandomState::new).hash_one(value)
+}
+
+/// Who waits for a slot or a place: its [`Priority`], and its lane, the `fair` value it
+/// shares the wait with (hashed; see [`Execution::set_fair_key`](crate::Execution::set_fair_key)).
+/// Every waiter of a policy that is not fair is in one lane.
+///
+/// One word, the class in its top two bits (`Default` as 0) and the lane in the others: every
+/// call's admission holds one, so the default is a single zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Place(u64);
+
+impl Place {
+    const LANE: u64 = u64::MAX >> 2;
+    /// The lane of the values that came when every lane was taken: no value's (a lane is 62
+    /// bits).
+    pub(super) const OVERFLOW: u64 = u64::MAX;
+
+    #[cfg(test)]
+    pub(crate) fn new(class: Priority, lane: u64) -> Self {
+        let mut place = Place(0);
+        place.set_class(class);
+        place.set_lane(lane);
+        place
+    }
+
+    pub(crate) fn class(self) -> Priority {
+        match self.0 >> 62 {
+            1 => Priority::Critical,
+            2 => Priority::Batch,
+            _ => Priority::Default,
+        }
+    }
+
+    pub(crate) fn lane(self) -> u64 {
+        self.0 & Self::LANE
+    }
+
+    pub(crate) fn set_class(&mut self, class: Priority) {
+        let bits: u64 = match class {
+            Priority::Default => 0,
+            Priority::Critical => 1,
+            Priority::Batch => 2,
+        };
+        self.0 = (bits << 62) | self.lane();
+    }
+
+    pub(crate) fn set_lane(&mut self, lane: u64) {
+        self.0 = (self.0 & !Self::LANE) | (lane & Self::LANE);
+    }
+}
+
+mod turns;
+
+pub(crate) use turns::Turns;
