@@ -132,7 +132,7 @@ pub use resil_runtime::{breaker, events, operation, profiles, series, stream};
 pub use resil_runtime::{
     worst_case, Backoff, Bulkhead, BulkheadPermit, ByTransient, Classification, Classifier,
     ConfigError, Jitter, Judge, Key, KeyScope, KeyTuple, Keyed, Keys, Operation, OperationId,
-    Policy, PolicyBuilder, Priority, ProviderLimits, Quota, RateGate, Rejected, RetryBudget,
+    Order, Policy, PolicyBuilder, Priority, ProviderLimits, Quota, RateGate, Rejected, RetryBudget,
     Transient, Unkeyed,
 };
 

@@ -27,6 +27,7 @@ macro_rules! gated {
 gated!(behind_a_batch_job);
 gated!(defaults_and_batch);
 gated!(flooded);
+gated!(heard_flooded);
 gated!(given_up_in_the_middle);
 gated!(given_up_last);
 
@@ -102,6 +103,58 @@ async fn aging_bounds_a_batch_calls_wait_under_a_steady_critical_flood() {
         waited >= period * Priority::AGING_PASSES,
         "not passed over: {waited:?}"
     );
+}
+
+/// What a listener hears of the calls served in turn: class, wait, promoted.
+#[derive(Debug, Default)]
+struct Served(std::sync::Mutex<Vec<(Priority, Duration, bool)>>);
+
+impl resil::events::Listener for Served {
+    fn on_event(&self, event: &resil::events::Event<'_>) {
+        if let resil::events::Event::Served {
+            class,
+            waited,
+            promoted,
+            wait,
+            ..
+        } = event
+        {
+            assert_eq!(*wait, "rate");
+            self.0.lock().unwrap().push((*class, *waited, *promoted));
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_promotion_by_aging_is_heard_with_the_wait() {
+    let heard = std::sync::Arc::new(Served::default());
+    resil::events::add_listener_for("attr_priority::heard_flooded", heard.clone());
+    let starts = Starts::new();
+    let flood = join_all((0..40).map(|n| {
+        at(Duration::from_millis(50 * n), || {
+            heard_flooded(Priority::Critical, &starts)
+        })
+    }));
+    let batch = at(Duration::from_millis(10), || {
+        heard_flooded(Priority::Batch, &starts)
+    });
+    let (flood, batch) = tokio::join!(flood, batch);
+    assert!(flood.iter().all(Result::is_ok) && batch.is_ok());
+    let heard = heard.0.lock().unwrap();
+    let batch: Vec<_> = heard
+        .iter()
+        .filter(|(class, ..)| *class == Priority::Batch)
+        .collect();
+    // Served by aging after AGING_PASSES slots went to criticals, from 10 ms.
+    assert_eq!(
+        batch,
+        [&(Priority::Batch, Duration::from_millis(890), true)]
+    );
+    assert!(heard
+        .iter()
+        .all(|(class, _, promoted)| *class == Priority::Batch || !promoted));
+    // Every call but the first waited in turn.
+    assert_eq!(heard.len(), 40, "{heard:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -383,3 +383,35 @@ fn a_learnt_rate_shows_in_its_gauge_per_key() {
         "{snapshot:?}"
     );
 }
+
+#[resilient(rate = "10/s", bulkhead = 1, bulkhead_queue = 10, priority = class)]
+async fn in_turn(class: resil::Priority) -> Result<u32, ApiError> {
+    let _ = class;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    Ok(1)
+}
+
+/// Calls that waited in turn show in `resil_wait_seconds{fn, class, promoted}`, by class;
+/// the first call, which did not wait, is in none of them.
+#[test]
+fn waits_in_turn_show_per_class() {
+    use resil::Priority;
+    let snapshot = recorded(async {
+        let calls = [Priority::Batch, Priority::Batch, Priority::Critical];
+        let all = futures::future::join_all(calls.map(in_turn)).await;
+        assert!(all.iter().all(Result::is_ok));
+    });
+    let waits = |class: &str| match value(
+        &snapshot,
+        "resil_wait_seconds",
+        &[("class", class), ("promoted", "false")],
+    ) {
+        Some(DebugValue::Histogram(waits)) => waits.iter().map(|w| w.into_inner()).collect(),
+        _ => Vec::new(),
+    };
+    // The first batch call went at once; the critical call took the place it freed at
+    // 500 ms, the second batch call the next at 1 s.
+    assert_eq!(waits("critical"), [0.5], "{snapshot:?}");
+    assert_eq!(waits("batch"), [1.0], "{snapshot:?}");
+    assert!(waits("default").is_empty());
+}

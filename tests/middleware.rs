@@ -220,3 +220,35 @@ async fn the_retries_of_a_request_carry_its_idempotency_key() {
     assert!(keys[3..].iter().all(|key| *key == keys[3]), "{keys:?}");
     assert_ne!(keys[0], keys[3], "a new request, a new key");
 }
+
+/// A request's [`resil::Order`] in its extensions gives it its turn: on a `1/s` gate, a
+/// critical request sent behind two batch requests goes second.
+#[tokio::test]
+async fn a_requests_order_in_its_extensions_gives_it_its_turn() {
+    use resil::{Order, Priority};
+    let (address, seen) = key_recorder(0).await;
+    let policy = Policy::builder()
+        .rate(1, Duration::from_secs(1), 1)
+        .by_priority()
+        .build()
+        .unwrap();
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(PolicyMiddleware::new(policy))
+        .build();
+    let send = |name: &'static str, class: Priority| {
+        client
+            .get(format!("http://{address}/v1/models"))
+            .header("idempotency-key", name)
+            .with_extension(Order::new(class).fair("tenant"))
+            .send()
+    };
+    let batch = futures::future::join_all((0..2).map(|_| send("batch", Priority::Batch)));
+    let critical = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        send("critical", Priority::Critical).await
+    };
+    let (batch, critical) = tokio::join!(batch, critical);
+    assert!(batch.iter().all(Result::is_ok) && critical.is_ok());
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen, ["batch", "critical", "batch"]);
+}

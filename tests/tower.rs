@@ -68,3 +68,42 @@ async fn a_keyed_layer_keeps_a_breaker_per_host() {
         "the open breaker made no call"
     );
 }
+
+/// A layer's `ordered_by` reads each request's turn: on a `10/s` gate, a critical request
+/// sent behind five batch requests goes second, and two tenants' batch requests alternate.
+#[tokio::test(start_paused = true)]
+async fn a_layer_orders_requests_by_what_they_carry() {
+    use resil::{Order, Priority};
+    let policy = Policy::builder()
+        .rate(10, Duration::from_secs(1), 1)
+        .by_priority()
+        .fair()
+        .build()
+        .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = Arc::clone(&seen);
+    let service = ServiceBuilder::new()
+        .layer(resil::tower::PolicyLayer::new(policy).ordered_by(
+            |request: &(&'static str, bool)| {
+                let class = if request.1 {
+                    Priority::Critical
+                } else {
+                    Priority::Batch
+                };
+                Order::new(class).fair(request.0)
+            },
+        ))
+        .service(service_fn(move |request: (&'static str, bool)| {
+            recorded.lock().unwrap().push(request.0);
+            async { Ok::<_, Rejected>(()) }
+        }));
+    let requests = ["a", "a", "a", "a", "b"].map(|tenant| service.clone().oneshot((tenant, false)));
+    let batch = futures::future::join_all(requests);
+    let critical = async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        service.clone().oneshot(("urgent", true)).await
+    };
+    let (batch, critical) = tokio::join!(batch, critical);
+    assert!(batch.iter().all(Result::is_ok) && critical.is_ok());
+    assert_eq!(*seen.lock().unwrap(), ["a", "urgent", "a", "b", "a", "a"]);
+}

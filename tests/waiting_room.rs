@@ -168,3 +168,92 @@ async fn a_throttle_keeps_the_waiters_in_arrival_order() {
     let ids: Vec<_> = order.iter().map(|(_, id)| *id).collect();
     assert_eq!(ids, [1, 2, 3, 4, 5], "{order:?}");
 }
+
+#[resilient(rate = "10/s, batch 1%", priority = class)]
+async fn aged_batch(class: Priority, starts: &Starts<Priority>) -> Result<(), ApiError> {
+    starts.add(class);
+    Ok(())
+}
+
+/// 60 default calls queue at once beside 5 batch calls, and one more default call comes
+/// every 500 ms (so the share holds batch calls back): aging makes a batch call next every
+/// ninth slot, and from the second on its place in the share is 10 s away.
+#[tokio::test(start_paused = true)]
+async fn an_aged_batch_call_waiting_for_its_share_leaves_no_slot_idle() {
+    let starts = Starts::new();
+    let queued = join_all((0..60).map(|_| aged_batch(Priority::Default, &starts)));
+    let steady =
+        join_all((0..12).map(|n| at(MS(500 * n), || aged_batch(Priority::Default, &starts))));
+    let batch = join_all((0..5).map(|_| aged_batch(Priority::Batch, &starts)));
+    let (queued, steady, batch) = tokio::join!(queued, steady, batch);
+    assert!(queued
+        .iter()
+        .chain(&steady)
+        .chain(&batch)
+        .all(Result::is_ok));
+    let within = (starts.of(&Priority::Default).iter())
+        .filter(|at| **at < Duration::from_secs(6))
+        .count();
+    // 60 slots in 6 s, one of them the first batch call's.
+    assert!(within >= 58, "{within} default starts in the first 6 s");
+}
+
+/// 60 default calls queue at once beside 10 batch calls: from one period on no default call
+/// arrives, but they still wait.
+#[tokio::test(start_paused = true)]
+async fn calls_still_waiting_hold_batch_calls_to_their_share() {
+    let starts = Starts::new();
+    let defaults = join_all((0..60).map(|_| aged_batch(Priority::Default, &starts)));
+    let batch = join_all((0..10).map(|_| {
+        timeout(
+            Duration::from_secs(30),
+            aged_batch(Priority::Batch, &starts),
+        )
+    }));
+    let (defaults, _) = tokio::join!(defaults, batch);
+    assert!(defaults.iter().all(Result::is_ok));
+    let last = *starts.of(&Priority::Default).last().unwrap();
+    let batch = starts.of(&Priority::Batch);
+    let before = batch.iter().filter(|at| **at < last).count();
+    // 1 % of 10/s is one call in 10 s.
+    assert!(
+        before <= 1,
+        "{before} batch starts while defaults waited: {batch:?}"
+    );
+}
+
+#[resilient(bulkhead = 1, bulkhead_queue = 10, priority = class)]
+async fn one_place(class: Priority, starts: &Starts<Priority>) -> Result<(), ApiError> {
+    starts.add(class);
+    sleep(Duration::from_secs(1)).await;
+    Ok(())
+}
+
+/// The next in an ordered bulkhead queue is left unpolled (a `select!` branch not polled):
+/// the place freed for it goes on to the others.
+#[tokio::test(start_paused = true)]
+async fn a_bulkhead_queues_next_left_unpolled_does_not_keep_the_place() {
+    let starts = Starts::new();
+    let holder = one_place(Priority::Default, &starts);
+    let mut stalled = Box::pin(one_place(Priority::Critical, &starts));
+    let live = async {
+        sleep(MS(10)).await;
+        assert!(futures::poll!(stalled.as_mut()).is_pending());
+        let origin = Instant::now();
+        let live = timeout(
+            Duration::from_secs(30),
+            one_place(Priority::Default, &starts),
+        )
+        .await;
+        (live, origin.elapsed())
+    };
+    let (held, (live, waited)) = tokio::join!(holder, live);
+    assert!(held.is_ok());
+    assert!(
+        live.is_ok_and(|r| r.is_ok()),
+        "a live caller waited {waited:?}"
+    );
+    // The place came back at 1 s; the stalled next was passed over SLOT_MISSED later.
+    let defaults = starts.of(&Priority::Default);
+    assert_eq!(defaults, [MS(0), MS(1_100)]);
+}

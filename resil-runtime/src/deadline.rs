@@ -18,6 +18,26 @@ pub(crate) fn later(at: Instant, after: Duration) -> Instant {
         .unwrap_or(at)
 }
 
+/// Sleeps until `at` in `sleep` (made, or moved, as needed): whether it has come. For a
+/// waiter polled by hand that must be woken at a time of its own.
+pub(crate) fn slept(
+    sleep: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    at: Instant,
+    cx: &mut std::task::Context<'_>,
+) -> bool {
+    use std::future::Future;
+    let sleep = match sleep {
+        Some(sleep) => {
+            if sleep.deadline() != at {
+                sleep.as_mut().reset(at);
+            }
+            sleep
+        }
+        sleep => sleep.insert(Box::pin(tokio::time::sleep_until(at))),
+    };
+    sleep.as_mut().poll(cx).is_ready()
+}
+
 /// The limits one attempt runs under.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Limits {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::breaker_state::Transition;
 use crate::operation_id::OperationId;
+use crate::priority::Priority;
 use crate::sync::{read_std, write_std};
 use crate::Rejected;
 
@@ -111,6 +112,23 @@ pub enum Event<'a> {
         target: &'a str,
         /// What the target would have answered.
         rejected: &'a Rejected,
+    },
+    /// A call of a policy that orders its waiters (`priority`, `fair`) waited in turn for the
+    /// rate gate's slot or a place in the bulkhead's queue, and was served. (A call that needed
+    /// no wait hears none.)
+    Served {
+        /// The logical operation.
+        operation: Option<&'a OperationId>,
+        /// The policy's name.
+        site: &'a str,
+        /// What it waited for: `"rate"` (the rate gate's slot) or `"bulkhead"` (a place).
+        wait: &'static str,
+        /// Its class.
+        class: Priority,
+        /// From joining the waiting room to being served.
+        waited: Duration,
+        /// Served by aging, before a more urgent waiter (see [`Priority::AGING_PASSES`]).
+        promoted: bool,
     },
     /// A gate that learns from the provider's answers (`rate = "auto"`) changed its rate by
     /// more than a tenth.
@@ -214,6 +232,7 @@ impl<'a> Event<'a> {
             | Event::Routed { site, .. }
             | Event::Hedged { site, .. }
             | Event::Skipped { site, .. }
+            | Event::Served { site, .. }
             | Event::RateLearnt { site, .. }
             | Event::ConcurrencyLimit { site, .. }
             | Event::ConfigConflict { site, .. }

@@ -164,7 +164,7 @@ pub use key::{Key, KeyTuple, MAX_KEY_BYTES};
 pub use latency::worst_case;
 pub use operation::{Operation, OperationId};
 pub use policy::{ByTransient, KeyScope, Keyed, Keys, Policy, PolicyBuilder, Tuning, Unkeyed};
-pub use priority::Priority;
+pub use priority::{Order, Priority};
 pub use rejected::{FromRejected, Rejected};
 pub use resil_spec::profiles;
 pub use transient::Transient;

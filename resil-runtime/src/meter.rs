@@ -16,10 +16,13 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
+use std::time::Duration;
+
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram, IntoF64};
 use tokio::time::Instant;
 
 use crate::breaker_state::{BreakerState, Transition};
+use crate::priority::Priority;
 use crate::series::{self, OUTCOMES};
 
 /// A policy's series, registered at its first call.
@@ -41,6 +44,8 @@ pub(crate) struct Handles {
     /// target's first attempt (for at most [`ROUTE_TARGETS`] targets). The map itself is made
     /// at the policy's first routed attempt: a policy that does not route allocates none.
     routes: OnceLock<papaya::HashMap<Box<str>, [Counter; 2], foldhash::fast::RandomState>>,
+    /// `resil_wait_seconds` by class and promotion, made at the policy's first wait in turn.
+    waits: OnceLock<[[Histogram; 2]; 3]>,
 }
 
 /// The targets whose route counters a policy keeps; a target past them is looked up in the
@@ -70,6 +75,7 @@ impl Handles {
                     read.get()
                 }),
             routes: OnceLock::new(),
+            waits: OnceLock::new(),
         }
     }
 
@@ -160,6 +166,26 @@ impl Slot {
         if routes.len() < ROUTE_TARGETS {
             routes.insert(target.into(), counters);
         }
+    }
+}
+
+impl Slot {
+    /// A call of `class` waited in turn for `waited`, and was `promoted` by aging or not.
+    pub(crate) fn waited(&self, class: Priority, waited: Duration, promoted: bool) {
+        let waits = self.handles().waits.get_or_init(|| {
+            let label = || metrics::SharedString::from(Arc::clone(&self.name));
+            [Priority::Critical, Priority::Default, Priority::Batch].map(|class| {
+                ["false", "true"].map(|promoted| {
+                    histogram!(series::WAIT_SECONDS.name, "fn" => label(), "class" => class.as_str(), "promoted" => promoted)
+                })
+            })
+        });
+        let index = match class {
+            Priority::Critical => 0,
+            Priority::Default => 1,
+            Priority::Batch => 2,
+        };
+        waits[index][usize::from(promoted)].record(waited.as_secs_f64());
     }
 }
 

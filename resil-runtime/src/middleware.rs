@@ -8,6 +8,11 @@
 //! the server sent it (a 503 is a response, not an error); transport failures and resil's own
 //! rejections are errors.
 //!
+//! A request's turn, for a policy that orders its waiters (`by_priority`, `fair`), is the
+//! [`Order`] in its extensions (`RequestBuilder::with_extension(Order::new(Priority::Batch)
+//! .fair(&tenant))`), or a bare [`Priority`](crate::Priority) there; none: `Default`, one
+//! `fair` turn.
+//!
 //! Only requests whose body can be cloned go through the policy: a streaming body cannot be
 //! sent twice, so such a request is sent as it is, once. With [`PolicyMiddleware::idempotency_key`], every
 //! attempt carries the operation's id in that header, the same on each retry, so a server
@@ -34,7 +39,7 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
 use crate::http::{body_start, HttpError};
-use crate::{Next as Step, Operation, Policy, Rejected, Transient};
+use crate::{Next as Step, Operation, Order, Policy, Priority, Rejected, Transient};
 
 /// Applies a [`Policy`] to every request (see the [module docs](self)).
 #[derive(Debug, Clone)]
@@ -149,6 +154,11 @@ impl Middleware for PolicyMiddleware {
             return next.run(request, extensions).await;
         }
         let mut execution = self.policy.execute::<Failure>();
+        match (extensions.get::<Order>(), extensions.get::<Priority>()) {
+            (Some(order), _) => execution.set_order(*order),
+            (None, Some(priority)) => execution.set_priority(*priority),
+            (None, None) => {}
+        }
         let outcome = loop {
             let attempt = request.try_clone();
             let header = self.idempotency_key.clone();

@@ -122,6 +122,15 @@ pub const RATE_LEARNT: Series = Series {
     query: r#"min by (fn, key) (resil_rate_learnt{gate="rate"})"#,
 };
 
+/// How long calls waited in turn, by class.
+pub const WAIT_SECONDS: Series = Series {
+    name: "resil_wait_seconds",
+    kind: "histogram",
+    labels: &["fn", "class", "promoted"],
+    meaning: "with `priority` or `fair`: how long each call that had to wait for the rate gate's slot or a place in the bulkhead's queue waited, from joining the waiting room to being served, by class (`critical`, `default`, `batch`); `promoted=\"true\"` when aging served it before a more urgent waiter. Calls that needed no wait are not in it (`resil_calls_total` counts them)",
+    query: r#"histogram_quantile(0.99, sum by (fn, class, le) (rate(resil_wait_seconds_bucket[5m])))"#,
+};
+
 /// Calls in flight through a bulkhead all calls share.
 pub const BULKHEAD_IN_USE: Series = Series {
     name: "resil_bulkhead_in_use",
@@ -160,6 +169,7 @@ pub const ALL: &[Series] = &[
     ROUTE,
     HEDGES,
     RATE_LEARNT,
+    WAIT_SECONDS,
     BULKHEAD_IN_USE,
     CONCURRENCY_LIMIT,
     SHARED_AVAILABLE,

@@ -49,15 +49,16 @@ use tower::{Layer, Service, ServiceExt};
 
 use crate::key::Key;
 use crate::policy::Keyed;
-use crate::{Policy, Rejected, Transient};
+use crate::{Order, Policy, Rejected, Transient};
 
 /// A boxed, `Send` future: what a policy's service returns.
 pub type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
 
 /// Applies a [`Policy`] to every request of the service it wraps (see the [module docs](self)).
 #[derive(Debug, Clone)]
-pub struct PolicyLayer {
+pub struct PolicyLayer<O = InArrival> {
     policy: Arc<Policy>,
+    order: O,
 }
 
 impl PolicyLayer {
@@ -69,35 +70,103 @@ impl PolicyLayer {
     /// A layer applying a policy shared with other layers or call sites (its breaker,
     /// bulkhead and gates count every request through any of them).
     pub fn shared(policy: Arc<Policy>) -> Self {
-        PolicyLayer { policy }
+        PolicyLayer {
+            policy,
+            order: InArrival,
+        }
+    }
+
+    /// Each request's turn, for a policy that orders its waiters
+    /// ([`PolicyBuilder::by_priority`](crate::PolicyBuilder::by_priority),
+    /// [`PolicyBuilder::fair`](crate::PolicyBuilder::fair)): `order` reads its class and its
+    /// `fair` value from the request (an `http::Request`'s extensions or headers, say).
+    ///
+    /// ```
+    /// use resil_runtime::tower::PolicyLayer;
+    /// use resil_runtime::{Order, Policy, Priority};
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::builder()
+    ///     .rate(10, Duration::from_secs(1), 1)
+    ///     .by_priority()
+    ///     .fair()
+    ///     .build()
+    ///     .unwrap();
+    /// // Requests are (tenant, interactive) pairs here.
+    /// let layer = PolicyLayer::new(policy).ordered_by(|request: &(String, bool)| {
+    ///     let class = if request.1 { Priority::Critical } else { Priority::Batch };
+    ///     Order::new(class).fair(&request.0)
+    /// });
+    /// # let _ = layer;
+    /// ```
+    pub fn ordered_by<F>(self, order: F) -> PolicyLayer<ByRequest<F>> {
+        PolicyLayer {
+            policy: self.policy,
+            order: ByRequest(order),
+        }
     }
 }
 
-impl<S> Layer<S> for PolicyLayer {
-    type Service = PolicyService<S>;
+impl<S, O: Clone> Layer<S> for PolicyLayer<O> {
+    type Service = PolicyService<S, O>;
 
-    fn layer(&self, inner: S) -> PolicyService<S> {
+    fn layer(&self, inner: S) -> PolicyService<S, O> {
         PolicyService {
             inner,
             policy: Arc::clone(&self.policy),
+            order: self.order.clone(),
         }
+    }
+}
+
+/// How a [`PolicyService`] finds each request's [`Order`] (see [`PolicyLayer::ordered_by`]).
+pub trait Orders<Req> {
+    /// The turn of `request`.
+    fn order(&self, request: &Req) -> Order;
+}
+
+/// Every request in one class and one `fair` turn: served in arrival order.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct InArrival;
+
+impl<Req> Orders<Req> for InArrival {
+    fn order(&self, _: &Req) -> Order {
+        Order::default()
+    }
+}
+
+/// Each request's turn as a function reads it (see [`PolicyLayer::ordered_by`]).
+#[derive(Clone)]
+pub struct ByRequest<F>(F);
+
+impl<Req, F: Fn(&Req) -> Order> Orders<Req> for ByRequest<F> {
+    fn order(&self, request: &Req) -> Order {
+        (self.0)(request)
+    }
+}
+
+impl<F> std::fmt::Debug for ByRequest<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ByRequest").finish_non_exhaustive()
     }
 }
 
 /// The service a [`PolicyLayer`] makes.
 #[derive(Debug, Clone)]
-pub struct PolicyService<S> {
+pub struct PolicyService<S, O = InArrival> {
     inner: S,
     policy: Arc<Policy>,
+    order: O,
 }
 
-impl<S, Req> Service<Req> for PolicyService<S>
+impl<S, O, Req> Service<Req> for PolicyService<S, O>
 where
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send,
     S::Response: Send + 'static,
     S::Error: Transient + From<Rejected> + Send + 'static,
     Req: Clone + Send + 'static,
+    O: Orders<Req>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -109,7 +178,12 @@ where
 
     fn call(&mut self, request: Req) -> Self::Future {
         let (policy, inner) = (Arc::clone(&self.policy), self.inner.clone());
-        Box::pin(async move { policy.run(attempts(inner, request)).await })
+        let order = self.order.order(&request);
+        Box::pin(async move {
+            let mut execution = policy.execute();
+            execution.set_order(order);
+            execution.run(attempts(inner, request)).await
+        })
     }
 }
 

@@ -59,7 +59,10 @@ struct Queue {
     debt: AtomicUsize,
     /// The waiters in the order they are served, for a bulkhead that orders them by priority
     /// (see [`queue`]).
-    turns: Option<Box<std::sync::Mutex<crate::priority::Turns>>>,
+    room: Option<Box<std::sync::Mutex<queue::Room>>>,
+    /// Places handed to the room's waiters, not yet taken (see [`queue`]); changed under the
+    /// room's lock.
+    handed: AtomicUsize,
 }
 
 impl Queue {
@@ -69,7 +72,8 @@ impl Queue {
             waiting: AtomicUsize::new(0),
             capacity,
             debt: AtomicUsize::new(0),
-            turns: None,
+            room: None,
+            handed: AtomicUsize::new(0),
         }
     }
 }
@@ -213,8 +217,14 @@ impl Bulkhead {
             return;
         };
         if to < from {
-            let owed = (from - to) - queue.permits.forget_permits(from - to);
-            queue.debt.fetch_add(owed, Ordering::AcqRel);
+            let forgotten = queue.permits.forget_permits(from - to);
+            let owed = (from - to) - forgotten;
+            let handed = (queue.handed)
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |handed| {
+                    Some(handed - handed.min(owed))
+                })
+                .map_or(0, |handed| handed.min(owed));
+            queue.debt.fetch_add(owed - handed, Ordering::AcqRel);
             return;
         }
         let mut added = to - from;
@@ -225,7 +235,7 @@ impl Bulkhead {
             })
             .map_or(0, |debt| debt.min(added));
         added -= paid;
-        queue.permits.add_permits(added);
+        queue.release(added);
     }
 
     /// Callers that may wait for a place (0: none).
@@ -239,7 +249,8 @@ impl Bulkhead {
             None => self.in_flight.load(Ordering::Acquire),
             Some(queue) => (self.limit().min(Semaphore::MAX_PERMITS)
                 + queue.debt.load(Ordering::Acquire))
-            .saturating_sub(queue.permits.available_permits()),
+            .saturating_sub(queue.permits.available_permits())
+            .saturating_sub(queue.handed.load(Ordering::Acquire)),
         }
     }
 
@@ -367,7 +378,7 @@ impl Bulkhead {
     fn give_back(&self) {
         if let Some(queue) = &self.queue {
             if !owed(&queue.debt) {
-                queue.permits.add_permits(1);
+                queue.release(1);
             }
         }
     }

@@ -2,120 +2,203 @@
 //! most urgent waiter, in turn across `fair` values (see [`Turns`]), not to the one that came
 //! first.
 //!
-//! tokio's semaphore serves its waiters in order, so only one waiter waits in it at a time:
-//! the one served next. A more urgent caller that arrives meanwhile becomes next, and the one
-//! it displaced leaves the semaphore (a permit it was given meanwhile goes back, to the new
-//! next). A waiter dropped leaves no hole: if it was next, the new next is woken.
+//! A place that comes back while callers wait is handed to the room, for whoever is next
+//! when it looks, rather than put back in the semaphore, where a newcomer would take it first
+//! (and tokio's waiter would hold it even unpolled). A next that does not come for it is
+//! passed over by the waiters that watch it (see [`Turns::watcher`]): a caller left unpolled
+//! (a `select!` branch, a coalesced call whose caller left) holds no place and no one behind
+//! it. A waiter dropped leaves no hole: if it was next, the new next is woken.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll};
 
-use tokio::sync::{AcquireError, Semaphore, SemaphorePermit};
+use tokio::time::{Instant, Sleep};
 
-use super::{Bulkhead, BulkheadPermit};
-use crate::priority::{Place, Turns};
-use crate::sync::lock_std;
+use super::{Bulkhead, BulkheadPermit, Place as Held, Queue};
+use crate::deadline::{later, slept};
+use crate::gate::SLOT_MISSED;
+use crate::priority::{Place, Served, Turns};
+use crate::sync::{lock_std, Ordering};
 use crate::Rejected;
 
-type Acquire<'a> =
-    Pin<Box<dyn Future<Output = Result<SemaphorePermit<'a>, AcquireError>> + Send + 'a>>;
+/// The waiters of an ordered queue.
+#[derive(Debug)]
+pub(super) struct Room {
+    turns: Turns,
+    /// When the next was handed a place it has yet to take: the k-th watcher passes it over
+    /// k × [`SLOT_MISSED`] later.
+    expected: Option<Instant>,
+}
 
 impl Bulkhead {
     /// Its queue's waiters are served by priority, and round-robin across up to `lanes`
     /// `fair` values. No queue, nothing to order.
     pub(crate) fn ordered(mut self, lanes: usize) -> Self {
         if let Some(queue) = &mut self.queue {
-            queue.turns = Some(Box::new(Mutex::new(Turns::new(lanes))));
+            queue.room = Some(Box::new(Mutex::new(Room {
+                turns: Turns::new(lanes),
+                expected: None,
+            })));
         }
         self
     }
 
-    /// A place, waiting for it in the queue in the turn of `place` (see [`Turns`]), for a
-    /// bulkhead whose queue orders its waiters; [`Bulkhead::acquire`] otherwise.
+    /// A place, waiting for it in the queue in the turn of `place` (see [`Turns`]), and how
+    /// it was served if it waited, for a bulkhead whose queue orders its waiters;
+    /// [`Bulkhead::acquire`] otherwise.
     pub(crate) async fn acquire_in_turn(
         &self,
         place: Place,
-    ) -> Result<BulkheadPermit<'_>, Rejected> {
-        let Some((queue, turns)) =
-            (self.queue.as_ref()).and_then(|queue| Some((queue, queue.turns.as_deref()?)))
+    ) -> Result<(BulkheadPermit<'_>, Option<Served>), Rejected> {
+        let Some((queue, room)) =
+            (self.queue.as_ref()).and_then(|queue| Some((queue, queue.room.as_deref()?)))
         else {
-            return self.acquire().await;
+            return Ok((self.acquire().await?, None));
         };
-        if lock_std(turns).is_empty() {
+        if lock_std(room).turns.is_empty() {
             if let Ok(permit) = queue.permits.try_acquire() {
-                return Ok(self.queued_place(permit));
+                return Ok((self.queued_place(permit), None));
             }
         }
         let _waiting = self.join(queue)?;
-        let id = lock_std(turns).join(place);
+        let since = Instant::now();
+        let id = lock_std(room).turns.join(place);
         let mut turn = InTurn {
-            turns,
-            permits: &queue.permits,
+            queue,
+            room,
             id: Some(id),
-            acquire: None,
+            place,
+            sleep: None,
         };
-        match std::future::poll_fn(|cx| turn.poll_place(cx)).await {
-            Ok(permit) => Ok(self.queued_place(permit)),
-            // The semaphore is never closed.
-            Err(_) => Err(self.full()),
+        let promoted = std::future::poll_fn(|cx| turn.poll_place(cx)).await;
+        let waited = since.elapsed();
+        Ok((
+            BulkheadPermit(Held::Queued(self)),
+            Some(Served { waited, promoted }),
+        ))
+    }
+}
+
+impl Queue {
+    /// `count` places come back, or come with a higher limit: handed to the room when callers
+    /// wait in an ordered queue (the next is woken to take one), into the semaphore otherwise.
+    pub(super) fn release(&self, count: usize) {
+        let Some(room) = &self.room else {
+            self.permits.add_permits(count);
+            return;
+        };
+        let mut room = lock_std(room);
+        if room.turns.is_empty() {
+            // Under the room's lock: a caller that joins after finds them in the semaphore.
+            self.permits.add_permits(count);
+            return;
         }
+        self.handed.fetch_add(count, Ordering::AcqRel);
+        room.expected.get_or_insert_with(Instant::now);
+        room.turns.wake_next();
+    }
+
+    /// The last waiter gone (served or not), the places handed to the room go back to the
+    /// semaphore, for the callers that find the room empty.
+    fn unhand(&self, room: &mut Room) {
+        if room.turns.is_empty() {
+            room.expected = None;
+            let handed = self.handed.swap(0, Ordering::AcqRel);
+            self.permits.add_permits(handed);
+        }
+    }
+
+    /// A place handed to the room, if one is.
+    fn take_handed(&self) -> bool {
+        (self.handed)
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |handed| {
+                handed.checked_sub(1)
+            })
+            .is_ok()
     }
 }
 
 /// One caller's wait in an ordered queue; dropped, it leaves it.
 struct InTurn<'a> {
-    turns: &'a Mutex<Turns>,
-    permits: &'a Semaphore,
+    queue: &'a Queue,
+    room: &'a Mutex<Room>,
     /// Its number in the queue, until it is served.
     id: Option<u64>,
-    /// Its wait in the semaphore, while it is next.
-    acquire: Option<Acquire<'a>>,
+    /// Where it joined, to join again if it was passed over.
+    place: Place,
+    /// The wait of a watcher (see [`Turns::watcher`]).
+    sleep: Option<Pin<Box<Sleep>>>,
 }
 
-impl<'a> InTurn<'a> {
-    fn poll_place(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<SemaphorePermit<'a>, AcquireError>> {
-        let id = self.id.expect("polled after it was served");
-        let mut turns = lock_std(self.turns);
-        if turns.next() != Some(id) {
-            turns.wait(id, cx.waker());
-            drop(turns);
-            // Displaced: a permit given to it meanwhile goes back, to the next.
-            self.acquire = None;
-            return Poll::Pending;
-        }
-        let permits = self.permits;
-        let acquire = (self.acquire).get_or_insert_with(|| Box::pin(permits.acquire()));
-        match acquire.as_mut().poll(cx) {
-            Poll::Ready(permit) => {
-                if permit.is_ok() {
-                    turns.serve(id);
-                } else {
-                    turns.leave(id);
+impl InTurn<'_> {
+    /// Ready once it holds a place, handed to it or taken from the semaphore: whether it was
+    /// promoted (see [`Turns::serve`]).
+    fn poll_place(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+        loop {
+            let mut id = self.id.expect("polled after it was served");
+            let mut room = lock_std(self.room);
+            let now = Instant::now();
+            if room.turns.was_passed_over(id) {
+                // Passed over while it was not polled: it waits again, last of its lane.
+                id = room.turns.join(self.place);
+                self.id = Some(id);
+            }
+            if room.turns.next() == Some(id) {
+                let taken = self.queue.take_handed()
+                    || (self.queue.permits.try_acquire())
+                        .map(tokio::sync::SemaphorePermit::forget)
+                        .is_ok();
+                if !taken {
+                    room.turns.wait(id, cx.waker());
+                    return Poll::Pending;
                 }
-                drop(turns);
+                let promoted = room.turns.serve(id);
+                room.expected = self.handed_out().then_some(now);
+                self.queue.unhand(&mut room);
                 self.id = None;
-                self.acquire = None;
-                Poll::Ready(permit)
+                return Poll::Ready(promoted);
             }
-            Poll::Pending => {
-                turns.wait(id, cx.waker());
-                Poll::Pending
+            room.turns.wait(id, cx.waker());
+            let expected = room.expected.filter(|_| self.handed_out());
+            let Some((expected, rank)) = expected.zip(room.turns.watcher(id)) else {
+                self.sleep = None;
+                return Poll::Pending;
+            };
+            let late = later(expected, SLOT_MISSED.saturating_mul(rank));
+            if now < late {
+                drop(room);
+                if slept(&mut self.sleep, late, cx) {
+                    continue;
+                }
+                return Poll::Pending;
             }
+            // The next did not come for the place handed to it: it is passed over, and the
+            // new next (woken) is expected now.
+            if let Some(stalled) = room.turns.next() {
+                room.turns.pass_over(stalled);
+            }
+            room.expected = Some(now);
         }
+    }
+
+    /// Whether places handed to the room wait to be taken.
+    fn handed_out(&self) -> bool {
+        self.queue.handed.load(Ordering::Acquire) > 0
     }
 }
 
 impl Drop for InTurn<'_> {
     fn drop(&mut self) {
-        // Out of the semaphore first: a permit it was given goes back before the next looks.
-        self.acquire = None;
-        if let Some(id) = self.id.take() {
-            lock_std(self.turns).leave(id);
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let mut room = lock_std(self.room);
+        let next = room.turns.next() == Some(id);
+        room.turns.leave(id);
+        if next && self.handed_out() {
+            room.expected = Some(Instant::now());
         }
+        self.queue.unhand(&mut room);
     }
 }

@@ -11,15 +11,17 @@ use crate::bulkhead::{Bulkhead, BulkheadPermit};
 use crate::gate::{RateGate, Slot};
 use crate::operation;
 use crate::policy::{BreakerRef, Scope, Settings, Tuning};
-use crate::priority::Place;
+use crate::priority::{Place, Served};
 use crate::registry::Held;
 use crate::Rejected;
 
 use super::Progress;
 
-/// A caller's wait for a place in the bulkhead's queue.
-pub(super) type PermitWait<'p> =
-    Pin<Box<dyn Future<Output = Result<BulkheadPermit<'p>, Rejected>> + Send + 'p>>;
+/// A caller's wait for a place in the bulkhead's queue, and how it was served if it waited in
+/// turn.
+pub(super) type PermitWait<'p> = Pin<
+    Box<dyn Future<Output = Result<(BulkheadPermit<'p>, Option<Served>), Rejected>> + Send + 'p>,
+>;
 
 /// One operation's standing with its breaker, bulkhead and gates.
 pub(crate) struct Admission<'p> {
@@ -205,8 +207,8 @@ impl<'p> Admission<'p> {
         }
         let bulkhead = Arc::clone(self.scope.as_ref()?.bulkhead.as_ref()?);
         Some(Box::pin(async move {
-            let permit: Result<BulkheadPermit<'p>, Rejected> = bulkhead.acquire_owned().await;
-            permit
+            let permit: BulkheadPermit<'p> = bulkhead.acquire_owned().await?;
+            Ok((permit, None))
         }))
     }
 }

@@ -50,4 +50,13 @@ impl<E> Execution<'_, E> {
             admission.place.set_lane(crate::priority::lane(value));
         }
     }
+
+    /// How urgent this operation is and whose share it waits in, at once, as a request
+    /// carried them (see [`Order`](crate::Order)): [`Execution::set_priority`] and
+    /// [`Execution::set_fair_key`] together.
+    pub fn set_order(&mut self, order: crate::Order) {
+        if let Some(admission) = &mut self.progress.admission {
+            admission.place = order.place();
+        }
+    }
 }

@@ -12,6 +12,7 @@ use crate::events::{self, AttemptOutcome, Event, Listener};
 #[cfg(feature = "tracing")]
 use crate::operation::Frame;
 use crate::operation::{self, OperationId};
+use crate::priority::{Priority, Served};
 use crate::Rejected;
 
 /// Who hears of an operation: its listener, its spans, its meter.
@@ -47,6 +48,36 @@ impl<'p> Progress<'p> {
         if self.report.listening {
             self.send(send);
         }
+    }
+
+    /// This attempt waited in turn for `wait` (`"rate"`, `"bulkhead"`) and was `served`: the
+    /// listeners, tracing and metrics hear how long, by class.
+    pub(super) fn served(&self, wait: &'static str, served: Served) {
+        let class = self
+            .admission
+            .as_ref()
+            .map_or(Priority::Default, |a| a.place.class());
+        let Served { waited, promoted } = served;
+        #[cfg(feature = "metrics")]
+        self.settings.meters.waited(class, waited, promoted);
+        #[cfg(feature = "tracing")]
+        tracing::debug!(
+            wait,
+            class = class.as_str(),
+            waited_ms = waited.as_millis() as u64,
+            promoted,
+            "served in turn"
+        );
+        self.notify(|listener, site, operation| {
+            listener.on_event(&Event::Served {
+                operation,
+                site,
+                wait,
+                class,
+                waited,
+                promoted,
+            });
+        });
     }
 
     /// The listener runs `observed`: the calls it makes are not this call's nested calls.

@@ -17,7 +17,7 @@ use tokio::time::{Instant, Sleep};
 
 use super::{RateGate, Slot, SLOT_MISSED};
 use crate::deadline::later;
-use crate::priority::{Place, Priority, Turns};
+use crate::priority::{Place, Priority, Served, Turns};
 use crate::sync::lock_std;
 use crate::Rejected;
 
@@ -36,6 +36,9 @@ struct Room {
     /// the watchers pass it over if it has not come by then and [`SLOT_MISSED`] (the closest
     /// watcher; the next ones one and two more later, in case it is left unpolled too).
     expected: Option<Instant>,
+    /// When the waiter that stepped aside for its place in the batch share comes back (see
+    /// [`Turns::step_aside`]).
+    aside: Option<Instant>,
 }
 
 impl Room {
@@ -51,6 +54,32 @@ impl Room {
             self.expected = None;
         }
     }
+
+    /// When the next is to come back for what comes due for it: its place in the batch share
+    /// if it stepped aside for it, otherwise its slot.
+    fn watched(&self) -> Option<Instant> {
+        let next = self.turns.next()?;
+        match self.turns.is_aside(next) {
+            true => self.aside,
+            false => self.expected,
+        }
+    }
+
+    /// A waiter that stepped aside and did not come back [`SLOT_MISSED`] after its place in
+    /// the share is passed over by another (`by`): its class would otherwise wait behind it
+    /// for as long as others come.
+    fn pass_over_aside(&mut self, now: Instant, by: u64) {
+        let Some(at) = self.aside else {
+            return;
+        };
+        if now < later(at, SLOT_MISSED) || self.turns.is_aside(by) {
+            return;
+        }
+        self.aside = None;
+        if let Some(stalled) = self.turns.aside() {
+            self.turns.pass_over(stalled);
+        }
+    }
 }
 
 impl RateGate {
@@ -62,6 +91,7 @@ impl RateGate {
                 turns: Turns::new(lanes),
                 booked: None,
                 expected: None,
+                aside: None,
             }),
         }));
         self
@@ -101,7 +131,8 @@ impl RateGate {
         // A batch call held back also waits for its place in the share, after the places of
         // the batch calls before it.
         let share = self.batch().filter(|_| place.class() == Priority::Batch);
-        if let Some(share) = share.filter(|share| share.holds_back(Priority::Batch)) {
+        let others = room.turns.others_wait(Priority::Batch);
+        if let Some(share) = share.filter(|share| share.holds_back(Priority::Batch) || others) {
             let before = u64::try_from(room.turns.ahead_in_class(place)).unwrap_or(u64::MAX);
             wait = wait.max(share.wait_after(before));
         }
@@ -116,6 +147,7 @@ impl RateGate {
         Ok(Turn {
             gate: self,
             id: Some(id),
+            since: now,
             place,
             deadline,
             share,
@@ -124,13 +156,16 @@ impl RateGate {
     }
 }
 
-/// One caller's wait in a gate's waiting room: resolves to its slot, due now. Dropped before,
+/// One caller's wait in a gate's waiting room: resolves to its slot, due now, and how it was
+/// served. Dropped before,
 /// it leaves the room (see the module's docs).
 #[must_use = "futures do nothing unless polled"]
 pub(crate) struct Turn<'g> {
     gate: &'g RateGate,
     /// Its number in the room, until it is served.
     id: Option<u64>,
+    /// When it joined.
+    since: Instant,
     /// Where it joined, to join again if it was passed over.
     place: Place,
     deadline: Option<Instant>,
@@ -163,7 +198,7 @@ impl<'g> Turn<'g> {
 }
 
 impl Future for Turn<'_> {
-    type Output = Result<Slot, Rejected>;
+    type Output = Result<(Slot, Served), Rejected>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
@@ -173,14 +208,31 @@ impl Future for Turn<'_> {
         loop {
             let mut room = this.room();
             let now = Instant::now();
+            room.pass_over_aside(now, id);
             if room.turns.was_passed_over(id) {
                 // Passed over while it was not polled: it waits again, last of its lane.
                 id = room.turns.join(this.place);
                 this.id = Some(id);
             }
+            if room.turns.is_aside(id) {
+                let back = match this.share {
+                    Share::At(at, _) => at,
+                    _ => now,
+                };
+                if now < back {
+                    room.turns.wait(id, cx.waker());
+                    drop(room);
+                    if this.slept(back, cx) {
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+                room.turns.come_back(id);
+                room.aside = None;
+            }
             if room.turns.next() != Some(id) {
                 room.turns.wait(id, cx.waker());
-                let watch = room.expected.zip(room.turns.watcher(id));
+                let watch = room.watched().zip(room.turns.watcher(id));
                 let Some((expected, rank)) = watch else {
                     drop(room);
                     this.sleep = None;
@@ -201,6 +253,7 @@ impl Future for Turn<'_> {
                 }
                 if let Some(stalled) = room.turns.next() {
                     room.turns.pass_over(stalled);
+                    room.aside = None;
                 }
                 // The new next is woken: it is expected now, and watched in turn.
                 room.expected = Some(now);
@@ -216,29 +269,28 @@ impl Future for Turn<'_> {
                 room.booked = None;
                 room.expected = None;
             }
-            if room.booked.is_none() {
-                match this.share_due(now) {
-                    None => {}
-                    Some(Ok(at)) => {
-                        room.turns.wait(id, cx.waker());
-                        // Told once: a watcher in the same task (a hedge's) would wake this
-                        // poll again, and each would wake the other for ever.
-                        if room.expected != Some(at) {
-                            room.expected = Some(at);
-                            room.turns.wake_watcher();
-                        }
-                        drop(room);
-                        if this.slept(at, cx) {
-                            continue;
-                        }
-                        return Poll::Pending;
+            let others = room.turns.others_wait(Priority::Batch);
+            match this.share_due(now, others) {
+                None => {}
+                Some(Ok(at)) => {
+                    // It steps aside until its place in the share: the others take the slots
+                    // meanwhile (a slot booked stays theirs), and it is served after them.
+                    // Told once: it is aside from now, so a watcher in the same task (a
+                    // hedge's) is not woken again by it.
+                    room.aside = Some(at);
+                    room.turns.step_aside(id);
+                    room.turns.wait(id, cx.waker());
+                    drop(room);
+                    if this.slept(at, cx) {
+                        continue;
                     }
-                    Some(Err(refused)) => {
-                        room.leave(id);
-                        drop(room);
-                        this.id = None;
-                        return Poll::Ready(Err(refused));
-                    }
+                    return Poll::Pending;
+                }
+                Some(Err(refused)) => {
+                    room.leave(id);
+                    drop(room);
+                    this.id = None;
+                    return Poll::Ready(Err(refused));
                 }
             }
             let due = match room.booked {
@@ -268,11 +320,12 @@ impl Future for Turn<'_> {
                     this.gate.refund(slot);
                     continue;
                 }
-                room.turns.serve(id);
+                let promoted = room.turns.serve(id);
                 drop(room);
                 this.id = None;
                 this.share = Share::Taken;
-                return Poll::Ready(Ok(slot));
+                let waited = now.saturating_duration_since(this.since);
+                return Poll::Ready(Ok((slot, Served { waited, promoted })));
             }
             // Woken by the slot's time, or by a change of who is next.
             room.turns.wait(id, cx.waker());
@@ -285,14 +338,15 @@ impl Future for Turn<'_> {
 }
 
 impl Turn<'_> {
-    /// For a batch call next in the room, before its slot is booked: the instant of its place
-    /// in the batch share, taken now if due and the share holds batch calls back; `None` once
+    /// For a batch call next in the room, before it takes a slot: the instant of its place
+    /// in the batch share, taken now if due and the share holds batch calls back (calls of
+    /// other classes came within the gate's period, or `others` wait in the room); `None` once
     /// that instant has come (or there is no share to wait for). The refusal of a place past
     /// the deadline.
-    fn share_due(&mut self, now: Instant) -> Option<Result<Instant, Rejected>> {
+    fn share_due(&mut self, now: Instant, others: bool) -> Option<Result<Instant, Rejected>> {
         if let Share::Due = self.share {
             let share = self.gate.batch()?;
-            self.share = match share.holds_back(Priority::Batch) {
+            self.share = match share.holds_back(Priority::Batch) || others {
                 false => Share::Taken,
                 true => match share.reserve(self.deadline) {
                     Ok((wait, slot)) => Share::At(later(now, wait), slot),
@@ -308,16 +362,7 @@ impl Turn<'_> {
 
     /// Sleeps until `at`: whether it has come.
     fn slept(&mut self, at: Instant, cx: &mut Context<'_>) -> bool {
-        let sleep = match &mut self.sleep {
-            Some(sleep) => {
-                if sleep.deadline() != at {
-                    sleep.as_mut().reset(at);
-                }
-                sleep
-            }
-            sleep => sleep.insert(Box::pin(tokio::time::sleep_until(at))),
-        };
-        sleep.as_mut().poll(cx).is_ready()
+        crate::deadline::slept(&mut self.sleep, at, cx)
     }
 }
 

@@ -85,6 +85,52 @@ impl std::fmt::Display for Priority {
     }
 }
 
+/// A call's turn when it must wait, as a request carries it to a policy that a layer applies:
+/// its [`Priority`] and its `fair` value. The tower layer reads it from each request with
+/// [`PolicyLayer::ordered_by`](crate::tower::PolicyLayer::ordered_by); the reqwest middleware
+/// from the request's extensions (`RequestBuilder::with_extension(order)`, or a bare
+/// [`Priority`] there); by hand, [`Execution::set_order`](crate::Execution::set_order).
+///
+/// ```
+/// use resil_runtime::{Order, Priority};
+///
+/// let order = Order::new(Priority::Critical).fair("tenant-42");
+/// assert_eq!(order.priority(), Priority::Critical);
+/// assert_eq!(order, Order::new(Priority::Critical).fair("tenant-42"));
+/// assert_ne!(order, Order::new(Priority::Critical).fair("tenant-7"));
+/// assert_eq!(Order::default().priority(), Priority::Default);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Order {
+    place: Place,
+}
+
+impl Order {
+    /// A call of class `priority`, sharing its `fair` turn with the calls that give no value.
+    pub fn new(priority: Priority) -> Self {
+        let mut place = Place::default();
+        place.set_class(priority);
+        Order { place }
+    }
+
+    /// Its `fair` value: where the policy serves its waiters fairly, the waiters of one class
+    /// take turns across these values (see
+    /// [`Execution::set_fair_key`](crate::Execution::set_fair_key)).
+    pub fn fair<V: Hash + ?Sized>(mut self, value: &V) -> Self {
+        self.place.set_lane(lane(value));
+        self
+    }
+
+    /// Its class.
+    pub fn priority(&self) -> Priority {
+        self.place.class()
+    }
+
+    pub(crate) fn place(self) -> Place {
+        self.place
+    }
+}
+
 /// The lane of a `fair` value: its hash, keyed once per process so that no caller can choose
 /// values that share a lane.
 pub(crate) fn lane<V: Hash + ?Sized>(value: &V) -> u64 {
@@ -141,6 +187,15 @@ impl Place {
     }
 }
 
+/// How a caller's wait in turn for a slot or a place ended: how long it waited, and whether
+/// it was promoted (served by aging before a more urgent waiter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Served {
+    pub(crate) waited: std::time::Duration,
+    pub(crate) promoted: bool,
+}
+
+mod lanes;
 mod turns;
 
 pub(crate) use turns::Turns;

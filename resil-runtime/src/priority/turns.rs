@@ -1,9 +1,10 @@
 //! [`Turns`]: the order in which the callers waiting for a gate's slot or a bulkhead's place
 //! are served, by class with aging, and in turn across `fair` values within a class.
 
-use std::collections::VecDeque;
+use std::collections::HashMap;
 use std::task::Waker;
 
+use super::lanes::{Class, Waiter, WINDOW};
 use super::{Place, Priority};
 
 /// The callers waiting for a gate's slot or a bulkhead's place, in the order they are served:
@@ -16,6 +17,9 @@ use super::{Place, Priority};
 /// most `lanes` of them per class (the policy's `max_keys`; a policy that is not fair has one
 /// lane for all), and one more: a value that comes when they are all taken waits in the overflow
 /// lane, which takes its turn like the others.
+///
+/// Joining, leaving and serving cost the same however many lanes wait (a lane is found by its
+/// value, a waiter by its number), so that a flood of tenants costs each caller nothing more.
 #[derive(Debug)]
 pub(crate) struct Turns {
     classes: [Class; 3],
@@ -24,92 +28,18 @@ pub(crate) struct Turns {
     passed: [u32; 3],
     lanes: usize,
     next_id: u64,
+    /// Where each waiter is: its class and its lane's value.
+    index: HashMap<u64, (usize, u64)>,
     /// The waiters passed over that have not come back (see [`Turns::pass_over`]).
     passed_over: Vec<u64>,
-}
-
-/// One class's lanes with waiters, in the order they are served: the front lane's first
-/// waiter is next, and a lane served goes to the back.
-#[derive(Debug, Default)]
-struct Class {
-    lanes: VecDeque<Lane>,
-}
-
-#[derive(Debug)]
-struct Lane {
-    value: u64,
-    waiters: VecDeque<Waiter>,
-}
-
-#[derive(Debug)]
-struct Waiter {
-    id: u64,
-    waker: Option<Waker>,
+    /// The waiter that stepped aside, and its class (see [`Turns::step_aside`]).
+    aside: Option<(u64, usize)>,
 }
 
 impl Default for Turns {
     /// Waiters in arrival order within a class (one lane).
     fn default() -> Self {
         Turns::new(0)
-    }
-}
-
-impl Class {
-    fn is_empty(&self) -> bool {
-        self.lanes.is_empty()
-    }
-
-    fn len(&self) -> usize {
-        self.lanes.iter().map(|lane| lane.waiters.len()).sum()
-    }
-
-    fn front(&mut self) -> Option<&mut Waiter> {
-        self.lanes.front_mut()?.waiters.front_mut()
-    }
-
-    /// The value of the lane a waiter of `value` joins: its own, or, all `lanes` taken by
-    /// others, the overflow lane, which takes its turns like the others.
-    fn lane_value(&self, value: u64, lanes: usize) -> u64 {
-        if lanes == 0 {
-            return 0;
-        }
-        let own = self.lanes.iter().any(|lane| lane.value == value);
-        if own || self.lanes.len() < lanes {
-            value
-        } else {
-            Place::OVERFLOW
-        }
-    }
-
-    /// Where the lane of a waiter of `value` is. `None`: a new lane, at the back.
-    fn lane_of(&self, value: u64, lanes: usize) -> Option<usize> {
-        let value = self.lane_value(value, lanes);
-        self.lanes.iter().position(|lane| lane.value == value)
-    }
-
-    /// How many of its waiters would be served before a newcomer of `value`: its lane's
-    /// waiters, and from each other lane as many as the rounds before the newcomer's (one
-    /// more from the lanes served before its own).
-    fn ahead_of(&self, value: u64, lanes: usize) -> usize {
-        let at = self.lane_of(value, lanes);
-        let rounds = at.map_or(0, |at| self.lanes[at].waiters.len());
-        let before = at.unwrap_or(self.lanes.len());
-        self.lanes
-            .iter()
-            .enumerate()
-            .map(|(i, lane)| match i.cmp(&before) {
-                std::cmp::Ordering::Less => lane.waiters.len().min(rounds + 1),
-                std::cmp::Ordering::Equal => rounds,
-                std::cmp::Ordering::Greater => lane.waiters.len().min(rounds),
-            })
-            .sum()
-    }
-
-    fn find(&mut self, id: u64) -> Option<&mut Waiter> {
-        self.lanes
-            .iter_mut()
-            .flat_map(|lane| lane.waiters.iter_mut())
-            .find(|waiter| waiter.id == id)
     }
 }
 
@@ -122,7 +52,9 @@ impl Turns {
             passed: [0; 3],
             lanes,
             next_id: 0,
+            index: HashMap::new(),
             passed_over: Vec::new(),
+            aside: None,
         }
     }
 
@@ -131,56 +63,57 @@ impl Turns {
     pub(crate) fn join(&mut self, place: Place) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
-        let displaced = self.next_class();
-        let class = &mut self.classes[place.class().index()];
-        let waiter = Waiter { id, waker: None };
-        match class.lane_of(place.lane(), self.lanes) {
-            Some(at) => class.lanes[at].waiters.push_back(waiter),
-            None => class.lanes.push_back(Lane {
-                value: class.lane_value(place.lane(), self.lanes),
-                waiters: VecDeque::from([waiter]),
-            }),
-        }
-        if let Some(displaced) = displaced.filter(|_| self.next() == Some(id)) {
-            let waker = self.classes[displaced].front().and_then(|w| w.waker.take());
-            if let Some(waker) = waker {
-                waker.wake();
-            }
+        let displaced = self.next();
+        let index = place.class().index();
+        let class = &mut self.classes[index];
+        let value = class.lane_value(place.lane(), self.lanes);
+        class.push(value, id);
+        self.index.insert(id, (index, value));
+        if displaced.is_some() && self.next() == Some(id) {
+            self.wake(displaced);
         }
         id
     }
 
     /// The class served next: a class passed over [`Priority::AGING_PASSES`] times (the most
-    /// urgent of those), otherwise the most urgent that waits.
+    /// urgent of those), otherwise the most urgent that waits. The class of a waiter that
+    /// stepped aside waits its turn after the others, if any.
     fn next_class(&self) -> Option<usize> {
         let waiting = |class: &usize| !self.classes[*class].is_empty();
+        let aside = self
+            .aside
+            .map(|(_, class)| class)
+            .filter(|aside| (0..3).filter(waiting).any(|class| class != *aside));
+        let eligible = |class: &usize| waiting(class) && Some(*class) != aside;
         let aged = (0..3)
-            .filter(waiting)
+            .filter(eligible)
             .find(|class| self.passed[*class] >= Priority::AGING_PASSES);
-        aged.or_else(|| (0..3).find(waiting))
+        aged.or_else(|| (0..3).find(eligible))
     }
 
     /// The waiter served next.
     pub(crate) fn next(&self) -> Option<u64> {
         let class = self.next_class()?;
-        let lane = self.classes[class].lanes.front()?;
+        let lane = self.classes[class].front_lane()?;
         lane.waiters.front().map(|waiter| waiter.id)
     }
 
     /// Serves the next waiter (`id`, as [`Turns::next`] said): it leaves, its lane goes to the
     /// back of its class, the classes it passed count one more pass, and the next waiter, if
-    /// any, is woken to take its place.
-    pub(crate) fn serve(&mut self, id: u64) {
+    /// any, is woken to take its place. Whether it was promoted: served by aging, before a
+    /// more urgent waiter.
+    pub(crate) fn serve(&mut self, id: u64) -> bool {
         let Some(class) = self.next_class() else {
-            return;
+            return false;
         };
-        let lanes = &mut self.classes[class].lanes;
-        if let Some(mut lane) = lanes.pop_front() {
-            debug_assert_eq!(lane.waiters.front().map(|w| w.id), Some(id));
-            lane.waiters.pop_front();
-            if !lane.waiters.is_empty() {
-                lanes.push_back(lane);
-            }
+        let promoted = (0..class).any(|urgent| {
+            !self.classes[urgent].is_empty() && self.aside.is_none_or(|(_, aside)| aside != urgent)
+        });
+        let served = self.classes[class].pop_front();
+        debug_assert_eq!(served, Some(id));
+        self.index.remove(&id);
+        if self.is_aside(id) {
+            self.aside = None;
         }
         self.passed[class] = 0;
         for other in class + 1..3 {
@@ -189,6 +122,7 @@ impl Turns {
             }
         }
         self.wake_next();
+        promoted
     }
 
     /// A waiter gives up (its caller dropped the wait), or is passed over: it leaves without
@@ -200,34 +134,30 @@ impl Turns {
         }
         let next = self.next();
         let watcher = self.watcher(id).is_some();
-        for (index, class) in self.classes.iter_mut().enumerate() {
-            for at in 0..class.lanes.len() {
-                let waiters = &mut class.lanes[at].waiters;
-                let Some(position) = waiters.iter().position(|waiter| waiter.id == id) else {
-                    continue;
-                };
-                waiters.remove(position);
-                if waiters.is_empty() {
-                    class.lanes.remove(at);
-                }
-                if class.is_empty() {
-                    self.passed[index] = 0;
-                }
-                if next == Some(id) {
-                    self.wake_next();
-                } else if watcher {
-                    self.wake_watcher();
-                }
-                return true;
-            }
+        let Some((index, value)) = self.index.remove(&id) else {
+            return false;
+        };
+        if self.aside.is_some_and(|(aside, _)| aside == id) {
+            self.aside = None;
         }
-        false
+        let class = &mut self.classes[index];
+        if !class.remove(value, id) {
+            return false;
+        }
+        if class.is_empty() {
+            self.passed[index] = 0;
+        }
+        if next == Some(id) {
+            self.wake_next();
+        } else if watcher {
+            self.wake_watcher();
+        }
+        true
     }
 
     /// Keeps `waker` to wake waiter `id` when its turn may have come.
     pub(crate) fn wait(&mut self, id: u64, waker: &Waker) {
-        let waiter = self.classes.iter_mut().find_map(|class| class.find(id));
-        if let Some(waiter) = waiter {
+        if let Some(waiter) = self.find(id) {
             match &mut waiter.waker {
                 Some(kept) if kept.will_wake(waker) => {}
                 kept => *kept = Some(waker.clone()),
@@ -235,19 +165,29 @@ impl Turns {
         }
     }
 
-    /// Wakes the waiter served next, to take (or wait for) the next slot or place, and the
-    /// one that watches it (see [`Turns::watcher`]).
-    pub(crate) fn wake_next(&mut self) {
-        if let Some(class) = self.next_class() {
-            if let Some(waker) = self.classes[class].front().and_then(|w| w.waker.take()) {
-                waker.wake();
-            }
+    fn find(&mut self, id: u64) -> Option<&mut Waiter> {
+        let (class, value) = *self.index.get(&id)?;
+        self.classes[class].find(value, id)
+    }
+
+    /// Wakes waiter `id`, if it waits for a wakeup.
+    fn wake(&mut self, id: Option<u64>) {
+        let waker = id.and_then(|id| self.find(id)?.waker.take());
+        if let Some(waker) = waker {
+            waker.wake();
         }
+    }
+
+    /// Wakes the waiter served next, to take (or wait for) the next slot or place, and the
+    /// ones that watch it (see [`Turns::watcher`]).
+    pub(crate) fn wake_next(&mut self) {
+        let next = self.next();
+        self.wake(next);
         self.wake_watcher();
     }
 
     /// How many waiters watch the next (see [`Turns::watcher`]).
-    const WATCHERS: usize = 3;
+    const WATCHERS: usize = WINDOW - 1;
 
     /// The waiters other than the next that watch that the next takes what comes due for it,
     /// the first watching closest: a next whose future is left unpolled (a call shared by
@@ -256,9 +196,7 @@ impl Turns {
     fn watchers(&self) -> impl Iterator<Item = u64> + '_ {
         let next = self.next();
         (self.classes.iter())
-            .flat_map(|class| class.lanes.iter())
-            .flat_map(|lane| lane.waiters.iter().take(Self::WATCHERS + 1))
-            .map(|waiter| waiter.id)
+            .flat_map(Class::front_waiters)
             .filter(move |id| Some(*id) != next)
             .take(Self::WATCHERS)
     }
@@ -271,14 +209,12 @@ impl Turns {
 
     /// Wakes the watchers, to watch the next's new slot.
     pub(crate) fn wake_watcher(&mut self) {
-        let watchers: Vec<u64> = self.watchers().collect();
+        let mut watchers = [None; Self::WATCHERS];
+        for (kept, id) in watchers.iter_mut().zip(self.watchers()) {
+            *kept = Some(id);
+        }
         for id in watchers {
-            let waker = (self.classes.iter_mut())
-                .find_map(|class| class.find(id))
-                .and_then(|waiter| waiter.waker.take());
-            if let Some(waker) = waker {
-                waker.wake();
-            }
+            self.wake(id);
         }
     }
 
@@ -295,18 +231,58 @@ impl Turns {
         at.map(|at| self.passed_over.swap_remove(at)).is_some()
     }
 
+    /// The next, `id`, cannot take what comes due yet (a batch call waiting for its place in
+    /// the batch share): the others are served meanwhile, and its class after them, until it
+    /// comes back ([`Turns::come_back`]) or leaves. It stays next while no other class waits.
+    pub(crate) fn step_aside(&mut self, id: u64) {
+        let Some(&(class, _)) = self.index.get(&id) else {
+            return;
+        };
+        self.aside = Some((id, class));
+        self.wake_next();
+    }
+
+    /// The waiter that stepped aside and has not come back, if any.
+    pub(crate) fn aside(&self) -> Option<u64> {
+        self.aside.map(|(id, _)| id)
+    }
+
+    /// Whether waiter `id` stepped aside and has not come back.
+    pub(crate) fn is_aside(&self, id: u64) -> bool {
+        self.aside.is_some_and(|(aside, _)| aside == id)
+    }
+
+    /// Waiter `id`, which stepped aside, comes back: next again if its class is, and the
+    /// next it displaces is woken.
+    pub(crate) fn come_back(&mut self, id: u64) {
+        if !self.is_aside(id) {
+            return;
+        }
+        let displaced = self.next();
+        self.aside = None;
+        if displaced != self.next() {
+            self.wake(displaced);
+            self.wake_watcher();
+        }
+    }
+
     /// How many waiters would be served before a newcomer at `place`, ignoring aging: the
     /// more urgent ones, and those of its class served before it (see [`Class::ahead_of`]).
     pub(crate) fn ahead_of(&self, place: Place) -> usize {
         let urgent: usize = (self.classes[..place.class().index()].iter())
-            .map(Class::len)
+            .map(Class::waiting)
             .sum();
-        urgent + self.classes[place.class().index()].ahead_of(place.lane(), self.lanes)
+        urgent + self.ahead_in_class(place)
     }
 
     /// How many waiters of its own class would be served before a newcomer at `place`.
     pub(crate) fn ahead_in_class(&self, place: Place) -> usize {
         self.classes[place.class().index()].ahead_of(place.lane(), self.lanes)
+    }
+
+    /// Whether waiters of a class other than `class` wait.
+    pub(crate) fn others_wait(&self, class: Priority) -> bool {
+        (0..3).any(|other| other != class.index() && !self.classes[other].is_empty())
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -331,7 +307,7 @@ mod tests {
         let second_critical = turns.join(of(Priority::Critical));
         for expected in [critical, second_critical, default, batch] {
             assert_eq!(turns.next(), Some(expected));
-            turns.serve(expected);
+            assert!(!turns.serve(expected));
         }
         assert!(turns.is_empty());
     }
@@ -344,7 +320,8 @@ mod tests {
         loop {
             let critical = turns.join(of(Priority::Critical));
             let next = turns.next().unwrap();
-            turns.serve(next);
+            let promoted = turns.serve(next);
+            assert_eq!(promoted, next == batch);
             if next == batch {
                 break;
             }
@@ -392,8 +369,9 @@ mod tests {
         turns.join(in_lane(2));
         // Lane 1's next, lane 2's first, then its own turn.
         assert_eq!(turns.ahead_of(in_lane(3)), 2);
-        // Lane 2 holds one: its second waiter waits for two rounds of lane 1.
-        assert_eq!(turns.ahead_of(in_lane(2)), 3);
+        // Lane 2 holds one: its second waiter waits for a round of both lanes at least
+        // (lane 1, served before it in this round, gives one more: not counted).
+        assert_eq!(turns.ahead_of(in_lane(2)), 2);
         assert_eq!(turns.ahead_of(in_lane(1)), 11);
         assert_eq!(turns.ahead_of(of(Priority::Critical)), 0);
         assert_eq!(turns.ahead_of(of(Priority::Batch)), 11);
@@ -407,7 +385,7 @@ mod tests {
         let third = turns.join(in_lane(2));
         let fourth = turns.join(in_lane(3));
         let fifth = turns.join(in_lane(4));
-        assert_eq!(turns.classes[1].lanes.len(), 3);
+        assert_eq!(turns.classes[1].lanes(), 3);
         for expected in [first, third, fourth, second, fifth] {
             assert_eq!(turns.next(), Some(expected));
             turns.serve(expected);
@@ -428,12 +406,80 @@ mod tests {
     }
 
     #[test]
+    fn the_count_ahead_reads_the_lanes_lengths() {
+        let mut turns = Turns::new(100);
+        for (lane, waiters) in [(1, 5), (2, 1), (3, 3), (4, 2)] {
+            for _ in 0..waiters {
+                turns.join(in_lane(lane));
+            }
+        }
+        // A newcomer of lane 3 waits for its lane's three, and up to three of each other.
+        assert_eq!(turns.ahead_of(in_lane(3)), 3 + 3 + 1 + 2);
+        assert_eq!(turns.ahead_of(in_lane(9)), 4);
+        assert_eq!(turns.ahead_of(in_lane(1)), 11);
+    }
+
+    #[test]
+    fn lanes_that_leave_in_any_order_leave_the_rotation_as_it_was() {
+        let mut turns = Turns::new(1_000);
+        let ids: Vec<u64> = (0..100).map(|lane| turns.join(in_lane(lane))).collect();
+        // Every other lane leaves, then comes back at the back.
+        for id in ids.iter().skip(1).step_by(2) {
+            assert!(turns.leave(*id));
+        }
+        let back: Vec<u64> = (1..100)
+            .step_by(2)
+            .map(|lane| turns.join(in_lane(lane)))
+            .collect();
+        let stayed = ids.iter().step_by(2);
+        for expected in stayed.chain(back.iter()) {
+            assert_eq!(turns.next(), Some(*expected));
+            turns.serve(*expected);
+        }
+        assert!(turns.is_empty());
+        assert_eq!(turns.classes[1].lanes(), 0);
+    }
+
+    #[test]
+    fn a_next_that_steps_aside_lets_the_other_classes_be_served_until_it_comes_back() {
+        let mut turns = Turns::default();
+        let batch = turns.join(of(Priority::Batch));
+        let default = turns.join(of(Priority::Default));
+        let later = turns.join(of(Priority::Default));
+        turns.passed[2] = Priority::AGING_PASSES;
+        assert_eq!(turns.next(), Some(batch));
+        turns.step_aside(batch);
+        assert_eq!(turns.next(), Some(default));
+        turns.serve(default);
+        assert_eq!(turns.next(), Some(later));
+        turns.come_back(batch);
+        assert_eq!(turns.next(), Some(batch));
+        turns.serve(batch);
+        assert_eq!(turns.next(), Some(later));
+    }
+
+    #[test]
+    fn a_waiter_aside_stays_next_while_no_other_class_waits() {
+        let mut turns = Turns::default();
+        let batch = turns.join(of(Priority::Batch));
+        let second = turns.join(of(Priority::Batch));
+        turns.step_aside(batch);
+        assert_eq!(turns.next(), Some(batch));
+        let critical = turns.join(of(Priority::Critical));
+        assert_eq!(turns.next(), Some(critical));
+        assert!(turns.leave(batch));
+        assert!(!turns.is_aside(batch));
+        turns.serve(critical);
+        assert_eq!(turns.next(), Some(second));
+    }
+
+    #[test]
     fn a_lane_left_empty_is_forgotten() {
         let mut turns = Turns::new(100);
         let gone = turns.join(in_lane(7));
         let stays = turns.join(in_lane(8));
         assert!(turns.leave(gone));
-        assert_eq!(turns.classes[1].lanes.len(), 1);
+        assert_eq!(turns.classes[1].lanes(), 1);
         assert_eq!(turns.next(), Some(stays));
     }
 }

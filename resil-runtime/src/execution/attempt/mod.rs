@@ -246,8 +246,12 @@ where
                     };
                 *this.wait = None;
                 match permit {
-                    Ok(Ok(permit)) => {
-                        if let Some(admission) = &mut this.execution.progress.admission {
+                    Ok(Ok((permit, served))) => {
+                        let progress = &mut this.execution.progress;
+                        if let Some(served) = served {
+                            progress.served("bulkhead", served);
+                        }
+                        if let Some(admission) = &mut progress.admission {
                             admission.permit = Some(permit);
                         }
                         this.timer.set(None);
@@ -271,9 +275,13 @@ where
                 *this.wait = None;
                 this.timer.set(None);
                 *this.cut = None;
-                match slot
-                    .and_then(|slot| slot.and_then(|slot| this.execution.progress.took_turn(slot)))
-                {
+                let progress = &mut this.execution.progress;
+                let took = slot.and_then(|slot| {
+                    let (slot, served) = slot?;
+                    progress.served("rate", served);
+                    progress.took_turn(slot)
+                });
+                match took {
                     // The slot is due: the checks after a slot's wait follow (a throttle may
                     // have revoked it meanwhile).
                     Ok(wait) => {
