@@ -276,8 +276,10 @@ async fn without_headroom_default_calls_wait_behind_a_full_schedule() {
     let late = (starts.of(&Priority::Default).iter().enumerate())
         .filter(|(n, at)| **at > ms(200 * *n as u64))
         .count();
+    // (A default call that arrives at the instant a slot comes due may take it, being more
+    // urgent than the batch call it was booked for: which one the task polls first decides.)
     assert!(
-        late >= 8,
+        late >= 7,
         "{late} default calls waited: {:?}",
         starts.of(&Priority::Default)
     );

@@ -177,8 +177,8 @@ impl RateGate {
             origin: Instant::now(),
             #[cfg(feature = "shared")]
             shared: self.shared.as_ref().map(|link| link.for_key(label, key)),
-            waiters: None,
-            // The share is the gate of all calls': a key's gate serves in arrival order.
+            waiters: (self.waiters.as_ref()).map(|waiters| Box::new(waiters.fresh())),
+            // The share is the gate of all calls'.
             batch: None,
         }
     }

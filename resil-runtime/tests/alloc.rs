@@ -140,6 +140,39 @@ async fn a_key_costs_a_bounded_number_of_bytes_whatever_its_size() {
     }
 }
 
+/// A key of a policy that orders its waiters (`priority`, `fair`), whose gate and bulkhead
+/// queue each made a caller wait (so each keeps its waiting room): within the bound.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_key_whose_callers_waited_in_turn_costs_a_bounded_number_of_bytes() {
+    const KEYS: usize = 100;
+    let policy = everything_per_key(5)
+        .bulkhead(1)
+        .bulkhead_queue(4)
+        .fair()
+        .build()
+        .unwrap();
+    let keys: Vec<String> = (0..KEYS)
+        .map(|i| format!("{i}:{}", "x".repeat(4 << 10)))
+        .collect();
+    let before = live_bytes();
+    for key in &keys {
+        let call = || async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Ok::<_, Rejected>(())
+        };
+        let (first, second) =
+            tokio::join!(policy.run_keyed(key, call), policy.run_keyed(key, call));
+        assert!(first.is_ok() && second.is_ok());
+    }
+    let per_key = (live_bytes() - before) / KEYS as i64;
+    assert_eq!(policy.keys().unwrap().len(), KEYS);
+    assert!(
+        per_key <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
+        "a key whose callers waited in turn costs {per_key} bytes"
+    );
+    println!("a key whose callers waited in turn costs {per_key} bytes");
+}
+
 /// The same with an adaptive bulkhead per key, whose limit keeps a round of latencies and the
 /// sums its baseline is fitted from: fixed in size, within the bound.
 #[tokio::test(flavor = "current_thread", start_paused = true)]

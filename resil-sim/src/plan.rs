@@ -248,14 +248,15 @@ impl Plan {
 
 /// Whether a declaration orders its waiters, where it has a gate or a queue of all calls.
 fn draw_turns(rng: &mut StdRng, spec: &Spec) -> Turns {
-    let rate = spec.rate.as_ref().filter(|rate| !rate.per_key);
-    let queue = (spec.bulkhead.as_ref()).is_some_and(|b| b.queue > 0 && !b.per_key);
+    let rate = spec.rate.as_ref();
+    let queue = (spec.bulkhead.as_ref()).is_some_and(|b| b.queue > 0);
     // A learning gate serves in arrival order: `build` refuses to order it.
     let learns = spec.rate.as_ref().is_some_and(|rate| rate.learn);
     if learns || (rate.is_none() && !queue) || rng.random_bool(0.4) {
         return Turns::default();
     }
-    let declared = rate.is_some_and(|rate| rate.declared.is_some());
+    // A batch share is the gate of all calls'.
+    let declared = rate.is_some_and(|rate| rate.declared.is_some() && !rate.per_key);
     Turns {
         priority: true,
         fair: rng.random_bool(0.5),

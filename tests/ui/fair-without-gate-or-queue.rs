@@ -24,12 +24,6 @@ async fn no_queue(tenant: &str) -> Result<(), Error> {
     Ok(())
 }
 
-#[resilient(rate = "10/s per key", key = model, priority = class)]
-async fn gates_per_key(model: &str, class: Priority) -> Result<(), Error> {
-    let _ = (model, class);
-    Ok(())
-}
-
 #[resilient(token_rate = "1000/s", rate_cost = 10, fair = tenant)]
 async fn token_gate_alone(tenant: &str) -> Result<(), Error> {
     let _ = tenant;

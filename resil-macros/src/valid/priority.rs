@@ -11,8 +11,8 @@ use crate::errors::Errors;
 use crate::keys::{did_you_mean, ResilientArgs, Setting};
 
 /// The argument `priority` names, and the one `fair` names, each checked: an argument of the
-/// function, and something whose waiters it orders: the rate gate or the bulkhead queue of
-/// all calls (not yet those per key, nor the token gate alone).
+/// function, and something whose waiters it orders: the rate gate or the bulkhead queue, of
+/// all calls or per key (not the token gate alone).
 pub(super) fn check_priority(
     args: &ResilientArgs,
     sig: &Signature,
@@ -27,15 +27,11 @@ pub(super) fn check_priority(
         .as_ref()
         .and_then(|setting| argument("fair", "tenant", setting, sig, errors));
     let rate = args.rate.as_ref().map(|rate| &rate.value);
-    let bulkhead = args.bulkhead.as_ref().map(|bulkhead| &bulkhead.value);
-    let queue = args.bulkhead_queue.is_some();
-    let ordered = rate.is_some_and(|rate| !rate.per_key)
-        || (queue && !bulkhead.is_some_and(|bulkhead| bulkhead.per_key));
+    let ordered = rate.is_some() || args.bulkhead_queue.is_some();
     // A gate or queue left out for a mistake of its own is not missing.
     if !errors.is_empty() {
         return (priority, fair);
     }
-    let per_key = rate.is_some_and(|rate| rate.per_key) || queue;
     for (setting, name, what) in [
         (args.priority.as_ref().map(|s| s.key), "priority", "orders the callers waiting for the rate gate's next slot or the bulkhead queue's next place"),
         (args.fair.as_ref().map(|s| s.key), "fair", "serves the callers waiting for the rate gate's slot or the bulkhead queue's place in turn across its argument's values"),
@@ -43,9 +39,7 @@ pub(super) fn check_priority(
         let Some(key) = setting.filter(|_| !ordered) else {
             continue;
         };
-        let message = if per_key {
-            format!("`{name}` {what} of all calls, but here each key has its own (`per key`), whose callers are served in arrival order (not implemented yet, issue 47): drop `per key`, or remove `{name}`")
-        } else if args.token_rate.is_some() {
+        let message = if args.token_rate.is_some() {
             format!("`{name}` {what}, but here only the token gate makes callers wait, and it serves them in arrival order (not implemented yet, issue 47): add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
         } else {
             format!("`{name}` {what}, but nobody waits here: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
@@ -62,7 +56,7 @@ pub(super) fn check_priority(
     }
     if let Some(rate) = args.rate.as_ref().filter(|rate| rate.value.batch.is_some()) {
         if rate.value.per_key {
-            errors.push(rate.span, "a batch share is a share of the rate gate of all calls, but this gate is per key, and a key's gate serves its waiters in arrival order (not implemented yet, issue 47): drop `per key`, or remove `, batch N%`");
+            errors.push(rate.span, "a batch share is a share of the rate gate of all calls, but this gate is per key, and a share per key is not implemented yet (issue 47): drop `per key`, or remove `, batch N%`");
         } else if args.priority.is_none() {
             errors.push(rate.span, "a batch share keeps calls of class `Batch` to their share, but no call has a class here: add `priority = class` (an argument of type `resil::Priority`), or remove `, batch N%`");
         }

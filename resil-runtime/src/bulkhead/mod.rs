@@ -59,7 +59,7 @@ struct Queue {
     debt: AtomicUsize,
     /// The waiters in the order they are served, for a bulkhead that orders them by priority
     /// (see [`queue`]).
-    room: Option<Box<std::sync::Mutex<queue::Room>>>,
+    room: Option<Box<queue::Room>>,
     /// Places handed to the room's waiters, not yet taken (see [`queue`]); changed under the
     /// room's lock.
     handed: AtomicUsize,
@@ -164,7 +164,10 @@ impl Bulkhead {
         Bulkhead {
             limit: AtomicUsize::new(limit),
             in_flight: AtomicUsize::new(0),
-            queue: (self.queue.as_ref()).map(|queue| Queue::new(limit, queue.capacity)),
+            queue: (self.queue.as_ref()).map(|queue| Queue {
+                room: (queue.room.as_ref()).map(|room| Box::new(room.fresh())),
+                ..Queue::new(limit, queue.capacity)
+            }),
             adaptive,
         }
     }

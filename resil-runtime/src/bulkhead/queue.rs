@@ -10,7 +10,7 @@
 //! it. A waiter dropped leaves no hole: if it was next, the new next is woken.
 
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
@@ -18,17 +18,26 @@ use tokio::time::{Instant, Sleep};
 use super::{Bulkhead, BulkheadPermit, Place as Held, Queue};
 use crate::deadline::{later, slept};
 use crate::gate::SLOT_MISSED;
-use crate::priority::{Place, Served, Turns};
-use crate::sync::{lock_std, Ordering};
+use crate::priority::{Idle, Locked, Place, Served, Turns};
+use crate::sync::Ordering;
 use crate::Rejected;
 
 /// The waiters of an ordered queue.
+pub(super) type Room = crate::priority::Room<QueueRoom>;
+
 #[derive(Debug)]
-pub(super) struct Room {
+pub(super) struct QueueRoom {
     turns: Turns,
     /// When the next was handed a place it has yet to take: the k-th watcher passes it over
     /// k × [`SLOT_MISSED`] later.
     expected: Option<Instant>,
+}
+
+impl Idle for QueueRoom {
+    /// Places handed to the room go back to the semaphore as the last waiter leaves.
+    fn is_idle(&self) -> bool {
+        self.turns.is_idle()
+    }
 }
 
 impl Bulkhead {
@@ -36,10 +45,7 @@ impl Bulkhead {
     /// `fair` values. No queue, nothing to order.
     pub(crate) fn ordered(mut self, lanes: usize) -> Self {
         if let Some(queue) = &mut self.queue {
-            queue.room = Some(Box::new(Mutex::new(Room {
-                turns: Turns::new(lanes),
-                expected: None,
-            })));
+            queue.room = Some(Box::new(Room::new(lanes)));
         }
         self
     }
@@ -51,19 +57,52 @@ impl Bulkhead {
         &self,
         place: Place,
     ) -> Result<(BulkheadPermit<'_>, Option<Served>), Rejected> {
-        let Some((queue, room)) =
-            (self.queue.as_ref()).and_then(|queue| Some((queue, queue.room.as_deref()?)))
-        else {
+        let Some((queue, room)) = self.ordered_queue() else {
             return Ok((self.acquire().await?, None));
         };
-        if lock_std(room).turns.is_empty() {
+        let served = self.take_in_turn(queue, room, place).await?;
+        Ok((BulkheadPermit(Held::Queued(self)), served))
+    }
+
+    /// [`Bulkhead::acquire_in_turn`] for a bulkhead per key.
+    pub(crate) async fn acquire_in_turn_owned(
+        self: Arc<Self>,
+        place: Place,
+    ) -> Result<(BulkheadPermit<'static>, Option<Served>), Rejected> {
+        let Some((queue, room)) = self.ordered_queue() else {
+            return Ok((Arc::clone(&self).acquire_owned().await?, None));
+        };
+        let served = self.take_in_turn(queue, room, place).await?;
+        Ok((BulkheadPermit(Held::QueuedOwned(Arc::clone(&self))), served))
+    }
+
+    fn ordered_queue(&self) -> Option<(&Queue, &Room)> {
+        let queue = self.queue.as_ref()?;
+        Some((queue, queue.room.as_deref()?))
+    }
+
+    /// Takes a place in the queue's turn: held once this returns, for the caller to wrap in
+    /// its permit.
+    async fn take_in_turn(
+        &self,
+        queue: &Queue,
+        room: &Room,
+        place: Place,
+    ) -> Result<Option<Served>, Rejected> {
+        if lock(room).turns.is_empty() {
             if let Ok(permit) = queue.permits.try_acquire() {
-                return Ok((self.queued_place(permit), None));
+                permit.forget();
+                return Ok(None);
             }
         }
-        let _waiting = self.join(queue)?;
+        let _waiting = match self.join(queue) {
+            Ok(waiting) => waiting,
+            // A full queue: a place handed to a next that did not take it is this caller's.
+            Err(_) if queue.take_from_stalled(room) => return Ok(None),
+            Err(full) => return Err(full),
+        };
         let since = Instant::now();
-        let id = lock_std(room).turns.join(place);
+        let id = lock(room).turns.join(place);
         let mut turn = InTurn {
             queue,
             room,
@@ -73,40 +112,73 @@ impl Bulkhead {
         };
         let promoted = std::future::poll_fn(|cx| turn.poll_place(cx)).await;
         let waited = since.elapsed();
-        Ok((
-            BulkheadPermit(Held::Queued(self)),
-            Some(Served { waited, promoted }),
-        ))
+        Ok(Some(Served { waited, promoted }))
     }
+}
+
+/// The room of an ordered queue's waiters.
+fn lock(room: &Room) -> Locked<'_, QueueRoom> {
+    room.lock(|turns| QueueRoom {
+        turns,
+        expected: None,
+    })
 }
 
 impl Queue {
     /// `count` places come back, or come with a higher limit: handed to the room when callers
     /// wait in an ordered queue (the next is woken to take one), into the semaphore otherwise.
     pub(super) fn release(&self, count: usize) {
-        let Some(room) = &self.room else {
+        let Some(mut room) = self.room.as_deref().and_then(Room::made) else {
             self.permits.add_permits(count);
+            // A first caller may have made the room and found no place meanwhile: woken.
+            if let Some(mut room) = self.room.as_deref().and_then(Room::made) {
+                room.turns.wake_next();
+            }
             return;
         };
-        let mut room = lock_std(room);
         if room.turns.is_empty() {
             // Under the room's lock: a caller that joins after finds them in the semaphore.
             self.permits.add_permits(count);
             return;
         }
-        self.handed.fetch_add(count, Ordering::AcqRel);
-        room.expected.get_or_insert_with(Instant::now);
+        // Expected from now, unless places handed earlier still wait to be taken (a decrease
+        // of the limit may have taken them back meanwhile: then from now).
+        if self.handed.fetch_add(count, Ordering::AcqRel) == 0 || room.expected.is_none() {
+            room.expected = Some(Instant::now());
+        }
         room.turns.wake_next();
     }
 
     /// The last waiter gone (served or not), the places handed to the room go back to the
     /// semaphore, for the callers that find the room empty.
-    fn unhand(&self, room: &mut Room) {
+    fn unhand(&self, room: &mut QueueRoom) {
         if room.turns.is_empty() {
             room.expected = None;
             let handed = self.handed.swap(0, Ordering::AcqRel);
             self.permits.add_permits(handed);
         }
+    }
+
+    /// A caller that finds the queue full takes a place handed to the next, if the next did
+    /// not take it within [`SLOT_MISSED`] (left unpolled, it holds its place in the queue, and
+    /// with the queue full no watcher could come): the next is passed over. Whether it took one.
+    fn take_from_stalled(&self, room: &Room) -> bool {
+        let Some(mut room) = room.made() else {
+            return false;
+        };
+        let now = Instant::now();
+        let late = room
+            .expected
+            .is_some_and(|at| now >= later(at, SLOT_MISSED));
+        if !late || !self.take_handed() {
+            return false;
+        }
+        if let Some(stalled) = room.turns.next() {
+            room.turns.pass_over(stalled);
+        }
+        room.expected = (self.handed.load(Ordering::Acquire) > 0).then_some(now);
+        self.unhand(&mut room);
+        true
     }
 
     /// A place handed to the room, if one is.
@@ -122,7 +194,7 @@ impl Queue {
 /// One caller's wait in an ordered queue; dropped, it leaves it.
 struct InTurn<'a> {
     queue: &'a Queue,
-    room: &'a Mutex<Room>,
+    room: &'a Room,
     /// Its number in the queue, until it is served.
     id: Option<u64>,
     /// Where it joined, to join again if it was passed over.
@@ -137,7 +209,7 @@ impl InTurn<'_> {
     fn poll_place(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
         loop {
             let mut id = self.id.expect("polled after it was served");
-            let mut room = lock_std(self.room);
+            let mut room = lock(self.room);
             let now = Instant::now();
             if room.turns.was_passed_over(id) {
                 // Passed over while it was not polled: it waits again, last of its lane.
@@ -160,24 +232,21 @@ impl InTurn<'_> {
                 return Poll::Ready(promoted);
             }
             room.turns.wait(id, cx.waker());
-            let expected = room.expected.filter(|_| self.handed_out());
-            let Some((expected, rank)) = expected.zip(room.turns.watcher(id)) else {
+            let Some(expected) = room.expected.filter(|_| self.handed_out()) else {
                 self.sleep = None;
                 return Poll::Pending;
             };
-            let late = later(expected, SLOT_MISSED.saturating_mul(rank));
+            let (late, wake) = room.turns.watch(id, expected, SLOT_MISSED);
             if now < late {
                 drop(room);
-                if slept(&mut self.sleep, late, cx) {
+                if slept(&mut self.sleep, wake, cx) {
                     continue;
                 }
                 return Poll::Pending;
             }
             // The next did not come for the place handed to it: it is passed over, and the
             // new next (woken) is expected now.
-            if let Some(stalled) = room.turns.next() {
-                room.turns.pass_over(stalled);
-            }
+            room.turns.pass_over_stalled(id);
             room.expected = Some(now);
         }
     }
@@ -193,7 +262,7 @@ impl Drop for InTurn<'_> {
         let Some(id) = self.id.take() else {
             return;
         };
-        let mut room = lock_std(self.room);
+        let mut room = lock(self.room);
         let next = room.turns.next() == Some(id);
         room.turns.leave(id);
         if next && self.handed_out() {

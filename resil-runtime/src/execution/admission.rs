@@ -206,9 +206,11 @@ impl<'p> Admission<'p> {
             return Some(Box::pin(bulkhead.acquire_in_turn(self.place)));
         }
         let bulkhead = Arc::clone(self.scope.as_ref()?.bulkhead.as_ref()?);
+        let place = self.place;
         Some(Box::pin(async move {
-            let permit: BulkheadPermit<'p> = bulkhead.acquire_owned().await?;
-            Ok((permit, None))
+            let (permit, served) = bulkhead.acquire_in_turn_owned(place).await?;
+            let permit: BulkheadPermit<'p> = permit;
+            Ok((permit, served))
         }))
     }
 }

@@ -8,7 +8,10 @@ use tokio::time::Instant;
 use super::admission::Reserved;
 use super::Progress;
 
-use crate::gate::{BatchShare, RateGate, Slot};
+use crate::gate::{BatchShare, RateGate, Slot, Turn};
+use crate::policy::Scope;
+use crate::priority::Served;
+use crate::registry::Held;
 use crate::Rejected;
 
 /// Where a batch call held back by its gate's batch share waits for its place there.
@@ -41,8 +44,25 @@ fn wait_for_share(
     Ok(ShareWait::InTurn)
 }
 
-/// An attempt's wait in a rate gate's waiting room, served by priority.
-pub(super) type TurnWait<'p> = std::pin::Pin<Box<crate::gate::Turn<'p>>>;
+/// An attempt's wait in a rate gate's waiting room, served by priority: the gate of all calls,
+/// or its key's.
+pub(super) type TurnWait<'p> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<(Slot, Served), Rejected>> + Send + 'p>,
+>;
+
+/// A key's rate gate, held with its key for as long as a caller waits in its room.
+struct KeyGate(Held<Scope>);
+
+impl std::ops::Deref for KeyGate {
+    type Target = RateGate;
+
+    fn deref(&self) -> &RateGate {
+        self.0
+            .rate
+            .as_ref()
+            .expect("a key's gate: checked before the wait")
+    }
+}
 
 /// An attempt's question to the shared store for its slots.
 #[cfg(feature = "shared")]
@@ -101,9 +121,14 @@ impl<'p> Progress<'p> {
     #[inline(never)]
     pub(super) fn wait_in_turn(&mut self) -> Result<Option<TurnWait<'p>>, Rejected> {
         let settings = self.settings;
-        let Some(gate) = settings.rate.as_ref().filter(|gate| gate.orders()) else {
+        let key = (self.admission.as_ref())
+            .and_then(|a| a.scope.as_ref())
+            .filter(|scope| scope.rate.as_ref().is_some_and(RateGate::orders));
+        let ordered = settings.rate.as_ref().filter(|gate| gate.orders());
+        if ordered.is_none() && key.is_none() {
             return Ok(None);
-        };
+        }
+        let key = key.cloned();
         self.refund_slots();
         // The store's returns when the local gate took over, for the slot it will give.
         #[cfg(feature = "shared")]
@@ -115,7 +140,12 @@ impl<'p> Progress<'p> {
             .admission
             .as_ref()
             .map_or_else(Default::default, |a| a.place);
-        Ok(Some(Box::pin(gate.turn(place, self.start_by())?)))
+        let deadline = self.start_by();
+        Ok(Some(match (ordered, key) {
+            (Some(gate), _) => Box::pin(Turn::join(gate, place, deadline)?),
+            (None, Some(key)) => Box::pin(Turn::join(KeyGate(key), place, deadline)?),
+            (None, None) => return Ok(None),
+        }))
     }
 
     /// For a gate with a batch share (`rate = "500/min, batch 80%"`), where a batch call held

@@ -78,6 +78,14 @@ impl BatchShare {
         others != 0 && now.saturating_sub(others) < nanos(self.period)
     }
 
+    /// Until when the calls of other classes that came hold batch calls back (`None`: none
+    /// came).
+    pub(crate) fn held_until(&self) -> Option<Instant> {
+        let others = self.others.load(Ordering::Relaxed).checked_sub(1)?;
+        let until = Duration::from_nanos(others.saturating_add(nanos(self.period)));
+        Some(crate::deadline::later(self.gate.origin, until))
+    }
+
     /// A batch call's place in the share: the wait until then, and the slot to give back if
     /// it never calls; refused, with nothing reserved, when it would come after `deadline`.
     pub(crate) fn reserve(&self, deadline: Option<Instant>) -> Result<(Duration, Slot), Rejected> {

@@ -6,29 +6,38 @@
 //! due: the gate keeps its rate for all callers together, and a more urgent caller arriving
 //! meanwhile takes that slot. A caller that needs no wait never comes here (the gate's own
 //! path, unchanged, serves it); one that gives up leaves no hole: the next waiter takes the
-//! slot booked, and the last one gives it back to the gate.
+//! slot booked, and the last one gives it back to the gate. The room is made at the first wait
+//! and let go once nobody waits, so a key's gate keeps none between waits.
 
 use std::future::Future;
+use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 
-use super::{RateGate, Slot, SLOT_MISSED};
-use crate::deadline::later;
-use crate::priority::{Place, Priority, Served, Turns};
-use crate::sync::lock_std;
+use super::{BatchShare, RateGate, Slot, SLOT_MISSED};
+use crate::deadline::{later, slept};
+use crate::priority::{Idle, Locked, Place, Priority, Served, Turns};
 use crate::Rejected;
 
 /// The waiters of one gate, and the slot booked for the next of them.
-#[derive(Debug)]
-pub(crate) struct Waiters {
-    room: Mutex<Room>,
+pub(crate) type Waiters = crate::priority::Room<GateRoom>;
+
+/// The room of the gate's waiters.
+fn room(waiters: &Waiters) -> Locked<'_, GateRoom> {
+    waiters.lock(|turns| GateRoom {
+        turns,
+        booked: None,
+        expected: None,
+        aside: None,
+        placed: 0,
+    })
 }
 
 #[derive(Debug)]
-struct Room {
+pub(crate) struct GateRoom {
     turns: Turns,
     /// The slot booked for whoever is next when it comes due.
     booked: Option<(Instant, Slot)>,
@@ -39,9 +48,18 @@ struct Room {
     /// When the waiter that stepped aside for its place in the batch share comes back (see
     /// [`Turns::step_aside`]).
     aside: Option<Instant>,
+    /// The waiters that hold their place in the batch share (the one aside, one back from
+    /// it): counted once, in the share, against a newcomer's deadline.
+    placed: usize,
 }
 
-impl Room {
+impl Idle for GateRoom {
+    fn is_idle(&self) -> bool {
+        self.turns.is_idle() && self.booked.is_none()
+    }
+}
+
+impl GateRoom {
     /// Waiter `id` leaves. If it was the next, the new next (woken) is expected back for the
     /// slot booked, or now.
     fn leave(&mut self, id: u64) {
@@ -52,6 +70,14 @@ impl Room {
         self.turns.leave(id);
         if self.turns.is_empty() {
             self.expected = None;
+        }
+        self.let_go_aside();
+    }
+
+    /// The waiter aside is woken once no other class waits: the share may hold nothing back.
+    fn let_go_aside(&mut self) {
+        if !self.turns.others_wait(Priority::Batch) {
+            self.turns.wake_aside();
         }
     }
 
@@ -86,14 +112,7 @@ impl RateGate {
     /// Callers that must wait for a slot are served by priority (see
     /// [`Priority`](crate::Priority)), and round-robin across up to `lanes` `fair` values.
     pub(crate) fn ordered(mut self, lanes: usize) -> Self {
-        self.waiters = Some(Box::new(Waiters {
-            room: Mutex::new(Room {
-                turns: Turns::new(lanes),
-                booked: None,
-                expected: None,
-                aside: None,
-            }),
-        }));
+        self.waiters = Some(Box::new(Waiters::new(lanes)));
         self
     }
 
@@ -102,21 +121,17 @@ impl RateGate {
         self.waiters.is_some()
     }
 
-    /// A caller at `place` waits for its slot: refused at once, with [`Rejected::RateLimited`],
-    /// when the waiters served before it (the more urgent ones, and those of its class served
-    /// before its lane's turn) take the slots until after `deadline`. Its wait may grow while it
-    /// waits, as more urgent callers come: its deadline then ends it. A batch call takes its
-    /// place in the gate's batch share, if the share holds it back, when its turn comes.
-    pub(crate) fn turn(
-        &self,
-        place: Place,
-        deadline: Option<Instant>,
-    ) -> Result<Turn<'_>, Rejected> {
-        let Some(waiters) = &self.waiters else {
-            unreachable!("only an ordered gate has waiters")
-        };
-        let now = Instant::now();
-        let mut room = lock_std(&waiters.room);
+    fn waiters(&self) -> &Waiters {
+        self.waiters
+            .as_deref()
+            .expect("only an ordered gate has waiters")
+    }
+
+    /// The wait of a caller at `place` in `room` at `now`: the slot booked for the next (or
+    /// the gate's next free one), then one interval for each waiter served before it; for a
+    /// batch call held back by the batch share, at least its place there, after the places
+    /// of the batch calls before it.
+    fn turn_wait(&self, room: &GateRoom, place: Place, now: Instant) -> Duration {
         let next = match room.booked {
             Some((due, _)) => due.saturating_duration_since(now),
             None => self.wait_for(1).unwrap_or(crate::deadline::NEVER),
@@ -124,44 +139,67 @@ impl RateGate {
         let interval = self
             .interval_at(self.offset(now))
             .saturating_mul(self.share_now());
-        let ahead = u64::try_from(room.turns.ahead_of(place)).unwrap_or(u64::MAX);
-        let mut wait = next.saturating_add(std::time::Duration::from_nanos(
-            interval.saturating_mul(ahead),
-        ));
-        // A batch call held back also waits for its place in the share, after the places of
-        // the batch calls before it.
+        let count = |ahead: usize| u64::try_from(ahead).unwrap_or(u64::MAX);
+        let ahead = count(room.turns.ahead_of(place));
+        let mut wait = next.saturating_add(Duration::from_nanos(interval.saturating_mul(ahead)));
         let share = self.batch().filter(|_| place.class() == Priority::Batch);
         let others = room.turns.others_wait(Priority::Batch);
         if let Some(share) = share.filter(|share| share.holds_back(Priority::Batch) || others) {
-            let before = u64::try_from(room.turns.ahead_in_class(place)).unwrap_or(u64::MAX);
+            let before = count(room.turns.ahead_in_class(place).saturating_sub(room.placed));
             wait = wait.max(share.wait_after(before));
         }
-        if deadline.is_some_and(|deadline| later(now, wait) > deadline.max(now)) {
-            return Err(Rejected::RateLimited { retry_in: wait });
-        }
-        let id = room.turns.join(place);
+        wait
+    }
+}
+
+impl<G: Deref<Target = RateGate>> Turn<G> {
+    /// A caller at `place` waits for its slot in `gate` (borrowed, or held with the key whose
+    /// gate it is): refused at once, with [`Rejected::RateLimited`], when the waiters served
+    /// before it (the more urgent ones, and those of its class served before its lane's turn)
+    /// take the slots until after `deadline`. Its wait may grow while it waits, as more urgent
+    /// callers come: its deadline then ends it. A batch call takes its place in the gate's
+    /// batch share, if the share holds it back, when its turn comes.
+    pub(crate) fn join(gate: G, place: Place, deadline: Option<Instant>) -> Result<Self, Rejected> {
+        let id = Self::enter(&gate, place, deadline)?;
         let share = match place.class() {
-            Priority::Batch if self.batch().is_some() => Share::Due,
+            Priority::Batch if gate.batch().is_some() => Share::Due,
             _ => Share::Taken,
         };
         Ok(Turn {
-            gate: self,
-            id: Some(id),
-            since: now,
-            place,
-            deadline,
-            share,
-            sleep: None,
+            gate,
+            wait: Wait {
+                id: Some(id),
+                since: Instant::now(),
+                place,
+                deadline,
+                share,
+                sleep: None,
+            },
         })
+    }
+
+    /// Its number in the room, unless refused (see [`Turn::join`]).
+    fn enter(gate: &RateGate, place: Place, deadline: Option<Instant>) -> Result<u64, Rejected> {
+        let now = Instant::now();
+        let mut room = room(gate.waiters());
+        let wait = gate.turn_wait(&room, place, now);
+        if deadline.is_some_and(|deadline| later(now, wait) > deadline.max(now)) {
+            return Err(Rejected::RateLimited { retry_in: wait });
+        }
+        Ok(room.turns.join(place))
     }
 }
 
 /// One caller's wait in a gate's waiting room: resolves to its slot, due now, and how it was
-/// served. Dropped before,
-/// it leaves the room (see the module's docs).
+/// served. Dropped before, it leaves the room (see the module's docs).
 #[must_use = "futures do nothing unless polled"]
-pub(crate) struct Turn<'g> {
-    gate: &'g RateGate,
+pub(crate) struct Turn<G: Deref<Target = RateGate>> {
+    gate: G,
+    wait: Wait,
+}
+
+/// Where a caller stands in the room.
+struct Wait {
     /// Its number in the room, until it is served.
     id: Option<u64>,
     /// When it joined.
@@ -186,27 +224,17 @@ enum Share {
     At(Instant, Slot),
 }
 
-impl<'g> Turn<'g> {
-    fn room(&self) -> std::sync::MutexGuard<'g, Room> {
-        let waiters = self
-            .gate
-            .waiters
-            .as_ref()
-            .expect("a turn is in an ordered gate");
-        lock_std(&waiters.room)
-    }
-}
-
-impl Future for Turn<'_> {
+impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
     type Output = Result<(Slot, Served), Rejected>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
+        let Turn { gate, wait: this } = &mut *self;
+        let gate: &RateGate = gate;
         let Some(mut id) = this.id else {
             panic!("`Turn` polled after it completed");
         };
         loop {
-            let mut room = this.room();
+            let mut room = room(gate.waiters());
             let now = Instant::now();
             room.pass_over_aside(now, id);
             if room.turns.was_passed_over(id) {
@@ -219,10 +247,21 @@ impl Future for Turn<'_> {
                     Share::At(at, _) => at,
                     _ => now,
                 };
-                if now < back {
+                // Held back only while others came within the period or wait: once neither,
+                // its place in the share goes back and it comes back at once.
+                let share = gate.batch();
+                let held = room.turns.others_wait(Priority::Batch)
+                    || share.is_some_and(|share| share.holds_back(Priority::Batch));
+                if !held {
+                    this.give_back_share(gate, &mut room);
+                } else if now < back {
                     room.turns.wait(id, cx.waker());
+                    let until = share.and_then(BatchShare::held_until);
+                    let wake = until
+                        .filter(|until| *until > now)
+                        .map_or(back, |u| u.min(back));
                     drop(room);
-                    if this.slept(back, cx) {
+                    if slept(&mut this.sleep, wake, cx) {
                         continue;
                     }
                     return Poll::Pending;
@@ -232,16 +271,15 @@ impl Future for Turn<'_> {
             }
             if room.turns.next() != Some(id) {
                 room.turns.wait(id, cx.waker());
-                let watch = room.watched().zip(room.turns.watcher(id));
-                let Some((expected, rank)) = watch else {
+                let Some(expected) = room.watched() else {
                     drop(room);
                     this.sleep = None;
                     return Poll::Pending;
                 };
-                let late = later(expected, SLOT_MISSED.saturating_mul(rank));
+                let (late, wake) = room.turns.watch(id, expected, SLOT_MISSED);
                 if now < late {
                     drop(room);
-                    if this.slept(late, cx) {
+                    if slept(&mut this.sleep, wake, cx) {
                         continue;
                     }
                     return Poll::Pending;
@@ -249,10 +287,11 @@ impl Future for Turn<'_> {
                 // The next did not come back for what came due: it is passed over, and its
                 // slot goes back to the gate.
                 if let Some((_, slot)) = room.booked.take() {
-                    this.gate.refund(slot);
+                    gate.refund(slot);
                 }
-                if let Some(stalled) = room.turns.next() {
-                    room.turns.pass_over(stalled);
+                room.turns.pass_over_stalled(id);
+                // The waiter aside, if another, keeps its time to come back.
+                if room.turns.aside().is_none() {
                     room.aside = None;
                 }
                 // The new next is woken: it is expected now, and watched in turn.
@@ -262,15 +301,17 @@ impl Future for Turn<'_> {
             // A throttle revoked the slot booked: the next books one after the throttle's
             // wait, keeping its place in the room (taken as the attempt's, it would be
             // revoked there and its caller would wait again, last).
-            if room
-                .booked
-                .is_some_and(|(_, slot)| this.gate.is_revoked(slot))
-            {
+            if room.booked.is_some_and(|(_, slot)| gate.is_revoked(slot)) {
                 room.booked = None;
                 room.expected = None;
             }
             let others = room.turns.others_wait(Priority::Batch);
-            match this.share_due(now, others) {
+            let placed = matches!(this.share, Share::At(..));
+            let due = this.share_due(gate, now, others);
+            if !placed && matches!(this.share, Share::At(..)) {
+                room.placed += 1;
+            }
+            match due {
                 None => {}
                 Some(Ok(at)) => {
                     // It steps aside until its place in the share: the others take the slots
@@ -281,7 +322,7 @@ impl Future for Turn<'_> {
                     room.turns.step_aside(id);
                     room.turns.wait(id, cx.waker());
                     drop(room);
-                    if this.slept(at, cx) {
+                    if slept(&mut this.sleep, at, cx) {
                         continue;
                     }
                     return Poll::Pending;
@@ -295,7 +336,7 @@ impl Future for Turn<'_> {
             }
             let due = match room.booked {
                 Some((due, _)) => due,
-                None => match this.gate.reserve_slot(1, None) {
+                None => match gate.reserve_slot(1, None) {
                     Ok((wait, slot)) => {
                         let due = later(now, wait);
                         room.booked = Some((due, slot));
@@ -304,6 +345,7 @@ impl Future for Turn<'_> {
                         due
                     }
                     Err(refused) => {
+                        this.give_back_share(gate, &mut room);
                         room.leave(id);
                         drop(room);
                         this.id = None;
@@ -317,10 +359,17 @@ impl Future for Turn<'_> {
                 if now.saturating_duration_since(due) > SLOT_MISSED {
                     // Back too late for it (see SLOT_MISSED): it goes back, and a new one is
                     // booked.
-                    this.gate.refund(slot);
+                    gate.refund(slot);
                     continue;
                 }
                 let promoted = room.turns.serve(id);
+                if let Share::At(..) = this.share {
+                    room.placed = room.placed.saturating_sub(1);
+                }
+                // The new next, woken, is expected now to book its slot: watched from now,
+                // in case it is left unpolled.
+                room.expected = room.turns.next().map(|_| now);
+                room.let_go_aside();
                 drop(room);
                 this.id = None;
                 this.share = Share::Taken;
@@ -330,22 +379,36 @@ impl Future for Turn<'_> {
             // Woken by the slot's time, or by a change of who is next.
             room.turns.wait(id, cx.waker());
             drop(room);
-            if !this.slept(due, cx) {
+            if !slept(&mut this.sleep, due, cx) {
                 return Poll::Pending;
             }
         }
     }
 }
 
-impl Turn<'_> {
+impl Wait {
+    /// Its place in the batch share, held and not used, goes back.
+    fn give_back_share(&mut self, gate: &RateGate, room: &mut GateRoom) {
+        if let (Share::At(_, slot), Some(share)) = (self.share, gate.batch()) {
+            share.refund(slot);
+            room.placed = room.placed.saturating_sub(1);
+            self.share = Share::Taken;
+        }
+    }
+
     /// For a batch call next in the room, before it takes a slot: the instant of its place
     /// in the batch share, taken now if due and the share holds batch calls back (calls of
     /// other classes came within the gate's period, or `others` wait in the room); `None` once
     /// that instant has come (or there is no share to wait for). The refusal of a place past
     /// the deadline.
-    fn share_due(&mut self, now: Instant, others: bool) -> Option<Result<Instant, Rejected>> {
+    fn share_due(
+        &mut self,
+        gate: &RateGate,
+        now: Instant,
+        others: bool,
+    ) -> Option<Result<Instant, Rejected>> {
         if let Share::Due = self.share {
-            let share = self.gate.batch()?;
+            let share = gate.batch()?;
             self.share = match share.holds_back(Priority::Batch) || others {
                 false => Share::Taken,
                 true => match share.reserve(self.deadline) {
@@ -359,24 +422,16 @@ impl Turn<'_> {
             _ => None,
         }
     }
-
-    /// Sleeps until `at`: whether it has come.
-    fn slept(&mut self, at: Instant, cx: &mut Context<'_>) -> bool {
-        crate::deadline::slept(&mut self.sleep, at, cx)
-    }
 }
 
-impl Drop for Turn<'_> {
+impl<G: Deref<Target = RateGate>> Drop for Turn<G> {
     fn drop(&mut self) {
-        let Some(id) = self.id.take() else {
+        let Some(id) = self.wait.id.take() else {
             return;
         };
-        let gate = self.gate;
-        // A place in the batch share not used goes back.
-        if let (Share::At(_, slot), Some(share)) = (self.share, gate.batch()) {
-            share.refund(slot);
-        }
-        let mut room = self.room();
+        let gate: &RateGate = &self.gate;
+        let mut room = room(gate.waiters());
+        self.wait.give_back_share(gate, &mut room);
         room.leave(id);
         // The last waiter gone: the slot booked for it goes back, so no one waits for it.
         if room.turns.is_empty() {
@@ -387,9 +442,9 @@ impl Drop for Turn<'_> {
     }
 }
 
-impl std::fmt::Debug for Turn<'_> {
+impl<G: Deref<Target = RateGate>> std::fmt::Debug for Turn<G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Turn").field("id", &self.id).finish()
+        f.debug_struct("Turn").field("id", &self.wait.id).finish()
     }
 }
 
@@ -427,8 +482,8 @@ mod tests {
         gate.reserve_slot(1, None).unwrap();
         share.reserve(None).unwrap();
         let batch = Place::new(Priority::Batch, 0);
-        let next = gate.turn(batch, None).unwrap();
-        let watcher = gate.turn(batch, None).unwrap();
+        let next = Turn::join(&gate, batch, None).unwrap();
+        let watcher = Turn::join(&gate, batch, None).unwrap();
         let polls = AtomicUsize::new(0);
         // The watcher polled first: the next's wait for its share wakes it, in the same task.
         let (watched, next) =
@@ -445,8 +500,8 @@ mod tests {
         gate.reserve_slot(1, None).unwrap();
         let place = Place::default();
         let origin = Instant::now();
-        let mut stalled = Box::pin(gate.turn(place, None).unwrap());
-        let watcher = gate.turn(place, None).unwrap();
+        let mut stalled = Box::pin(Turn::join(&gate, place, None).unwrap());
+        let watcher = Turn::join(&gate, place, None).unwrap();
         // The next books the slot at 100 ms, then is not polled again for a while.
         assert!(futures::poll!(stalled.as_mut()).is_pending());
         tokio::time::timeout(Duration::from_secs(10), watcher)

@@ -10,6 +10,10 @@ use super::Place;
 /// are looked at there: the next, and the three that watch it (see `Turns::watcher`).
 pub(super) const WINDOW: usize = 4;
 
+/// Up to how many lanes in a class's order the count ahead of a newcomer is exact (see
+/// [`Class::ahead_of`]).
+const EXACT: usize = 1024;
+
 /// One class's lanes with waiters, in the order they are served: the front lane's first
 /// waiter is next, and a lane served goes to the back.
 #[derive(Debug, Default)]
@@ -190,10 +194,13 @@ impl Class {
             .is_some_and(|lane| lane.generation == generation)
     }
 
-    /// How many of its waiters would be served before a newcomer of `value`, at least: for a
-    /// value with no lane, the first of each lane; for one with `r` waiters, its own and up to
-    /// `r` of each other lane (the lanes served before its own in the current round may give
-    /// one more: not counted, so that a call that could be served in time is never refused).
+    /// How many of its waiters would be served before a newcomer of `value`: for a value with
+    /// no lane, the first of each lane; for one with `r` waiters, its own, up to `r` of each
+    /// other lane, and one more of each lane served before its own in the current round that
+    /// holds more than `r`. That last count takes a pass over the order, made while it holds
+    /// at most [`EXACT`] lanes; past them it is left out, and the count is a lower bound (a
+    /// call that could be served in time is never refused; one that cannot may wait, by up
+    /// to a round, before its deadline ends it).
     pub(super) fn ahead_of(&self, value: u64, lanes: usize) -> usize {
         let value = self.lane_value(value, lanes);
         let Some(lane) = self.lanes.get(&value) else {
@@ -204,7 +211,18 @@ impl Class {
             .map(|(length, count)| length * count)
             .sum();
         let longer: usize = self.lengths.range(rounds..).map(|(_, count)| count).sum();
-        shorter + rounds * longer
+        let before = match self.order.len() <= EXACT {
+            true => (self.order.iter())
+                .take_while(|(other, generation)| (*other, *generation) != (value, lane.generation))
+                .filter_map(|(other, generation)| {
+                    let other = self.lanes.get(other)?;
+                    (other.generation == *generation).then_some(other)
+                })
+                .filter(|other| other.waiters.len() > rounds)
+                .count(),
+            false => 0,
+        };
+        shorter + rounds * longer + before
     }
 
     pub(super) fn find(&mut self, value: u64, id: u64) -> Option<&mut Waiter> {

@@ -195,6 +195,77 @@ pub(crate) struct Served {
     pub(crate) promoted: bool,
 }
 
+/// The waiting room of a gate or a bulkhead that orders its waiters (`R`: its [`Turns`] and
+/// what it keeps beside them), made when a caller must wait and let go once nobody waits: a
+/// key's gate or bulkhead keeps none between waits.
+#[derive(Debug)]
+pub(crate) struct Room<R> {
+    lanes: usize,
+    room: std::sync::Mutex<Option<Box<R>>>,
+}
+
+/// What a [`Room`] keeps: whether it can be let go.
+pub(crate) trait Idle {
+    /// Nobody waits, nobody passed over is to come back, nothing is held for anyone.
+    fn is_idle(&self) -> bool;
+}
+
+impl<R: Idle> Room<R> {
+    /// A room whose waiters are served round-robin across up to `lanes` `fair` values (see
+    /// [`Turns::new`]).
+    pub(crate) fn new(lanes: usize) -> Self {
+        Room {
+            lanes,
+            room: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// A room alike, empty, for a key's gate or bulkhead.
+    pub(crate) fn fresh(&self) -> Self {
+        Room::new(self.lanes)
+    }
+
+    /// The room, made by `make` from new turns if nobody waits.
+    pub(crate) fn lock(&self, make: impl FnOnce(Turns) -> R) -> Locked<'_, R> {
+        let mut room = crate::sync::lock_std(&self.room);
+        if room.is_none() {
+            *room = Some(Box::new(make(Turns::new(self.lanes))));
+        }
+        Locked(room)
+    }
+
+    /// The room, if somebody waits.
+    pub(crate) fn made(&self) -> Option<Locked<'_, R>> {
+        let room = crate::sync::lock_std(&self.room);
+        room.is_some().then_some(Locked(room))
+    }
+}
+
+/// A [`Room`], locked; let go when it is unlocked idle.
+pub(crate) struct Locked<'a, R: Idle>(std::sync::MutexGuard<'a, Option<Box<R>>>);
+
+impl<R: Idle> std::ops::Deref for Locked<'_, R> {
+    type Target = R;
+
+    fn deref(&self) -> &R {
+        self.0.as_deref().expect("a locked room is made")
+    }
+}
+
+impl<R: Idle> std::ops::DerefMut for Locked<'_, R> {
+    fn deref_mut(&mut self) -> &mut R {
+        self.0.as_deref_mut().expect("a locked room is made")
+    }
+}
+
+impl<R: Idle> Drop for Locked<'_, R> {
+    fn drop(&mut self) {
+        if self.0.as_deref().is_some_and(Idle::is_idle) {
+            *self.0 = None;
+        }
+    }
+}
+
 mod lanes;
 mod turns;
 

@@ -3,6 +3,9 @@
 
 use std::collections::HashMap;
 use std::task::Waker;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::lanes::{Class, Waiter, WINDOW};
 use super::{Place, Priority};
@@ -195,11 +198,32 @@ impl Turns {
     /// every waiter behind it, and so would a watcher left unpolled beside it.
     fn watchers(&self) -> impl Iterator<Item = u64> + '_ {
         let next = self.next();
+        let aside = self.aside();
         (self.classes.iter())
             .flat_map(Class::front_waiters)
-            .filter(move |id| Some(*id) != next)
+            .filter(move |id| Some(*id) != next && Some(*id) != aside)
             .take(Self::WATCHERS)
     }
+
+    /// For waiter `id`, not the next, whose next was due at `expected` to take what came for
+    /// it (`missed`: how late it may be): when the next counts as left unpolled for this
+    /// waiter, and when this waiter is to look. A watcher looks `rank` × `missed` after; any
+    /// other waiter once every watcher would have, in case they are left unpolled too, and at
+    /// most once every [`Turns::LOOK_AGAIN`] (a room of many waiters wakes each of them at most
+    /// once a second for it).
+    pub(crate) fn watch(&self, id: u64, expected: Instant, missed: Duration) -> (Instant, Instant) {
+        let watcher = self.watcher(id);
+        let rank = watcher.unwrap_or(Self::WATCHERS as u32 + 1);
+        let late = (expected.checked_add(missed.saturating_mul(rank))).unwrap_or(expected);
+        let wake = match watcher {
+            Some(_) => late,
+            None => late.max(Instant::now() + Self::LOOK_AGAIN),
+        };
+        (late, wake)
+    }
+
+    /// How often a waiter that does not watch the next looks whether the watchers stalled.
+    const LOOK_AGAIN: Duration = Duration::from_secs(1);
 
     /// Which watcher waiter `id` is, from 1 (the closest), if it is one.
     pub(crate) fn watcher(&self, id: u64) -> Option<u32> {
@@ -215,6 +239,23 @@ impl Turns {
         }
         for id in watchers {
             self.wake(id);
+        }
+    }
+
+    /// The next did not take what came due for it, as waiter `by` sees: it is passed over,
+    /// and, if `by` is no watcher, so are the watchers, who did not either.
+    pub(crate) fn pass_over_stalled(&mut self, by: u64) {
+        if self.watcher(by).is_none() {
+            let mut watchers = [None; Self::WATCHERS];
+            for (kept, id) in watchers.iter_mut().zip(self.watchers()) {
+                *kept = Some(id);
+            }
+            for id in watchers.into_iter().flatten() {
+                self.pass_over(id);
+            }
+        }
+        if let Some(next) = self.next() {
+            self.pass_over(next);
         }
     }
 
@@ -245,6 +286,12 @@ impl Turns {
     /// The waiter that stepped aside and has not come back, if any.
     pub(crate) fn aside(&self) -> Option<u64> {
         self.aside.map(|(id, _)| id)
+    }
+
+    /// Wakes the waiter aside, if any, to see whether it may come back.
+    pub(crate) fn wake_aside(&mut self) {
+        let aside = self.aside();
+        self.wake(aside);
     }
 
     /// Whether waiter `id` stepped aside and has not come back.
@@ -287,6 +334,11 @@ impl Turns {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.classes.iter().all(Class::is_empty)
+    }
+
+    /// Nobody waits, and nobody passed over is to come back.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.is_empty() && self.passed_over.is_empty()
     }
 }
 
@@ -369,9 +421,8 @@ mod tests {
         turns.join(in_lane(2));
         // Lane 1's next, lane 2's first, then its own turn.
         assert_eq!(turns.ahead_of(in_lane(3)), 2);
-        // Lane 2 holds one: its second waiter waits for a round of both lanes at least
-        // (lane 1, served before it in this round, gives one more: not counted).
-        assert_eq!(turns.ahead_of(in_lane(2)), 2);
+        // Lane 2 holds one: its second waiter waits for two rounds of lane 1.
+        assert_eq!(turns.ahead_of(in_lane(2)), 3);
         assert_eq!(turns.ahead_of(in_lane(1)), 11);
         assert_eq!(turns.ahead_of(of(Priority::Critical)), 0);
         assert_eq!(turns.ahead_of(of(Priority::Batch)), 11);
@@ -413,8 +464,9 @@ mod tests {
                 turns.join(in_lane(lane));
             }
         }
-        // A newcomer of lane 3 waits for its lane's three, and up to three of each other.
-        assert_eq!(turns.ahead_of(in_lane(3)), 3 + 3 + 1 + 2);
+        // A newcomer of lane 3 waits for its lane's three, up to three of each other, and
+        // one more of lane 1, served before lane 3 in this round.
+        assert_eq!(turns.ahead_of(in_lane(3)), 3 + 3 + 1 + 2 + 1);
         assert_eq!(turns.ahead_of(in_lane(9)), 4);
         assert_eq!(turns.ahead_of(in_lane(1)), 11);
     }

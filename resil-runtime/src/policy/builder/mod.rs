@@ -165,8 +165,8 @@ impl<K, C> PolicyBuilder<K, C> {
     /// served by their [`Priority`](crate::Priority) (`priority = ARG`), set per call with
     /// [`Execution::set_priority`](crate::Execution::set_priority): the most urgent first,
     /// in arrival order within a class, with aging. Calls that need no wait are not ordered.
-    /// Not yet for gates and bulkheads per key, nor for shared gates while the store answers:
-    /// those serve their waiters in arrival order.
+    /// For gates and bulkheads per key too, each key's waiters among themselves. Not yet for
+    /// shared gates while the store answers: those serve their waiters in arrival order.
     pub fn by_priority(mut self) -> Self {
         self.by_priority = true;
         self
@@ -179,8 +179,8 @@ impl<K, C> PolicyBuilder<K, C> {
     /// the values that have callers waiting, in arrival order within a value. A value is
     /// held only while one of its calls waits, as a hash; past `max_keys` values waiting at
     /// once, newcomers share one more turn, the overflow's. The same limits as `by_priority`:
-    /// not for gates and bulkheads per key, nor shared gates while the store answers, nor the
-    /// token gate, which takes its slot after the rate gate's turn.
+    /// not for shared gates while the store answers, nor the token gate, which takes its
+    /// slot after the rate gate's turn.
     pub fn fair(mut self) -> Self {
         self.by_priority = true;
         self.fair = true;
