@@ -10,7 +10,7 @@
 //!
 //! A request's turn, for a policy that orders its waiters (`by_priority`, `fair`), is the
 //! [`Order`] in its extensions (`RequestBuilder::with_extension(Order::new(Priority::Batch)
-//! .fair(&tenant))`), or a bare [`Priority`](crate::Priority) there; none: `Default`, one
+//! .fair(&tenant))`), or a bare [`Priority`] there; none: `Default`, one
 //! `fair` turn.
 //!
 //! Only requests whose body can be cloned go through the policy: a streaming body cannot be

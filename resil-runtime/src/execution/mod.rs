@@ -3,6 +3,7 @@
 pub(crate) mod admission;
 pub(crate) mod attempt;
 mod call;
+mod in_turn;
 mod learn;
 mod report;
 mod retry;

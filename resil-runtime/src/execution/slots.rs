@@ -8,10 +8,7 @@ use tokio::time::Instant;
 use super::admission::Reserved;
 use super::Progress;
 
-use crate::gate::{BatchShare, RateGate, Slot, Turn};
-use crate::policy::Scope;
-use crate::priority::Served;
-use crate::registry::Held;
+use crate::gate::{BatchShare, RateGate, Slot};
 use crate::Rejected;
 
 /// Where a batch call held back by its gate's batch share waits for its place there.
@@ -42,26 +39,6 @@ fn wait_for_share(
     // others leave.
     let _ = (gate, share, deadline);
     Ok(ShareWait::InTurn)
-}
-
-/// An attempt's wait in a rate gate's waiting room, served by priority: the gate of all calls,
-/// or its key's.
-pub(super) type TurnWait<'p> = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<(Slot, Served), Rejected>> + Send + 'p>,
->;
-
-/// A key's rate gate, held with its key for as long as a caller waits in its room.
-struct KeyGate(Held<Scope>);
-
-impl std::ops::Deref for KeyGate {
-    type Target = RateGate;
-
-    fn deref(&self) -> &RateGate {
-        self.0
-            .rate
-            .as_ref()
-            .expect("a key's gate: checked before the wait")
-    }
 }
 
 /// An attempt's question to the shared store for its slots.
@@ -111,41 +88,6 @@ impl<'p> Progress<'p> {
         }
         self.hold(reserved);
         Ok(wait)
-    }
-
-    /// For a policy that serves its waiters by priority, the wait in the rate gate's waiting
-    /// room of an attempt that found no slot free: the slots it just reserved go back (they
-    /// are the gate's latest), and it waits in turn instead. `None`: the gate does not order
-    /// its waiters, and the attempt waits for the slots it reserved. Out of line: only an
-    /// attempt that must wait gets here.
-    #[inline(never)]
-    pub(super) fn wait_in_turn(&mut self) -> Result<Option<TurnWait<'p>>, Rejected> {
-        let settings = self.settings;
-        let key = (self.admission.as_ref())
-            .and_then(|a| a.scope.as_ref())
-            .filter(|scope| scope.rate.as_ref().is_some_and(RateGate::orders));
-        let ordered = settings.rate.as_ref().filter(|gate| gate.orders());
-        if ordered.is_none() && key.is_none() {
-            return Ok(None);
-        }
-        let key = key.cloned();
-        self.refund_slots();
-        // The store's returns when the local gate took over, for the slot it will give.
-        #[cfg(feature = "shared")]
-        self.hold(Reserved {
-            returns: self.store_returns(),
-            ..Reserved::default()
-        });
-        let place = self
-            .admission
-            .as_ref()
-            .map_or_else(Default::default, |a| a.place);
-        let deadline = self.start_by();
-        Ok(Some(match (ordered, key) {
-            (Some(gate), _) => Box::pin(Turn::join(gate, place, deadline)?),
-            (None, Some(key)) => Box::pin(Turn::join(KeyGate(key), place, deadline)?),
-            (None, None) => return Ok(None),
-        }))
     }
 
     /// For a gate with a batch share (`rate = "500/min, batch 80%"`), where a batch call held
@@ -228,7 +170,7 @@ impl<'p> Progress<'p> {
 
     /// For a policy with shared gates, the times their store answered again after an outage.
     #[cfg(feature = "shared")]
-    fn store_returns(&self) -> Option<u64> {
+    pub(super) fn store_returns(&self) -> Option<u64> {
         [self.rate(), self.token_rate()]
             .into_iter()
             .flatten()

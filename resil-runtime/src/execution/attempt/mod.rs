@@ -19,9 +19,9 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use super::admission::PermitWait;
+use super::in_turn::TurnWait;
 #[cfg(feature = "shared")]
 use super::slots::SharedWait;
-use super::slots::TurnWait;
 use super::{Decision, Execution, Failure, Next, Progress};
 use crate::breaker::{Ticket, Transition, Verdict};
 use crate::deadline::{later, Cut, Limits};
