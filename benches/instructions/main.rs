@@ -101,7 +101,7 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "all-four-hedged",
         "all four, hedge = \"1 after 800ms\", ready (no hedge starts)",
-        [Some(1108), Some(1288), Some(1318)],
+        [Some(1108), Some(1214), Some(1250)],
     ),
     (
         "tokio-timeout-yield",

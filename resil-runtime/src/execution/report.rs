@@ -51,7 +51,9 @@ impl<'p> Progress<'p> {
     }
 
     /// This attempt waited in turn for `wait` (`"rate"`, `"bulkhead"`) and was `served`: the
-    /// listeners, tracing and metrics hear how long, by class.
+    /// listeners, tracing and metrics hear how long, by class. Out of line: only an attempt
+    /// that waited gets here, and inlined it grew every attempt's code.
+    #[inline(never)]
     pub(super) fn served(&self, wait: &'static str, served: Served) {
         let class = self
             .admission
