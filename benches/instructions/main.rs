@@ -96,7 +96,7 @@ const SCENARIOS: &[(&str, &str, [Option<u64>; 3])] = &[
     (
         "all-four-routed",
         "all four per_model, route over 2 models, the first answers",
-        [Some(1946), Some(1962), Some(2377)],
+        [Some(1946), Some(2018), Some(2377)],
     ),
     (
         "all-four-hedged",

@@ -3,6 +3,10 @@
 
 #[cfg(feature = "shared")]
 use super::admission::Reserved;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use super::Progress;
 use crate::gate::{RateGate, Slot, Turn};
 use crate::policy::Scope;
@@ -10,14 +14,29 @@ use crate::priority::Served;
 use crate::registry::Held;
 use crate::Rejected;
 
-/// An attempt's wait in a rate gate's waiting room, served by priority: the gate of all calls,
-/// or its key's.
-pub(super) type TurnWait<'p> = std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<(Slot, Served), Rejected>> + Send + 'p>,
->;
+/// An attempt's wait in a rate gate's waiting room, served by priority: boxed to one word, as
+/// an attempt's other rare waits are, so that every attempt stays small.
+pub(super) type TurnWait<'p> = Pin<Box<GateTurn<'p>>>;
+
+/// A wait in the room of the gate of all calls, or of the call's key's gate.
+pub(super) enum GateTurn<'p> {
+    All(Turn<&'p RateGate>),
+    Key(Turn<KeyGate>),
+}
+
+impl Future for GateTurn<'_> {
+    type Output = Result<(Slot, Served), Rejected>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            GateTurn::All(turn) => Pin::new(turn).poll(cx),
+            GateTurn::Key(turn) => Pin::new(turn).poll(cx),
+        }
+    }
+}
 
 /// A key's rate gate, held with its key for as long as a caller waits in its room.
-struct KeyGate(Held<Scope>);
+pub(super) struct KeyGate(Held<Scope>);
 
 impl std::ops::Deref for KeyGate {
     type Target = RateGate;
@@ -60,8 +79,10 @@ impl<'p> Progress<'p> {
             .map_or_else(Default::default, |a| a.place);
         let deadline = self.start_by();
         Ok(Some(match (ordered, key) {
-            (Some(gate), _) => Box::pin(Turn::join(gate, place, deadline)?),
-            (None, Some(key)) => Box::pin(Turn::join(KeyGate(key), place, deadline)?),
+            (Some(gate), _) => Box::pin(GateTurn::All(Turn::join(gate, place, deadline)?)),
+            (None, Some(key)) => {
+                Box::pin(GateTurn::Key(Turn::join(KeyGate(key), place, deadline)?))
+            }
             (None, None) => return Ok(None),
         }))
     }
