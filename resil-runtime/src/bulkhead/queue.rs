@@ -176,9 +176,15 @@ impl Queue {
         if let Some(stalled) = room.turns.next() {
             room.turns.pass_over(stalled);
         }
-        room.expected = (self.handed.load(Ordering::Acquire) > 0).then_some(now);
-        self.unhand(&mut room);
+        self.taken(&mut room, now);
         true
+    }
+
+    /// A place was taken from the room at `now`: the new next is expected from now for a
+    /// place still handed, and with nobody left the places go back.
+    fn taken(&self, room: &mut QueueRoom, now: Instant) {
+        room.expected = (self.handed.load(Ordering::Acquire) > 0).then_some(now);
+        self.unhand(room);
     }
 
     /// A place handed to the room, if one is.
@@ -226,8 +232,7 @@ impl InTurn<'_> {
                     return Poll::Pending;
                 }
                 let promoted = room.turns.serve(id);
-                room.expected = self.handed_out().then_some(now);
-                self.queue.unhand(&mut room);
+                self.queue.taken(&mut room, now);
                 self.id = None;
                 return Poll::Ready(promoted);
             }

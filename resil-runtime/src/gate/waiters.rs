@@ -81,6 +81,12 @@ impl GateRoom {
         }
     }
 
+    /// Whether `share` holds batch calls back: calls of other classes came within the gate's
+    /// period, or wait in this room.
+    fn holds_back(&self, share: &BatchShare) -> bool {
+        share.holds_back(Priority::Batch) || self.turns.others_wait(Priority::Batch)
+    }
+
     /// When the next is to come back for what comes due for it: its place in the batch share
     /// if it stepped aside for it, otherwise its slot.
     fn watched(&self) -> Option<Instant> {
@@ -143,8 +149,7 @@ impl RateGate {
         let ahead = count(room.turns.ahead_of(place));
         let mut wait = next.saturating_add(Duration::from_nanos(interval.saturating_mul(ahead)));
         let share = self.batch().filter(|_| place.class() == Priority::Batch);
-        let others = room.turns.others_wait(Priority::Batch);
-        if let Some(share) = share.filter(|share| share.holds_back(Priority::Batch) || others) {
+        if let Some(share) = share.filter(|share| room.holds_back(share)) {
             let before = count(room.turns.ahead_in_class(place).saturating_sub(room.placed));
             wait = wait.max(share.wait_after(before));
         }
@@ -250,9 +255,7 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                 // Held back only while others came within the period or wait: once neither,
                 // its place in the share goes back and it comes back at once.
                 let share = gate.batch();
-                let held = room.turns.others_wait(Priority::Batch)
-                    || share.is_some_and(|share| share.holds_back(Priority::Batch));
-                if !held {
+                if !share.is_some_and(|share| room.holds_back(share)) {
                     this.give_back_share(gate, &mut room);
                 } else if now < back {
                     room.turns.wait(id, cx.waker());
@@ -305,13 +308,7 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                 room.booked = None;
                 room.expected = None;
             }
-            let others = room.turns.others_wait(Priority::Batch);
-            let placed = matches!(this.share, Share::At(..));
-            let due = this.share_due(gate, now, others);
-            if !placed && matches!(this.share, Share::At(..)) {
-                room.placed += 1;
-            }
-            match due {
+            match this.share_due(gate, &mut room, now) {
                 None => {}
                 Some(Ok(at)) => {
                     // It steps aside until its place in the share: the others take the slots
@@ -396,23 +393,25 @@ impl Wait {
         }
     }
 
-    /// For a batch call next in the room, before it takes a slot: the instant of its place
-    /// in the batch share, taken now if due and the share holds batch calls back (calls of
-    /// other classes came within the gate's period, or `others` wait in the room); `None` once
-    /// that instant has come (or there is no share to wait for). The refusal of a place past
-    /// the deadline.
+    /// For a batch call next in `room`, before it takes a slot: the instant of its place in
+    /// the batch share, taken now (and counted in the room) if due and the share holds batch
+    /// calls back; `None` once that instant has come (or there is no share to wait for). The
+    /// refusal of a place past the deadline.
     fn share_due(
         &mut self,
         gate: &RateGate,
+        room: &mut GateRoom,
         now: Instant,
-        others: bool,
     ) -> Option<Result<Instant, Rejected>> {
         if let Share::Due = self.share {
             let share = gate.batch()?;
-            self.share = match share.holds_back(Priority::Batch) || others {
+            self.share = match room.holds_back(share) {
                 false => Share::Taken,
                 true => match share.reserve(self.deadline) {
-                    Ok((wait, slot)) => Share::At(later(now, wait), slot),
+                    Ok((wait, slot)) => {
+                        room.placed += 1;
+                        Share::At(later(now, wait), slot)
+                    }
                     Err(refused) => return Some(Err(refused)),
                 },
             };

@@ -169,7 +169,7 @@ impl Class {
             let Some(&(value, generation)) = self.order.get(at) else {
                 break;
             };
-            if self.is_live(value, generation) {
+            if live_lane(&self.lanes, value, generation).is_some() {
                 live += 1;
                 at += 1;
             } else {
@@ -179,19 +179,10 @@ impl Class {
         }
         if self.stale > self.lanes.len() + 16 {
             let lanes = &self.lanes;
-            self.order.retain(|(value, generation)| {
-                lanes
-                    .get(value)
-                    .is_some_and(|lane| lane.generation == *generation)
-            });
+            (self.order)
+                .retain(|(value, generation)| live_lane(lanes, *value, *generation).is_some());
             self.stale = 0;
         }
-    }
-
-    fn is_live(&self, value: u64, generation: u64) -> bool {
-        self.lanes
-            .get(&value)
-            .is_some_and(|lane| lane.generation == generation)
     }
 
     /// How many of its waiters would be served before a newcomer of `value`: for a value with
@@ -214,10 +205,7 @@ impl Class {
         let before = match self.order.len() <= EXACT {
             true => (self.order.iter())
                 .take_while(|(other, generation)| (*other, *generation) != (value, lane.generation))
-                .filter_map(|(other, generation)| {
-                    let other = self.lanes.get(other)?;
-                    (other.generation == *generation).then_some(other)
-                })
+                .filter_map(|(other, generation)| live_lane(&self.lanes, *other, *generation))
                 .filter(|other| other.waiters.len() > rounds)
                 .count(),
             false => 0,
@@ -230,4 +218,12 @@ impl Class {
         let at = waiters.binary_search_by_key(&id, |waiter| waiter.id).ok()?;
         waiters.get_mut(at)
     }
+}
+
+/// The lane of `value` if the order's entry `(value, generation)` is it, not a stale entry of
+/// a lane since emptied (and perhaps made again).
+fn live_lane(lanes: &HashMap<u64, Lane>, value: u64, generation: u64) -> Option<&Lane> {
+    lanes
+        .get(&value)
+        .filter(|lane| lane.generation == generation)
 }

@@ -140,7 +140,7 @@ impl Turns {
         let Some((index, value)) = self.index.remove(&id) else {
             return false;
         };
-        if self.aside.is_some_and(|(aside, _)| aside == id) {
+        if self.is_aside(id) {
             self.aside = None;
         }
         let class = &mut self.classes[index];
@@ -231,13 +231,18 @@ impl Turns {
         u32::try_from(rank + 1).ok()
     }
 
-    /// Wakes the watchers, to watch the next's new slot.
-    pub(crate) fn wake_watcher(&mut self) {
+    /// The watchers, kept apart from the turns (to wake them, or pass them over).
+    fn watcher_ids(&self) -> [Option<u64>; Self::WATCHERS] {
         let mut watchers = [None; Self::WATCHERS];
         for (kept, id) in watchers.iter_mut().zip(self.watchers()) {
             *kept = Some(id);
         }
-        for id in watchers {
+        watchers
+    }
+
+    /// Wakes the watchers, to watch the next's new slot.
+    pub(crate) fn wake_watcher(&mut self) {
+        for id in self.watcher_ids() {
             self.wake(id);
         }
     }
@@ -246,11 +251,7 @@ impl Turns {
     /// and, if `by` is no watcher, so are the watchers, who did not either.
     pub(crate) fn pass_over_stalled(&mut self, by: u64) {
         if self.watcher(by).is_none() {
-            let mut watchers = [None; Self::WATCHERS];
-            for (kept, id) in watchers.iter_mut().zip(self.watchers()) {
-                *kept = Some(id);
-            }
-            for id in watchers.into_iter().flatten() {
+            for id in self.watcher_ids().into_iter().flatten() {
                 self.pass_over(id);
             }
         }
