@@ -90,6 +90,10 @@ pub struct RateGate {
     /// Where the gate is kept for every instance, for a shared policy.
     #[cfg(feature = "shared")]
     shared: Option<std::sync::Arc<crate::seams::GateLink>>,
+    /// A shared gate that orders its waiters asks its store for one slot at a time, for its
+    /// most urgent caller (see [`RateGate::asking`]).
+    #[cfg(feature = "shared")]
+    asking: Option<std::sync::Arc<asking::Asking>>,
     /// Where callers wait, served by priority, in a gate that orders them (see [`waiters`]).
     waiters: Option<Box<waiters::Waiters>>,
     /// The share batch calls may take while others come (see [`batch`]).
@@ -149,6 +153,8 @@ impl RateGate {
             origin: Instant::now(),
             #[cfg(feature = "shared")]
             shared: None,
+            #[cfg(feature = "shared")]
+            asking: None,
             waiters: None,
             batch: None,
         })
@@ -177,6 +183,8 @@ impl RateGate {
             origin: Instant::now(),
             #[cfg(feature = "shared")]
             shared: self.shared.as_ref().map(|link| link.for_key(label, key)),
+            #[cfg(feature = "shared")]
+            asking: (self.asking.as_ref()).map(|asking| std::sync::Arc::new(asking.fresh(key))),
             waiters: (self.waiters.as_ref()).map(|waiters| Box::new(waiters.fresh())),
             // The share is the gate of all calls'.
             batch: None,
@@ -437,6 +445,8 @@ fn nanos(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
+#[cfg(feature = "shared")]
+mod asking;
 mod batch;
 mod learn;
 mod share;
@@ -446,6 +456,8 @@ mod slowdown;
 mod store;
 mod waiters;
 
+#[cfg(feature = "shared")]
+pub(crate) use asking::{AskTurn, AskWait};
 pub(crate) use batch::BatchShare;
 pub(crate) use learn::SLOT_RECHECK;
 pub(crate) use slot::{Slot, SLOT_MISSED};

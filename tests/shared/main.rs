@@ -17,6 +17,7 @@ mod gates;
 mod hostile;
 mod learning;
 mod outages;
+mod priority;
 mod processes;
 mod returns;
 #[cfg(feature = "redis-tls")]

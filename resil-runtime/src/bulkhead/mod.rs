@@ -376,6 +376,15 @@ impl Bulkhead {
         BulkheadPermit(Place::QueuedOwned(Arc::clone(self)))
     }
 
+    /// A place whose holder no longer counts (a shared gate's turn to ask, whose lease ended)
+    /// goes to the queue now: its holder's permit is then [forfeited](BulkheadPermit::forfeited).
+    #[cfg(feature = "shared")]
+    pub(crate) fn forfeit(&self) {
+        if let Some(queue) = &self.queue {
+            queue.release(1);
+        }
+    }
+
     /// A queued place comes back.
     #[inline(never)]
     fn give_back(&self) {
@@ -412,8 +421,18 @@ impl Drop for Waiting<'_> {
 #[must_use = "the place is freed as soon as the permit is dropped"]
 pub struct BulkheadPermit<'a>(Place<'a>);
 
+impl BulkheadPermit<'_> {
+    /// Its place was given to the queue already ([`Bulkhead::forfeit`]): it frees none.
+    #[cfg(feature = "shared")]
+    pub(crate) fn forfeited(mut self) {
+        self.0 = Place::Forfeited;
+    }
+}
+
 #[derive(Debug)]
 enum Place<'a> {
+    #[cfg(feature = "shared")]
+    Forfeited,
     Counted(&'a Bulkhead),
     CountedOwned(Arc<Bulkhead>),
     /// A place from the queue's semaphore: see [`Bulkhead::give_back`].
@@ -432,6 +451,8 @@ impl Drop for BulkheadPermit<'_> {
             }
             Place::Queued(bulkhead) => bulkhead.give_back(),
             Place::QueuedOwned(bulkhead) => bulkhead.give_back(),
+            #[cfg(feature = "shared")]
+            Place::Forfeited => {}
         }
     }
 }

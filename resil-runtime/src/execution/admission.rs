@@ -59,6 +59,10 @@ pub(super) struct Reserved {
     /// store's returns then, so that one since revokes them.
     #[cfg(feature = "shared")]
     pub(super) returns: Option<u64>,
+    /// This instance's turn to ask a shared gate that orders its waiters, from the question
+    /// until the slot granted comes (see `gate/asking.rs`).
+    #[cfg(feature = "shared")]
+    pub(super) asking: Option<crate::gate::AskTurn>,
 }
 
 /// How the operation stands with its bulkhead before the first call.

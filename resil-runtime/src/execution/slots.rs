@@ -8,8 +8,12 @@ use tokio::time::Instant;
 use super::admission::Reserved;
 use super::Progress;
 
+#[cfg(feature = "shared")]
+use crate::gate::AskWait;
 use crate::gate::{BatchShare, RateGate, Slot};
 use crate::Rejected;
+#[cfg(feature = "shared")]
+use std::pin::Pin;
 
 /// Where a batch call held back by its gate's batch share waits for its place there.
 pub(super) enum ShareWait {
@@ -52,6 +56,9 @@ pub(super) enum SharedStart {
     Ask(SharedWait),
     /// Wait for a throttle's hold to end first, then start again.
     Held(Instant),
+    /// Wait for this instance's turn to ask, for a gate that orders its waiters (see
+    /// `gate/asking.rs`), then start again.
+    Turn(Pin<Box<AskWait>>),
     /// The local gates decide.
     Local,
 }
@@ -109,9 +116,10 @@ impl<'p> Progress<'p> {
         let Some(admission) = self.admission.as_mut() else {
             return Ok(None);
         };
-        // Back from its wait for the share: the place is its own now, on to the gate.
+        // Back from its wait for the share (and then for its turn to ask the store, if any):
+        // the place is its own now, on to the gate.
         #[cfg(feature = "shared")]
-        if admission.reserved.share.take().is_some() {
+        if admission.reserved.share.take().is_some() || admission.reserved.asking.is_some() {
             return Ok(None);
         }
         let class = admission.place.class();
@@ -241,6 +249,17 @@ impl<'p> Progress<'p> {
             }
             return Ok(SharedStart::Held(until));
         }
+        // Asked in turn, the store books one slot at a time for this instance's most urgent
+        // caller.
+        if let Some(asking) = rate.and_then(RateGate::asking) {
+            let place = self
+                .admission
+                .as_ref()
+                .map(|admission| (admission.reserved.asking.is_none()).then_some(admission.place));
+            if let Some(Some(place)) = place {
+                return Ok(SharedStart::Turn(Box::pin(asking.wait(place))));
+            }
+        }
         let burst = tokens.and_then(RateGate::burst_limit);
         if let Some(burst) = burst.filter(|burst| self.cost() > *burst) {
             return Err(Rejected::OverBurst {
@@ -278,6 +297,11 @@ impl<'p> Progress<'p> {
         match answer {
             SharedSlots::Granted(granted) => {
                 let [rate, tokens] = granted.slots;
+                // The turn to ask is held until the slot comes.
+                let mut asking = (self.admission.as_mut()).and_then(|a| a.reserved.asking.take());
+                if let Some(asking) = &mut asking {
+                    asking.granted(granted.wait);
+                }
                 let mirror = |gate: Option<&RateGate>, remote: Option<RemoteSlot>, cost| {
                     gate.zip(remote)
                         .map(|(gate, remote)| gate.mirror(remote.ahead, cost))
@@ -289,6 +313,7 @@ impl<'p> Progress<'p> {
                     used: false,
                     remote: Some(Box::new([rate, tokens])),
                     returns: None,
+                    asking,
                 });
                 Ok(granted.wait)
             }
@@ -349,7 +374,14 @@ impl<'p> Progress<'p> {
                 .returns
                 .is_some_and(|then| Some(then) != self.store_returns() && self.store_answers());
         if revoked {
+            // Its turn to ask the store stays its own: it asks again at once.
+            #[cfg(feature = "shared")]
+            let asking = (self.admission.as_mut()).and_then(|a| a.reserved.asking.take());
             self.refund_slots();
+            #[cfg(feature = "shared")]
+            if let Some(admission) = &mut self.admission {
+                admission.reserved.asking = asking;
+            }
         }
         revoked
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::asking::Asking;
 use super::{nanos, RateGate, Slot};
 use crate::deadline::{later, NEVER};
 use crate::seams::{GateLink, Sharing};
@@ -22,6 +23,16 @@ impl RateGate {
             self.interval,
             self.burst,
         ));
+        if let Some(waiters) = self.waiters.as_deref() {
+            self.asking = Some(Arc::new(Asking::new(waiters.lanes(), sharing.timeout)));
+        }
+    }
+
+    /// For a shared gate that orders its waiters, the turn to ask the store for a slot: one
+    /// caller of this instance at a time, the most urgent first, from its question until its
+    /// slot comes (see [`asking`](super::asking)).
+    pub(crate) fn asking(&self) -> Option<&Arc<Asking>> {
+        self.asking.as_ref()
     }
 
     /// Its place in the shared store, for a shared gate.

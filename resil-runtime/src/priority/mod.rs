@@ -220,6 +220,12 @@ impl<R: Idle> Room<R> {
         }
     }
 
+    /// How many `fair` values it serves in turn, each in a lane of its own.
+    #[cfg(feature = "shared")]
+    pub(crate) fn lanes(&self) -> usize {
+        self.lanes
+    }
+
     /// A room alike, empty, for a key's gate or bulkhead.
     pub(crate) fn fresh(&self) -> Self {
         Room::new(self.lanes)

@@ -106,6 +106,7 @@ fn before_slots<'p>(progress: &mut Progress<'p>) -> Result<Option<Begin<'p>>, Re
     match progress.shared_slots()? {
         SharedStart::Ask(wait) => return Ok(Some(Begin::Wait(Wait::Shared(wait)))),
         SharedStart::Held(until) => return Ok(Some(Begin::Held(until))),
+        SharedStart::Turn(wait) => return Ok(Some(Begin::Wait(Wait::Ask(wait)))),
         SharedStart::Local => {}
     }
     Ok(None)

@@ -70,6 +70,10 @@ enum Wait<'p> {
     /// Asking the shared gates in Redis for this attempt's slots, within `shared_timeout`.
     #[cfg(feature = "shared")]
     Shared(SharedWait),
+    /// For this instance's turn to ask a shared gate that orders its waiters, served by
+    /// priority, within the operation's deadline.
+    #[cfg(feature = "shared")]
+    Ask(Pin<Box<crate::gate::AskWait>>),
     /// A probe is in flight: waiting for its verdict, within this attempt's limits. Held: the
     /// probe is another call's (not this attempt's own, asking a shared store).
     Probe(ProbeWait<'p>, bool),
@@ -231,6 +235,35 @@ where
                         }
                     }
                     Err(rejected) => Err(Failure::Rejected(rejected)),
+                }
+            }
+            #[cfg(feature = "shared")]
+            Some(Wait::Ask(wait)) => {
+                // Only the deadline bounds the wait: the timeout is the call's.
+                let limits = Limits {
+                    timeout: None,
+                    ..*this.limits
+                };
+                let turn = match limited(wait.as_mut(), this.timer.as_mut(), &limits, this.cut, cx)
+                {
+                    Poll::Ready(turn) => turn,
+                    Poll::Pending => return Poll::Pending,
+                };
+                *this.wait = None;
+                match turn {
+                    Ok(Ok((turn, served))) => {
+                        let progress = &mut this.execution.progress;
+                        if let Some(served) = served {
+                            progress.served("rate", served);
+                        }
+                        if let Some(admission) = &mut progress.admission {
+                            admission.reserved.asking = Some(turn);
+                        }
+                        this.timer.set(None);
+                        *this.cut = None;
+                        continue;
+                    }
+                    Ok(Err(rejected)) | Err(rejected) => Err(Failure::Rejected(rejected)),
                 }
             }
             Some(Wait::Permit(wait)) => {

@@ -165,8 +165,10 @@ impl<K, C> PolicyBuilder<K, C> {
     /// served by their [`Priority`](crate::Priority) (`priority = ARG`), set per call with
     /// [`Execution::set_priority`](crate::Execution::set_priority): the most urgent first,
     /// in arrival order within a class, with aging. Calls that need no wait are not ordered.
-    /// For gates and bulkheads per key too, each key's waiters among themselves. Not yet for
-    /// shared gates while the store answers: those serve their waiters in arrival order.
+    /// For gates and bulkheads per key too, each key's waiters among themselves. A shared
+    /// gate whose store answers is asked for one slot at a time, for the instance's most
+    /// urgent caller, so no instance books a queue's slots at arrival (the guide's "Rates,
+    /// keys and limits" says what holds across instances).
     pub fn by_priority(mut self) -> Self {
         self.by_priority = true;
         self
@@ -178,9 +180,8 @@ impl<K, C> PolicyBuilder<K, C> {
     /// [`by_priority`](PolicyBuilder::by_priority), which this implies), round-robin across
     /// the values that have callers waiting, in arrival order within a value. A value is
     /// held only while one of its calls waits, as a hash; past `max_keys` values waiting at
-    /// once, newcomers share one more turn, the overflow's. The same limits as `by_priority`:
-    /// not for shared gates while the store answers, nor the token gate, which takes its
-    /// slot after the rate gate's turn.
+    /// once, newcomers share one more turn, the overflow's. Not for the token gate, which
+    /// takes its slot after the rate gate's turn; across instances, each instance's turns.
     pub fn fair(mut self) -> Self {
         self.by_priority = true;
         self.fair = true;

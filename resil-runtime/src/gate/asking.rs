@@ -1,0 +1,188 @@
+//! A shared gate's turn to ask its store, for a gate that orders its waiters by
+//! [`Priority`](crate::Priority): one caller of the instance asks at a time, the most urgent
+//! first, and holds the turn from its question until the slot granted comes.
+//!
+//! Asked at arrival, the store books each caller's slot in the order callers came: 100 batch
+//! calls queued by one instance would book the next 10 s of a `10/s` gate before a critical
+//! call of any instance could ask. Asked in turn, the store holds at most one slot booked ahead
+//! for each instance, for its most urgent caller: a critical call waits for the slots of the
+//! callers asking now, one per instance, and its own.
+//!
+//! The turn is a bulkhead of one place whose queue is served in turn (see
+//! [`Bulkhead::ordered`]). A holder left unpolled (a `select!` branch never polled again)
+//! would hold every caller of the instance: its turn is a lease, until the slot granted is due
+//! and [`SLOT_MISSED`] (or, while it asks, the store's timeout and as much again), after which
+//! the waiters give the place to the next and the holder's comes back forgotten.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use super::{nanos, SLOT_MISSED};
+use crate::bulkhead::{Bulkhead, BulkheadPermit};
+use crate::deadline::{later, slept};
+use crate::priority::{Place, Served};
+use crate::Rejected;
+
+/// The turn to ask a shared gate's store (see the module's docs).
+#[derive(Debug)]
+pub(crate) struct Asking {
+    turn: Arc<Bulkhead>,
+    /// How long a question may take: the store's timeout.
+    question: Duration,
+    /// When the holder's lease ends, in ns from `origin` (0: nobody holds it).
+    lease: AtomicU64,
+    origin: Instant,
+}
+
+impl Asking {
+    /// The turn for a gate whose waiters are served round-robin across `lanes` `fair` values,
+    /// whose store answers within `question`.
+    pub(crate) fn new(lanes: usize, question: Duration) -> Self {
+        let turn = Bulkhead::new(1).expect("one place is a valid limit");
+        Asking {
+            turn: Arc::new(turn.queued(usize::MAX).ordered(lanes)),
+            question,
+            lease: AtomicU64::new(0),
+            origin: Instant::now(),
+        }
+    }
+
+    /// The same turn, nobody holding it, for a key's gate.
+    pub(crate) fn fresh(&self, key: &Arc<str>) -> Self {
+        Asking {
+            turn: Arc::new(self.turn.fresh(key)),
+            question: self.question,
+            lease: AtomicU64::new(0),
+            origin: Instant::now(),
+        }
+    }
+
+    /// The wait for the turn, in the turn of `place`.
+    pub(crate) fn wait(self: &Arc<Self>, place: Place) -> AskWait {
+        AskWait {
+            acquire: Box::pin(Arc::clone(&self.turn).acquire_in_turn_owned(place)),
+            asking: Arc::clone(self),
+            sleep: None,
+        }
+    }
+
+    fn offset(&self, at: Instant) -> u64 {
+        nanos(at.saturating_duration_since(self.origin)).max(1)
+    }
+
+    fn at(&self, offset: u64) -> Instant {
+        later(self.origin, Duration::from_nanos(offset))
+    }
+
+    /// The holder's lease ended at `lease`: its place goes to the next now (the holder's
+    /// permit, when let go, frees none).
+    fn take_over(&self, lease: u64) {
+        let over = (self.lease).compare_exchange(lease, 0, Ordering::AcqRel, Ordering::Acquire);
+        if over.is_ok() {
+            self.turn.forfeit();
+        }
+    }
+}
+
+/// The wait for the bulkhead's one place.
+type Acquire = Pin<
+    Box<dyn Future<Output = Result<(BulkheadPermit<'static>, Option<Served>), Rejected>> + Send>,
+>;
+
+/// A caller's wait for the turn to ask.
+pub(crate) struct AskWait {
+    acquire: Acquire,
+    asking: Arc<Asking>,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Future for AskWait {
+    type Output = Result<(AskTurn, Option<Served>), Rejected>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            if let Poll::Ready(taken) = this.acquire.as_mut().poll(cx) {
+                let asking = Arc::clone(&this.asking);
+                return Poll::Ready(taken.map(|(permit, served)| {
+                    let until = later(Instant::now(), asking.question.saturating_mul(2));
+                    (AskTurn::new(permit, asking, until), served)
+                }));
+            }
+            let lease = this.asking.lease.load(Ordering::Acquire);
+            if lease == 0 {
+                this.sleep = None;
+                return Poll::Pending;
+            }
+            if !slept(&mut this.sleep, this.asking.at(lease), cx) {
+                return Poll::Pending;
+            }
+            this.asking.take_over(lease);
+        }
+    }
+}
+
+impl std::fmt::Debug for AskWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AskWait").finish_non_exhaustive()
+    }
+}
+
+/// The turn to ask, held: let go when dropped.
+#[derive(Debug)]
+pub(crate) struct AskTurn {
+    permit: Option<BulkheadPermit<'static>>,
+    asking: Arc<Asking>,
+    /// Its lease, as written in `asking`.
+    lease: u64,
+}
+
+impl AskTurn {
+    fn new(permit: BulkheadPermit<'static>, asking: Arc<Asking>, until: Instant) -> Self {
+        let lease = asking.offset(until);
+        asking.lease.store(lease, Ordering::Release);
+        AskTurn {
+            permit: Some(permit),
+            asking,
+            lease,
+        }
+    }
+
+    /// The store granted a slot in `wait`: the turn is held until it is due.
+    pub(crate) fn granted(&mut self, wait: Duration) {
+        let until = later(later(Instant::now(), wait), SLOT_MISSED);
+        let lease = self.asking.offset(until);
+        // Unless the waiters took the turn over meanwhile.
+        let renewed = (self.asking.lease).compare_exchange(
+            self.lease,
+            lease,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        if renewed.is_ok() {
+            self.lease = lease;
+        }
+    }
+}
+
+impl Drop for AskTurn {
+    fn drop(&mut self) {
+        // Its lease ends with it, and its place goes back; a lease taken over ended already
+        // (nobody else writes it meanwhile), and its place went to the next then.
+        let ended = (self.asking.lease).compare_exchange(
+            self.lease,
+            0,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+        if let (Err(_), Some(permit)) = (ended, self.permit.take()) {
+            permit.forfeited();
+        }
+    }
+}
