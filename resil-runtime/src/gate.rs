@@ -457,7 +457,7 @@ mod store;
 mod waiters;
 
 #[cfg(feature = "shared")]
-pub(crate) use asking::{AskTurn, AskWait};
+pub(crate) use asking::{AskTurn, AskWait, Asking};
 pub(crate) use batch::BatchShare;
 pub(crate) use learn::SLOT_RECHECK;
 pub(crate) use slot::{Slot, SLOT_MISSED};

@@ -196,3 +196,43 @@ async fn a_waiter_that_gives_up_leaves_no_hole_in_the_turns() {
     // The two left take the gate's next two slots.
     assert_eq!(starts.of("waiter"), [MS(100), MS(200)]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_the_slow_store_leaves_to_the_local_gate_waits_in_its_room() {
+    let store = InMemory::new();
+    let gate = Policy::builder()
+        .name("llm::complete")
+        .rate(10, Duration::from_secs(1), 1)
+        .by_priority()
+        .deadline(Duration::from_secs(60))
+        .shared_in(&store)
+        .shared_timeout(MS(20))
+        .build()
+        .unwrap();
+    let (starts, origin) = (Starts::default(), Instant::now());
+    // The store answers too late for every question: each call is left to the local gate.
+    store.set_slow(true);
+    let batch = join_all((0..30).map(|_| call(&gate, Priority::Batch, &starts, "batch", origin)));
+    let critical = async {
+        sleep(MS(1_050)).await;
+        call(&gate, Priority::Critical, &starts, "critical", origin).await
+    };
+    let (batch, critical) = tokio::join!(batch, critical);
+    assert!(batch.iter().all(Result::is_ok) && critical.is_ok());
+    // Served in the local gate's room: booked at the back of its schedule, it started after
+    // every batch call (at 3.02 s).
+    let critical = starts.of("critical")[0];
+    let after = starts
+        .of("batch")
+        .iter()
+        .filter(|at| **at > critical)
+        .count();
+    assert!(
+        after >= 15,
+        "critical started at {critical:?}, before {after} batch calls"
+    );
+    assert!(
+        most_in_a_second(&starts.all()) <= 10,
+        "the rate holds for all together"
+    );
+}

@@ -76,6 +76,13 @@ impl Bulkhead {
         Ok((BulkheadPermit(Held::QueuedOwned(Arc::clone(&self))), served))
     }
 
+    /// How many waiters of its ordered queue would be served before a newcomer at `place`.
+    #[cfg(feature = "shared")]
+    pub(crate) fn ahead_of(&self, place: Place) -> usize {
+        let room = self.ordered_queue().and_then(|(_, room)| room.made());
+        room.map_or(0, |room| room.turns.ahead_of(place))
+    }
+
     fn ordered_queue(&self) -> Option<(&Queue, &Room)> {
         let queue = self.queue.as_ref()?;
         Some((queue, queue.room.as_deref()?))

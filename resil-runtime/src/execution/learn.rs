@@ -26,6 +26,11 @@ impl Progress<'_> {
     pub(super) fn listen(&mut self) {
         if let Some(admission) = &mut self.admission {
             admission.reserved.used = true;
+            // The slots are kept for the answer; the turn to ask goes to the next caller.
+            #[cfg(feature = "shared")]
+            {
+                admission.reserved.asking = None;
+            }
         }
         crate::operation::listen();
     }

@@ -9,11 +9,15 @@ use super::admission::Reserved;
 use super::Progress;
 
 #[cfg(feature = "shared")]
-use crate::gate::AskWait;
+use crate::deadline::later;
+#[cfg(feature = "shared")]
+use crate::gate::{AskTurn, AskWait, Asking};
 use crate::gate::{BatchShare, RateGate, Slot};
 use crate::Rejected;
 #[cfg(feature = "shared")]
 use std::pin::Pin;
+#[cfg(feature = "shared")]
+use std::sync::Arc;
 
 /// Where a batch call held back by its gate's batch share waits for its place there.
 pub(super) enum ShareWait {
@@ -247,19 +251,20 @@ impl<'p> Progress<'p> {
                     retry_in: until.saturating_duration_since(now),
                 });
             }
+            // Its turn to ask goes to the next meanwhile: after the hold, it asks again in turn.
+            self.let_go_turn();
             return Ok(SharedStart::Held(until));
         }
-        // Asked in turn, the store books one slot at a time for this instance's most urgent
-        // caller.
-        if let Some(asking) = rate.and_then(RateGate::asking) {
-            let place = self
-                .admission
-                .as_ref()
-                .map(|admission| (admission.reserved.asking.is_none()).then_some(admission.place));
-            if let Some(Some(place)) = place {
-                return Ok(SharedStart::Turn(Box::pin(asking.wait(place))));
+        let asking = rate.and_then(|gate| {
+            let next = gate.wait_for(1).unwrap_or(crate::deadline::NEVER);
+            Some((Arc::clone(gate.asking()?), next, gate.interval_now()))
+        });
+        if let Some((asking, next, interval)) = asking {
+            if let Some(start) = self.ask_turn(&asking, (next, interval), now)? {
+                return Ok(start);
             }
         }
+        let (rate, tokens) = (self.rate(), self.token_rate());
         let burst = tokens.and_then(RateGate::burst_limit);
         if let Some(burst) = burst.filter(|burst| self.cost() > *burst) {
             return Err(Rejected::OverBurst {
@@ -283,6 +288,53 @@ impl<'p> Progress<'p> {
             token_link.map(|link| ask(link, self.cost(), tokens)),
         ];
         Ok(SharedStart::Ask(crate::seams::reserve(gates, limit)))
+    }
+
+    /// For a shared gate that orders its waiters (see `gate/asking.rs`), how this attempt
+    /// waits for its turn to ask the store: `None` once it holds it. Refused at once when the
+    /// callers before it take the gate's slots until after its deadline (the local gate
+    /// counts the store's slots granted to this instance); left to the local gate while the
+    /// store is taken for late.
+    #[cfg(feature = "shared")]
+    fn ask_turn(
+        &mut self,
+        asking: &Arc<Asking>,
+        (next, interval): (Duration, u64),
+        now: Instant,
+    ) -> Result<Option<SharedStart>, Rejected> {
+        if asking.is_late(now) {
+            self.refuse_if_failing_closed()?;
+            return Ok(Some(SharedStart::Local));
+        }
+        let start_by = self.start_by();
+        let Some(admission) = self.admission.as_mut() else {
+            return Ok(None);
+        };
+        if admission
+            .reserved
+            .asking
+            .as_ref()
+            .is_some_and(AskTurn::is_current)
+        {
+            return Ok(None);
+        }
+        // Taken over while it waited for something else: it asks again in turn.
+        admission.reserved.asking = None;
+        let place = admission.place;
+        let ahead = u64::try_from(asking.ahead_of(place)).unwrap_or(u64::MAX);
+        let wait = next.saturating_add(Duration::from_nanos(interval.saturating_mul(ahead)));
+        if start_by.is_some_and(|start_by| later(now, wait) > start_by.max(now)) {
+            return Err(Rejected::RateLimited { retry_in: wait });
+        }
+        Ok(Some(SharedStart::Turn(Box::pin(asking.wait(place)))))
+    }
+
+    /// Lets go of this attempt's turn to ask, if it holds one.
+    #[cfg(feature = "shared")]
+    fn let_go_turn(&mut self) {
+        if let Some(admission) = &mut self.admission {
+            admission.reserved.asking = None;
+        }
     }
 
     /// What the shared gates answered: the wait for the slot (the local gates then count the
@@ -319,6 +371,9 @@ impl<'p> Progress<'p> {
             }
             SharedSlots::Refused(rejected) => Err(rejected),
             SharedSlots::Unavailable => {
+                if let Some(asking) = self.rate().and_then(RateGate::asking) {
+                    asking.answered_late();
+                }
                 self.refuse_if_failing_closed()?;
                 self.tell_shares();
                 self.reserve_slots()

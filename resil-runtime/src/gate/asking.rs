@@ -9,10 +9,14 @@
 //! callers asking now, one per instance, and its own.
 //!
 //! The turn is a bulkhead of one place whose queue is served in turn (see
-//! [`Bulkhead::ordered`]). A holder left unpolled (a `select!` branch never polled again)
-//! would hold every caller of the instance: its turn is a lease, until the slot granted is due
-//! and [`SLOT_MISSED`] (or, while it asks, the store's timeout and as much again), after which
-//! the waiters give the place to the next and the holder's comes back forgotten.
+//! [`Bulkhead::ordered`]). It is let go for any wait that is not the slot's own (a throttle's
+//! hold; a learning gate's call, which keeps its slots until it is answered). A holder left
+//! unpolled (a `select!` branch never polled again) would hold every caller of the instance:
+//! its turn is a lease, until the slot granted is due and [`SLOT_MISSED`] (or, while it asks,
+//! the store's timeout and as much again), after which the waiters give the place to the next
+//! and the holder's comes back forgotten; the holder, polled again, asks again in turn. A store
+//! that answered late leaves the local gate to decide for as long again: asked in turn, each
+//! caller would wait a whole timeout.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -37,6 +41,11 @@ pub(crate) struct Asking {
     question: Duration,
     /// When the holder's lease ends, in ns from `origin` (0: nobody holds it).
     lease: AtomicU64,
+    /// Until when the store is taken for late, in ns from `origin`: a question it answered
+    /// after `question` leaves the local gate to decide for as long again, rather than hold
+    /// each caller's turn for a whole `question` (a store that answers late is not known to
+    /// be down).
+    late: AtomicU64,
     origin: Instant,
 }
 
@@ -49,6 +58,7 @@ impl Asking {
             turn: Arc::new(turn.queued(usize::MAX).ordered(lanes)),
             question,
             lease: AtomicU64::new(0),
+            late: AtomicU64::new(0),
             origin: Instant::now(),
         }
     }
@@ -59,6 +69,7 @@ impl Asking {
             turn: Arc::new(self.turn.fresh(key)),
             question: self.question,
             lease: AtomicU64::new(0),
+            late: AtomicU64::new(0),
             origin: Instant::now(),
         }
     }
@@ -70,6 +81,22 @@ impl Asking {
             asking: Arc::clone(self),
             sleep: None,
         }
+    }
+
+    /// How many callers would take the turn before a newcomer at `place`.
+    pub(crate) fn ahead_of(&self, place: Place) -> usize {
+        self.turn.ahead_of(place)
+    }
+
+    /// The store did not answer a question within `question`.
+    pub(crate) fn answered_late(&self) {
+        let until = self.offset(later(Instant::now(), self.question));
+        self.late.fetch_max(until, Ordering::AcqRel);
+    }
+
+    /// Whether the store is taken for late now (see [`Asking::answered_late`]).
+    pub(crate) fn is_late(&self, now: Instant) -> bool {
+        self.late.load(Ordering::Acquire) > self.offset(now)
     }
 
     fn offset(&self, at: Instant) -> u64 {
@@ -115,15 +142,19 @@ impl Future for AskWait {
                     (AskTurn::new(permit, asking, until), served)
                 }));
             }
+            // A lease of 0 may be read between a holder's taking its place and writing its
+            // lease: looked at again a question later, in case that holder is left unpolled.
             let lease = this.asking.lease.load(Ordering::Acquire);
-            if lease == 0 {
-                this.sleep = None;
+            let at = match lease {
+                0 => later(Instant::now(), this.asking.question.saturating_mul(2)),
+                lease => this.asking.at(lease),
+            };
+            if !slept(&mut this.sleep, at, cx) {
                 return Poll::Pending;
             }
-            if !slept(&mut this.sleep, this.asking.at(lease), cx) {
-                return Poll::Pending;
+            if lease != 0 {
+                this.asking.take_over(lease);
             }
-            this.asking.take_over(lease);
         }
     }
 }
@@ -152,6 +183,12 @@ impl AskTurn {
             asking,
             lease,
         }
+    }
+
+    /// Whether the turn is still this holder's: not taken over by the waiters when its lease
+    /// ended.
+    pub(crate) fn is_current(&self) -> bool {
+        self.asking.lease.load(Ordering::Acquire) == self.lease
     }
 
     /// The store granted a slot in `wait`: the turn is held until it is due.

@@ -221,9 +221,25 @@ where
                         // A learning gate's slots start within its declared ceiling: checked
                         // where a slot's wait ends.
                         let learns = this.execution.progress.settings.learns;
+                        let alone = matches!(answer, crate::seams::SharedSlots::Unavailable);
                         match this.execution.progress.shared_answer(answer) {
                             Ok(wait) if wait.is_zero() && !learns => match through_breaker(this) {
                                 Ok(()) => continue,
+                                Err(rejected) => Err(Failure::Rejected(rejected)),
+                            },
+                            // No answer: the local gate decides, and one that orders its
+                            // waiters serves this attempt in its room, not at the back of
+                            // its schedule (what it books there, the store is charged).
+                            Ok(wait) if alone => match this.execution.progress.wait_in_turn() {
+                                Ok(Some(turn)) => {
+                                    *this.wait = Some(Wait::Turn(turn));
+                                    continue;
+                                }
+                                Ok(None) => {
+                                    set_timer(this.timer.as_mut(), later(Instant::now(), wait));
+                                    *this.stage = Stage::AwaitingSlot;
+                                    continue;
+                                }
                                 Err(rejected) => Err(Failure::Rejected(rejected)),
                             },
                             Ok(wait) => {
