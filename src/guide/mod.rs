@@ -9,6 +9,7 @@
 //! | [`choosing_keys`] | A timeout, retries, a breaker, a bulkhead, a queue, a gate, a key: which do I need? |
 //! | [`streams`] | How is a streaming answer retried, timed and cut? |
 //! | [`rates_and_keys`] | How do I stay under a provider's limits, per model or per API key? |
+//! | [`priority`] | When the limit is scarce, how do interactive calls go before batch, and no tenant starve another? |
 //! | [`learning_limits`] | How do I follow the limits the provider states, and find how many calls it serves at once? |
 //! | [`route_and_hedge`] | How do I fall over to another model or provider when one is down or out of quota? |
 //! | [`many_instances`] | How do ten instances share one breaker and one rate limit? |
@@ -52,6 +53,9 @@ pub mod streams {}
 
 #[doc = include_str!("rates_and_keys.md")]
 pub mod rates_and_keys {}
+
+#[doc = include_str!("priority.md")]
+pub mod priority {}
 
 #[cfg_attr(feature = "http", doc = include_str!("learning_limits.md"))]
 #[cfg_attr(not(feature = "http"), doc = needs!("http"))]

@@ -15,8 +15,12 @@
 //! built in release): seeds 0..N (100 unless said), one seed with its plan and the steps of
 //! any failure, or seeds until M minutes have passed; it fails when an invariant breaks and
 //! prints the command that replays it.
+//!
+//! `cargo xtask mutants [--seeds N] [NAME ...]` plants each of the defects the simulator must
+//! catch in the runtime, one at a time, and says which failure caught it (see `mutants.rs`).
 
 mod code_size;
+mod mutants;
 
 use std::env;
 use std::process::{Command, ExitCode, Stdio};
@@ -30,8 +34,9 @@ fn main() -> ExitCode {
         Some((command, rest)) if command == "test" => test(rest),
         Some((command, [])) if command == "code-size" => code_size::code_size(),
         Some((command, rest)) if command == "sim" => sim(rest),
+        Some((command, rest)) if command == "mutants" => mutants::mutants(rest),
         _ => {
-            eprintln!("usage: cargo xtask test [cargo test's arguments] | cargo xtask code-size | cargo xtask sim [--seeds N] [--seed S] [--minutes M]");
+            eprintln!("usage: cargo xtask test [cargo test's arguments] | cargo xtask code-size | cargo xtask sim [--seeds N] [--seed S] [--minutes M] | cargo xtask mutants [--seeds N] [NAME ...]");
             ExitCode::FAILURE
         }
     }

@@ -167,8 +167,8 @@ impl<K, C> PolicyBuilder<K, C> {
     /// in arrival order within a class, with aging. Calls that need no wait are not ordered.
     /// For gates and bulkheads per key too, each key's waiters among themselves. A shared
     /// gate whose store answers is asked for one slot at a time, for the instance's most
-    /// urgent caller, so no instance books a queue's slots at arrival (the guide's "Rates,
-    /// keys and limits" says what holds across instances).
+    /// urgent caller, so no instance books a queue's slots at arrival (resil's guide page
+    /// `priority` says what holds across instances).
     pub fn by_priority(mut self) -> Self {
         self.by_priority = true;
         self
