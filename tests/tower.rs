@@ -107,3 +107,53 @@ async fn a_layer_orders_requests_by_what_they_carry() {
     assert!(batch.iter().all(Result::is_ok) && critical.is_ok());
     assert_eq!(*seen.lock().unwrap(), ["a", "urgent", "a", "b", "a", "a"]);
 }
+
+/// The keyed layer's `ordered_by` reads each request's turn within its key's gate: a critical
+/// request to gpt sent behind four batch requests to gpt goes second, and claude's request,
+/// its own gate's, goes at once.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_layer_orders_each_keys_requests_by_what_they_carry() {
+    use resil::{Order, Priority};
+    let policy = Policy::builder()
+        .rate(10, Duration::from_secs(1), 1)
+        .by_priority()
+        .keyed("model")
+        .rate_per_key()
+        .build()
+        .unwrap();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = Arc::clone(&seen);
+    let layer =
+        resil::tower::KeyedPolicyLayer::new(policy, |request: &(&'static str, &str)| request.0)
+            .ordered_by(|request: &(&'static str, &str)| match request.1 {
+                "urgent" => Order::new(Priority::Critical),
+                _ => Order::new(Priority::Batch),
+            });
+    let service = ServiceBuilder::new().layer(layer).service(service_fn(
+        move |request: (&'static str, &'static str)| {
+            let at = tokio::time::Instant::now();
+            recorded.lock().unwrap().push((request.0, request.1, at));
+            async { Ok::<_, Rejected>(()) }
+        },
+    ));
+    let origin = tokio::time::Instant::now();
+    let batch =
+        futures::future::join_all((0..4).map(|_| service.clone().oneshot(("gpt", "batch"))));
+    let others = async {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let urgent = service.clone().oneshot(("gpt", "urgent"));
+        let claude = service.clone().oneshot(("claude", "batch"));
+        tokio::join!(urgent, claude)
+    };
+    let (batch, (urgent, claude)) = tokio::join!(batch, others);
+    assert!(batch.iter().all(Result::is_ok) && urgent.is_ok() && claude.is_ok());
+    let seen = seen.lock().unwrap();
+    let gpt: Vec<&str> = seen.iter().filter(|s| s.0 == "gpt").map(|s| s.1).collect();
+    assert_eq!(gpt, ["batch", "urgent", "batch", "batch", "batch"]);
+    let claude = seen.iter().find(|s| s.0 == "claude").unwrap();
+    assert_eq!(
+        claude.2 - origin,
+        Duration::from_millis(10),
+        "claude's gate is its own"
+    );
+}

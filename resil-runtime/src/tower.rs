@@ -213,21 +213,23 @@ where
 /// let layer = KeyedPolicyLayer::new(policy, |request: &(String, u32)| request.0.clone());
 /// # let _ = layer;
 /// ```
-pub struct KeyedPolicyLayer<F> {
+pub struct KeyedPolicyLayer<F, O = InArrival> {
     policy: Arc<Policy<Keyed>>,
     key: F,
+    order: O,
 }
 
-impl<F: Clone> Clone for KeyedPolicyLayer<F> {
+impl<F: Clone, O: Clone> Clone for KeyedPolicyLayer<F, O> {
     fn clone(&self) -> Self {
         KeyedPolicyLayer {
             policy: Arc::clone(&self.policy),
             key: self.key.clone(),
+            order: self.order.clone(),
         }
     }
 }
 
-impl<F> std::fmt::Debug for KeyedPolicyLayer<F> {
+impl<F, O> std::fmt::Debug for KeyedPolicyLayer<F, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyedPolicyLayer")
             .field("policy", &self.policy)
@@ -241,40 +243,75 @@ impl<F> KeyedPolicyLayer<F> {
         KeyedPolicyLayer {
             policy: Arc::new(policy),
             key,
+            order: InArrival,
+        }
+    }
+
+    /// Each request's turn, for a policy that orders its waiters: as
+    /// [`PolicyLayer::ordered_by`], within each key's gates and bulkhead queue (and those
+    /// shared by the keys).
+    ///
+    /// ```
+    /// use resil_runtime::tower::KeyedPolicyLayer;
+    /// use resil_runtime::{Order, Policy, Priority};
+    /// use std::time::Duration;
+    ///
+    /// let policy = Policy::builder()
+    ///     .rate(10, Duration::from_secs(1), 1)
+    ///     .by_priority()
+    ///     .keyed("model")
+    ///     .rate_per_key()
+    ///     .build()
+    ///     .unwrap();
+    /// // Requests are (model, interactive) pairs here.
+    /// let layer = KeyedPolicyLayer::new(policy, |request: &(String, bool)| request.0.clone())
+    ///     .ordered_by(|request: &(String, bool)| {
+    ///         Order::new(if request.1 { Priority::Critical } else { Priority::Batch })
+    ///     });
+    /// # let _ = layer;
+    /// ```
+    pub fn ordered_by<G>(self, order: G) -> KeyedPolicyLayer<F, ByRequest<G>> {
+        KeyedPolicyLayer {
+            policy: self.policy,
+            key: self.key,
+            order: ByRequest(order),
         }
     }
 }
 
-impl<S, F: Clone> Layer<S> for KeyedPolicyLayer<F> {
-    type Service = KeyedPolicyService<S, F>;
+impl<S, F: Clone, O: Clone> Layer<S> for KeyedPolicyLayer<F, O> {
+    type Service = KeyedPolicyService<S, F, O>;
 
     fn layer(&self, inner: S) -> Self::Service {
         KeyedPolicyService {
             inner,
             policy: Arc::clone(&self.policy),
             key: self.key.clone(),
+            order: self.order.clone(),
         }
     }
 }
 
 /// The service a [`KeyedPolicyLayer`] makes.
-pub struct KeyedPolicyService<S, F> {
+pub struct KeyedPolicyService<S, F, O = InArrival> {
     inner: S,
     policy: Arc<Policy<Keyed>>,
     key: F,
+    order: O,
 }
 
-impl<S: Clone, F: Clone> Clone for KeyedPolicyService<S, F> {
+impl<S: Clone, F: Clone, O: Clone> Clone for KeyedPolicyService<S, F, O> {
     fn clone(&self) -> Self {
         KeyedPolicyService {
             inner: self.inner.clone(),
             policy: Arc::clone(&self.policy),
             key: self.key.clone(),
+            order: self.order.clone(),
         }
     }
 }
 
-impl<S: std::fmt::Debug, F> std::fmt::Debug for KeyedPolicyService<S, F> {
+impl<S: std::fmt::Debug, F, O> std::fmt::Debug for KeyedPolicyService<S, F, O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeyedPolicyService")
             .field("inner", &self.inner)
@@ -283,7 +320,7 @@ impl<S: std::fmt::Debug, F> std::fmt::Debug for KeyedPolicyService<S, F> {
     }
 }
 
-impl<S, F, K, Req> Service<Req> for KeyedPolicyService<S, F>
+impl<S, F, O, K, Req> Service<Req> for KeyedPolicyService<S, F, O>
 where
     S: Service<Req> + Clone + Send + 'static,
     S::Future: Send,
@@ -292,6 +329,7 @@ where
     Req: Clone + Send + 'static,
     F: Fn(&Req) -> K,
     K: Key + Send + Sync + 'static,
+    O: Orders<Req>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -302,8 +340,12 @@ where
     }
 
     fn call(&mut self, request: Req) -> Self::Future {
-        let key = (self.key)(&request);
+        let (key, order) = ((self.key)(&request), self.order.order(&request));
         let (policy, inner) = (Arc::clone(&self.policy), self.inner.clone());
-        Box::pin(async move { policy.run_keyed(&key, attempts(inner, request)).await })
+        Box::pin(async move {
+            let mut execution = policy.execute_keyed(&key);
+            execution.set_order(order);
+            execution.run(attempts(inner, request)).await
+        })
     }
 }

@@ -13,6 +13,9 @@
 //! call), `--trace` prints every step of `--seed S` as it happens, `--all` one line per failure,
 //! `--known FILE` passes a run whose failures are all listed there (`invariant seed seed …` a
 //! line; CI's ratchet: a new failure fails, a listed seed that passes is said, to be dropped).
+//!
+//! What it finds, run against the code before the fixes it was built for and against planted
+//! defects (`cargo xtask mutants`): `PROOF.md`.
 
 mod check;
 mod plan;

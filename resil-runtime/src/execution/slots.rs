@@ -11,7 +11,7 @@ use super::Progress;
 #[cfg(feature = "shared")]
 use crate::deadline::later;
 #[cfg(feature = "shared")]
-use crate::gate::{AskTurn, AskWait, Asking};
+use crate::gate::{AskWait, Asking};
 use crate::gate::{BatchShare, RateGate, Slot};
 use crate::Rejected;
 #[cfg(feature = "shared")]
@@ -256,11 +256,11 @@ impl<'p> Progress<'p> {
             return Ok(SharedStart::Held(until));
         }
         let asking = rate.and_then(|gate| {
-            let next = gate.wait_for(1).unwrap_or(crate::deadline::NEVER);
-            Some((Arc::clone(gate.asking()?), next, gate.interval_now()))
+            let burst = gate.burst_limit().unwrap_or(1);
+            Some((Arc::clone(gate.asking()?), gate.interval_now(), burst))
         });
-        if let Some((asking, next, interval)) = asking {
-            if let Some(start) = self.ask_turn(&asking, (next, interval), now)? {
+        if let Some((asking, interval, burst)) = asking {
+            if let Some(start) = self.ask_turn(&asking, (interval, burst), now)? {
                 return Ok(start);
             }
         }
@@ -291,42 +291,52 @@ impl<'p> Progress<'p> {
     }
 
     /// For a shared gate that orders its waiters (see `gate/asking.rs`), how this attempt
-    /// waits for its turn to ask the store: `None` once it holds it. Refused at once when the
-    /// callers before it take the gate's slots until after its deadline (the local gate
-    /// counts the store's slots granted to this instance); left to the local gate while the
-    /// store is taken for late.
+    /// waits for its turn to ask the store: `None` to ask now (it holds the turn). Refused at
+    /// once when the callers before it take the gate's slots until after its deadline,
+    /// counted from below (`(interval, burst)`: the gate's, in ns and units). While the store
+    /// is taken for late, the local gate decides, rather than each caller wait a whole
+    /// timeout in turn (a policy that fails closed asks at once instead: only the store's
+    /// silence refuses it); what it grants alone is taken again from the store once it
+    /// answers in time (see [`Progress::slots_revoked`]).
     #[cfg(feature = "shared")]
     fn ask_turn(
         &mut self,
         asking: &Arc<Asking>,
-        (next, interval): (Duration, u64),
+        (interval, burst): (u64, u64),
         now: Instant,
     ) -> Result<Option<SharedStart>, Rejected> {
-        if asking.is_late(now) {
-            self.refuse_if_failing_closed()?;
-            return Ok(Some(SharedStart::Local));
-        }
         let start_by = self.start_by();
+        let fails_closed = self.refuse_if_failing_closed().is_err();
         let Some(admission) = self.admission.as_mut() else {
             return Ok(None);
         };
-        if admission
-            .reserved
-            .asking
-            .as_ref()
-            .is_some_and(AskTurn::is_current)
-        {
+        let held = &mut admission.reserved.asking;
+        if asking.is_late(now) {
+            // Let go, so that the callers waiting for the turn go on at once too.
+            *held = None;
+            return Ok((!fails_closed).then_some(SharedStart::Local));
+        }
+        if let Some(turn) = held.as_mut().filter(|turn| turn.is_current()) {
+            turn.asks();
             return Ok(None);
         }
         // Taken over while it waited for something else: it asks again in turn.
-        admission.reserved.asking = None;
+        *held = None;
         let place = admission.place;
-        let ahead = u64::try_from(asking.ahead_of(place)).unwrap_or(u64::MAX);
-        let wait = next.saturating_add(Duration::from_nanos(interval.saturating_mul(ahead)));
+        let wait = asking.least_wait(place, interval, burst);
         if start_by.is_some_and(|start_by| later(now, wait) > start_by.max(now)) {
             return Err(Rejected::RateLimited { retry_in: wait });
         }
         Ok(Some(SharedStart::Turn(Box::pin(asking.wait(place)))))
+    }
+
+    /// Whether the rate gate is shared, orders its waiters, and its store is not taken for
+    /// late: its callers ask the store in turn, and a slot its local gate granted alone
+    /// meanwhile is taken again from the store.
+    #[cfg(feature = "shared")]
+    fn asks_in_turn(&self) -> bool {
+        let asking = self.rate().and_then(RateGate::asking);
+        asking.is_some_and(|asking| !asking.is_late(Instant::now()))
     }
 
     /// Lets go of this attempt's turn to ask, if it holds one.
@@ -353,6 +363,9 @@ impl<'p> Progress<'p> {
                 let mut asking = (self.admission.as_mut()).and_then(|a| a.reserved.asking.take());
                 if let Some(asking) = &mut asking {
                     asking.granted(granted.wait);
+                    if let Some(served) = asking.take_served() {
+                        self.served("rate", served);
+                    }
                 }
                 let mirror = |gate: Option<&RateGate>, remote: Option<RemoteSlot>, cost| {
                     gate.zip(remote)
@@ -425,9 +438,9 @@ impl<'p> Progress<'p> {
         // of the local queue, and revoked again by the next return, for ever).
         #[cfg(feature = "shared")]
         let revoked = revoked
-            || reserved
-                .returns
-                .is_some_and(|then| Some(then) != self.store_returns() && self.store_answers());
+            || reserved.returns.is_some_and(|then| {
+                (Some(then) != self.store_returns() || self.asks_in_turn()) && self.store_answers()
+            });
         if revoked {
             // Its turn to ask the store stays its own: it asks again at once.
             #[cfg(feature = "shared")]

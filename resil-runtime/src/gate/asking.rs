@@ -14,9 +14,10 @@
 //! unpolled (a `select!` branch never polled again) would hold every caller of the instance:
 //! its turn is a lease, until the slot granted is due and [`SLOT_MISSED`] (or, while it asks,
 //! the store's timeout and as much again), after which the waiters give the place to the next
-//! and the holder's comes back forgotten; the holder, polled again, asks again in turn. A store
-//! that answered late leaves the local gate to decide for as long again: asked in turn, each
-//! caller would wait a whole timeout.
+//! and the holder's comes back forgotten; the holder, polled again, asks again in turn. After a
+//! question the store answered late, the local gate decides for as long again (asked in turn,
+//! each caller would wait a whole timeout), and what it grants alone is taken again from the
+//! store once it answers in time.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,10 +42,12 @@ pub(crate) struct Asking {
     question: Duration,
     /// When the holder's lease ends, in ns from `origin` (0: nobody holds it).
     lease: AtomicU64,
-    /// Until when the store is taken for late, in ns from `origin`: a question it answered
-    /// after `question` leaves the local gate to decide for as long again, rather than hold
-    /// each caller's turn for a whole `question` (a store that answers late is not known to
-    /// be down).
+    /// When the slot the store granted the holder is due, in ns from `origin` (0: none yet).
+    due: AtomicU64,
+    /// Until when the store is taken for late, in ns from `origin`: after a question it
+    /// answered later than `question`, the local gate decides for as long again, rather than
+    /// each caller hold the turn for a whole `question` (a store that answers late is not
+    /// known to be down).
     late: AtomicU64,
     origin: Instant,
 }
@@ -58,6 +61,7 @@ impl Asking {
             turn: Arc::new(turn.queued(usize::MAX).ordered(lanes)),
             question,
             lease: AtomicU64::new(0),
+            due: AtomicU64::new(0),
             late: AtomicU64::new(0),
             origin: Instant::now(),
         }
@@ -69,6 +73,7 @@ impl Asking {
             turn: Arc::new(self.turn.fresh(key)),
             question: self.question,
             lease: AtomicU64::new(0),
+            due: AtomicU64::new(0),
             late: AtomicU64::new(0),
             origin: Instant::now(),
         }
@@ -83,9 +88,23 @@ impl Asking {
         }
     }
 
-    /// How many callers would take the turn before a newcomer at `place`.
-    pub(crate) fn ahead_of(&self, place: Place) -> usize {
-        self.turn.ahead_of(place)
+    /// The least a newcomer at `place` waits for its slot, for a gate of `interval` (ns) and
+    /// `burst`: the holder's slot (or now, if it has none yet) and one interval for each
+    /// caller before it, less the burst's credit. A bound from below (the store may have
+    /// granted other instances more since), so that a call the store could serve in time is
+    /// never refused for it.
+    pub(crate) fn least_wait(&self, place: Place, interval: u64, burst: u64) -> Duration {
+        let now = Instant::now();
+        let ahead = u64::try_from(self.turn.ahead_of(place)).unwrap_or(u64::MAX);
+        let held = u64::from(self.lease.load(Ordering::Acquire) != 0);
+        let due = match self.due.load(Ordering::Acquire) {
+            0 => now,
+            due => self.at(due),
+        };
+        let slots = interval.saturating_mul(ahead.saturating_add(held));
+        let credit = interval.saturating_mul(burst.saturating_sub(1));
+        let past_due = Duration::from_nanos(slots.saturating_sub(credit));
+        due.saturating_duration_since(now).saturating_add(past_due)
     }
 
     /// The store did not answer a question within `question`.
@@ -130,7 +149,7 @@ pub(crate) struct AskWait {
 }
 
 impl Future for AskWait {
-    type Output = Result<(AskTurn, Option<Served>), Rejected>;
+    type Output = Result<AskTurn, Rejected>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
@@ -138,8 +157,14 @@ impl Future for AskWait {
             if let Poll::Ready(taken) = this.acquire.as_mut().poll(cx) {
                 let asking = Arc::clone(&this.asking);
                 return Poll::Ready(taken.map(|(permit, served)| {
-                    let until = later(Instant::now(), asking.question.saturating_mul(2));
-                    (AskTurn::new(permit, asking, until), served)
+                    let mut turn = AskTurn {
+                        permit: Some(permit),
+                        asking,
+                        lease: 0,
+                        served,
+                    };
+                    turn.asks();
+                    turn
                 }));
             }
             // A lease of 0 may be read between a holder's taking its place and writing its
@@ -170,19 +195,23 @@ impl std::fmt::Debug for AskWait {
 pub(crate) struct AskTurn {
     permit: Option<BulkheadPermit<'static>>,
     asking: Arc<Asking>,
-    /// Its lease, as written in `asking`.
+    /// Its lease, as written in `asking` (0: not written yet).
     lease: u64,
+    /// How its caller waited for it, if it did: told once the store grants its slot.
+    served: Option<Served>,
 }
 
 impl AskTurn {
-    fn new(permit: BulkheadPermit<'static>, asking: Arc<Asking>, until: Instant) -> Self {
-        let lease = asking.offset(until);
-        asking.lease.store(lease, Ordering::Release);
-        AskTurn {
-            permit: Some(permit),
-            asking,
-            lease,
-        }
+    /// Its caller asks the store now: the turn is held for the question, twice the store's
+    /// timeout.
+    pub(crate) fn asks(&mut self) {
+        let until = later(Instant::now(), self.asking.question.saturating_mul(2));
+        self.renew(until, 0);
+    }
+
+    /// How its caller waited for it, once.
+    pub(crate) fn take_served(&mut self) -> Option<Served> {
+        self.served.take()
     }
 
     /// Whether the turn is still this holder's: not taken over by the waiters when its lease
@@ -193,17 +222,28 @@ impl AskTurn {
 
     /// The store granted a slot in `wait`: the turn is held until it is due.
     pub(crate) fn granted(&mut self, wait: Duration) {
-        let until = later(later(Instant::now(), wait), SLOT_MISSED);
+        let due = later(Instant::now(), wait);
+        let due_at = self.asking.offset(due);
+        self.renew(later(due, SLOT_MISSED), due_at);
+    }
+
+    /// The lease runs until `until`, for a slot due at `due` (0: none): unless the waiters
+    /// took the turn over meanwhile (a first lease is written whatever the last one was: the
+    /// place is this holder's).
+    fn renew(&mut self, until: Instant, due: u64) {
         let lease = self.asking.offset(until);
-        // Unless the waiters took the turn over meanwhile.
-        let renewed = (self.asking.lease).compare_exchange(
-            self.lease,
-            lease,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        );
-        if renewed.is_ok() {
+        let renewed = match self.lease {
+            0 => {
+                self.asking.lease.store(lease, Ordering::Release);
+                true
+            }
+            held => (self.asking.lease)
+                .compare_exchange(held, lease, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok(),
+        };
+        if renewed {
             self.lease = lease;
+            self.asking.due.store(due, Ordering::Release);
         }
     }
 }
@@ -218,8 +258,10 @@ impl Drop for AskTurn {
             Ordering::AcqRel,
             Ordering::Relaxed,
         );
-        if let (Err(_), Some(permit)) = (ended, self.permit.take()) {
-            permit.forfeited();
+        match (ended, self.permit.take()) {
+            (Ok(_), _) => self.asking.due.store(0, Ordering::Release),
+            (Err(_), Some(permit)) => permit.forfeited(),
+            (Err(_), None) => {}
         }
     }
 }

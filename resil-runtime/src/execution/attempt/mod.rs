@@ -267,12 +267,9 @@ where
                 };
                 *this.wait = None;
                 match turn {
-                    Ok(Ok((turn, served))) => {
-                        let progress = &mut this.execution.progress;
-                        if let Some(served) = served {
-                            progress.served("rate", served);
-                        }
-                        if let Some(admission) = &mut progress.admission {
+                    // Its wait is told once the store grants its slot.
+                    Ok(Ok(turn)) => {
+                        if let Some(admission) = &mut this.execution.progress.admission {
                             admission.reserved.asking = Some(turn);
                         }
                         this.timer.set(None);
