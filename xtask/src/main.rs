@@ -28,6 +28,17 @@ use std::process::{Command, ExitCode, Stdio};
 /// What `cargo xtask test` runs once the machine has what the tests need.
 const TEST: [&str; 3] = ["test", "--workspace", "--all-features"];
 
+/// How cargo runs the simulator, in release (a world runs in about a millisecond there); its
+/// own arguments follow.
+const SIM: [&str; 6] = [
+    "run",
+    "--quiet",
+    "--release",
+    "--package",
+    "resil-sim",
+    "--",
+];
+
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
     match args.split_first() {
@@ -60,19 +71,10 @@ fn test(args: &[String]) -> ExitCode {
     }
 }
 
-/// The simulator, in release (a world runs in about a millisecond there), with the arguments
-/// given.
+/// The simulator, with the arguments given.
 fn sim(args: &[String]) -> ExitCode {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let run = [
-        "run",
-        "--quiet",
-        "--release",
-        "--package",
-        "resil-sim",
-        "--",
-    ];
-    match Command::new(cargo).args(run).args(args).status() {
+    match Command::new(cargo).args(SIM).args(args).status() {
         Ok(status) if status.success() => ExitCode::SUCCESS,
         Ok(_) => ExitCode::FAILURE,
         Err(error) => {

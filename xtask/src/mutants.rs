@@ -111,14 +111,7 @@ fn run(root: &Path, mutation: &Mutation, seeds: &str) -> Result<Option<String>, 
     let known = root.join("resil-sim/known-failures.txt");
     let output = Command::new(cargo)
         .current_dir(root)
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "--package",
-            "resil-sim",
-            "--",
-        ])
+        .args(crate::SIM)
         .args(["--seeds", seeds, "--known"])
         .arg(&known)
         .output()

@@ -2,86 +2,8 @@
 //! review: a learning token gate, a throttle's hold, a deadline the turn cannot meet, a store
 //! that answers late. Each test but the controls failed on 3723967 (the two of the throttle's
 //! hold also before it, on bf98c4a).
-#![cfg(feature = "shared")]
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use futures::future::join_all;
-use resil_runtime::shared::InMemory;
-use resil_runtime::{Policy, Priority, Rejected, Transient};
-use tokio::time::{sleep, Instant};
-
-const MS: fn(u64) -> Duration = Duration::from_millis;
-
-/// When each call started, by label, from `origin`.
-#[derive(Clone, Default)]
-struct Starts(Arc<Mutex<Vec<(&'static str, Duration)>>>);
-
-impl Starts {
-    fn of(&self, label: &str) -> Vec<Duration> {
-        let starts = self.0.lock().unwrap();
-        let mut v: Vec<_> = starts
-            .iter()
-            .filter(|(l, _)| *l == label)
-            .map(|(_, at)| *at)
-            .collect();
-        v.sort();
-        v
-    }
-    fn push(&self, label: &'static str, origin: Instant) {
-        self.0.lock().unwrap().push((label, origin.elapsed()));
-    }
-}
-
-/// An error that can be a throttle (429 with Retry-After).
-#[derive(Debug, Clone, PartialEq)]
-enum Err429 {
-    Throttled(Duration),
-    Rejected(Rejected),
-}
-impl From<Rejected> for Err429 {
-    fn from(r: Rejected) -> Self {
-        Err429::Rejected(r)
-    }
-}
-impl Transient for Err429 {
-    fn is_transient(&self) -> bool {
-        matches!(self, Err429::Throttled(_))
-    }
-    fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Err429::Throttled(d) => Some(*d),
-            _ => None,
-        }
-    }
-    fn is_throttle(&self) -> bool {
-        matches!(self, Err429::Throttled(_))
-    }
-}
-
-/// A call of `class` whose body records its start, then takes `body` to answer.
-async fn call(
-    policy: &Policy,
-    class: Priority,
-    starts: &Starts,
-    label: &'static str,
-    origin: Instant,
-    body: Duration,
-) -> Result<(), Rejected> {
-    let mut execution = policy.execute::<Rejected>();
-    execution.set_priority(class);
-    execution
-        .run(move || {
-            let starts = starts.clone();
-            async move {
-                starts.push(label, origin);
-                sleep(body).await;
-                Ok(())
-            }
-        })
-        .await
-}
+use super::*;
 
 // ---------------------------------------------------------------------------------------
 // 1. A learning token gate keeps the reserved slots (and with them the turn to ask) for the
@@ -107,8 +29,17 @@ fn learning_policy(store: &InMemory, ordered: bool) -> Policy {
 
 async fn twenty_one_second_calls(policy: &Policy) -> Vec<Duration> {
     let (starts, origin) = (Starts::default(), Instant::now());
-    let calls =
-        join_all((0..20).map(|_| call(policy, Priority::Default, &starts, "c", origin, MS(1_000))));
+    let calls = join_all((0..20).map(|_| {
+        call_with(
+            policy,
+            Priority::Default,
+            &starts,
+            "c",
+            origin,
+            MS(1_000),
+            Ok(()),
+        )
+    }));
     assert!(calls.await.iter().all(Result::is_ok));
     starts.of("c")
 }
@@ -136,61 +67,25 @@ async fn ordered_learning_gate_starts_twenty_calls_at_its_rate() {
 //    stale turn, ahead of a critical call that came during the hold.
 // ---------------------------------------------------------------------------------------
 
-fn throttled_policy(store: &InMemory) -> Policy {
-    Policy::builder()
-        .name("review::throttle")
-        .rate(10, Duration::from_secs(1), 1)
-        .by_priority()
-        .deadline(Duration::from_secs(60))
-        .shared_in(store)
-        .build()
-        .unwrap()
-}
-
-async fn call429(
-    policy: &Policy,
-    class: Priority,
-    starts: &Starts,
-    label: &'static str,
-    origin: Instant,
-    answer: Result<(), Err429>,
-    body: Duration,
-) -> Result<(), Err429> {
-    let mut execution = policy.execute::<Err429>();
-    execution.set_priority(class);
-    execution
-        .run(move || {
-            let (starts, answer) = (starts.clone(), answer.clone());
-            async move {
-                starts.push(label, origin);
-                sleep(body).await;
-                answer
-            }
-        })
-        .await
-}
-
 /// 20 batch calls queued by instance `a` at 0 behind a call answered 429 (Retry-After 3 s)
 /// at 150 ms; a critical call of `critical_in` at 3.2 s, after the hold (3.15 s). When the
 /// critical call started, and the batch calls' starts.
 async fn batch_behind_a_throttle(a: &Policy, critical_in: &Policy) -> (Duration, Vec<Duration>) {
     let (starts, origin) = (Starts::default(), Instant::now());
-    let throttler = call429(
+    let throttler = call_with(
         a,
         Priority::Default,
         &starts,
         "throttler",
         origin,
-        Err(Err429::Throttled(Duration::from_secs(3))),
         MS(150),
+        Err(Err429::Throttled(Duration::from_secs(3))),
     );
-    let batch = join_all(
-        (0..20).map(|_| call429(a, Priority::Batch, &starts, "batch", origin, Ok(()), MS(0))),
-    );
+    let batch = join_all((0..20).map(|_| call(a, Priority::Batch, &starts, "batch", origin)));
     let critical = async {
         sleep(MS(3_200)).await;
         let c = Priority::Critical;
-        call429(critical_in, c, &starts, "critical", origin, Ok(()), MS(0)).await
+        call(critical_in, c, &starts, "critical", origin).await
     };
     let (_, batch, critical) = tokio::join!(throttler, batch, critical);
     assert!(batch.iter().all(Result::is_ok) && critical.is_ok());
@@ -200,7 +95,7 @@ async fn batch_behind_a_throttle(a: &Policy, critical_in: &Policy) -> (Duration,
 #[tokio::test(start_paused = true)]
 async fn after_a_throttle_hold_a_critical_call_is_not_queued_behind_its_instances_batch() {
     let store = InMemory::new();
-    let a = throttled_policy(&store);
+    let a = policy(&store);
     let (critical, batch) = batch_behind_a_throttle(&a, &a).await;
     // It should wait for at most the slot booked by the instance's caller asking then.
     assert!(
@@ -212,10 +107,7 @@ async fn after_a_throttle_hold_a_critical_call_is_not_queued_behind_its_instance
 #[tokio::test(start_paused = true)]
 async fn after_a_throttle_hold_the_store_holds_at_most_one_slot_ahead_per_instance() {
     let store = InMemory::new();
-    let (a, b) = (
-        throttled_policy(&store),
-        throttled_policy(&store.instance()),
-    );
+    let (a, b) = (policy(&store), policy(&store.instance()));
     let (critical, batch) = batch_behind_a_throttle(&a, &b).await;
     // Another instance's critical call waits for a's one slot booked ahead, then its own.
     assert!(
@@ -253,65 +145,45 @@ async fn refusals(policy: &Policy) -> Vec<(Duration, Rejected)> {
     let calls = (0..20).map(|_| {
         let starts = &starts;
         async move {
-            let r = call(policy, Priority::Default, starts, "c", origin, MS(0)).await;
-            r.err().map(|e| (origin.elapsed(), e))
+            match call(policy, Priority::Default, starts, "c", origin).await {
+                Err(Err429::Rejected(rejected)) => Some((origin.elapsed(), rejected)),
+                _ => None,
+            }
         }
     });
     join_all(calls).await.into_iter().flatten().collect()
 }
 
-fn summary(refused: &[(Duration, Rejected)]) -> String {
+/// Some calls were refused, each at once (within 10 ms) and for the rate.
+fn refused_at_once(refused: &[(Duration, Rejected)]) {
     let late = refused.iter().filter(|(at, _)| *at > MS(10)).count();
-    let kinds: Vec<String> = refused
-        .iter()
+    let first: Vec<String> = (refused.iter().take(3))
         .map(|(at, r)| format!("{at:?} {r:?}"))
-        .take(3)
         .collect();
-    format!(
-        "{} refused, {late} of them after 10 ms; first: {kinds:?}",
+    assert!(
+        !refused.is_empty()
+            && late == 0
+            && (refused.iter()).all(|(_, r)| matches!(r, Rejected::RateLimited { .. })),
+        "{} refused, {late} of them after 10 ms; first: {first:?}",
         refused.len()
-    )
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn control_local_ordered_gate_refuses_a_deadline_it_cannot_meet_at_once() {
-    let refused = refusals(&short_deadline(None, true)).await;
-    assert!(!refused.is_empty());
-    assert!(
-        refused
-            .iter()
-            .all(|(at, r)| *at <= MS(10) && matches!(r, Rejected::RateLimited { .. })),
-        "{}",
-        summary(&refused)
-    );
+    refused_at_once(&refusals(&short_deadline(None, true)).await);
 }
 
 #[tokio::test(start_paused = true)]
 async fn control_unordered_shared_gate_refuses_a_deadline_it_cannot_meet_at_once() {
     let store = InMemory::new();
-    let refused = refusals(&short_deadline(Some(&store), false)).await;
-    assert!(!refused.is_empty());
-    assert!(
-        refused
-            .iter()
-            .all(|(at, r)| *at <= MS(10) && matches!(r, Rejected::RateLimited { .. })),
-        "{}",
-        summary(&refused)
-    );
+    refused_at_once(&refusals(&short_deadline(Some(&store), false)).await);
 }
 
 #[tokio::test(start_paused = true)]
 async fn ordered_shared_gate_refuses_a_deadline_it_cannot_meet_at_once() {
     let store = InMemory::new();
-    let refused = refusals(&short_deadline(Some(&store), true)).await;
-    assert!(!refused.is_empty());
-    assert!(
-        refused
-            .iter()
-            .all(|(at, r)| *at <= MS(10) && matches!(r, Rejected::RateLimited { .. })),
-        "{}",
-        summary(&refused)
-    );
+    refused_at_once(&refusals(&short_deadline(Some(&store), true)).await);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -338,8 +210,7 @@ fn roomy(store: &InMemory, ordered: bool) -> Policy {
 async fn forty_calls_on_a_slow_store(policy: &Policy, store: &InMemory) -> Vec<Duration> {
     store.set_slow(true);
     let (starts, origin) = (Starts::default(), Instant::now());
-    let calls =
-        join_all((0..40).map(|_| call(policy, Priority::Default, &starts, "c", origin, MS(0))));
+    let calls = join_all((0..40).map(|_| call(policy, Priority::Default, &starts, "c", origin)));
     assert!(calls.await.iter().all(Result::is_ok));
     starts.of("c")
 }

@@ -1,16 +1,19 @@
 //! Priority across instances while the store answers: a shared gate that orders its waiters
 //! asks its store for one slot at a time, for its instance's most urgent caller, so a batch
 //! queued by one instance never books the slots a critical call of either instance waits for.
-//! Instances are `InMemory::instance()`s of one store, under the paused clock.
+//! Instances are `InMemory::instance()`s of one store, under the paused clock. `faults` and
+//! `faults_more` hold the schedules of two hostile reviews of the turn to ask.
 #![cfg(feature = "shared")]
 
-use std::future::Future;
+mod faults;
+mod faults_more;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::join_all;
 use resil_runtime::shared::InMemory;
-use resil_runtime::{Policy, Priority, Rejected};
+use resil_runtime::{Policy, Priority, Rejected, Transient};
 use tokio::time::{sleep, sleep_until, Instant};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
@@ -32,48 +35,100 @@ fn policy(store: &InMemory) -> Policy {
 struct Starts(Arc<Mutex<Vec<(&'static str, Duration)>>>);
 
 impl Starts {
+    /// The starts under `label`, in order.
     fn of(&self, label: &str) -> Vec<Duration> {
         let starts = self.0.lock().unwrap();
-        starts
-            .iter()
+        let mut of: Vec<_> = (starts.iter())
             .filter(|(l, _)| *l == label)
             .map(|(_, at)| *at)
-            .collect()
+            .collect();
+        of.sort();
+        of
     }
 
+    /// Every start, in order.
     fn all(&self) -> Vec<Duration> {
         let mut all: Vec<_> = self.0.lock().unwrap().iter().map(|(_, at)| *at).collect();
         all.sort();
         all
     }
+
+    fn push(&self, label: &'static str, origin: Instant) {
+        self.0.lock().unwrap().push((label, origin.elapsed()));
+    }
 }
 
-/// A call of `class` through `policy`, recording when it started.
-fn call<'a>(
-    policy: &'a Policy,
+/// An error that can be a throttle (a 429 with its Retry-After).
+#[derive(Debug, Clone, PartialEq)]
+enum Err429 {
+    Throttled(Duration),
+    Rejected(Rejected),
+}
+
+impl From<Rejected> for Err429 {
+    fn from(rejected: Rejected) -> Self {
+        Err429::Rejected(rejected)
+    }
+}
+
+impl Transient for Err429 {
+    fn is_transient(&self) -> bool {
+        matches!(self, Err429::Throttled(_))
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Err429::Throttled(wait) => Some(*wait),
+            Err429::Rejected(_) => None,
+        }
+    }
+
+    fn is_throttle(&self) -> bool {
+        matches!(self, Err429::Throttled(_))
+    }
+}
+
+/// A call of `class` whose body records its start under `label`, then takes `body` to answer
+/// `answer`.
+async fn call_with(
+    policy: &Policy,
     class: Priority,
-    starts: &'a Starts,
+    starts: &Starts,
     label: &'static str,
     origin: Instant,
-) -> impl Future<Output = Result<(), Rejected>> + 'a {
-    let mut execution = policy.execute::<Rejected>();
+    body: Duration,
+    answer: Result<(), Err429>,
+) -> Result<(), Err429> {
+    let mut execution = policy.execute::<Err429>();
     execution.set_priority(class);
-    execution.run(move || {
-        let starts = starts.clone();
-        async move {
-            starts.0.lock().unwrap().push((label, origin.elapsed()));
-            Ok(())
-        }
-    })
+    execution
+        .run(move || {
+            let (starts, answer) = (starts.clone(), answer.clone());
+            async move {
+                starts.push(label, origin);
+                sleep(body).await;
+                answer
+            }
+        })
+        .await
+}
+
+/// A call of `class` that answers at once, its start recorded under `label`.
+async fn call(
+    policy: &Policy,
+    class: Priority,
+    starts: &Starts,
+    label: &'static str,
+    origin: Instant,
+) -> Result<(), Err429> {
+    call_with(policy, class, starts, label, origin, MS(0), Ok(())).await
 }
 
 /// The most starts in any window of one second.
 fn most_in_a_second(starts: &[Duration]) -> usize {
-    starts
-        .iter()
+    (starts.iter())
         .map(|from| {
-            starts
-                .iter()
+            (starts.iter())
                 .filter(|at| **at >= *from && **at < *from + MS(1000))
                 .count()
         })
