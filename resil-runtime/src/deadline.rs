@@ -69,6 +69,17 @@ impl Cut {
 }
 
 impl Limits {
+    /// The same limits but the attempt's timeout: a wait before the call (a bulkhead's
+    /// place, a slot's turn, the store's answer) is bounded by the deadline only, the timeout
+    /// being the call's.
+    #[inline]
+    pub(crate) fn deadline_only(self) -> Limits {
+        Limits {
+            timeout: None,
+            ..self
+        }
+    }
+
     /// When the attempt must end, and which limit ends it then. Inlined: one caller arms the
     /// timer, and an outlined call costs it the pieces of `Limits` it reads (11 instructions).
     #[inline]

@@ -1,6 +1,8 @@
 //! [`Execution`]: one logical operation in progress, and the decision after each attempt.
 
 pub(crate) mod admission;
+#[cfg(feature = "shared")]
+mod ask_turn;
 pub(crate) mod attempt;
 mod call;
 mod in_turn;

@@ -9,9 +9,7 @@ use super::admission::Reserved;
 use super::Progress;
 
 #[cfg(feature = "shared")]
-use crate::deadline::later;
-#[cfg(feature = "shared")]
-use crate::gate::{AskWait, Asking};
+use crate::gate::AskWait;
 use crate::gate::{BatchShare, RateGate, Slot};
 use crate::Rejected;
 #[cfg(feature = "shared")]
@@ -290,63 +288,6 @@ impl<'p> Progress<'p> {
         Ok(SharedStart::Ask(crate::seams::reserve(gates, limit)))
     }
 
-    /// For a shared gate that orders its waiters (see `gate/asking.rs`), how this attempt
-    /// waits for its turn to ask the store: `None` to ask now (it holds the turn). Refused at
-    /// once when the callers before it take the gate's slots until after its deadline,
-    /// counted from below (`(interval, burst)`: the gate's, in ns and units). While the store
-    /// is taken for late, the local gate decides, rather than each caller wait a whole
-    /// timeout in turn (a policy that fails closed asks at once instead: only the store's
-    /// silence refuses it); what it grants alone is taken again from the store once it
-    /// answers in time (see [`Progress::slots_revoked`]).
-    #[cfg(feature = "shared")]
-    fn ask_turn(
-        &mut self,
-        asking: &Arc<Asking>,
-        (interval, burst): (u64, u64),
-        now: Instant,
-    ) -> Result<Option<SharedStart>, Rejected> {
-        let start_by = self.start_by();
-        let fails_closed = self.refuse_if_failing_closed().is_err();
-        let Some(admission) = self.admission.as_mut() else {
-            return Ok(None);
-        };
-        let held = &mut admission.reserved.asking;
-        if asking.is_late(now) {
-            // Let go, so that the callers waiting for the turn go on at once too.
-            *held = None;
-            return Ok((!fails_closed).then_some(SharedStart::Local));
-        }
-        if let Some(turn) = held.as_mut().filter(|turn| turn.is_current()) {
-            turn.asks();
-            return Ok(None);
-        }
-        // Taken over while it waited for something else: it asks again in turn.
-        *held = None;
-        let place = admission.place;
-        let wait = asking.least_wait(place, interval, burst);
-        if start_by.is_some_and(|start_by| later(now, wait) > start_by.max(now)) {
-            return Err(Rejected::RateLimited { retry_in: wait });
-        }
-        Ok(Some(SharedStart::Turn(Box::pin(asking.wait(place)))))
-    }
-
-    /// Whether the rate gate is shared, orders its waiters, and its store is not taken for
-    /// late: its callers ask the store in turn, and a slot its local gate granted alone
-    /// meanwhile is taken again from the store.
-    #[cfg(feature = "shared")]
-    fn asks_in_turn(&self) -> bool {
-        let asking = self.rate().and_then(RateGate::asking);
-        asking.is_some_and(|asking| !asking.is_late(Instant::now()))
-    }
-
-    /// Lets go of this attempt's turn to ask, if it holds one.
-    #[cfg(feature = "shared")]
-    fn let_go_turn(&mut self) {
-        if let Some(admission) = &mut self.admission {
-            admission.reserved.asking = None;
-        }
-    }
-
     /// What the shared gates answered: the wait for the slot (the local gates then count the
     /// call too, so that they decide from what this instance did if Redis goes), or the
     /// refusal. No answer: the local gates decide, unless the policy fails closed.
@@ -407,7 +348,7 @@ impl<'p> Progress<'p> {
 
     /// Redis does not answer: the local gates decide, unless the policy fails closed.
     #[cfg(feature = "shared")]
-    fn refuse_if_failing_closed(&self) -> Result<(), Rejected> {
+    pub(super) fn refuse_if_failing_closed(&self) -> Result<(), Rejected> {
         let fail_closed = [self.rate(), self.token_rate()]
             .into_iter()
             .flatten()

@@ -31,6 +31,8 @@ mod begin;
 mod outcome;
 mod probe;
 mod race;
+#[cfg(feature = "shared")]
+mod shared;
 mod timer;
 
 pub(crate) use race::SealedRacers;
@@ -204,62 +206,21 @@ where
         let result = match this.wait.as_mut() {
             #[cfg(feature = "shared")]
             Some(Wait::Shared(wait)) => {
-                let limits = Limits {
-                    timeout: None,
-                    ..*this.limits
-                };
+                let limits = this.limits.deadline_only();
                 let answer =
                     match limited(wait.as_mut(), this.timer.as_mut(), &limits, this.cut, cx) {
                         Poll::Ready(answer) => answer,
                         Poll::Pending => return Poll::Pending,
                     };
                 *this.wait = None;
-                match answer {
-                    Ok(answer) => {
-                        this.timer.set(None);
-                        *this.cut = None;
-                        // A learning gate's slots start within its declared ceiling: checked
-                        // where a slot's wait ends.
-                        let learns = this.execution.progress.settings.learns;
-                        let alone = matches!(answer, crate::seams::SharedSlots::Unavailable);
-                        match this.execution.progress.shared_answer(answer) {
-                            Ok(wait) if wait.is_zero() && !learns => match through_breaker(this) {
-                                Ok(()) => continue,
-                                Err(rejected) => Err(Failure::Rejected(rejected)),
-                            },
-                            // No answer: the local gate decides, and one that orders its
-                            // waiters serves this attempt in its room, not at the back of
-                            // its schedule (what it books there, the store is charged).
-                            Ok(wait) if alone => match this.execution.progress.wait_in_turn() {
-                                Ok(Some(turn)) => {
-                                    *this.wait = Some(Wait::Turn(turn));
-                                    continue;
-                                }
-                                Ok(None) => {
-                                    set_timer(this.timer.as_mut(), later(Instant::now(), wait));
-                                    *this.stage = Stage::AwaitingSlot;
-                                    continue;
-                                }
-                                Err(rejected) => Err(Failure::Rejected(rejected)),
-                            },
-                            Ok(wait) => {
-                                set_timer(this.timer.as_mut(), later(Instant::now(), wait));
-                                *this.stage = Stage::AwaitingSlot;
-                                continue;
-                            }
-                            Err(rejected) => Err(Failure::Rejected(rejected)),
-                        }
-                    }
+                match answer.and_then(|answer| shared::answered(this, answer)) {
+                    Ok(()) => continue,
                     Err(rejected) => Err(Failure::Rejected(rejected)),
                 }
             }
             #[cfg(feature = "shared")]
             Some(Wait::Ask(wait)) => {
-                // Only the deadline bounds the wait: the timeout is the call's.
-                let limits = Limits {
-                    timeout: None,
-                    ..*this.limits
-                };
+                let limits = this.limits.deadline_only();
                 let turn = match limited(wait.as_mut(), this.timer.as_mut(), &limits, this.cut, cx)
                 {
                     Poll::Ready(turn) => turn,
@@ -267,24 +228,15 @@ where
                 };
                 *this.wait = None;
                 match turn {
-                    // Its wait is told once the store grants its slot.
                     Ok(Ok(turn)) => {
-                        if let Some(admission) = &mut this.execution.progress.admission {
-                            admission.reserved.asking = Some(turn);
-                        }
-                        this.timer.set(None);
-                        *this.cut = None;
+                        shared::took_turn(this, turn);
                         continue;
                     }
                     Ok(Err(rejected)) | Err(rejected) => Err(Failure::Rejected(rejected)),
                 }
             }
             Some(Wait::Permit(wait)) => {
-                // Only the deadline bounds the queue: the timeout is the call's.
-                let limits = Limits {
-                    timeout: None,
-                    ..*this.limits
-                };
+                let limits = this.limits.deadline_only();
                 let permit =
                     match limited(wait.as_mut(), this.timer.as_mut(), &limits, this.cut, cx) {
                         Poll::Ready(permit) => permit,
@@ -308,11 +260,7 @@ where
                 }
             }
             Some(Wait::Turn(wait)) => {
-                // Only the deadline bounds the wait: the timeout is the call's.
-                let limits = Limits {
-                    timeout: None,
-                    ..*this.limits
-                };
+                let limits = this.limits.deadline_only();
                 let slot = match limited(wait.as_mut(), this.timer.as_mut(), &limits, this.cut, cx)
                 {
                     Poll::Ready(slot) => slot,
