@@ -265,6 +265,9 @@ pub struct GateLink {
     /// The local gate granted slots alone (the store down or silent) since the store last
     /// granted one: the next reservation charges them to the store's schedule first.
     pub(super) alone: AtomicBool,
+    /// Slots given back while the store was down, to give back once it answers: `[from,
+    /// end, epoch]` (see `owed.rs`).
+    pub(super) owed: std::sync::Mutex<Vec<[u64; 3]>>,
 }
 
 impl GateLink {
@@ -321,6 +324,7 @@ impl GateLink {
             told: AtomicU32::new(0),
             user: next_user(),
             alone: AtomicBool::new(false),
+            owed: std::sync::Mutex::new(Vec::new()),
         });
         sharing.store.listen_gate(GateNews::new(&link));
         link

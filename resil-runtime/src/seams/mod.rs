@@ -20,6 +20,7 @@ use crate::Rejected;
 mod keys;
 mod links;
 mod news;
+mod owed;
 mod share;
 mod slots;
 mod window;
@@ -228,8 +229,8 @@ pub trait SharedStore: Send + Sync {
     /// promised), it returns to [`Slot::from`], then past the slots given back earlier that it
     /// reaches (one whose end is the new `tat`, and so on); a slot given back while later ones
     /// are promised is kept for that until it is past (adjoining slots as one stretch; a few
-    /// dozen stretches at least). A queue of callers that all give up, in any order, so gives
-    /// the gate back.
+    /// hundred stretches at least, the one nearest now dropped first). A queue of callers
+    /// that all give up, in any order, so gives the gate back.
     fn refund(&self, gate: &GateLink, slot: Slot);
 
     /// A provider throttled a call of `gate` and asked to wait `wait`: no slot of it before
@@ -344,6 +345,9 @@ pub(crate) fn reserve(
     };
     Box::pin(async move {
         let reservation = &asking.reservation;
+        for ask in reservation.asks() {
+            ask.gate().pay_owed();
+        }
         let answer = sharing.bounded(sharing.store.reserve(reservation)).await;
         let slots = match answer {
             Some(reserved) => reservation.slots(reserved),

@@ -401,12 +401,3 @@ pub(crate) type RemoteSlot = Slot;
 
 /// The slots of an attempt in the shared gates: the rate gate's, then the token gate's.
 pub(crate) type RemoteSlots = [Option<RemoteSlot>; 2];
-
-/// A slot given back goes to the store too, while it answers.
-impl GateLink {
-    pub(crate) fn refund(&self, slot: Slot) {
-        if self.sharing.store.usable() {
-            self.sharing.store.refund(self, slot);
-        }
-    }
-}

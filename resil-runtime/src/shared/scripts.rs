@@ -140,9 +140,10 @@ return reply
 /// Gives a slot back, reserved but not used, unless a throttle revoked it: while it is the
 /// latest promised, the schedule returns to its start, then past the stretch given back
 /// before it; a slot in the middle of the queue joins the stretches given back ('given': up
-/// to 64 `from:end` pairs, adjoining slots merged, those past forgotten) until the schedule
-/// returns to its end. So a queue of callers that all give up, in any order, gives the gate
-/// back. KEYS: the gate. ARGV: the schedule after the slot and before it, its epoch.
+/// to 256 `from:end` pairs, adjoining slots merged, those past forgotten, the one nearest now
+/// dropped first) until the schedule returns to its end. So a queue of callers that all give
+/// up, in any order, gives the gate back. KEYS: the gate. ARGV: the schedule after the slot
+/// and before it, its epoch.
 pub(super) static REFUND: LazyLock<Script> = LazyLock::new(|| Script::new(REFUND_LUA));
 const REFUND_LUA: &str = r"
 local state = redis.call('HMGET', KEYS[1], 'tat', 'epoch', 'given')
@@ -169,8 +170,15 @@ if state[1] ~= ARGV[1] then
       given[before][2] = ARGV[1]
     elseif after then
       given[after][1] = ARGV[2]
-    elseif #given < 64 then
-      table.insert(given, {ARGV[2], ARGV[1]})
+    else
+      if #given >= 256 then
+        local nearest = 1
+        for i, stretch in ipairs(given) do
+          if tonumber(stretch[2]) < tonumber(given[nearest][2]) then nearest = i end
+        end
+        if tonumber(given[nearest][2]) < tonumber(ARGV[1]) then table.remove(given, nearest) end
+      end
+      if #given < 256 then table.insert(given, {ARGV[2], ARGV[1]}) end
     end
   end
 else

@@ -46,6 +46,7 @@ use outage::Outage;
 
 mod links;
 mod outage;
+mod queues;
 mod windows;
 use crate::seams::{
     breaker_id, reserve, BreakerLink, GateAsk, Probe, SharedSlots, SharedStore, Unavailable,
@@ -79,6 +80,9 @@ where
     suite.instances_together_keep_the_rate().await;
     suite.slots_granted_alone_come_first().await;
     suite.refunds_give_back_from_the_latest_slot().await;
+    suite
+        .a_long_queue_given_back_in_any_order_gives_the_gate_back()
+        .await;
     suite.a_hold_revokes_and_holds_every_instance().await;
     suite
         .openings_and_closings_reach_every_other_instance()

@@ -58,8 +58,9 @@ pub(super) struct Gate {
 
 /// The most stretches a gate keeps given back (as Redis's script does). A queue of callers
 /// that all give up, in any order, makes one stretch, or one per caller still waiting between
-/// them; a stretch beyond these stays spent.
-const GIVEN_KEPT: usize = 64;
+/// them (the simulator's queues of a few hundred callers made up to 154); beyond these, the
+/// stretch nearest now stays spent, which holds the schedule back least.
+const GIVEN_KEPT: usize = 256;
 
 impl Gate {
     /// REFUND of the slot `(from, end)` of the gate's epoch: while `end` is the schedule's,
@@ -96,8 +97,18 @@ impl Gate {
             }
             (Some(before), None) => self.given[before].1 = end,
             (None, Some(after)) => self.given[after].0 = from,
-            (None, None) if self.given.len() < GIVEN_KEPT => self.given.push((from, end)),
-            (None, None) => {}
+            (None, None) => {
+                if self.given.len() >= GIVEN_KEPT {
+                    // Full: the stretch nearest now goes (the one that holds the schedule
+                    // back least, and passes first), unless this one is nearer still.
+                    let nearest = (0..self.given.len()).min_by_key(|&at| self.given[at].1);
+                    match nearest.filter(|&at| self.given[at].1 < end) {
+                        Some(at) => _ = self.given.swap_remove(at),
+                        None => return,
+                    }
+                }
+                self.given.push((from, end));
+            }
         }
     }
 }
