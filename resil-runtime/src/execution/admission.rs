@@ -59,6 +59,10 @@ pub(super) struct Reserved {
     /// store's returns then, so that one since revokes them.
     #[cfg(feature = "shared")]
     pub(super) returns: Option<u64>,
+    /// For those slots, what each gate's link charges the store for them until they go back
+    /// (see `GateLink::granted_alone`; 0: none).
+    #[cfg(feature = "shared")]
+    pub(super) alone: [u64; 2],
     /// This instance's turn to ask a shared gate that orders its waiters, from the question
     /// until the slot granted comes (see `gate/asking.rs`).
     #[cfg(feature = "shared")]

@@ -2,6 +2,8 @@
 
 pub(crate) mod admission;
 #[cfg(feature = "shared")]
+mod alone;
+#[cfg(feature = "shared")]
 mod ask_turn;
 pub(crate) mod attempt;
 mod call;

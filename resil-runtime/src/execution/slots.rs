@@ -91,10 +91,7 @@ impl<'p> Progress<'p> {
             }
         }
         #[cfg(feature = "shared")]
-        {
-            reserved.returns = self.store_returns();
-            self.granted_alone();
-        }
+        self.granted_alone(&mut reserved, self.store_returns());
         self.hold(reserved);
         Ok(wait)
     }
@@ -146,13 +143,8 @@ impl<'p> Progress<'p> {
     pub(super) fn took_turn(&mut self, slot: Slot) -> Result<Duration, Rejected> {
         let mut reserved = Reserved {
             rate: Some(slot),
-            // Granted alone, like a slot the local gate reserved while the store was down.
-            #[cfg(feature = "shared")]
-            returns: self.admission.as_ref().and_then(|a| a.reserved.returns),
             ..Reserved::default()
         };
-        #[cfg(feature = "shared")]
-        self.granted_alone();
         let mut wait = Duration::ZERO;
         if let Some(gate) = self.token_rate() {
             match gate.reserve_slot(self.cost(), self.start_by()) {
@@ -164,18 +156,15 @@ impl<'p> Progress<'p> {
                 }
             }
         }
+        // Granted alone, like a slot the local gate reserved while the store was down (since
+        // the store's returns when the call came to the room).
+        #[cfg(feature = "shared")]
+        self.granted_alone(
+            &mut reserved,
+            self.admission.as_ref().and_then(|a| a.reserved.returns),
+        );
         self.hold(reserved);
         Ok(wait)
-    }
-
-    /// For a policy with shared gates, the local gates granted this attempt's slots alone:
-    /// the next reservation in the store charges them to its schedule first.
-    #[cfg(feature = "shared")]
-    fn granted_alone(&self) {
-        let links = [self.rate(), self.token_rate()].map(|gate| gate.and_then(RateGate::shared));
-        for link in links.into_iter().flatten() {
-            link.granted_alone();
-        }
     }
 
     /// For a policy with shared gates, the times their store answered again after an outage.
@@ -319,6 +308,7 @@ impl<'p> Progress<'p> {
                     used: false,
                     remote: Some(Box::new([rate, tokens])),
                     returns: None,
+                    alone: [0; 2],
                     asking,
                 });
                 Ok(granted.wait)
@@ -448,6 +438,8 @@ impl<'p> Progress<'p> {
             }
             return;
         }
+        #[cfg(feature = "shared")]
+        self.alone_given_back(reserved.alone);
         #[cfg(feature = "shared")]
         if let Some(remote) = reserved.remote {
             let links =

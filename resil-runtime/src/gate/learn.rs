@@ -57,9 +57,13 @@ const PROBE_LOST: Duration = Duration::from_secs(60);
 /// The most slots started a learning gate keeps booked: the calls in flight, whose answers
 /// may still count them and place the slots ahead again. An answer forgets those booked up to
 /// its call that started (one still waiting stays: its caller may give it back), so only
-/// calls that never end (or never answer) could fill it; the earliest of them goes first. The slots ahead are kept whatever their number (each has its caller
-/// waiting, or went back when it gave up), or the answer of a call in flight would find its
-/// slot gone with more than this many waiting, and place none of them again.
+/// calls that never end (or never answer) could fill it; the earliest of them goes first. A
+/// slot counts as started once the schedule passed its end too: a shared gate's slot that the
+/// store granted is booked at its grant, its caller still waiting, and forgotten its giving
+/// up would leave the schedule where it ended. The slots ahead are kept whatever their number
+/// (each has its caller waiting, or went back when it gave up), or the answer of a call in
+/// flight would find its slot gone with more than this many waiting, and place none of them
+/// again.
 const STARTED_AT_MOST: usize = 64;
 
 /// The most slots a learning gate keeps booked at all: only slots reserved and neither used

@@ -3,6 +3,8 @@
 //! they keep about the declared rate instead of sending it once each.
 
 use super::RateGate;
+#[cfg(feature = "shared")]
+use super::Slot;
 
 impl RateGate {
     /// [`RateGate::allowed`] for a gate that runs at `1 / share` of its rate, with its burst
@@ -19,16 +21,38 @@ impl RateGate {
             .saturating_sub(credit)
     }
 
-    /// How far past now the schedule runs (ns), if the gate granted slots alone since its
-    /// store last took them (0 otherwise): what its next reservation in the store charges
-    /// first, so that the store's schedule counts them.
+    /// How far past now the slots this gate granted alone and its callers still hold (or its
+    /// waiting room booked for them) run its schedule (ns; 0: none): what its next
+    /// reservation in the store charges first, so that the store's schedule counts them.
     #[cfg(feature = "shared")]
     pub(crate) fn ahead_alone(&self) -> u64 {
-        match self.shared.as_ref().is_some_and(|link| link.take_alone()) {
-            true => (self.tat.load(std::sync::atomic::Ordering::Acquire))
-                .saturating_sub(self.offset(tokio::time::Instant::now())),
-            false => 0,
-        }
+        let Some(link) = &self.shared else {
+            return 0;
+        };
+        // The slot its waiting room booked for the next waiter is held alone from its booking.
+        let room = (self.room_booked_end()).map_or(0, |end| {
+            end.saturating_sub(self.offset(tokio::time::Instant::now()))
+        });
+        link.ahead_alone().max(room)
+    }
+
+    /// `slot` of `cost` units, granted alone: how far past now it runs the schedule (a
+    /// learning gate's slot holds one interval from its start, one off the schedule one
+    /// interval from now), charged to the store until it is given back (see
+    /// [`GateLink::granted_alone`](crate::seams::GateLink::granted_alone)); what to give back.
+    #[cfg(feature = "shared")]
+    pub(crate) fn granted_alone(&self, slot: Slot, cost: u64) -> u64 {
+        let Some(link) = &self.shared else {
+            return 0;
+        };
+        let now = self.offset(tokio::time::Instant::now());
+        let held = self.interval_now().saturating_mul(cost);
+        let end = match (slot.is_off_schedule(), self.learning.is_some()) {
+            (true, _) => now.saturating_add(held),
+            (false, true) => slot.end.get().saturating_add(held),
+            (false, false) => slot.end.get(),
+        };
+        link.granted_alone(end.saturating_sub(now))
     }
 
     /// The part of its rate the gate may take when it decides alone: all of it, except for a

@@ -127,6 +127,15 @@ impl RateGate {
         self.waiters.is_some()
     }
 
+    /// Where the slot the waiting room booked for its next waiter ends, if it booked one
+    /// (gate offsets). A shared gate's room books alone (the store down or late).
+    #[cfg(feature = "shared")]
+    pub(super) fn room_booked_end(&self) -> Option<u64> {
+        let waiters = self.waiters.as_deref()?;
+        let room = room(waiters);
+        room.booked.map(|(_, slot)| slot.end.get())
+    }
+
     fn waiters(&self) -> &Waiters {
         self.waiters
             .as_deref()

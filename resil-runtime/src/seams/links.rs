@@ -7,7 +7,7 @@
 
 use std::fmt;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -262,9 +262,10 @@ pub struct GateLink {
     /// This link's number in the process: the store counts each link (each policy's gate)
     /// among the gate's users, so two policies of one instance sharing it count twice.
     pub(super) user: u64,
-    /// The local gate granted slots alone (the store down or silent) since the store last
-    /// granted one: the next reservation charges them to the store's schedule first.
-    pub(super) alone: AtomicBool,
+    /// Where the slots the local gate granted alone (the store down or silent) and its
+    /// callers still hold end, in ns from `created`: every reservation charges them to the
+    /// store's schedule first (see `share.rs`).
+    pub(super) alone: std::sync::Mutex<Vec<u64>>,
     /// Slots given back while the store was down, to give back once it answers: `[from,
     /// end, epoch]` (see `owed.rs`).
     pub(super) owed: std::sync::Mutex<Vec<[u64; 3]>>,
@@ -323,7 +324,7 @@ impl GateLink {
             created: tokio::time::Instant::now(),
             told: AtomicU32::new(0),
             user: next_user(),
-            alone: AtomicBool::new(false),
+            alone: std::sync::Mutex::new(Vec::new()),
             owed: std::sync::Mutex::new(Vec::new()),
         });
         sharing.store.listen_gate(GateNews::new(&link));

@@ -103,12 +103,14 @@ impl Ask {
         self.heartbeat.then_some(SEEN_FOR)
     }
 
-    /// How far past now this instance's local gate's schedule runs, having granted slots
-    /// alone since the store last granted one (the store was down, or did not answer in
-    /// time); zero otherwise. This ask's units start no earlier than that in the store's
-    /// schedule (`max(tat, now + alone)`, and [`Slot::from`] is that), so that the slots
-    /// granted alone are taken from it: a store that flaps never runs the two schedules side
-    /// by side. A reservation not granted carries it again on the next.
+    /// How far past now the slots this instance's local gate granted alone (the store was
+    /// down, or did not answer in time) and its callers still hold run its schedule; zero if
+    /// none. This ask's units start no earlier than that in the store's schedule (`max(tat,
+    /// now + alone)`), so that the slots granted alone are taken from it: a store that flaps
+    /// never runs the two schedules side by side. [`Slot::from`] stays `tat`: the slot given
+    /// back (its caller gave up) takes the charge back with it rather than leave a stretch of
+    /// the schedule that no slot owns, and every reservation charges again what is still held
+    /// alone.
     ///
     /// ```
     /// use resil_runtime::shared::Ask;
@@ -146,8 +148,8 @@ pub(crate) struct GateAsk {
     pub(crate) cost: u64,
     /// The local gate's interval now (ns).
     pub(crate) interval: u64,
-    /// How far past now the local schedule runs having granted slots alone (ns; 0: it did
-    /// not).
+    /// How far past now the slots the local gate granted alone and still holds run its
+    /// schedule (ns; 0: none).
     pub(crate) alone: u64,
 }
 
@@ -178,17 +180,13 @@ impl Reservation {
         Reservation { asks, limit }
     }
 
-    /// The store did not grant: each charge of slots granted alone this reservation carried
-    /// rides on the next, and so does each heartbeat unless the store `heard` it (it refused:
-    /// a refusal counts the heartbeat, and one armed again by every refusal would make each
-    /// reservation of a saturated gate a heartbeat).
+    /// The store did not grant: each heartbeat rides on the next reservation unless the store
+    /// `heard` it (it refused: a refusal counts the heartbeat, and one armed again by every
+    /// refusal would make each reservation of a saturated gate a heartbeat).
     pub(crate) fn not_granted(&self, heard: bool) {
         for ask in self.asks() {
             if ask.heartbeat && !heard {
                 ask.gate.beat_missed();
-            }
-            if ask.alone > 0 {
-                ask.gate.granted_alone();
             }
         }
     }

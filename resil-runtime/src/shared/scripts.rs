@@ -79,9 +79,9 @@ return 0
 /// last heartbeat, which counts whether the reservation is granted or refused. KEYS: per
 /// gate, the gate and its users. ARGV: the longest wait allowed in µs (-1: any), how long a
 /// user counts after its heartbeat in µs, then per gate its interval and tolerance in µs, the
-/// cost, the user for a heartbeat (empty: none now), and how far past now the instance's
-/// local gate runs having granted slots alone, in µs (0: it did not; else the slot starts no
-/// earlier). Returns `{0, wait, users, users}`
+/// cost, the user for a heartbeat (empty: none now), and how far past now the slots the
+/// instance's local gate granted alone and still holds run, in µs (0: none; else the slot
+/// starts no earlier, the schedule before it still the one found). Returns `{0, wait, users, users}`
 /// (refused; the wait it would have been, and each gate's users seen, 0 without a
 /// heartbeat) or `{1, wait}` (reserved; µs until the slot) followed, per gate, by the slot:
 /// the schedule before it and after it, the epoch, how far after now it ends, and the users
@@ -112,8 +112,8 @@ for i = 1, #KEYS / 2 do
   local alone = tonumber(ARGV[at + 5])
   local state = redis.call('HMGET', key, 'tat', 'epoch')
   local from = tonumber(state[1]) or now
-  if alone > 0 and from < now + alone then from = now + alone end
   local tat = from
+  if alone > 0 and tat < now + alone then tat = now + alone end
   if tat < now then tat = now end
   local next = tat + interval * cost
   local wait = next - tolerance - now

@@ -7,6 +7,7 @@
 
 mod faults;
 mod faults_more;
+mod room;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -27,7 +27,7 @@ impl RateGate {
         };
         let now = self.offset(Instant::now());
         let started = (state.booked.iter())
-            .take_while(|booked| booked.start <= now)
+            .take_while(|booked| booked.start <= now && booked.end <= now)
             .count();
         if started >= STARTED_AT_MOST || state.booked.len() >= BOOKED_AT_MOST {
             state.booked.pop_front();

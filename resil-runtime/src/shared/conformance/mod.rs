@@ -192,6 +192,17 @@ where
              long for its next slot, not {:?}",
             first.wait
         );
+        // Given back (its caller gave up), the slot takes the charge back with it: the
+        // schedule no slot owns would otherwise hold every instance for 30 min.
+        let [Some(slot), _] = first.slots else {
+            panic!("conformance: a grant of one gate has its slot");
+        };
+        store.refund(&gate, slot);
+        eventually_granted(
+            "the slot that carried the charge, given back, takes it back",
+            &gate,
+        )
+        .await;
     }
 
     async fn refunds_give_back_from_the_latest_slot(&mut self) {

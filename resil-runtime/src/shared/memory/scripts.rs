@@ -37,12 +37,14 @@ impl InMemory {
                 .gates
                 .get(key)
                 .map_or((None, 0), |kept| (kept.tat, kept.epoch));
-            // The slots the instance's local gate granted alone come first.
-            let from = match whole_micros(ask.alone()) {
-                0 => tat.unwrap_or(now),
-                alone => tat.unwrap_or(now).max(now.saturating_add(alone)),
+            // The slots the instance's local gate granted alone come first; the slot's start
+            // stays the schedule's, so that giving it back takes their charge back too.
+            let from = tat.unwrap_or(now);
+            let start = match whole_micros(ask.alone()) {
+                0 => from,
+                alone => from.max(now.saturating_add(alone)),
             };
-            let next = from
+            let next = start
                 .max(now)
                 .saturating_add(interval.saturating_mul(ask.cost()));
             let wait = next.saturating_sub(tolerance).saturating_sub(now);
