@@ -33,4 +33,21 @@ impl<'p> Progress<'p> {
             }
         }
     }
+
+    /// The call is made with the attempt's slots: those granted alone are charged to the
+    /// store for good (see `GateLink::alone_used`).
+    pub(super) fn alone_used(&self) {
+        let Some(reserved) = self.admission.as_ref().map(|a| &a.reserved) else {
+            return;
+        };
+        let gates = [(self.rate(), 1), (self.token_rate(), self.cost())];
+        for ((gate, cost), until) in gates.into_iter().zip(reserved.alone) {
+            let Some(gate) = gate.filter(|_| until > 0) else {
+                continue;
+            };
+            if let Some(link) = gate.shared() {
+                link.alone_used(until, gate.interval_now().saturating_mul(cost));
+            }
+        }
+    }
 }

@@ -263,7 +263,7 @@ impl<'p> Progress<'p> {
             .start_by()
             .map(|start_by| start_by.saturating_duration_since(Instant::now()));
         let interval = |gate: Option<&RateGate>| gate.map_or(0, RateGate::interval_now);
-        let alone = |gate: Option<&RateGate>| gate.map_or(0, RateGate::ahead_alone);
+        let alone = |gate: Option<&RateGate>| gate.map(RateGate::ahead_alone).unwrap_or_default();
         let ask = |gate, cost, local| crate::seams::GateAsk {
             gate,
             cost,
@@ -398,6 +398,8 @@ impl<'p> Progress<'p> {
     #[inline]
     pub(super) fn slots_used(&mut self) {
         if self.settings.gated {
+            #[cfg(feature = "shared")]
+            self.alone_used();
             if self.settings.learns {
                 return self.listen();
             }

@@ -5,6 +5,8 @@
 use super::RateGate;
 #[cfg(feature = "shared")]
 use super::Slot;
+#[cfg(feature = "shared")]
+use crate::seams::Alone;
 
 impl RateGate {
     /// [`RateGate::allowed`] for a gate that runs at `1 / share` of its rate, with its burst
@@ -25,15 +27,19 @@ impl RateGate {
     /// waiting room booked for them) run its schedule (ns; 0: none): what its next
     /// reservation in the store charges first, so that the store's schedule counts them.
     #[cfg(feature = "shared")]
-    pub(crate) fn ahead_alone(&self) -> u64 {
+    pub(crate) fn ahead_alone(&self) -> Alone {
         let Some(link) = &self.shared else {
-            return 0;
+            return Alone::default();
         };
         // The slot its waiting room booked for the next waiter is held alone from its booking.
         let room = (self.room_booked_end()).map_or(0, |end| {
             end.saturating_sub(self.offset(tokio::time::Instant::now()))
         });
-        link.ahead_alone().max(room)
+        let alone = link.ahead_alone();
+        Alone {
+            held: alone.held.max(room),
+            ..alone
+        }
     }
 
     /// `slot` of `cost` units, granted alone: how far past now it runs the schedule (a

@@ -131,8 +131,7 @@ impl RateGate {
     /// (gate offsets). A shared gate's room books alone (the store down or late).
     #[cfg(feature = "shared")]
     pub(super) fn room_booked_end(&self) -> Option<u64> {
-        let waiters = self.waiters.as_deref()?;
-        let room = room(waiters);
+        let room = self.waiters.as_deref()?.made()?;
         room.booked.map(|(_, slot)| slot.end.get())
     }
 

@@ -262,13 +262,43 @@ pub struct GateLink {
     /// This link's number in the process: the store counts each link (each policy's gate)
     /// among the gate's users, so two policies of one instance sharing it count twice.
     pub(super) user: u64,
-    /// Where the slots the local gate granted alone (the store down or silent) and its
-    /// callers still hold end, in ns from `created`: every reservation charges them to the
-    /// store's schedule first (see `share.rs`).
-    pub(super) alone: std::sync::Mutex<Vec<u64>>,
-    /// Slots given back while the store was down, to give back once it answers: `[from,
-    /// end, epoch]` (see `owed.rs`).
-    pub(super) owed: std::sync::Mutex<Vec<[u64; 3]>>,
+    /// What the link keeps for the store while it is down or late, made when first needed
+    /// and let go when empty: a key's link keeps a pointer.
+    pub(super) apart: std::sync::Mutex<Option<Box<Apart>>>,
+}
+
+/// What a link keeps for its store while it is down or late.
+#[derive(Debug, Default)]
+pub(super) struct Apart {
+    /// The slots the local gate granted alone (the store down or silent) that its callers
+    /// still hold, `(end, used)`: every reservation charges them to the store's schedule
+    /// first (see `alone.rs`).
+    pub(super) alone: Vec<(u64, bool)>,
+    /// Slots given back while the store was down, to give back once it answers: their epoch,
+    /// and their stretches `(from, end)` (see `owed.rs`).
+    pub(super) owed: (u64, Vec<(u64, u64)>),
+}
+
+impl Apart {
+    fn is_empty(&self) -> bool {
+        self.alone.is_empty() && self.owed.1.is_empty()
+    }
+}
+
+impl GateLink {
+    /// What the link keeps apart, made if `make`, let go once empty after `f`.
+    pub(super) fn apart<T>(&self, make: bool, f: impl FnOnce(&mut Apart) -> T) -> Option<T> {
+        let mut apart = crate::sync::lock_std(&self.apart);
+        if make && apart.is_none() {
+            *apart = Some(Box::default());
+        }
+        let kept = apart.as_deref_mut()?;
+        let answer = f(kept);
+        if kept.is_empty() {
+            *apart = None;
+        }
+        Some(answer)
+    }
 }
 
 impl GateLink {
@@ -324,8 +354,7 @@ impl GateLink {
             created: tokio::time::Instant::now(),
             told: AtomicU32::new(0),
             user: next_user(),
-            alone: std::sync::Mutex::new(Vec::new()),
-            owed: std::sync::Mutex::new(Vec::new()),
+            apart: std::sync::Mutex::new(None),
         });
         sharing.store.listen_gate(GateNews::new(&link));
         link
@@ -408,6 +437,9 @@ impl GateLink {
     /// them, and are taken again from it); those the store granted stand.
     pub(crate) fn store_returned(&self) {
         self.returns.fetch_add(1, Ordering::AcqRel);
+        // What was given back meanwhile goes back now, not at this instance's next
+        // reservation: the other instances would wait for its callers who gave up.
+        self.pay_owed();
     }
 
     pub(crate) fn hold(&self, wait: Duration) {

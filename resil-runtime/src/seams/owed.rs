@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use super::links::GateLink;
 use super::slots::Slot;
-use crate::sync::lock_std;
 
-/// The most slots a link keeps given back while the store is down: those that end latest (a
-/// slot that ends sooner holds the schedule back less, and passes first).
-const OWED_KEPT: usize = 64;
+/// The most stretches of slots a link keeps given back while the store is down, as the store
+/// keeps them: those that end latest (one that ends sooner holds the schedule back less, and
+/// passes first).
+const OWED_KEPT: usize = 256;
 
 impl GateLink {
     /// Gives `slot` back to the store, now if it answers, else once it does (see
@@ -23,16 +23,20 @@ impl GateLink {
         self.sharing.store.refund(self, slot);
     }
 
+    /// Keeps `slot` for the store, joined to the stretch it adjoins (a queue that gives up in
+    /// order makes one, in any order one per caller still waiting between them). Only the
+    /// latest epoch's: the store ignores a slot a hold revoked.
     fn owe(&self, slot: Slot) {
-        let mut owed = lock_std(&self.owed);
-        if owed.len() >= OWED_KEPT {
-            let soonest = (0..owed.len()).min_by_key(|&at| owed[at][1]);
-            match soonest.filter(|&at| owed[at][1] < slot.end) {
-                Some(at) => _ = owed.swap_remove(at),
-                None => return,
+        self.apart(true, |apart| {
+            let (epoch, stretches) = &mut apart.owed;
+            if slot.epoch < *epoch {
+                return;
             }
-        }
-        owed.push([slot.from, slot.end, slot.epoch]);
+            if slot.epoch > *epoch {
+                (*epoch, *stretches) = (slot.epoch, Vec::new());
+            }
+            keep_stretch(stretches, (slot.from, slot.end), OWED_KEPT);
+        });
     }
 
     /// The slots given back while the store was down go back, if it answers now: before the
@@ -41,10 +45,41 @@ impl GateLink {
         if !self.sharing.store.usable() {
             return;
         }
-        let owed = std::mem::take(&mut *lock_std(&self.owed));
-        for [from, end, epoch] in owed {
+        let owed = self.apart(false, |apart| {
+            (apart.owed.0, std::mem::take(&mut apart.owed.1))
+        });
+        let Some((epoch, owed)) = owed else {
+            return;
+        };
+        for (from, end) in owed {
             let slot = Slot::new(from, end, epoch, Duration::ZERO);
             self.sharing.store.refund(self, slot);
+        }
+    }
+}
+
+/// Adds the stretch of slots `(from, end)` to `stretches`, joined to those it adjoins; when
+/// `kept` are kept, the one that ends soonest goes (it holds a schedule back least, and passes
+/// first), unless it is this one.
+pub(crate) fn keep_stretch(stretches: &mut Vec<(u64, u64)>, (from, end): (u64, u64), kept: usize) {
+    let before = stretches.iter().position(|&(_, kept)| kept == from);
+    let after = stretches.iter().position(|&(kept, _)| kept == end);
+    match (before, after) {
+        (Some(before), Some(after)) => {
+            stretches[before].1 = stretches[after].1;
+            stretches.swap_remove(after);
+        }
+        (Some(before), None) => stretches[before].1 = end,
+        (None, Some(after)) => stretches[after].0 = from,
+        (None, None) => {
+            if stretches.len() >= kept {
+                let soonest = (0..stretches.len()).min_by_key(|&at| stretches[at].1);
+                match soonest.filter(|&at| stretches[at].1 < end) {
+                    Some(at) => _ = stretches.swap_remove(at),
+                    None => return,
+                }
+            }
+            stretches.push((from, end));
         }
     }
 }

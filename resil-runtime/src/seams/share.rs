@@ -8,15 +8,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::links::GateLink;
-use crate::sync::lock_std;
 
 /// How often an instance tells a shared gate's store that it uses the gate, with a
 /// reservation it makes anyway.
 pub(crate) const BEAT_EVERY: Duration = Duration::from_secs(1);
-
-/// The most slots granted alone a link keeps charging: those that end latest (the charge is
-/// the latest end; one given back among them lets the next latest be charged).
-const ALONE_KEPT: usize = 256;
 
 /// How long an instance counts among a gate's users after its last heartbeat.
 pub(crate) const SEEN_FOR: Duration = Duration::from_secs(5);
@@ -38,46 +33,6 @@ impl GateLink {
     /// carries it.
     pub(crate) fn beat_missed(&self) {
         self.beat_at.store(0, Ordering::Release);
-    }
-
-    /// The local gate granted a slot alone that runs its schedule `ahead` (ns) past now:
-    /// until its caller gives it back (or the schedule passes its end), every reservation in
-    /// the store charges it first (see [`Ask::alone`](super::Ask::alone)). What to give back
-    /// ([`GateLink::alone_given_back`]).
-    pub(crate) fn granted_alone(&self, ahead: u64) -> u64 {
-        let now = self.since_created();
-        let until = now.saturating_add(ahead.max(1));
-        let mut alone = lock_std(&self.alone);
-        alone.retain(|&end| end > now);
-        if alone.len() >= ALONE_KEPT {
-            // Only the latest end is charged: the soonest may go.
-            let soonest = (0..alone.len()).min_by_key(|&at| alone[at]);
-            match soonest.filter(|&at| alone[at] < until) {
-                Some(at) => _ = alone.swap_remove(at),
-                None => return until,
-            }
-        }
-        alone.push(until);
-        until
-    }
-
-    /// The slot granted alone that ended at `until` went back (its caller gave up, or the
-    /// store's return revoked it, and it asks the store instead): it is charged no more.
-    pub(crate) fn alone_given_back(&self, until: u64) {
-        let mut alone = lock_std(&self.alone);
-        if let Some(at) = alone.iter().position(|&end| end == until) {
-            alone.swap_remove(at);
-        }
-    }
-
-    /// How far past now the slots granted alone and still held run the local schedule (ns;
-    /// 0: none): what a reservation charges the store's schedule first. Only those: the rest
-    /// of the local schedule is the store's own slots mirrored, or was given back.
-    pub(crate) fn ahead_alone(&self) -> u64 {
-        let now = self.since_created();
-        let mut alone = lock_std(&self.alone);
-        alone.retain(|&end| end > now);
-        alone.iter().max().map_or(0, |end| end - now)
     }
 
     /// Now, in ns from the link's creation (at least 1: 0 means never).

@@ -55,6 +55,8 @@ pub struct Ask {
     heartbeat: bool,
     /// µs.
     alone: u64,
+    /// µs.
+    alone_used: u64,
 }
 
 impl Ask {
@@ -107,10 +109,10 @@ impl Ask {
     /// down, or did not answer in time) and its callers still hold run its schedule; zero if
     /// none. This ask's units start no earlier than that in the store's schedule (`max(tat,
     /// now + alone)`), so that the slots granted alone are taken from it: a store that flaps
-    /// never runs the two schedules side by side. [`Slot::from`] stays `tat`: the slot given
-    /// back (its caller gave up) takes the charge back with it rather than leave a stretch of
-    /// the schedule that no slot owns, and every reservation charges again what is still held
-    /// alone.
+    /// never runs the two schedules side by side. [`Slot::from`] stays `tat` (past the calls
+    /// made alone, [`alone_used`](Self::alone_used)): the slot given back (its caller gave up)
+    /// takes back the charge of slots still waiting rather than leave a stretch of the
+    /// schedule that no slot owns, and every reservation charges again what is still held.
     ///
     /// ```
     /// use resil_runtime::shared::Ask;
@@ -122,6 +124,23 @@ impl Ask {
     /// ```
     pub fn alone(&self) -> Duration {
         Duration::from_micros(self.alone)
+    }
+
+    /// The part of [`alone`](Self::alone) whose calls were made: how far past now the slots
+    /// granted alone and used run the local schedule (at most `alone`). The schedule before
+    /// this ask's slot, its [`Slot::from`], is at least `now + alone_used`: a slot given back
+    /// takes back the charge of slots still waiting, never of calls made.
+    ///
+    /// ```
+    /// use resil_runtime::shared::Ask;
+    /// use std::time::Duration;
+    ///
+    /// fn slot_from(ask: &Ask, tat: Duration, now: Duration) -> Duration {
+    ///     tat.max(now + ask.alone_used())
+    /// }
+    /// ```
+    pub fn alone_used(&self) -> Duration {
+        Duration::from_micros(self.alone_used)
     }
 
     /// Which of this instance's users of the gate the [heartbeat](Self::heartbeat) is for:
@@ -149,8 +168,8 @@ pub(crate) struct GateAsk {
     /// The local gate's interval now (ns).
     pub(crate) interval: u64,
     /// How far past now the slots the local gate granted alone and still holds run its
-    /// schedule (ns; 0: none).
-    pub(crate) alone: u64,
+    /// schedule, those whose call was made apart (ns; 0: none).
+    pub(crate) alone: super::Alone,
 }
 
 impl Reservation {
@@ -172,7 +191,8 @@ impl Reservation {
                         interval,
                         tolerance,
                         heartbeat,
-                        alone: alone.div_ceil(1000).min(MAX_MICROS),
+                        alone: alone.held.div_ceil(1000).min(MAX_MICROS),
+                        alone_used: alone.used.div_ceil(1000).min(MAX_MICROS),
                     }
                 },
             )

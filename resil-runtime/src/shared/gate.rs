@@ -122,7 +122,8 @@ async fn run(
             .arg(whole_micros(ask.tolerance()))
             .arg(ask.cost())
             .arg(beat)
-            .arg(whole_micros(ask.alone()));
+            .arg(whole_micros(ask.alone()))
+            .arg(whole_micros(ask.alone_used()));
     }
     let key = asks
         .iter()

@@ -79,9 +79,10 @@ return 0
 /// last heartbeat, which counts whether the reservation is granted or refused. KEYS: per
 /// gate, the gate and its users. ARGV: the longest wait allowed in µs (-1: any), how long a
 /// user counts after its heartbeat in µs, then per gate its interval and tolerance in µs, the
-/// cost, the user for a heartbeat (empty: none now), and how far past now the slots the
+/// cost, the user for a heartbeat (empty: none now), how far past now the slots the
 /// instance's local gate granted alone and still holds run, in µs (0: none; else the slot
-/// starts no earlier, the schedule before it still the one found). Returns `{0, wait, users, users}`
+/// starts no earlier, the schedule before it still the one found), and how far those whose
+/// calls were made run (the schedule before the slot runs at least that far). Returns `{0, wait, users, users}`
 /// (refused; the wait it would have been, and each gate's users seen, 0 without a
 /// heartbeat) or `{1, wait}` (reserved; µs until the slot) followed, per gate, by the slot:
 /// the schedule before it and after it, the epoch, how far after now it ends, and the users
@@ -94,7 +95,7 @@ local limit = tonumber(ARGV[1])
 local since = tonumber(ARGV[2])
 local instances = {}
 for i = 1, #KEYS / 2 do
-  local seen, beat = KEYS[2 * i], ARGV[(i - 1) * 5 + 6]
+  local seen, beat = KEYS[2 * i], ARGV[(i - 1) * 6 + 6]
   instances[i] = 0
   if beat ~= '' then
     redis.call('ZADD', seen, now, beat)
@@ -107,11 +108,12 @@ local longest = 0
 local slots = {}
 for i = 1, #KEYS / 2 do
   local key = KEYS[2 * i - 1]
-  local at = (i - 1) * 5 + 2
+  local at = (i - 1) * 6 + 2
   local interval, tolerance, cost = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
-  local alone = tonumber(ARGV[at + 5])
+  local alone, used = tonumber(ARGV[at + 5]), tonumber(ARGV[at + 6])
   local state = redis.call('HMGET', key, 'tat', 'epoch')
   local from = tonumber(state[1]) or now
+  if used > 0 and from < now + used then from = now + used end
   local tat = from
   if alone > 0 and tat < now + alone then tat = now + alone end
   if tat < now then tat = now end

@@ -46,7 +46,7 @@ pub(super) async fn reserve_in(
             gate: Arc::clone(gate),
             cost: *cost,
             interval: gate.interval * 1000,
-            alone: 0,
+            alone: crate::seams::Alone::default(),
         })
     };
     reserve([ask(0), ask(1)], limit).await

@@ -83,6 +83,9 @@ where
     suite
         .a_long_queue_given_back_in_any_order_gives_the_gate_back()
         .await;
+    suite
+        .a_slot_given_back_keeps_the_charge_of_calls_made_alone()
+        .await;
     suite.a_hold_revokes_and_holds_every_instance().await;
     suite
         .openings_and_closings_reach_every_other_instance()
@@ -181,7 +184,10 @@ where
             gate: Arc::clone(&gate),
             cost: 1,
             interval: gate.interval * 1000,
-            alone: u64::try_from((HOUR / 2).as_nanos()).unwrap_or(u64::MAX),
+            alone: crate::seams::Alone {
+                held: u64::try_from((HOUR / 2).as_nanos()).unwrap_or(u64::MAX),
+                used: 0,
+            },
         };
         let SharedSlots::Granted(first) = reserve([Some(ask), None], None).await else {
             panic!("conformance: a reservation with no limit is granted");

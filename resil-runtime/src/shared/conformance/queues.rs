@@ -1,9 +1,14 @@
 //! A long queue given back in any order gives its gate back.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
-use super::links::{eventually_granted, gate, granted, reserve_in};
-use super::Suite;
+use tokio::time::sleep;
+
+use super::links::{eventually_granted, gate, granted, refused, reserve_in};
+use super::{Suite, HOUR};
+use crate::seams::{reserve, Alone, GateAsk, SharedSlots};
 use crate::shared::IntoSharedStore;
 
 /// Callers waiting in one gate: more than the stretches a store kept given back before (64),
@@ -38,5 +43,35 @@ where
             store.refund(&gate, *slot);
         }
         eventually_granted("a queue given back in any order gives the gate back", &gate).await;
+    }
+
+    /// A reservation charged for calls made alone (`Ask::alone_used`, 30 min ahead) is given
+    /// back: the store's schedule stays past those calls, which were made.
+    pub(super) async fn a_slot_given_back_keeps_the_charge_of_calls_made_alone(&mut self) {
+        let store = self.instance().await;
+        let gate = gate(&store, &self.name("used"), 1);
+        let half = u64::try_from((HOUR / 2).as_nanos()).unwrap_or(u64::MAX);
+        let ask = GateAsk {
+            gate: Arc::clone(&gate),
+            cost: 1,
+            interval: gate.interval * 1000,
+            alone: Alone {
+                held: half,
+                used: half,
+            },
+        };
+        let SharedSlots::Granted(granted) = reserve([Some(ask), None], None).await else {
+            panic!("conformance: a reservation with no limit is granted");
+        };
+        let [Some(slot), _] = granted.slots else {
+            panic!("conformance: a grant of one gate has its slot");
+        };
+        store.refund(&gate, slot);
+        // A refund is sent in the background: what it must not do shows only later.
+        sleep(Duration::from_millis(200)).await;
+        refused(
+            "the slot given back keeps the charge of calls made alone",
+            reserve_in(&[(&gate, 1)], Some(Duration::ZERO)).await,
+        );
     }
 }

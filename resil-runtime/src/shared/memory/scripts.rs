@@ -38,8 +38,12 @@ impl InMemory {
                 .get(key)
                 .map_or((None, 0), |kept| (kept.tat, kept.epoch));
             // The slots the instance's local gate granted alone come first; the slot's start
-            // stays the schedule's, so that giving it back takes their charge back too.
-            let from = tat.unwrap_or(now);
+            // stays the schedule's (past the calls made alone), so that giving it back takes
+            // back the charge of those still waiting.
+            let from = match whole_micros(ask.alone_used()) {
+                0 => tat.unwrap_or(now),
+                used => tat.unwrap_or(now).max(now.saturating_add(used)),
+            };
             let start = match whole_micros(ask.alone()) {
                 0 => from,
                 alone => from.max(now.saturating_add(alone)),

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::seams::{BreakerNews, GateNews};
+use crate::seams::{keep_stretch, BreakerNews, GateNews};
 
 /// A throttle's hold on its way to the store: who sent it, for which gate, how long.
 pub(super) type InFlight = (usize, Arc<str>, u64, u64, Duration);
@@ -74,7 +74,7 @@ impl Gate {
         };
         if tat != end {
             if end < tat && end > now {
-                self.keep(from, end);
+                keep_stretch(&mut self.given, (from, end), GIVEN_KEPT);
             }
             return;
         }
@@ -84,32 +84,6 @@ impl Gate {
         };
         self.given.retain(|&(_, kept)| kept < tat);
         self.tat = Some(tat);
-    }
-
-    /// Adds the slot `(from, end)` to the stretches given back, joining those it adjoins.
-    fn keep(&mut self, from: u64, end: u64) {
-        let before = self.given.iter().position(|&(_, kept)| kept == from);
-        let after = self.given.iter().position(|&(kept, _)| kept == end);
-        match (before, after) {
-            (Some(before), Some(after)) => {
-                self.given[before].1 = self.given[after].1;
-                self.given.swap_remove(after);
-            }
-            (Some(before), None) => self.given[before].1 = end,
-            (None, Some(after)) => self.given[after].0 = from,
-            (None, None) => {
-                if self.given.len() >= GIVEN_KEPT {
-                    // Full: the stretch nearest now goes (the one that holds the schedule
-                    // back least, and passes first), unless this one is nearer still.
-                    let nearest = (0..self.given.len()).min_by_key(|&at| self.given[at].1);
-                    match nearest.filter(|&at| self.given[at].1 < end) {
-                        Some(at) => _ = self.given.swap_remove(at),
-                        None => return,
-                    }
-                }
-                self.given.push((from, end));
-            }
-        }
     }
 }
 
