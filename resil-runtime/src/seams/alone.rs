@@ -4,6 +4,7 @@
 //! call was made as a charge that stays ([`Ask::alone_used`](super::Ask::alone_used)); one
 //! given back unused is charged no more.
 
+use super::kept::room_for;
 use super::links::GateLink;
 
 /// The most slots granted alone a link keeps: those that end latest (a charge is the latest
@@ -30,13 +31,9 @@ impl GateLink {
         self.apart(true, |apart| {
             let alone = &mut apart.alone;
             alone.retain(|&(end, _)| end > now);
-            if alone.len() >= ALONE_KEPT {
-                // Only the latest ends are charged: the soonest may go.
-                let soonest = (0..alone.len()).min_by_key(|&at| alone[at].0);
-                match soonest.filter(|&at| alone[at].0 < until) {
-                    Some(at) => _ = alone.swap_remove(at),
-                    None => return,
-                }
+            // Only the latest ends are charged: the soonest may go.
+            if !room_for(alone, until, ALONE_KEPT, |&(end, _)| end) {
+                return;
             }
             // A key's gate mostly holds one slot granted alone at a time: room for one keeps a
             // key within `Keys::MAX_BYTES_PER_SHARED_KEY` while its store is down.

@@ -18,6 +18,7 @@ use std::time::Duration;
 use crate::Rejected;
 
 mod alone;
+mod kept;
 mod keys;
 mod links;
 mod news;
@@ -27,6 +28,7 @@ mod slots;
 mod window;
 
 pub(crate) use alone::Alone;
+pub(crate) use kept::keep_stretch;
 #[cfg(any(test, feature = "conformance"))]
 pub(crate) use keys::breaker_id;
 #[cfg(test)]
@@ -34,7 +36,6 @@ pub(crate) use keys::gate_key;
 pub use links::{BreakerLink, GateLink};
 pub(crate) use links::{Linked, Sharing};
 pub use news::{Announcement, BreakerNews, Change, GateNews};
-pub(crate) use owed::keep_stretch;
 #[cfg(any(test, feature = "redis", feature = "conformance"))]
 pub(crate) use share::SEEN_FOR;
 pub use slots::{Ask, Reservation, Reserved, Slot};

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::kept::keep_stretch;
 use super::links::GateLink;
 use super::slots::Slot;
 
@@ -39,8 +40,9 @@ impl GateLink {
         });
     }
 
-    /// The slots given back while the store was down go back, if it answers now: before the
-    /// next reservation asks it (or the next refund).
+    /// The slots given back while the store was down go back, if it answers now: when it
+    /// says it is back, and before the next reservation asks it (or the next refund), for a
+    /// store that does not say.
     pub(crate) fn pay_owed(&self) {
         if !self.sharing.store.usable() {
             return;
@@ -54,32 +56,6 @@ impl GateLink {
         for (from, end) in owed {
             let slot = Slot::new(from, end, epoch, Duration::ZERO);
             self.sharing.store.refund(self, slot);
-        }
-    }
-}
-
-/// Adds the stretch of slots `(from, end)` to `stretches`, joined to those it adjoins; when
-/// `kept` are kept, the one that ends soonest goes (it holds a schedule back least, and passes
-/// first), unless it is this one.
-pub(crate) fn keep_stretch(stretches: &mut Vec<(u64, u64)>, (from, end): (u64, u64), kept: usize) {
-    let before = stretches.iter().position(|&(_, kept)| kept == from);
-    let after = stretches.iter().position(|&(kept, _)| kept == end);
-    match (before, after) {
-        (Some(before), Some(after)) => {
-            stretches[before].1 = stretches[after].1;
-            stretches.swap_remove(after);
-        }
-        (Some(before), None) => stretches[before].1 = end,
-        (None, Some(after)) => stretches[after].0 = from,
-        (None, None) => {
-            if stretches.len() >= kept {
-                let soonest = (0..stretches.len()).min_by_key(|&at| stretches[at].1);
-                match soonest.filter(|&at| stretches[at].1 < end) {
-                    Some(at) => _ = stretches.swap_remove(at),
-                    None => return,
-                }
-            }
-            stretches.push((from, end));
         }
     }
 }
