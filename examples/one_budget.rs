@@ -56,6 +56,7 @@ impl Listener for Trace {
                     AttemptOutcome::Transient => "transient error".to_owned(),
                     AttemptOutcome::Permanent => "permanent error".to_owned(),
                     AttemptOutcome::Rejected(rejected) => rejected.kind().to_owned(),
+                    AttemptOutcome::Cancelled => "cancelled".to_owned(),
                     _ => "?".to_owned(),
                 };
                 format!("{:<16} attempt {attempt}  {outcome}", short(site))

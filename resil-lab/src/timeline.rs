@@ -155,6 +155,8 @@ impl Listener for Timeline {
                     AttemptOutcome::Rejected(Rejected::Timeout { .. }) => Mark::Timeout,
                     AttemptOutcome::Throttled => Mark::Throttled,
                     AttemptOutcome::Rejected(_) => Mark::Refused,
+                    // A racer that lost ends after the winner: the latest bar is not its own.
+                    AttemptOutcome::Cancelled => return,
                     _ => Mark::Error,
                 };
                 if let Some(bar) = state.request(site, operation.to_string()).bars.last_mut() {

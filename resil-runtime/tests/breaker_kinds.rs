@@ -132,6 +132,44 @@ async fn slow_calls_trip_a_slow_call_breaker_and_a_fast_probe_closes_it() {
     );
 }
 
+/// A call that waited for another call's probe verdict is judged slow by its own call's time:
+/// the provider answered in 1 s, not in the 2.5 s the caller waited in all.
+#[tokio::test(start_paused = true)]
+async fn a_wait_for_the_probe_is_not_the_providers_slowness() {
+    let policy = Policy::builder()
+        .breaker_named("kinds-slow-wait", 5, COOLDOWN)
+        .breaker_kind(BreakerKind::SlowCall {
+            percent: 100,
+            slower_than: Duration::from_secs(2),
+            window: WindowSize::Calls(1),
+            min_calls: 1,
+        })
+        .build()
+        .unwrap();
+    let breaker = policy.breaker().unwrap();
+    let call = |secs: f64| {
+        policy.run(move || async move {
+            tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+            Ok::<(), TestError>(())
+        })
+    };
+    call(3.0).await.unwrap();
+    assert_eq!(breaker.state(), BreakerState::Open, "one slow call of one");
+    tokio::time::advance(COOLDOWN).await;
+    let waiter = async {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        call(1.0).await
+    };
+    let (probe, waited) = tokio::join!(call(1.5), waiter);
+    probe.unwrap();
+    waited.unwrap();
+    assert_eq!(
+        breaker.state(),
+        BreakerState::Closed,
+        "the second call took 1 s once admitted"
+    );
+}
+
 #[test]
 fn nonsense_kinds_are_refused_with_the_fix() {
     let refused = |kind| {

@@ -15,6 +15,9 @@ pub(crate) static TRACE: AtomicBool = AtomicBool::new(false);
 use crate::plan::TARGETS;
 use crate::provider::{Answer, SimError};
 
+mod heard;
+use heard::Ledger;
+
 /// How late a call may come to its slot and still take it (the guide's key reference: "one
 /// that comes to its slot more than 100 ms late ... takes a new one"): a start may follow
 /// its slot by this much, so a gate's starts keep its ceiling over its period less this.
@@ -47,9 +50,14 @@ pub(crate) enum Inv {
     OpenLetsNoneThrough,
     Transitions,
     Recovers,
+    EventsAgree,
+    SkippedNoCall,
+    ThrottleNoFailure,
+    Budget,
+    MetricsAgree,
 }
 
-pub(crate) const INVARIANTS: [Invariant; 17] = [
+pub(crate) const INVARIANTS: [Invariant; 22] = [
     Invariant {
         name: "nothing_held_at_quiescence",
         guide: "design.md: \"a listener that panics cannot leave a permit or a probe slot held\"; route_and_hedge.md: \"their permits, rate slots and probe places go back\"",
@@ -118,6 +126,26 @@ pub(crate) const INVARIANTS: [Invariant; 17] = [
         name: "recovers_after_quiet",
         guide: "learning_limits.md: \"never stall it for longer than `retry_after_max`\"; choosing_keys.md: \"After `breaker_cooldown` one probe is let through\"",
     },
+    Invariant {
+        name: "events_tell_every_attempt",
+        guide: "Event::AttemptStarted: \"An attempt is about to call\"; Event::AttemptEnded: \"An attempt ended\", its outcome what the call returned; Event::Routed: \"The next attempt goes to `target`\"",
+    },
+    Invariant {
+        name: "a_skipped_target_gets_no_call",
+        guide: "Event::Skipped: \"A route passed over `target` without calling it\"; route_and_hedge.md: a target whose breaker is open \"is skipped\"",
+    },
+    Invariant {
+        name: "a_throttle_never_counts_as_a_failure",
+        guide: "Transient: \"a transient error is the only kind that counts toward opening a circuit breaker ... A throttle ... never counts toward opening a breaker\"",
+    },
+    Invariant {
+        name: "retries_within_the_process_budget",
+        guide: "RetryBudget: \"Over a sliding 10-second window, retries may add at most `ratio` to the first attempts (plus `min_per_sec` retries per second)\"; hedges are drawn from it too",
+    },
+    Invariant {
+        name: "metrics_agree_with_events",
+        guide: "series.rs: resil_attempts_total \"one per attempt started\", resil_retries_total \"one per retry decided\", resil_route_total \"one per attempt sent ... one per target passed over\", resil_calls_total \"one per operation ... a cancelled operation counts nothing\"",
+    },
 ];
 
 /// A broken invariant.
@@ -172,6 +200,9 @@ pub(crate) struct Call {
     /// An outer call with no nested call and no hedge: `Operation::attempt` counts its own
     /// attempts alone.
     pub(crate) simple: bool,
+    pub(crate) routed: bool,
+    /// The policy it goes through: 0 outer, 1 inner.
+    pub(crate) policy: u8,
 }
 
 #[derive(Debug, Default)]
@@ -183,6 +214,8 @@ struct State {
     earliest: [Option<(Instant, Instant)>; 3],
     banned: [bool; 3],
     ended: bool,
+    /// Ended by its caller dropping it.
+    dropped: bool,
 }
 
 type Trouble = (
@@ -211,10 +244,12 @@ pub(crate) struct Checker {
     numbers: BTreeMap<String, u32>,
     /// Last transition heard per (instance, policy, breaker).
     breakers: BTreeMap<(usize, u8, String), String>,
+    ledger: Ledger,
 }
 
 impl Checker {
-    pub(crate) fn new(origin: Instant) -> Checker {
+    /// A checker for a world that starts at `origin`, its policies' retry budgets these.
+    pub(crate) fn new(origin: Instant, budgets: [Option<(f64, f64)>; 2]) -> Checker {
         Checker {
             origin,
             exercised: [0; INVARIANTS.len()],
@@ -228,6 +263,7 @@ impl Checker {
             trouble: Vec::new(),
             breakers: BTreeMap::new(),
             numbers: BTreeMap::new(),
+            ledger: Ledger::new(budgets),
         }
     }
 
@@ -289,7 +325,8 @@ impl Checker {
         self.calls.len() - 1
     }
 
-    /// An attempt reached the provider `target` (its body's first poll).
+    /// An attempt reached the provider `target` (its body's first poll), through `breaker`
+    /// (which counts calls slower than its duration as failures).
     pub(crate) fn attempt(
         &mut self,
         index: usize,
@@ -297,6 +334,7 @@ impl Checker {
         id: Option<String>,
         number: Option<u32>,
         gate: Option<GateScope>,
+        breaker: Option<(String, Option<Duration>)>,
     ) {
         let now = Instant::now();
         let (call, state) = &mut self.calls[index];
@@ -311,7 +349,7 @@ impl Checker {
             call.root,
             call.started,
         );
-        let simple = call.simple;
+        let (simple, call_policy) = (call.simple, call.policy);
         let earliest = state.earliest[target];
         let banned = state.banned[target];
         let name = TARGETS[target];
@@ -330,6 +368,14 @@ impl Checker {
         self.check(Inv::Attempts, attempts <= bound, caller, || {
             format!("attempt {attempts} of a call with retry {retry} (bound {bound})")
         });
+        if attempts == 1 {
+            self.first(instance, call_policy, now);
+        }
+        if let Some(id) = &id {
+            self.told_before(index, name, id);
+        }
+        let numbered = (id.clone().zip(number)).filter(|_| simple);
+        self.flight(index, target, breaker, numbered);
         if attempts > 1 {
             let owner = match root {
                 Some((root, true)) if self.calls[root].0.retry > 0 => Some(root),
@@ -486,9 +532,9 @@ impl Checker {
     /// The provider answered an attempt.
     pub(crate) fn answer(&mut self, index: usize, target: usize, answer: &Answer) {
         let now = Instant::now();
+        self.landed(index, target, &answer.result);
         let (call, state) = &mut self.calls[index];
-        let cap = call.retry_after_cap;
-        let logical = call.logical;
+        let (cap, logical) = (call.retry_after_cap, call.logical);
         match &answer.result {
             Err(SimError::Throttled(wait)) | Err(SimError::Transient(Some(wait))) => {
                 let until = now + (*wait).min(cap);
@@ -521,6 +567,7 @@ impl Checker {
         let slack = Duration::from_millis(1);
         let (call, state) = &mut self.calls[index];
         state.ended = true;
+        state.dropped = outcome.starts_with("dropped");
         let (logical, started, deadline, bound) =
             (call.logical, call.started, call.deadline, call.bound);
         self.log(format!(
@@ -608,11 +655,6 @@ impl Checker {
             let (name, left) = open.clone().unwrap_or_default();
             format!("a call went through breaker {name}, open for {left:?} more")
         });
-    }
-
-    /// The runtime started attempt `attempt` of operation `id` (`Event::AttemptStarted`).
-    pub(crate) fn started(&mut self, id: String, attempt: u32) {
-        self.numbers.insert(id, attempt);
     }
 
     /// A breaker's transition heard by an instance's listener: it starts where the last ended.

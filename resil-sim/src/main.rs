@@ -18,6 +18,8 @@
 //! defects (`cargo xtask mutants`): `PROOF.md`.
 
 mod check;
+mod ear;
+mod metered;
 mod plan;
 mod provider;
 mod shrink;

@@ -3,7 +3,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use std::collections::BTreeMap;
@@ -12,16 +12,18 @@ use futures::future::{LocalBoxFuture, Shared};
 use futures::FutureExt;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use resil_runtime::events::{Event, Listener};
+use resil_runtime::events::Listener;
 use resil_runtime::shared::InMemory;
 use resil_runtime::{
-    Breaker, BreakerConfig, BreakerState, Bulkhead, ConfigError, Execution, Keyed, Operation,
-    Policy, PolicyBuilder,
+    Breaker, BreakerConfig, BreakerKind, BreakerState, Bulkhead, ConfigError, Execution, Keyed,
+    Operation, Policy, PolicyBuilder,
 };
 use tokio::task::LocalSet;
 use tokio::time::{sleep, sleep_until, Instant};
 
 use crate::check::{Call, Checker, Failure, GateScope, INVARIANTS};
+use crate::ear::{Ear, Heards};
+use crate::metered::Meter;
 use crate::plan::{Plan, SharedSpec, Spec, StoreAction, TARGETS};
 use crate::provider::{Provider, SimError};
 
@@ -187,64 +189,6 @@ impl Pol {
     }
 }
 
-/// What an instance's listener heard, drained into the checker at every step.
-#[derive(Debug)]
-enum Heard {
-    Transition(u8, String, String, String),
-    /// An attempt about to call: its operation's id and its number.
-    Started(String, u32),
-    Line(String),
-}
-
-#[derive(Debug)]
-struct Ear {
-    instance: usize,
-    which: u8,
-    heard: Arc<Mutex<Vec<(usize, Heard)>>>,
-}
-
-impl Listener for Ear {
-    fn on_event(&self, event: &Event<'_>) {
-        let heard = match event {
-            Event::BreakerTransition {
-                breaker,
-                transition,
-            } => Heard::Transition(
-                self.which,
-                (*breaker).to_owned(),
-                transition.from.to_string(),
-                transition.to.to_string(),
-            ),
-            Event::Skipped {
-                target, rejected, ..
-            } => Heard::Line(format!("skipped {target}: {}", rejected.kind())),
-            Event::Hedged { attempt, .. } => Heard::Line(format!("hedge {attempt}")),
-            Event::AttemptStarted {
-                operation: Some(operation),
-                attempt,
-                ..
-            } => Heard::Started(operation.to_string(), *attempt),
-            Event::Waiting { wait, .. } => Heard::Line(format!("waits {wait:?}")),
-            Event::GaveUp { reason, asked, .. } => {
-                Heard::Line(format!("gave up: {} (asked {asked:?})", reason.as_str()))
-            }
-            Event::Rejected { rejected, .. } => Heard::Line(format!("rejected: {rejected}")),
-            Event::RateLearnt { from, to, .. } => {
-                Heard::Line(format!("rate learnt {from:.3}/s -> {to:.3}/s"))
-            }
-            Event::GateShare { instances, .. } => {
-                Heard::Line(format!("gate share: {instances} instances"))
-            }
-            _ => return,
-        };
-        let mut sink = self
-            .heard
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        sink.push((self.instance, heard));
-    }
-}
-
 struct World {
     plan: Plan,
     origin: Instant,
@@ -253,7 +197,7 @@ struct World {
     policies: Vec<(Pol, Pol)>,
     stores: Vec<InMemory>,
     checker: RefCell<Checker>,
-    heard: Arc<Mutex<Vec<(usize, Heard)>>>,
+    heard: Heards,
     attempts: Cell<u64>,
     /// Whether the store is down, slow.
     trouble: Cell<(bool, bool)>,
@@ -282,20 +226,8 @@ impl World {
     fn sync(&self) {
         let heard = std::mem::take(&mut *self.heard.lock().unwrap_or_else(|p| p.into_inner()));
         let mut checker = self.checker.borrow_mut();
-        for (instance, heard) in heard {
-            match heard {
-                Heard::Transition(which, breaker, from, to) => {
-                    // A shared breaker's peers' transitions reach the global listeners only:
-                    // its chain is checked where no store shares it.
-                    if self.plan.shared.is_none() {
-                        checker.transition(instance, which, &breaker, &from, &to);
-                    } else {
-                        checker.log(format!("i{instance} breaker {breaker}: {from} -> {to}"));
-                    }
-                }
-                Heard::Line(line) => checker.log(format!("i{instance} {line}")),
-                Heard::Started(id, attempt) => checker.started(id, attempt),
-            }
+        for (who, at, heard) in heard {
+            checker.heard(who, at, heard, self.plan.shared.is_none());
         }
     }
 
@@ -309,16 +241,17 @@ impl World {
         }
     }
 
-    /// The breaker a call to `target` through `policy` of `instance` goes through, its name and
-    /// its cooldown left, if it is open and cooling.
-    fn cooling(&self, instance: usize, policy: u8, target: usize) -> Option<(String, Duration)> {
+    /// What `look` sees of the breaker a call to `target` through `policy` of `instance` goes
+    /// through, if it has one.
+    fn breaker<R>(
+        &self,
+        instance: usize,
+        policy: u8,
+        target: usize,
+        look: impl FnOnce(&Breaker) -> Option<R>,
+    ) -> Option<R> {
         let (outer, inner) = &self.policies[instance];
         let pol = if policy == 0 { outer } else { inner };
-        let look = |breaker: &Breaker| {
-            let left = breaker.retry_in(Instant::now());
-            (breaker.state() == BreakerState::Open && !left.is_zero())
-                .then(|| (breaker.name().to_owned(), left))
-        };
         match pol {
             Pol::Plain(policy) => policy.breaker().and_then(|b| look(b)),
             Pol::Keyed(policy) => match policy.breaker() {
@@ -328,6 +261,16 @@ impl World {
                     .and_then(|keys| keys.get(TARGETS[target]).breaker().and_then(look)),
             },
         }
+    }
+
+    /// The name of the breaker a call to `target` through `policy` of `instance` goes through
+    /// and its cooldown left, if it is open and cooling.
+    fn cooling(&self, instance: usize, policy: u8, target: usize) -> Option<(String, Duration)> {
+        self.breaker(instance, policy, target, |breaker| {
+            let left = breaker.retry_in(Instant::now());
+            (breaker.state() == BreakerState::Open && !left.is_zero())
+                .then(|| (breaker.name().to_owned(), left))
+        })
     }
 
     fn spec(&self, which: u8) -> &Spec {
@@ -378,6 +321,8 @@ impl World {
                 .map(|ceiling| (ceiling, spec.rate.as_ref().is_some_and(|r| r.per_key))),
             shared: plan.shared.is_some(),
             simple: which == 0 && plan.callers[caller].nested.is_none() && spec.hedge.is_none(),
+            routed: which == 0 && plan.callers[caller].routed,
+            policy: self.policy_of(which),
         })
     }
 }
@@ -474,11 +419,18 @@ async fn attempt(
         .rate
         .as_ref()
         .map(|rate| (world.policy_of(which), rate.per_key.then_some(target)));
+    let slow = match spec.breaker.as_ref().map(|breaker| breaker.kind) {
+        Some(BreakerKind::SlowCall { slower_than, .. }) => Some(slower_than),
+        _ => None,
+    };
+    let breaker = world.breaker(instance, policy, target, |breaker| {
+        Some((breaker.name().to_owned(), slow))
+    });
     world.sync();
     world
         .checker
         .borrow_mut()
-        .attempt(index, target, id, number, gate);
+        .attempt(index, target, id, number, gate, breaker);
     world.checker.borrow_mut().breaker_open(index, open);
     world.attempts.set(world.attempts.get() + 1);
     if nested.is_some() {
@@ -594,7 +546,7 @@ async fn faults(world: Rc<World>) {
 fn policies(
     plan: &Plan,
     stores: &[InMemory],
-    heard: &Arc<Mutex<Vec<(usize, Heard)>>>,
+    heard: &Heards,
 ) -> Result<Vec<(Pol, Pol)>, ConfigError> {
     (0..plan.instances())
         .map(|instance| {
@@ -651,6 +603,9 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
         .build()
         .expect("a current-thread runtime");
     let local = LocalSet::new();
+    // The world's thread alone reports to this recorder.
+    let meter = Meter::new();
+    let _recorder = metrics::set_default_local_recorder(&meter.recorder);
     local.block_on(&runtime, async {
         let origin = Instant::now();
         let store = InMemory::new();
@@ -675,7 +630,7 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
                 .collect(),
             policies,
             stores,
-            checker: RefCell::new(Checker::new(origin)),
+            checker: RefCell::new(Checker::new(origin, [plan.outer.budget, plan.inner.budget])),
             heard,
             attempts: Cell::new(0),
             trouble: Cell::new((false, false)),
@@ -697,6 +652,7 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
         world.shared_calls.borrow_mut().clear();
         world.sync();
         quiescence(&world);
+        world.checker.borrow_mut().metered(&meter.counted());
         recovery(&world).await;
         world.sync();
         let checker = world.checker.borrow();
@@ -711,6 +667,7 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
 fn quiescence(world: &World) {
     let mut checker = world.checker.borrow_mut();
     checker.log("quiescence: every caller ended");
+    checker.all_told();
     let targets = world.plan.targets.len();
     for (instance, (outer, inner)) in world.policies.iter().enumerate() {
         outer.quiescent(targets, &format!("i{instance} outer"), &mut checker);

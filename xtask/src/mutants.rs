@@ -57,6 +57,42 @@ const MUTATIONS: &[Mutation] = &[
             Some(child) => self.frames.find(|frame| frame.is_parent_of(child))?,",
         to: "            Some(_) => self.frames.next()?,",
     },
+    Mutation {
+        name: "cancelled-attempt-told-nothing",
+        file: "execution/attempt/mod.rs",
+        from: "                this.execution.cancelled(attempt, this.limits.started);",
+        to: "                let _ = attempt;",
+    },
+    Mutation {
+        name: "throttle-counts-as-a-failure",
+        file: "execution/attempt/outcome.rs",
+        from: "if error.is_transient() && !error.is_throttle() =>",
+        to: "if error.is_transient() =>",
+    },
+    Mutation {
+        name: "hedge-draws-nothing-from-the-budget",
+        file: "execution/retry.rs",
+        from: "            if self.tries.called && !budget.try_withdraw() {
+                return false;",
+        to: "            if false && !budget.try_withdraw() {
+                return false;",
+    },
+    Mutation {
+        name: "route-sent-not-metered",
+        file: "execution/route/mod.rs",
+        from: "    progress.settings.meters.routed(name.as_str(), true);",
+        to: "",
+    },
+    Mutation {
+        name: "skipped-target-still-chosen",
+        file: "execution/route/mod.rs",
+        from: "                    None
+                }
+                Standing::Later => Some((tried, true)),",
+        to: "                    Some((true, true))
+                }
+                Standing::Later => Some((tried, true)),",
+    },
 ];
 
 pub(crate) fn mutants(args: &[String]) -> ExitCode {

@@ -32,8 +32,8 @@ pub enum Event<'a> {
         attempt: u32,
         /// How it ended.
         outcome: AttemptOutcome<'a>,
-        /// From the attempt's start (its call, or its wait for a breaker probe's verdict) to
-        /// its end.
+        /// From the call's start to its end: a wait before it for another call's breaker
+        /// probe verdict is not counted (it still counts toward the attempt's timeout).
         elapsed: Duration,
     },
     /// The policy is waiting before the next attempt.

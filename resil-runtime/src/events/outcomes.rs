@@ -61,4 +61,9 @@ pub enum AttemptOutcome<'a> {
     Throttled,
     /// The runtime cut or refused the attempt.
     Rejected(&'a Rejected),
+    /// Dropped while its call was under way: its caller stopped waiting for the operation,
+    /// or another racer of its race ended it. Neither a success nor a failure for the
+    /// breaker. Every attempt told as started is told as ended, this way or another, unless
+    /// a panic unwinds through it.
+    Cancelled,
 }

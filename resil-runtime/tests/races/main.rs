@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cancelled;
 mod hedge;
 mod hedge_edges;
 mod hedge_targets;

@@ -29,12 +29,18 @@ pub(super) fn admit<F, E>(
     if let (Some(breaker), Some(transition)) = (progress.breaker(), transition) {
         progress.transition(breaker, transition);
     }
-    // The listeners hear how long the attempt took, and a slow-call breaker and an adaptive
-    // bulkhead (which counts as listening) judge by it: the clock is read for them only (the attempt's time limit then counts from here, as it
-    // would from its first poll).
+    // The listeners hear how long the call took, and a slow-call breaker and an adaptive
+    // bulkhead (which counts as listening) judge by it: the clock is read for them only (the
+    // attempt's time limit then counts from here, as it would from its first poll).
     let timed = progress.report.listening || progress.breaker().is_some_and(Breaker::times_calls);
-    if timed && this.limits.started.is_none() {
-        this.limits.started = Some(Instant::now());
+    if timed {
+        let now = Instant::now();
+        // After a wait for another call's probe verdict, the provider's time starts now; the
+        // wait still counts toward the attempt's time limit, which keeps its end.
+        if let (Some(from), Some(timeout)) = (this.limits.started, &mut this.limits.timeout) {
+            *timeout = timeout.saturating_sub(now - from);
+        }
+        this.limits.started = Some(now);
     }
     this.execution.started();
 }

@@ -104,6 +104,10 @@ pin_project! {
     impl<'e, 'p, F, E> PinnedDrop for Attempt<'e, 'p, F, E> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
+            if matches!(this.stage, Stage::Call) {
+                let attempt = this.execution.progress.tries.attempt;
+                this.execution.cancelled(attempt, this.limits.started);
+            }
             cancel(this.admitted, &mut this.execution.progress);
         }
     }
@@ -136,6 +140,20 @@ fn cancel(admitted: &mut Option<Ticket>, progress: &mut Progress<'_>) {
         }
     }
     progress.refund_slots();
+}
+
+impl<E> Execution<'_, E> {
+    /// Attempt `attempt`, its call started at `started`, dropped while the call was under way:
+    /// the listener hears it ended, with the operation's id from the frame the call keeps
+    /// between polls (a drop comes between polls, when no frame is published).
+    fn cancelled(&self, attempt: u32, started: Option<Instant>) {
+        let operation = self
+            .progress
+            .frame
+            .as_ref()
+            .map(crate::operation::Frame::id);
+        self.progress.cancelled(operation, attempt, started);
+    }
 }
 
 impl<'e, 'p, F, E> Attempt<'e, 'p, F, E> {

@@ -21,7 +21,7 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use super::timer::{fired, set_timer};
-use super::{cancel, step, AttemptProjection};
+use super::{cancel, step, AttemptProjection, Stage};
 use crate::deadline::{later, Limits};
 use crate::events::Event;
 use crate::execution::admission::Admission;
@@ -85,14 +85,17 @@ pin_project! {
 /// Every racer still running dropped before its end (the first's admission is the
 /// execution's own).
 fn cancel_all<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
-    let progress = &mut this.execution.progress;
     if let Some(first) = this.first.as_mut().as_pin_mut() {
-        cancel(first.project().admitted, progress);
+        let first = first.project();
+        if matches!(first.stage, Stage::Call) {
+            (this.execution).cancelled(this.first_seat.attempt, first.limits.started);
+        }
+        cancel(first.admitted, &mut this.execution.progress);
         this.first.set(None);
     }
     if !this.hedged.is_empty() {
         for mut racer in this.hedged.drain(..) {
-            racer.cancel(progress);
+            racer.cancel(this.execution);
         }
     }
 }
@@ -277,18 +280,18 @@ where
 /// call goes to that target from this race.
 fn drop_refused<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
     let now = Instant::now();
-    let progress = &mut this.execution.progress;
     if let Some(mut first) = this.first.as_mut().as_pin_mut() {
         if !first.as_mut().stage_is_call() && this.make.refuses(this.first_seat.tag, now) {
-            cancel(first.project().admitted, progress);
+            cancel(first.project().admitted, &mut this.execution.progress);
             this.first.set(None);
         }
     }
     let make = &*this.make;
+    let execution = &mut *this.execution;
     this.hedged.retain_mut(|racer| {
         let keep = racer.lane.as_mut().stage_is_call() || !make.refuses(racer.seat.tag, now);
         if !keep {
-            racer.cancel(progress);
+            racer.cancel(execution);
         }
         keep
     });

@@ -10,7 +10,7 @@ use crate::breaker::Ticket;
 use crate::deadline::{Cut, Limits};
 use crate::execution::admission::Admission;
 use crate::execution::attempt::{cancel, Stage, Wait};
-use crate::execution::Progress;
+use crate::execution::{Execution, Progress};
 
 /// A racer of a race: its first, in place, or the hedge at this index.
 #[derive(Debug, Clone, Copy)]
@@ -111,10 +111,16 @@ impl<'p> Seat<'p> {
 }
 
 impl<'p, F> Racer<'p, F> {
-    /// Dropped before its end: what it holds goes back, and it counts for nothing.
-    pub(super) fn cancel(&mut self, progress: &mut Progress<'p>) {
+    /// Dropped before its end: told as ended so if its call was under way, what it holds
+    /// goes back, and it counts for nothing.
+    pub(super) fn cancel<E>(&mut self, execution: &mut Execution<'p, E>) {
+        let lane = self.lane.as_mut().project();
+        if matches!(lane.stage, Stage::Call) {
+            execution.cancelled(self.seat.attempt, lane.limits.started);
+        }
+        let progress = &mut execution.progress;
         self.seat.swap_admission(progress);
-        cancel(self.lane.as_mut().project().admitted, progress);
+        cancel(lane.admitted, progress);
         self.seat.swap_admission(progress);
     }
 }

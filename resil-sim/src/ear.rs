@@ -1,0 +1,117 @@
+//! What an instance's policies tell their listeners, kept with the instant it was told: the
+//! world drains it into the checker at every step, which holds it against what happened.
+
+use std::sync::{Arc, Mutex};
+
+use resil_runtime::events::{AttemptOutcome, Event, Listener};
+use tokio::time::Instant;
+
+/// One event, as the checks need it.
+#[derive(Debug)]
+pub(crate) enum Heard {
+    /// A breaker's transition: the breaker, from, to.
+    Transition(String, String, String),
+    /// An attempt about to call: its operation's id and its number.
+    Started(String, u32),
+    /// An attempt ended: its operation's id, its number and its outcome.
+    Ended(String, u32, &'static str),
+    /// The next attempt of an operation goes to this target.
+    Routed(String, String),
+    /// A route passed over this target, refused so.
+    Skipped(String, String, &'static str),
+    /// A retry or a hedge of an operation, as the trace says it: drawn from the policy's
+    /// retry budget once the operation called.
+    Drew(Option<String>, String),
+    Line(String),
+}
+
+/// Who heard an event: the instance, and its policy (0 outer, 1 inner).
+pub(crate) type Who = (usize, u8);
+
+/// What the listeners of a world heard: per event, who and when.
+pub(crate) type Heards = Arc<Mutex<Vec<(Who, Instant, Heard)>>>;
+
+/// The listener of one of an instance's policies.
+#[derive(Debug)]
+pub(crate) struct Ear {
+    pub(crate) instance: usize,
+    pub(crate) which: u8,
+    pub(crate) heard: Heards,
+}
+
+fn outcome(outcome: &AttemptOutcome<'_>) -> &'static str {
+    match outcome {
+        AttemptOutcome::Ok => "ok",
+        AttemptOutcome::Permanent => "permanent",
+        AttemptOutcome::Transient => "transient",
+        AttemptOutcome::Throttled => "throttled",
+        AttemptOutcome::Rejected(rejected) => rejected.kind(),
+        AttemptOutcome::Cancelled => "cancelled",
+        _ => "other",
+    }
+}
+
+impl Listener for Ear {
+    fn on_event(&self, event: &Event<'_>) {
+        let heard = match event {
+            Event::BreakerTransition {
+                breaker,
+                transition,
+            } => Heard::Transition(
+                (*breaker).to_owned(),
+                transition.from.to_string(),
+                transition.to.to_string(),
+            ),
+            Event::Skipped {
+                operation: Some(operation),
+                target,
+                rejected,
+                ..
+            } => Heard::Skipped(operation.to_string(), (*target).to_owned(), rejected.kind()),
+            Event::Routed {
+                operation: Some(operation),
+                target,
+                ..
+            } => Heard::Routed(operation.to_string(), (*target).to_owned()),
+            Event::Hedged {
+                operation, attempt, ..
+            } => Heard::Drew(
+                operation.map(|id| id.to_string()),
+                format!("hedge {attempt}"),
+            ),
+            Event::AttemptStarted {
+                operation: Some(operation),
+                attempt,
+                ..
+            } => Heard::Started(operation.to_string(), *attempt),
+            Event::AttemptEnded {
+                operation: Some(operation),
+                attempt,
+                outcome: ended,
+                ..
+            } => Heard::Ended(operation.to_string(), *attempt, outcome(ended)),
+            Event::Waiting {
+                operation, wait, ..
+            } => Heard::Drew(
+                operation.map(|id| id.to_string()),
+                format!("waits {wait:?}"),
+            ),
+            Event::GaveUp { reason, asked, .. } => {
+                Heard::Line(format!("gave up: {} (asked {asked:?})", reason.as_str()))
+            }
+            Event::Rejected { rejected, .. } => Heard::Line(format!("rejected: {rejected}")),
+            Event::RateLearnt { from, to, .. } => {
+                Heard::Line(format!("rate learnt {from:.3}/s -> {to:.3}/s"))
+            }
+            Event::GateShare { instances, .. } => {
+                Heard::Line(format!("gate share: {instances} instances"))
+            }
+            _ => return,
+        };
+        let mut sink = self
+            .heard
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        sink.push(((self.instance, self.which), Instant::now(), heard));
+    }
+}
