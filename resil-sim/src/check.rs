@@ -16,7 +16,9 @@ use crate::plan::TARGETS;
 use crate::provider::{Answer, SimError};
 
 mod heard;
+mod streams;
 use heard::Ledger;
+use streams::Seen;
 
 /// How late a call may come to its slot and still take it (the guide's key reference: "one
 /// that comes to its slot more than 100 ms late ... takes a new one"): a start may follow
@@ -55,9 +57,11 @@ pub(crate) enum Inv {
     ThrottleNoFailure,
     Budget,
     MetricsAgree,
+    StreamOneAttempt,
+    StreamEnds,
 }
 
-pub(crate) const INVARIANTS: [Invariant; 22] = [
+pub(crate) const INVARIANTS: [Invariant; 24] = [
     Invariant {
         name: "nothing_held_at_quiescence",
         guide: "design.md: \"a listener that panics cannot leave a permit or a probe slot held\"; route_and_hedge.md: \"their permits, rate slots and probe places go back\"",
@@ -146,6 +150,14 @@ pub(crate) const INVARIANTS: [Invariant; 22] = [
         name: "metrics_agree_with_events",
         guide: "series.rs: resil_attempts_total \"one per attempt started\", resil_retries_total \"one per retry decided\", resil_route_total \"one per attempt sent ... one per target passed over\", resil_calls_total \"one per operation ... a cancelled operation counts nothing\"",
     },
+    Invariant {
+        name: "a_stream_is_one_attempts_items",
+        guide: "stream.rs: \"The operation returns `Ok(stream)` only once the first item is in hand\", the items held before the commit \"handed over in order\"; route_and_hedge.md: a stream hedge's losers are dropped",
+    },
+    Invariant {
+        name: "a_stream_ends_as_promised",
+        guide: "stream.rs: the stream \"ends with one `Err(Rejected::Idle { after })` when no item arrives within the policy's `idle_timeout`\", \"ends at the item that complete_when recognises as the final one\", \"ends with one `Err(Rejected::Incomplete)` when the body's stream ends before\" it",
+    },
 ];
 
 /// A broken invariant.
@@ -203,6 +215,9 @@ pub(crate) struct Call {
     pub(crate) routed: bool,
     /// The policy it goes through: 0 outer, 1 inner.
     pub(crate) policy: u8,
+    /// A streaming call, and the longest gap its committed stream allows between items.
+    pub(crate) stream: bool,
+    pub(crate) idle: Option<Duration>,
 }
 
 #[derive(Debug, Default)]
@@ -216,6 +231,8 @@ struct State {
     ended: bool,
     /// Ended by its caller dropping it.
     dropped: bool,
+    /// What its consumer saw of its stream.
+    seen: Seen,
 }
 
 type Trouble = (

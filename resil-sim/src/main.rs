@@ -23,6 +23,7 @@ mod metered;
 mod plan;
 mod provider;
 mod shrink;
+mod streams;
 mod world;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -55,6 +55,23 @@ pub(crate) struct TargetSpec {
     pub(crate) states: States,
     /// Periods (from, to) in which every answer is a transient error.
     pub(crate) outages: Vec<(Duration, Duration)>,
+    /// What its streams do once connected.
+    pub(crate) stream: StreamShape,
+}
+
+/// How a provider's streams behave once connected: items a gap apart, the first `headers`
+/// without content; each stream may stall, be cut by an error, end before its final item,
+/// linger after it (the connection held open) or flood (every item at once).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StreamShape {
+    pub(crate) items: u32,
+    pub(crate) headers: u32,
+    pub(crate) gap: Duration,
+    pub(crate) p_stall: f64,
+    pub(crate) p_cut: f64,
+    pub(crate) p_short: f64,
+    pub(crate) p_linger: f64,
+    pub(crate) p_flood: f64,
 }
 
 /// What a provider's answers say of its limits.
@@ -83,6 +100,8 @@ pub(crate) struct Spec {
     pub(crate) independent: bool,
     /// Waiters served by priority, in turn across `fair` values, with a batch share.
     pub(crate) turns: Turns,
+    /// The longest gap between a committed stream's items.
+    pub(crate) idle: Option<Duration>,
 }
 
 /// How a declaration serves the callers that wait (`priority`, `fair`, `batch N%`).
@@ -175,6 +194,8 @@ pub(crate) struct Caller {
     /// Its class and `fair` value, where its policy serves waiters in turn.
     pub(crate) class: Priority,
     pub(crate) tenant: u8,
+    /// Its call streams, committing at the first item with content (`true`) or at the first.
+    pub(crate) stream: Option<bool>,
 }
 
 fn ms(rng: &mut StdRng, low: u64, high: u64) -> Duration {
@@ -232,6 +253,24 @@ impl Plan {
             };
             caller.tenant = turns.random_range(0..4);
         }
+        // Streams, drawn apart too.
+        let mut streams = StdRng::seed_from_u64(seed.wrapping_mul(0xA076_1D64_78BD_642F) ^ redraw);
+        let mut targets = targets;
+        for target in &mut targets {
+            target.stream = stream_shape(&mut streams);
+        }
+        outer.idle = streams
+            .random_bool(0.6)
+            .then(|| log_ms(&mut streams, 5, 10_000));
+        let streaming = streams.random_bool(0.4);
+        for caller in callers
+            .iter_mut()
+            .filter(|c| !c.shares && c.joins.is_none() && c.nested.is_none())
+        {
+            if streaming && streams.random_bool(0.3) {
+                caller.stream = Some(streams.random_bool(0.5));
+            }
+        }
         Plan {
             nest_same,
             seed,
@@ -261,6 +300,26 @@ fn draw_turns(rng: &mut StdRng, spec: &Spec) -> Turns {
         priority: true,
         fair: rng.random_bool(0.5),
         batch_share: (declared && rng.random_bool(0.5)).then(|| rng.random_range(10..=90)),
+    }
+}
+
+fn stream_shape(rng: &mut StdRng) -> StreamShape {
+    let p = |rng: &mut StdRng, high: f64| {
+        if rng.random_bool(0.4) {
+            0.0
+        } else {
+            rng.random_range(0.0..high)
+        }
+    };
+    StreamShape {
+        items: rng.random_range(1..=30),
+        headers: rng.random_range(0..=3),
+        gap: log_ms(rng, 1, 3_000),
+        p_stall: p(rng, 0.2),
+        p_cut: p(rng, 0.2),
+        p_short: p(rng, 0.2),
+        p_linger: p(rng, 0.3),
+        p_flood: p(rng, 0.1),
     }
 }
 
@@ -300,6 +359,7 @@ fn target(rng: &mut StdRng) -> TargetSpec {
             _ => States::Flapping(rng.random_range(0.001..0.3)),
         },
         outages,
+        stream: StreamShape::default(),
     }
 }
 
@@ -392,6 +452,7 @@ fn spec(rng: &mut StdRng) -> Spec {
             .then(|| (rng.random_range(0.05..1.0), rng.random_range(0.0..5.0))),
         independent: rng.random_bool(0.3),
         turns: Turns::default(),
+        idle: None,
     }
 }
 
@@ -445,6 +506,7 @@ fn caller(rng: &mut StdRng, at: Duration, instance: usize, targets: usize) -> Ca
         seed: rng.random(),
         class: Priority::Default,
         tenant: 0,
+        stream: None,
     }
 }
 

@@ -26,6 +26,7 @@ use crate::ear::{Ear, Heards};
 use crate::metered::Meter;
 use crate::plan::{Plan, SharedSpec, Spec, StoreAction, TARGETS};
 use crate::provider::{Provider, SimError};
+use crate::streams::stream_call;
 
 /// What a run found.
 #[derive(Debug)]
@@ -64,6 +65,9 @@ fn common<K>(builder: PolicyBuilder<K>, spec: &Spec, seed: u64) -> PolicyBuilder
     }
     if let Some((ratio, min)) = spec.budget {
         builder = builder.retry_budget(ratio, min);
+    }
+    if let Some(idle) = spec.idle {
+        builder = builder.idle_timeout(idle);
     }
     if let Some(bulkhead) = &spec.bulkhead {
         builder = if bulkhead.adaptive {
@@ -189,20 +193,22 @@ impl Pol {
     }
 }
 
-struct World {
-    plan: Plan,
+pub(crate) struct World {
+    pub(crate) plan: Plan,
     origin: Instant,
-    providers: Vec<Provider>,
+    pub(crate) providers: Vec<Provider>,
     /// Per instance: the outer and the inner policy.
-    policies: Vec<(Pol, Pol)>,
+    pub(crate) policies: Vec<(Pol, Pol)>,
     stores: Vec<InMemory>,
-    checker: RefCell<Checker>,
+    pub(crate) checker: RefCell<Checker>,
     heard: Heards,
     attempts: Cell<u64>,
     /// Whether the store is down, slow.
     trouble: Cell<(bool, bool)>,
     /// The calls callers share, by caller id (cleared when the world ends: they hold it).
     shared_calls: RefCell<BTreeMap<usize, SharedCall>>,
+    /// The last tag given to a stream.
+    tags: Cell<u64>,
 }
 
 type SharedCall = Shared<LocalBoxFuture<'static, Result<u32, SimError>>>;
@@ -223,7 +229,13 @@ impl Drop for Ending {
 }
 
 impl World {
-    fn sync(&self) {
+    /// A tag for a stream, unique in the world.
+    pub(crate) fn tag(&self) -> u64 {
+        self.tags.set(self.tags.get() + 1);
+        self.tags.get()
+    }
+
+    pub(crate) fn sync(&self) {
         let heard = std::mem::take(&mut *self.heard.lock().unwrap_or_else(|p| p.into_inner()));
         let mut checker = self.checker.borrow_mut();
         for (who, at, heard) in heard {
@@ -243,7 +255,7 @@ impl World {
 
     /// What `look` sees of the breaker a call to `target` through `policy` of `instance` goes
     /// through, if it has one.
-    fn breaker<R>(
+    pub(crate) fn breaker<R>(
         &self,
         instance: usize,
         policy: u8,
@@ -293,7 +305,11 @@ impl World {
             inner
         };
         let mut deadline = spec.deadline.map(|deadline| now + deadline);
-        let mut bound = policy.worst_case().map(|worst| now + worst);
+        // A stream is read past its commit, which is all a worst case bounds.
+        let streaming = which == 0 && plan.callers[caller].stream.is_some();
+        let mut bound = (policy.worst_case())
+            .filter(|_| !streaming)
+            .map(|worst| now + worst);
         if let Some(root) = root {
             let checker = self.checker.borrow();
             let (outer_deadline, outer_bound) = checker.limits_of(root);
@@ -320,10 +336,58 @@ impl World {
                 .ceiling()
                 .map(|ceiling| (ceiling, spec.rate.as_ref().is_some_and(|r| r.per_key))),
             shared: plan.shared.is_some(),
-            simple: which == 0 && plan.callers[caller].nested.is_none() && spec.hedge.is_none(),
+            simple: which == 0
+                && plan.callers[caller].nested.is_none()
+                && spec.hedge.is_none()
+                && !streaming,
             routed: which == 0 && plan.callers[caller].routed,
             policy: self.policy_of(which),
+            stream: streaming,
+            idle: spec.idle,
         })
+    }
+
+    /// An attempt's body reached `target` (its first poll): checked, and counted.
+    pub(crate) fn reached(
+        &self,
+        caller: usize,
+        which: u8,
+        index: usize,
+        target: usize,
+        held: Option<usize>,
+    ) {
+        let instance = self.plan.callers[caller].instance;
+        let operation = Operation::current();
+        // An open breaker lets no call through, but a nested call on the breaker its enclosing
+        // attempt holds goes through as part of it.
+        let policy = self.policy_of(which);
+        let per_key = self.spec(which).breaker.as_ref().is_some_and(|b| b.per_key);
+        let holds = which == 1 && policy == 0 && (!per_key || held == Some(target));
+        let open = (!holds)
+            .then(|| self.cooling(instance, policy, target))
+            .flatten();
+        let id = operation
+            .as_ref()
+            .map(|operation| operation.id().to_string());
+        let number = operation.as_ref().map(Operation::attempt);
+        let spec = self.spec(which);
+        let gate: Option<GateScope> = spec
+            .rate
+            .as_ref()
+            .map(|rate| (self.policy_of(which), rate.per_key.then_some(target)));
+        let slow = match spec.breaker.as_ref().map(|breaker| breaker.kind) {
+            Some(BreakerKind::SlowCall { slower_than, .. }) => Some(slower_than),
+            _ => None,
+        };
+        let breaker = self.breaker(instance, policy, target, |breaker| {
+            Some((breaker.name().to_owned(), slow))
+        });
+        self.sync();
+        self.checker
+            .borrow_mut()
+            .attempt(index, target, id, number, gate, breaker);
+        self.checker.borrow_mut().breaker_open(index, open);
+        self.attempts.set(self.attempts.get() + 1);
     }
 }
 
@@ -396,43 +460,7 @@ async fn attempt(
     held: Option<usize>,
 ) -> Result<u32, SimError> {
     let nested = world.plan.callers[caller].nested.filter(|_| which == 0);
-    let operation = Operation::current();
-    // An open breaker lets no call through, but a nested call on the breaker its enclosing
-    // attempt holds goes through as part of it.
-    let policy = world.policy_of(which);
-    let per_key = world
-        .spec(which)
-        .breaker
-        .as_ref()
-        .is_some_and(|b| b.per_key);
-    let holds = which == 1 && policy == 0 && (!per_key || held == Some(target));
-    let instance = world.plan.callers[caller].instance;
-    let open = (!holds)
-        .then(|| world.cooling(instance, policy, target))
-        .flatten();
-    let id = operation
-        .as_ref()
-        .map(|operation| operation.id().to_string());
-    let number = operation.as_ref().map(Operation::attempt);
-    let spec = world.spec(which);
-    let gate: Option<GateScope> = spec
-        .rate
-        .as_ref()
-        .map(|rate| (world.policy_of(which), rate.per_key.then_some(target)));
-    let slow = match spec.breaker.as_ref().map(|breaker| breaker.kind) {
-        Some(BreakerKind::SlowCall { slower_than, .. }) => Some(slower_than),
-        _ => None,
-    };
-    let breaker = world.breaker(instance, policy, target, |breaker| {
-        Some((breaker.name().to_owned(), slow))
-    });
-    world.sync();
-    world
-        .checker
-        .borrow_mut()
-        .attempt(index, target, id, number, gate, breaker);
-    world.checker.borrow_mut().breaker_open(index, open);
-    world.attempts.set(world.attempts.get() + 1);
+    world.reached(caller, which, index, target, held);
     if nested.is_some() {
         let inner = world.begin(caller, 1, Some(index));
         let mut ending = Ending {
@@ -491,9 +519,11 @@ async fn caller(world: Rc<World>, caller: usize) {
         index,
         outcome: None,
     };
-    let call = call(world.clone(), caller, 0, index, rng, None)
-        .boxed_local()
-        .shared();
+    let call = match spec.stream {
+        Some(_) => stream_call(world.clone(), caller, index, rng).boxed_local(),
+        None => call(world.clone(), caller, 0, index, rng, None).boxed_local(),
+    }
+    .shared();
     if spec.shares {
         world
             .shared_calls
@@ -635,6 +665,7 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
             attempts: Cell::new(0),
             trouble: Cell::new((false, false)),
             shared_calls: RefCell::default(),
+            tags: Cell::new(0),
         });
         let store_task = tokio::task::spawn_local(faults(world.clone()));
         let callers: Vec<_> = (0..plan.callers.len())

@@ -10,9 +10,12 @@ use resil_runtime::events::{AttemptOutcome, Event, Listener};
 use resil_runtime::Policy;
 use tokio::time::sleep;
 
-/// Each attempt's start and end: (started, operation id, attempt, outcome).
+/// An attempt's start or end: (a start, operation id, attempt, outcome).
+type Told = (bool, Option<String>, u32, String);
+
+/// Each attempt's start and end.
 #[derive(Debug, Default)]
-struct Ends(Mutex<Vec<(bool, Option<String>, u32, String)>>);
+struct Ends(Mutex<Vec<Told>>);
 
 impl Listener for Ends {
     fn on_event(&self, event: &Event<'_>) {

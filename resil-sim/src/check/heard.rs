@@ -62,6 +62,11 @@ impl Ledger {
             ..Ledger::default()
         }
     }
+
+    /// An attempt through `breaker` may have failed (a stream's, after its commit).
+    pub(crate) fn failing(&mut self, breaker: (usize, u8, String)) {
+        self.failing.entry(breaker).or_default().0 += 1;
+    }
 }
 
 /// The attempt's outcome a provider's answer calls for.
@@ -220,7 +225,9 @@ impl Checker {
         let slow = flight
             .slow
             .is_some_and(|slow| flight.started.elapsed() >= slow && outcome != "throttled");
-        let failure = outcome == "transient" || slow;
+        // A stream connected may still fail before its commit.
+        let connected = outcome == "ok" && self.calls[index].0.stream;
+        let failure = outcome == "transient" || slow || connected;
         if let Some((name, generation)) = flight.breaker.filter(|_| !failure) {
             let failing = (self.ledger.failing)
                 .entry((instance, policy, name))
