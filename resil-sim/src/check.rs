@@ -59,9 +59,10 @@ pub(crate) enum Inv {
     MetricsAgree,
     StreamOneAttempt,
     StreamEnds,
+    OwnPanics,
 }
 
-pub(crate) const INVARIANTS: [Invariant; 24] = [
+pub(crate) const INVARIANTS: [Invariant; 25] = [
     Invariant {
         name: "nothing_held_at_quiescence",
         guide: "design.md: \"a listener that panics cannot leave a permit or a probe slot held\"; route_and_hedge.md: \"their permits, rate slots and probe places go back\"",
@@ -158,6 +159,10 @@ pub(crate) const INVARIANTS: [Invariant; 24] = [
         name: "a_stream_ends_as_promised",
         guide: "stream.rs: the stream \"ends with one `Err(Rejected::Idle { after })` when no item arrives within the policy's `idle_timeout`\", \"ends at the item that complete_when recognises as the final one\", \"ends with one `Err(Rejected::Incomplete)` when the body's stream ends before\" it",
     },
+    Invariant {
+        name: "no_panic_escapes_but_the_bodys_own",
+        guide: "design.md: \"Whatever a server or a caller says, the runtime neither panics nor hangs\"; attempt/mod.rs: \"a listener that panics cannot leave a probe slot or a permit held\" (its panic, like the body's, is the caller's)",
+    },
 ];
 
 /// A broken invariant.
@@ -233,6 +238,8 @@ struct State {
     dropped: bool,
     /// What its consumer saw of its stream.
     seen: Seen,
+    /// A panic reached its caller.
+    panicked: bool,
 }
 
 type Trouble = (
@@ -584,7 +591,9 @@ impl Checker {
         let slack = Duration::from_millis(1);
         let (call, state) = &mut self.calls[index];
         state.ended = true;
-        state.dropped = outcome.starts_with("dropped");
+        state.panicked = outcome.starts_with("panicked");
+        state.dropped = outcome.starts_with("dropped") || state.panicked;
+        let foreign = outcome.starts_with("panicked (not its own)");
         let (logical, started, deadline, bound) =
             (call.logical, call.started, call.deadline, call.bound);
         self.log(format!(
@@ -593,6 +602,9 @@ impl Checker {
             if logical.1 > 0 { ".n" } else { "" },
             now - started
         ));
+        self.check(Inv::OwnPanics, !foreign, Some(logical.0), || {
+            format!("a panic not the body's or a listener's reached the caller: {outcome}")
+        });
         // A nested call dropped by its parent's attempt ends when the runtime drops that
         // attempt's body: a check of its own.
         let inv = if logical.1 > 0 && outcome == "dropped" {

@@ -1,6 +1,7 @@
 //! What an instance's policies tell their listeners, kept with the instant it was told: the
 //! world drains it into the checker at every step, which holds it against what happened.
 
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use resil_runtime::events::{AttemptOutcome, Event, Listener};
@@ -23,6 +24,9 @@ pub(crate) enum Heard {
     /// retry budget once the operation called.
     Drew(Option<String>, String),
     Line(String),
+    /// The listener panics on an event of this operation: what the event announced does
+    /// not happen.
+    Panics(String),
 }
 
 /// Who heard an event: the instance, and its policy (0 outer, 1 inner).
@@ -31,12 +35,22 @@ pub(crate) type Who = (usize, u8);
 /// What the listeners of a world heard: per event, who and when.
 pub(crate) type Heards = Arc<Mutex<Vec<(Who, Instant, Heard)>>>;
 
+/// How a world's listeners panic: on every n-th attempt start or wait each hears, while the
+/// switch is on (off for the liveness probe at the end).
+pub(crate) type Panics = Option<(u32, Arc<AtomicBool>)>;
+
+/// What a listener's panic says: a panic that reaches a caller with another message is not
+/// the body's or a listener's own.
+pub(crate) const LISTENER_PANIC: &str = "sim: a listener panics";
+
 /// The listener of one of an instance's policies.
 #[derive(Debug)]
 pub(crate) struct Ear {
     pub(crate) instance: usize,
     pub(crate) which: u8,
     pub(crate) heard: Heards,
+    pub(crate) panics: Panics,
+    pub(crate) counted: AtomicU32,
 }
 
 fn outcome(outcome: &AttemptOutcome<'_>) -> &'static str {
@@ -53,6 +67,13 @@ fn outcome(outcome: &AttemptOutcome<'_>) -> &'static str {
 
 impl Listener for Ear {
     fn on_event(&self, event: &Event<'_>) {
+        // Only where a caller polls: a panic in a drop would abort the process.
+        let panics = match event {
+            Event::AttemptStarted { operation, .. } | Event::Waiting { operation, .. } => {
+                Some(operation.map(|id| id.to_string()))
+            }
+            _ => None,
+        };
         let heard = match event {
             Event::BreakerTransition {
                 breaker,
@@ -112,6 +133,17 @@ impl Listener for Ear {
             .heard
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        sink.push(((self.instance, self.which), Instant::now(), heard));
+        let who = (self.instance, self.which);
+        sink.push((who, Instant::now(), heard));
+        if let (Some((every, on)), Some(operation)) = (&self.panics, panics) {
+            let count = self.counted.fetch_add(1, Ordering::Relaxed) + 1;
+            if on.load(Ordering::Relaxed) && count % every == 0 {
+                if let Some(operation) = operation {
+                    sink.push((who, Instant::now(), Heard::Panics(operation)));
+                }
+                drop(sink);
+                panic!("{LISTENER_PANIC}");
+            }
+        }
     }
 }

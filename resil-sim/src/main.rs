@@ -168,6 +168,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The panics a world plants are caught by their callers: only the others are printed.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !world::planted(info) {
+            report(info);
+        }
+    }));
     let started = Instant::now();
     let budget = args
         .minutes

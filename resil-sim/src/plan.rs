@@ -28,6 +28,8 @@ pub(crate) struct Plan {
     pub(crate) shared: Option<SharedSpec>,
     pub(crate) store: Vec<(Duration, StoreAction)>,
     pub(crate) callers: Vec<Caller>,
+    /// The listeners panic on every n-th attempt start or wait each hears.
+    pub(crate) listener_panics: Option<u32>,
 }
 
 impl Plan {
@@ -196,6 +198,8 @@ pub(crate) struct Caller {
     pub(crate) tenant: u8,
     /// Its call streams, committing at the first item with content (`true`) or at the first.
     pub(crate) stream: Option<bool>,
+    /// Its body panics mid-call, at its first attempt (the first such in the world only).
+    pub(crate) panics: bool,
 }
 
 fn ms(rng: &mut StdRng, low: u64, high: u64) -> Duration {
@@ -271,6 +275,14 @@ impl Plan {
                 caller.stream = Some(streams.random_bool(0.5));
             }
         }
+        // Panics, drawn apart as well: a body's, or every n-th start or wait a listener hears.
+        let mut panics = StdRng::seed_from_u64(seed.wrapping_mul(0xE703_7ED1_A0B4_28DB) ^ redraw);
+        for caller in &mut callers {
+            caller.panics = caller.stream.is_none() && panics.random_bool(0.02);
+        }
+        let listener_panics = panics
+            .random_bool(0.1)
+            .then(|| panics.random_range(20..=500));
         Plan {
             nest_same,
             seed,
@@ -281,6 +293,7 @@ impl Plan {
             shared,
             store,
             callers,
+            listener_panics,
         }
     }
 }
@@ -507,6 +520,7 @@ fn caller(rng: &mut StdRng, at: Duration, instance: usize, targets: usize) -> Ca
         class: Priority::Default,
         tenant: 0,
         stream: None,
+        panics: false,
     }
 }
 

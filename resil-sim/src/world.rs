@@ -1,8 +1,11 @@
 //! One world run on tokio's paused clock: instances with their policies, providers, the
 //! store's faults and the callers of a plan, every step checked.
 
+use std::any::Any;
 use std::cell::{Cell, RefCell};
+use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +25,7 @@ use tokio::task::LocalSet;
 use tokio::time::{sleep, sleep_until, Instant};
 
 use crate::check::{Call, Checker, Failure, GateScope, INVARIANTS};
-use crate::ear::{Ear, Heards};
+use crate::ear::{Ear, Heards, Panics, LISTENER_PANIC};
 use crate::metered::Meter;
 use crate::plan::{Plan, SharedSpec, Spec, StoreAction, TARGETS};
 use crate::provider::{Provider, SimError};
@@ -209,6 +212,8 @@ pub(crate) struct World {
     shared_calls: RefCell<BTreeMap<usize, SharedCall>>,
     /// The last tag given to a stream.
     tags: Cell<u64>,
+    /// A body panicked already (one does, in a world whose plan says so).
+    panicked: Cell<bool>,
 }
 
 type SharedCall = Shared<LocalBoxFuture<'static, Result<u32, SimError>>>;
@@ -498,8 +503,24 @@ async fn attempt(
     let answer = world.providers[target].call(&rng).await;
     world.sync();
     world.checker.borrow_mut().answer(index, target, &answer);
+    // Once, mid-call: the body's own panic, which reaches its caller.
+    if which == 0 && world.plan.callers[caller].panics && !world.panicked.replace(true) {
+        if let Some(operation) = Operation::current() {
+            world
+                .checker
+                .borrow_mut()
+                .unwinds(operation.id().to_string());
+        }
+        panic!("{BODY_PANIC}");
+    }
     answer.result
 }
+
+/// What a body's panic says.
+const BODY_PANIC: &str = "sim: a body panics";
+
+/// What a shared future whose inner future panicked says to its later pollers.
+const SHARED_PANICKED: &str = "inner future panicked during poll";
 
 fn describe(result: &Result<u32, SimError>) -> String {
     match result {
@@ -535,17 +556,44 @@ async fn caller(world: Rc<World>, caller: usize) {
     let drop_after = spec
         .drop_after
         .or(unbounded.then_some(Duration::from_secs(600)));
+    let call = AssertUnwindSafe(call).catch_unwind();
     let outcome = match drop_after {
         Some(after) => {
             tokio::select! {
                 biased;
-                result = call => describe(&result),
+                result = call => ended(result),
                 () = sleep(after) => format!("dropped by its caller after {after:?}"),
             }
         }
-        None => describe(&call.await),
+        None => ended(call.await),
     };
     ending.outcome = Some(outcome);
+}
+
+/// Whether a panic is one a world planted (a body's, a listener's, or a shared call's that
+/// passes one on).
+pub(crate) fn planted(info: &std::panic::PanicHookInfo<'_>) -> bool {
+    let message = (info.payload().downcast_ref::<String>().map(String::as_str))
+        .or_else(|| info.payload().downcast_ref::<&str>().copied());
+    message.is_some_and(|message| [BODY_PANIC, LISTENER_PANIC, SHARED_PANICKED].contains(&message))
+}
+
+/// How a caller's call ended: its result, or the message of the panic that reached it.
+fn ended(result: Result<Result<u32, SimError>, Box<dyn Any + Send>>) -> String {
+    match result {
+        Ok(result) => describe(&result),
+        Err(panic) => {
+            let message = (panic.downcast_ref::<String>().map(String::as_str))
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("(not a string)");
+            // A shared call that panicked tells its later pollers so (`futures`' `Shared`).
+            let own = [BODY_PANIC, LISTENER_PANIC, SHARED_PANICKED].contains(&message);
+            format!(
+                "panicked{}: {message}",
+                if own { "" } else { " (not its own)" }
+            )
+        }
+    }
 }
 
 async fn faults(world: Rc<World>) {
@@ -577,6 +625,7 @@ fn policies(
     plan: &Plan,
     stores: &[InMemory],
     heard: &Heards,
+    panics: &Panics,
 ) -> Result<Vec<(Pol, Pol)>, ConfigError> {
     (0..plan.instances())
         .map(|instance| {
@@ -585,6 +634,8 @@ fn policies(
                     instance,
                     which,
                     heard: heard.clone(),
+                    panics: panics.clone(),
+                    counted: AtomicU32::new(0),
                 })
             };
             let shared = plan
@@ -621,7 +672,7 @@ pub(crate) fn builds(plan: &Plan) -> Result<(), ConfigError> {
     runtime.block_on(async {
         let store = InMemory::new();
         let stores: Vec<_> = (0..plan.instances()).map(|_| store.instance()).collect();
-        policies(plan, &stores, &Arc::default()).map(|_| ())
+        policies(plan, &stores, &Arc::default(), &None).map(|_| ())
     })
 }
 
@@ -649,7 +700,11 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
             })
             .collect();
         let heard = Arc::default();
-        let policies = policies(plan, &stores, &heard).expect("the plan's declarations build");
+        let panics = plan
+            .listener_panics
+            .map(|every| (every, Arc::new(AtomicBool::new(true))));
+        let policies =
+            policies(plan, &stores, &heard, &panics).expect("the plan's declarations build");
         let world = Rc::new(World {
             plan: plan.clone(),
             origin,
@@ -660,12 +715,21 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
                 .collect(),
             policies,
             stores,
-            checker: RefCell::new(Checker::new(origin, [plan.outer.budget, plan.inner.budget])),
+            // A listener's panic at a start leaves a first attempt the budget counted and no
+            // body saw: its budget is checked where listeners do not panic.
+            checker: RefCell::new(Checker::new(
+                origin,
+                match plan.listener_panics {
+                    None => [plan.outer.budget, plan.inner.budget],
+                    Some(_) => [None, None],
+                },
+            )),
             heard,
             attempts: Cell::new(0),
             trouble: Cell::new((false, false)),
             shared_calls: RefCell::default(),
             tags: Cell::new(0),
+            panicked: Cell::new(false),
         });
         let store_task = tokio::task::spawn_local(faults(world.clone()));
         let callers: Vec<_> = (0..plan.callers.len())
@@ -680,6 +744,9 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
             world.checker.borrow_mut().unended();
         }
         store_task.abort();
+        if let Some((_, on)) = &panics {
+            on.store(false, Ordering::Relaxed);
+        }
         world.shared_calls.borrow_mut().clear();
         world.sync();
         quiescence(&world);

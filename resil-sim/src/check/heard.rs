@@ -36,6 +36,8 @@ pub(crate) struct Ledger {
     /// Per operation and target: the times it was routed there and not yet called, and whether
     /// the last word on it was a skip.
     routes: BTreeMap<(String, String), (u32, bool)>,
+    /// The operations a listener's panic went through.
+    unwound: BTreeSet<String>,
     /// The operations that called, by instance and policy.
     called: BTreeSet<(usize, u8, String)>,
     /// Per instance and policy with a budget: per second since the origin, first attempts
@@ -124,7 +126,18 @@ impl Checker {
                 }
             }
             Heard::Line(line) => self.log(format!("i{instance} {line}")),
+            Heard::Panics(id) => {
+                self.log(format!("i{instance} a listener panics"));
+                self.unwinds(id);
+            }
         }
+    }
+
+    /// A panic goes through operation `id`: an attempt it unwinds through is not told ended,
+    /// and one whose start a listener's panic interrupts does not run.
+    pub(crate) fn unwinds(&mut self, id: String) {
+        self.log(format!("a panic goes through operation {id}"));
+        self.ledger.unwound.insert(id);
     }
 
     fn told(&mut self, which: u8, what: &str) -> &mut u64 {
@@ -283,10 +296,22 @@ impl Checker {
         );
     }
 
-    /// At quiescence: every attempt told as started ended, and ran its body.
+    /// At quiescence: every attempt told as started ended, and ran its body; but in an
+    /// operation a panic went through (its own, or its caller's: the unwinding drops every
+    /// attempt the caller's call holds).
     pub(crate) fn all_told(&mut self) {
         let ops = std::mem::take(&mut self.ledger.ops);
-        for (id, [started, ended, ran]) in &ops {
+        let mut unwound = std::mem::take(&mut self.ledger.unwound);
+        let panicked: BTreeSet<usize> = (self.calls.iter())
+            .filter(|(_, state)| state.panicked)
+            .map(|(call, _)| call.logical.0)
+            .collect();
+        unwound.extend(
+            (self.keys.iter())
+                .filter(|((caller, _), _)| panicked.contains(caller))
+                .map(|(_, id)| id.clone()),
+        );
+        for (id, [started, ended, ran]) in ops.iter().filter(|(id, _)| !unwound.contains(*id)) {
             self.check(Inv::EventsAgree, started == ended, None, || {
                 format!("operation {id}: {started} attempts started, {ended} ended")
             });
@@ -295,6 +320,7 @@ impl Checker {
             });
         }
         self.ledger.ops = ops;
+        self.ledger.unwound = unwound;
     }
 
     /// At quiescence: the counters the policies reported agree with what their listeners
