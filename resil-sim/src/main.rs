@@ -17,11 +17,14 @@
 //! What it finds, run against the code before the fixes it was built for and against planted
 //! defects (`cargo xtask mutants`): `PROOF.md`.
 
+mod build;
 mod check;
 mod ear;
+mod ended;
 mod metered;
 mod plan;
 mod provider;
+mod quiescence;
 mod shrink;
 mod streams;
 mod world;
@@ -103,7 +106,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
 fn plan_of(seed: u64) -> (Plan, u64) {
     for redraw in 0.. {
         let plan = Plan::draw(seed, redraw);
-        if world::builds(&plan).is_ok() {
+        if build::builds(&plan).is_ok() {
             return (plan, redraw);
         }
     }
@@ -171,7 +174,7 @@ fn main() -> ExitCode {
     // The panics a world plants are caught by their callers: only the others are printed.
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if !world::planted(info) {
+        if !ended::planted(info) {
             report(info);
         }
     }));

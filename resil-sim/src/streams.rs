@@ -14,9 +14,10 @@ use rand::Rng;
 use resil_runtime::stream::{Commit, ResilientStream};
 use tokio::time::sleep;
 
+use crate::build::Pol;
 use crate::plan::TARGETS;
 use crate::provider::{Provider, SimError};
-use crate::world::{Pol, World};
+use crate::world::World;
 
 /// One item of a stream: the attempt that sent it (`tag`, unique in the world), its place,
 /// whether it carries content and whether it is the final one.

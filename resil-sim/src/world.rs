@@ -1,11 +1,10 @@
 //! One world run on tokio's paused clock: instances with their policies, providers, the
 //! store's faults and the callers of a plan, every step checked.
 
-use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,20 +14,19 @@ use futures::future::{LocalBoxFuture, Shared};
 use futures::FutureExt;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use resil_runtime::events::Listener;
 use resil_runtime::shared::InMemory;
-use resil_runtime::{
-    Breaker, BreakerConfig, BreakerKind, BreakerState, Bulkhead, ConfigError, Execution, Keyed,
-    Operation, Policy, PolicyBuilder,
-};
+use resil_runtime::{Breaker, BreakerKind, BreakerState, Execution, Operation};
 use tokio::task::LocalSet;
 use tokio::time::{sleep, sleep_until, Instant};
 
+use crate::build::{policies, Pol};
 use crate::check::{Call, Checker, Failure, GateScope, INVARIANTS};
-use crate::ear::{Ear, Heards, Panics, LISTENER_PANIC};
+use crate::ear::Heards;
+use crate::ended::{describe, ended, Ending, BODY_PANIC};
 use crate::metered::Meter;
-use crate::plan::{Plan, SharedSpec, Spec, StoreAction, TARGETS};
+use crate::plan::{Plan, Spec, StoreAction, TARGETS};
 use crate::provider::{Provider, SimError};
+use crate::quiescence::{quiescence, recovery};
 use crate::streams::stream_call;
 
 /// What a run found.
@@ -40,169 +38,13 @@ pub(crate) struct Outcome {
     pub(crate) attempts: u64,
 }
 
-/// A policy, keyed or not, as its declaration needs.
-pub(crate) enum Pol {
-    Plain(Policy),
-    Keyed(Policy<Keyed>),
-}
-
-/// Where a policy's state is shared.
-type Sharing<'a> = Option<(&'a InMemory, SharedSpec)>;
-
-fn common<K>(builder: PolicyBuilder<K>, spec: &Spec, seed: u64) -> PolicyBuilder<K> {
-    let mut builder = builder.retry(spec.retry).jitter(spec.jitter).seed(seed);
-    if let Some(timeout) = spec.timeout {
-        builder = builder.timeout(timeout);
-    }
-    if let Some(deadline) = spec.deadline {
-        builder = builder.deadline(deadline);
-    }
-    if let Some(longest) = spec.retry_after_max {
-        builder = builder.retry_after_max(longest);
-    }
-    if let Some((base, cap)) = spec.backoff {
-        builder = builder.backoff(base, cap);
-    }
-    if let Some((count, delay)) = spec.hedge {
-        builder = builder.hedge(count, delay);
-    }
-    if let Some((ratio, min)) = spec.budget {
-        builder = builder.retry_budget(ratio, min);
-    }
-    if let Some(idle) = spec.idle {
-        builder = builder.idle_timeout(idle);
-    }
-    if let Some(bulkhead) = &spec.bulkhead {
-        builder = if bulkhead.adaptive {
-            builder.bulkhead_adaptive(bulkhead.limit.0, bulkhead.limit.1)
-        } else {
-            builder.bulkhead(bulkhead.limit.0)
-        };
-        if bulkhead.queue > 0 {
-            builder = builder.bulkhead_queue(bulkhead.queue);
-        }
-    }
-    if let Some(rate) = &spec.rate {
-        if let Some((count, period, burst)) = rate.declared {
-            builder = builder.rate(count, period, burst);
-        }
-        if rate.learn {
-            builder = builder.rate_learn();
-        }
-        if rate.exact {
-            builder = builder.rate_exact();
-        }
-    }
-    if spec.turns.priority {
-        builder = builder.by_priority();
-    }
-    if spec.turns.fair {
-        builder = builder.fair();
-    }
-    if let Some(percent) = spec.turns.batch_share {
-        builder = builder.rate_batch_share(percent);
-    }
-    builder.independent(spec.independent)
-}
-
-fn sharing<K>(builder: PolicyBuilder<K>, shared: Sharing<'_>) -> PolicyBuilder<K> {
-    match shared {
-        Some((store, spec)) => builder
-            .shared_in(store)
-            .shared_timeout(spec.timeout)
-            .shared_fail_closed(spec.fail_closed),
-        None => builder,
-    }
-}
-
-/// Builds a declaration through the builder, as the macro does.
-pub(crate) fn build(
-    spec: &Spec,
-    name: &str,
-    seed: u64,
-    listener: Option<Arc<dyn Listener>>,
-    shared: Sharing<'_>,
-) -> Result<Pol, ConfigError> {
-    let mut builder = common(Policy::builder().name(name), spec, seed);
-    if let Some(listener) = listener {
-        builder = builder.listener(listener);
-    }
-    let breaker = spec.breaker.as_ref();
-    if let Some(breaker) = breaker.filter(|b| !b.per_key) {
-        let config =
-            BreakerConfig::new(breaker.threshold, breaker.cooldown)?.with_kind(breaker.kind)?;
-        builder = builder.breaker(Arc::new(Breaker::new(format!("{name}.breaker"), config)));
-    }
-    if !spec.keyed() {
-        return sharing(builder, shared).build().map(Pol::Plain);
-    }
-    let mut keyed = builder.keyed("model");
-    if let Some(breaker) = breaker.filter(|b| b.per_key) {
-        keyed = keyed
-            .breaker_per_key("model", breaker.threshold, breaker.cooldown)
-            .breaker_kind(breaker.kind);
-    }
-    if spec.bulkhead.as_ref().is_some_and(|b| b.per_key) {
-        keyed = keyed.bulkhead_per_key();
-    }
-    if spec.rate.as_ref().is_some_and(|r| r.per_key) {
-        keyed = keyed.rate_per_key();
-    }
-    sharing(keyed, shared).build().map(Pol::Keyed)
-}
-
-impl Pol {
-    fn worst_case(&self) -> Option<Duration> {
-        match self {
-            Pol::Plain(policy) => policy.worst_case(),
-            Pol::Keyed(policy) => policy.worst_case(),
-        }
-    }
-
-    /// Checks that it holds nothing at quiescence: no bulkhead place or waiter, no breaker
-    /// probe out, its own and each target's.
-    fn quiescent(&self, targets: usize, label: &str, checker: &mut Checker) {
-        let mut look = |scope: &str, bulkhead: Option<&Bulkhead>, breaker: Option<&Breaker>| {
-            if let Some(bulkhead) = bulkhead {
-                let (in_flight, waiting) = (bulkhead.in_flight(), bulkhead.waiting());
-                checker.held(in_flight == 0 && waiting == 0, || {
-                    format!("{label}{scope}: bulkhead holds {in_flight} places and {waiting} waiters with no call left")
-                });
-            }
-            if let Some(breaker) = breaker {
-                // Half-open with no call left: its probe must be free to take.
-                let free = breaker.state() != BreakerState::HalfOpen
-                    || breaker.admit().now_or_never().is_some();
-                checker.held(free, || {
-                    format!(
-                        "{label}{scope}: breaker {} half-open with its probe out and no call left",
-                        breaker.name()
-                    )
-                });
-            }
-        };
-        match self {
-            Pol::Plain(policy) => look("", policy.bulkhead(), policy.breaker().map(|b| &**b)),
-            Pol::Keyed(policy) => {
-                look("", policy.bulkhead(), policy.breaker().map(|b| &**b));
-                if let Some(keys) = policy.keys() {
-                    for target in &TARGETS[..targets] {
-                        let scope = keys.get(*target);
-                        look(&format!(" {target}"), scope.bulkhead(), scope.breaker());
-                    }
-                }
-            }
-        }
-    }
-}
-
 pub(crate) struct World {
     pub(crate) plan: Plan,
     origin: Instant,
     pub(crate) providers: Vec<Provider>,
     /// Per instance: the outer and the inner policy.
     pub(crate) policies: Vec<(Pol, Pol)>,
-    stores: Vec<InMemory>,
+    pub(crate) stores: Vec<InMemory>,
     pub(crate) checker: RefCell<Checker>,
     heard: Heards,
     attempts: Cell<u64>,
@@ -217,21 +59,6 @@ pub(crate) struct World {
 }
 
 type SharedCall = Shared<LocalBoxFuture<'static, Result<u32, SimError>>>;
-
-/// Ends a call in the checker when its future ends, however it ends.
-struct Ending {
-    world: Rc<World>,
-    index: usize,
-    outcome: Option<String>,
-}
-
-impl Drop for Ending {
-    fn drop(&mut self) {
-        let outcome = self.outcome.take().unwrap_or_else(|| "dropped".to_owned());
-        self.world.sync();
-        self.world.checker.borrow_mut().end(self.index, &outcome);
-    }
-}
 
 impl World {
     /// A tag for a stream, unique in the world.
@@ -516,20 +343,6 @@ async fn attempt(
     answer.result
 }
 
-/// What a body's panic says.
-const BODY_PANIC: &str = "sim: a body panics";
-
-/// What a shared future whose inner future panicked says to its later pollers.
-const SHARED_PANICKED: &str = "inner future panicked during poll";
-
-fn describe(result: &Result<u32, SimError>) -> String {
-    match result {
-        Ok(_) => "ok".to_owned(),
-        Err(SimError::Rejected(rejected)) => format!("rejected: {rejected}"),
-        Err(error) => format!("{error:?}"),
-    }
-}
-
 async fn caller(world: Rc<World>, caller: usize) {
     let spec = &world.plan.callers[caller];
     sleep_until(world.origin + spec.at).await;
@@ -570,32 +383,6 @@ async fn caller(world: Rc<World>, caller: usize) {
     ending.outcome = Some(outcome);
 }
 
-/// Whether a panic is one a world planted (a body's, a listener's, or a shared call's that
-/// passes one on).
-pub(crate) fn planted(info: &std::panic::PanicHookInfo<'_>) -> bool {
-    let message = (info.payload().downcast_ref::<String>().map(String::as_str))
-        .or_else(|| info.payload().downcast_ref::<&str>().copied());
-    message.is_some_and(|message| [BODY_PANIC, LISTENER_PANIC, SHARED_PANICKED].contains(&message))
-}
-
-/// How a caller's call ended: its result, or the message of the panic that reached it.
-fn ended(result: Result<Result<u32, SimError>, Box<dyn Any + Send>>) -> String {
-    match result {
-        Ok(result) => describe(&result),
-        Err(panic) => {
-            let message = (panic.downcast_ref::<String>().map(String::as_str))
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("(not a string)");
-            // A shared call that panicked tells its later pollers so (`futures`' `Shared`).
-            let own = [BODY_PANIC, LISTENER_PANIC, SHARED_PANICKED].contains(&message);
-            format!(
-                "panicked{}: {message}",
-                if own { "" } else { " (not its own)" }
-            )
-        }
-    }
-}
-
 async fn faults(world: Rc<World>) {
     let Some(store) = world.stores.first() else {
         return;
@@ -618,62 +405,6 @@ async fn faults(world: Rc<World>) {
         checker.log(format!("store {action:?}"));
         checker.store(down || slow);
     }
-}
-
-/// Builds the instances' policies (every one must build).
-fn policies(
-    plan: &Plan,
-    stores: &[InMemory],
-    heard: &Heards,
-    panics: &Panics,
-) -> Result<Vec<(Pol, Pol)>, ConfigError> {
-    (0..plan.instances())
-        .map(|instance| {
-            let ear = |which: u8| -> Arc<dyn Listener> {
-                Arc::new(Ear {
-                    instance,
-                    which,
-                    heard: heard.clone(),
-                    panics: panics.clone(),
-                    counted: AtomicU32::new(0),
-                })
-            };
-            let shared = plan
-                .shared
-                .map(|spec| (&stores[plan.handle_of[instance]], spec));
-            let seed = plan.seed ^ (instance as u64) << 32;
-            let name = format!("sim{}", plan.seed);
-            let outer = build(
-                &plan.outer,
-                &format!("{name}.outer"),
-                seed,
-                Some(ear(0)),
-                shared,
-            )?;
-            let inner = build(
-                &plan.inner,
-                &format!("{name}.inner"),
-                seed + 1,
-                Some(ear(1)),
-                shared,
-            )?;
-            Ok((outer, inner))
-        })
-        .collect()
-}
-
-/// Whether every declaration of the plan builds.
-pub(crate) fn builds(plan: &Plan) -> Result<(), ConfigError> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime");
-    runtime.block_on(async {
-        let store = InMemory::new();
-        let stores: Vec<_> = (0..plan.instances()).map(|_| store.instance()).collect();
-        policies(plan, &stores, &Arc::default(), &None).map(|_| ())
-    })
 }
 
 /// Runs the plan with only the callers `only` says (all when `None`).
@@ -760,67 +491,4 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
             attempts: world.attempts.get(),
         }
     })
-}
-
-fn quiescence(world: &World) {
-    let mut checker = world.checker.borrow_mut();
-    checker.log("quiescence: every caller ended");
-    checker.all_told();
-    let targets = world.plan.targets.len();
-    for (instance, (outer, inner)) in world.policies.iter().enumerate() {
-        outer.quiescent(targets, &format!("i{instance} outer"), &mut checker);
-        inner.quiescent(targets, &format!("i{instance} inner"), &mut checker);
-    }
-}
-
-/// After a quiet spell longer than any cooldown, Retry-After or window, with the store up and
-/// honest providers, one call per instance and target reaches its provider.
-async fn recovery(world: &Rc<World>) {
-    if let Some(store) = world.stores.first() {
-        store.set_available(true);
-        store.set_slow(false);
-    }
-    for provider in &world.providers {
-        provider.honest.set(true);
-    }
-    let spec = &world.plan.outer;
-    let longest = [
-        spec.retry_after_cap(),
-        spec.breaker.as_ref().map_or(Duration::ZERO, |b| b.cooldown),
-        spec.rate
-            .as_ref()
-            .and_then(|r| r.declared)
-            .map_or(Duration::ZERO, |(_, period, _)| period),
-        Duration::from_secs(60),
-    ]
-    .into_iter()
-    .max()
-    .unwrap_or_default();
-    let within = spec.retry_after_cap() + Duration::from_secs(1);
-    for (instance, (outer, _)) in world.policies.iter().enumerate() {
-        for target in &TARGETS[..world.plan.targets.len()] {
-            // Quiet before each call, so that no call waits for another's slot.
-            sleep(longest * 2 + Duration::from_secs(1)).await;
-            world.checker.borrow_mut().log(format!(
-                "recovery: i{instance} calls {target} after {:?} of quiet",
-                longest * 2
-            ));
-            let reached = Cell::new(false);
-            // Reached when polled: the factory runs before the gates and the breaker.
-            let body = || async {
-                reached.set(true);
-                Ok::<u32, SimError>(0)
-            };
-            let result = match outer {
-                Pol::Plain(policy) => tokio::time::timeout(within, policy.run(body)).await,
-                Pol::Keyed(policy) => {
-                    tokio::time::timeout(within, policy.run_keyed(*target, body)).await
-                }
-            };
-            world.sync();
-            world.checker.borrow_mut().recovers(reached.get(), || {
-                format!("i{instance}: no call reached {target} within {within:?} after a quiet spell: {result:?}")
-            });
-        }
-    }
 }

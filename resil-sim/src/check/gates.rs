@@ -1,0 +1,138 @@
+//! A gate's starts, per instance and over every instance: within the declared ceiling in
+//! any window, and while the store is down within the instances' shares.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Checker, GateScope, Inv};
+use crate::plan::TARGETS;
+
+/// How late a call may come to its slot and still take it (the guide's key reference: "one
+/// that comes to its slot more than 100 ms late ... takes a new one"): a start may follow
+/// its slot by this much, so a gate's starts keep its ceiling over its period less this.
+const SLOT_LATE: Duration = Duration::from_millis(100);
+
+/// The instances the store had seen (a start 2 to 3 s before `at`) when each last asked it
+/// (a start in the second before): each then knew the others.
+fn knew_each_other(starts: &VecDeque<(Instant, usize)>, at: Instant) -> BTreeSet<usize> {
+    let within = |early: u64, late: u64| -> BTreeSet<usize> {
+        starts
+            .iter()
+            .filter(|(start, _)| {
+                *start + Duration::from_secs(early) >= at && *start + Duration::from_secs(late) < at
+            })
+            .map(|&(_, instance)| instance)
+            .collect()
+    };
+    within(1, 0).intersection(&within(3, 2)).copied().collect()
+}
+
+impl Checker {
+    /// An attempt of call `index` on `instance` started through the gate of `gate`, if any.
+    pub(super) fn gate_start(
+        &mut self,
+        index: usize,
+        instance: usize,
+        gate: Option<GateScope>,
+        now: Instant,
+        caller: Option<usize>,
+    ) {
+        let call = &self.calls[index].0;
+        if let (Some(scope), Some(((ceiling, period), _))) = (gate, call.gate) {
+            let shared = call.shared;
+            let starts = self.gates.entry((instance, scope)).or_default();
+            starts.push_back(now);
+            // Counted over the period less the lateness a slot allows: the slots hold the
+            // ceiling in any period, and a start may follow its slot by up to that.
+            let window = period.saturating_sub(SLOT_LATE);
+            while starts.front().is_some_and(|&start| start + window <= now) {
+                starts.pop_front();
+            }
+            let seen = starts.len() as u64;
+            self.check(Inv::GateCeiling, seen <= ceiling, caller, || {
+                let policy = if scope.0 == 0 { "outer" } else { "inner" };
+                let key = scope.1.map_or(String::new(), |target| format!(" of {}", TARGETS[target]));
+                format!("instance {instance}: {seen} starts through the {policy} policy's gate{key} within {period:?} (ceiling {ceiling})")
+            });
+            if shared {
+                self.across_instances(scope, instance, now, ceiling, period, caller);
+            }
+        }
+    }
+
+    /// A shared gate's starts over every instance: within its ceiling while the store answers
+    /// (from a period after any trouble), within the instances' shares while it does not.
+    fn across_instances(
+        &mut self,
+        scope: GateScope,
+        instance: usize,
+        now: Instant,
+        ceiling: u64,
+        period: Duration,
+        caller: Option<usize>,
+    ) {
+        let starts = self.across.entry(scope).or_default();
+        starts.push_back((now, instance));
+        // Keep 6 s of history for the instances the store saw before an outage.
+        let keep = period.max(Duration::from_secs(6));
+        while starts
+            .front()
+            .is_some_and(|&(start, _)| start + keep <= now)
+        {
+            starts.pop_front();
+        }
+        let window: Vec<_> = starts
+            .iter()
+            .filter(|(start, _)| *start + period.saturating_sub(SLOT_LATE) > now)
+            .copied()
+            .collect();
+        let seen = window.len() as u64;
+        let from = now.checked_sub(period).unwrap_or(self.origin);
+        let calm = self.trouble.iter().all(|&(start, end, _)| match end {
+            Some(end) => end + period <= from || start > now,
+            None => start > now,
+        });
+        if calm {
+            self.check(Inv::SharedCeiling, seen <= ceiling, caller, || {
+                format!("{seen} starts over every instance within {period:?} while the store answered (ceiling {ceiling})")
+            });
+            return;
+        }
+        // Inside one outage since at least a second before the window.
+        let Some((_, _, knew)) = self.trouble.iter().find(|&&(start, end, _)| {
+            start + Duration::from_secs(1) <= from && end.is_none_or(|end| end >= now)
+        }) else {
+            return;
+        };
+        let before = knew.get(&scope).cloned().unwrap_or_default();
+        let during: BTreeSet<usize> = window.iter().map(|&(_, instance)| instance).collect();
+        if before.len() < 2 || !during.is_subset(&before) {
+            return;
+        }
+        let instances = before.len() as u64;
+        let bound = ceiling + instances;
+        self.check(Inv::OutageShare, seen <= bound, caller, || {
+            format!("{seen} starts over {instances} instances within {period:?} while the store was down (ceiling {ceiling}, shares' slack {instances})")
+        });
+    }
+
+    /// The store is down or slow (`down`), or answers again.
+    pub(crate) fn store(&mut self, down: bool) {
+        let now = Instant::now();
+        match self.trouble.last_mut() {
+            Some((_, end @ None, _)) if !down => *end = Some(now),
+            Some((_, None, _)) => {}
+            _ if down => {
+                let knew = self
+                    .across
+                    .iter()
+                    .map(|(scope, starts)| (*scope, knew_each_other(starts, now)))
+                    .collect();
+                self.trouble.push((now, None, knew));
+            }
+            _ => {}
+        }
+    }
+}
