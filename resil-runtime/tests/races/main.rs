@@ -5,6 +5,7 @@
 mod common;
 
 mod cancelled;
+mod cancelled_panics;
 mod hedge;
 mod hedge_edges;
 mod hedge_targets;

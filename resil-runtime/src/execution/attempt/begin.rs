@@ -33,14 +33,11 @@ pub(super) fn admit<F, E>(
     // bulkhead (which counts as listening) judge by it: the clock is read for them only (the
     // attempt's time limit then counts from here, as it would from its first poll).
     let timed = progress.report.listening || progress.breaker().is_some_and(Breaker::times_calls);
+    // After a wait for another call's probe verdict, the provider's time starts now; the
+    // wait still counts toward the attempt's time limit: the timer armed while it waited
+    // keeps the limit's end.
     if timed {
-        let now = Instant::now();
-        // After a wait for another call's probe verdict, the provider's time starts now; the
-        // wait still counts toward the attempt's time limit, which keeps its end.
-        if let (Some(from), Some(timeout)) = (this.limits.started, &mut this.limits.timeout) {
-            *timeout = timeout.saturating_sub(now - from);
-        }
-        this.limits.started = Some(now);
+        this.limits.started = Some(Instant::now());
     }
     this.execution.started();
 }

@@ -104,11 +104,11 @@ pin_project! {
     impl<'e, 'p, F, E> PinnedDrop for Attempt<'e, 'p, F, E> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
+            cancel(this.admitted, &mut this.execution.progress);
             if matches!(this.stage, Stage::Call) {
                 let attempt = this.execution.progress.tries.attempt;
-                this.execution.cancelled(attempt, this.limits.started);
+                this.execution.cancelled(attempt, this.limits.started, false);
             }
-            cancel(this.admitted, &mut this.execution.progress);
         }
     }
 }
@@ -143,15 +143,22 @@ fn cancel(admitted: &mut Option<Ticket>, progress: &mut Progress<'_>) {
 }
 
 impl<E> Execution<'_, E> {
-    /// Attempt `attempt`, its call started at `started`, dropped while the call was under way:
-    /// the listener hears it ended, with the operation's id from the frame the call keeps
-    /// between polls (a drop comes between polls, when no frame is published).
-    fn cancelled(&self, attempt: u32, started: Option<Instant>) {
-        let operation = self
-            .progress
-            .frame
-            .as_ref()
-            .map(crate::operation::Frame::id);
+    /// Attempt `attempt`, its call started at `started`, dropped while the call was under way
+    /// (`polled`: by this operation's poll, which publishes its frame; else between polls,
+    /// when the operation keeps it): the listener hears it ended, with the operation's id.
+    /// Called once what the attempt held went back, so that a listener that panics leaves
+    /// nothing held. Between polls with no frame kept, a panic unwound through the last poll
+    /// and took the frame with it: nothing is told (another operation's frame may be
+    /// published now).
+    fn cancelled(&self, attempt: u32, started: Option<Instant>, polled: bool) {
+        let operation = match &self.progress.frame {
+            Some(frame) => frame.id(),
+            None if polled => match crate::operation::current_id() {
+                Some(operation) => operation,
+                None => return,
+            },
+            None => return,
+        };
         self.progress.cancelled(operation, attempt, started);
     }
 }
@@ -463,6 +470,8 @@ where
                 Stage::Done => panic!("`Attempt` polled after it completed"),
             },
         };
+        // The call is over: a listener that panics below leaves no call to tell cancelled.
+        *this.stage = Stage::Done;
         let verdict = verdict(&result);
         if called {
             if let Err(Failure::Error(error)) = &result {

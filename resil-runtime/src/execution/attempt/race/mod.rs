@@ -75,7 +75,7 @@ pin_project! {
                 }
                 progress.tries.attempt = attempts;
             }
-            cancel_all(&mut this);
+            cancel_all(&mut this, false);
             // A race dropped before its end lost its hedges.
             report(&mut this, false);
         }
@@ -84,18 +84,19 @@ pin_project! {
 
 /// Every racer still running dropped before its end (the first's admission is the
 /// execution's own).
-fn cancel_all<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>) {
+fn cancel_all<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E>, polled: bool) {
     if let Some(first) = this.first.as_mut().as_pin_mut() {
         let first = first.project();
-        if matches!(first.stage, Stage::Call) {
-            (this.execution).cancelled(this.first_seat.attempt, first.limits.started);
-        }
         cancel(first.admitted, &mut this.execution.progress);
+        if matches!(first.stage, Stage::Call) {
+            let attempt = this.first_seat.attempt;
+            (this.execution).cancelled(attempt, first.limits.started, polled);
+        }
         this.first.set(None);
     }
     if !this.hedged.is_empty() {
         for mut racer in this.hedged.drain(..) {
-            racer.cancel(this.execution);
+            racer.cancel(this.execution, polled);
         }
     }
 }
@@ -252,7 +253,7 @@ where
         // the result decided on. The target of the racer that ended it, winner or last to
         // fail, is the operation's from now on: a hedge's admission elsewhere too, so that
         // its failure is its own target's.
-        cancel_all(this);
+        cancel_all(this, true);
         this.timer.set(None);
         this.make.ended(tag);
         if let Some((true, admission)) = hedge {
@@ -291,7 +292,7 @@ fn drop_refused<'p, R: Racers<'p>, E>(this: &mut RaceProjection<'_, '_, 'p, R, E
     this.hedged.retain_mut(|racer| {
         let keep = racer.lane.as_mut().stage_is_call() || !make.refuses(racer.seat.tag, now);
         if !keep {
-            racer.cancel(execution);
+            racer.cancel(execution, true);
         }
         keep
     });

@@ -111,16 +111,16 @@ impl<'p> Seat<'p> {
 }
 
 impl<'p, F> Racer<'p, F> {
-    /// Dropped before its end: told as ended so if its call was under way, what it holds
-    /// goes back, and it counts for nothing.
-    pub(super) fn cancel<E>(&mut self, execution: &mut Execution<'p, E>) {
+    /// Dropped before its end (by the race's poll when `polled`): what it holds goes back, it
+    /// counts for nothing, and it is told ended so if its call was under way.
+    pub(super) fn cancel<E>(&mut self, execution: &mut Execution<'p, E>, polled: bool) {
         let lane = self.lane.as_mut().project();
-        if matches!(lane.stage, Stage::Call) {
-            execution.cancelled(self.seat.attempt, lane.limits.started);
-        }
         let progress = &mut execution.progress;
         self.seat.swap_admission(progress);
         cancel(lane.admitted, progress);
         self.seat.swap_admission(progress);
+        if matches!(lane.stage, Stage::Call) {
+            execution.cancelled(self.seat.attempt, lane.limits.started, polled);
+        }
     }
 }
