@@ -93,13 +93,10 @@ impl<'p> Progress<'p> {
 
     /// Attempt `attempt` of `operation` was dropped while its call, started at `started`,
     /// was under way: the listener hears it ended so. Nothing learns from it: no answer came.
-    /// Not while a panic unwinds (a body's or a listener's, perhaps at this attempt's end): a
-    /// second panic in a drop would abort the process.
     #[cold]
     #[inline(never)]
     pub(super) fn cancelled(&self, operation: OperationId, attempt: u32, started: Option<Instant>) {
-        let listening = self.report.listening && !std::thread::panicking();
-        let Some(listener) = self.settings.listener().filter(|_| listening) else {
+        let Some(listener) = self.settings.listener() else {
             return;
         };
         operation::observed(|| {

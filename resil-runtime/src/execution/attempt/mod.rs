@@ -150,7 +150,14 @@ impl<E> Execution<'_, E> {
     /// nothing held. Between polls with no frame kept, a panic unwound through the last poll
     /// and took the frame with it: nothing is told (another operation's frame may be
     /// published now).
+    #[cold]
+    #[inline(never)]
     fn cancelled(&self, attempt: u32, started: Option<Instant>, polled: bool) {
+        // Not while a panic unwinds (a body's or a listener's, perhaps at this attempt's
+        // end): a second panic in a drop would abort the process.
+        if !self.progress.report.listening || std::thread::panicking() {
+            return;
+        }
         let operation = match &self.progress.frame {
             Some(frame) => frame.id(),
             None if polled => match crate::operation::current_id() {
@@ -470,8 +477,6 @@ where
                 Stage::Done => panic!("`Attempt` polled after it completed"),
             },
         };
-        // The call is over: a listener that panics below leaves no call to tell cancelled.
-        *this.stage = Stage::Done;
         let verdict = verdict(&result);
         if called {
             if let Err(Failure::Error(error)) = &result {
@@ -486,12 +491,19 @@ where
             if let Some(breaker) = this.execution.progress.breaker() {
                 let took = this.limits.started.map(|started| started.elapsed());
                 if let Some(transition) = breaker.record_timed(ticket, verdict, took) {
+                    // The call is over: a listener that panics below leaves no call to tell
+                    // cancelled.
+                    *this.stage = Stage::Done;
                     this.execution.progress.transition(breaker, transition);
                 }
             }
         }
         if called {
             let started = this.limits.started;
+            // Only a listener can panic at the end: a call nobody listens to pays no store.
+            if this.execution.progress.report.listening {
+                *this.stage = Stage::Done;
+            }
             this.execution.progress.ended(outcome(&result), started);
         }
         if !DECIDE {
