@@ -23,11 +23,12 @@ use super::in_turn::TurnWait;
 #[cfg(feature = "shared")]
 use super::slots::SharedWait;
 use super::{Decision, Execution, Failure, Next, Progress};
-use crate::breaker::{Ticket, Transition, Verdict};
+use crate::breaker::{Ticket, Transition};
 use crate::deadline::{later, Cut, Limits};
 use crate::{FromRejected, Rejected, Transient};
 
 mod begin;
+mod cancel;
 mod outcome;
 mod probe;
 mod race;
@@ -39,6 +40,7 @@ pub(crate) use race::SealedRacers;
 pub use race::{Hedging, Lost, Plain, Race, Racers};
 
 use begin::{admit, missed, start, waits_again, Begin};
+use cancel::cancel;
 use outcome::{outcome, verdict};
 use probe::through_breaker;
 use timer::{fired, lapsed, limited, set_timer};
@@ -127,46 +129,6 @@ impl<R> Keep<R> for () {
 impl<R> Keep<R> for Option<R> {
     fn keep(&mut self, result: R) {
         *self = Some(result);
-    }
-}
-
-/// An attempt dropped before its end: a cancelled probe frees the slot for the next caller, a
-/// cancelled call counts for nothing, and a wait for a rate slot gives the slot back.
-#[inline(always)]
-fn cancel(admitted: &mut Option<Ticket>, progress: &mut Progress<'_>) {
-    if let Some(ticket) = admitted.take().filter(|ticket| ticket.probe) {
-        if let Some(breaker) = progress.breaker() {
-            breaker.record(ticket, Verdict::Neutral);
-        }
-    }
-    progress.refund_slots();
-}
-
-impl<E> Execution<'_, E> {
-    /// Attempt `attempt`, its call started at `started`, dropped while the call was under way
-    /// (`polled`: by this operation's poll, which publishes its frame; else between polls,
-    /// when the operation keeps it): the listener hears it ended, with the operation's id.
-    /// Called once what the attempt held went back, so that a listener that panics leaves
-    /// nothing held. Between polls with no frame kept, a panic unwound through the last poll
-    /// and took the frame with it: nothing is told (another operation's frame may be
-    /// published now).
-    #[cold]
-    #[inline(never)]
-    fn cancelled(&self, attempt: u32, started: Option<Instant>, polled: bool) {
-        // Not while a panic unwinds (a body's or a listener's, perhaps at this attempt's
-        // end): a second panic in a drop would abort the process.
-        if !self.progress.report.listening || std::thread::panicking() {
-            return;
-        }
-        let operation = match &self.progress.frame {
-            Some(frame) => frame.id(),
-            None if polled => match crate::operation::current_id() {
-                Some(operation) => operation,
-                None => return,
-            },
-            None => return,
-        };
-        self.progress.cancelled(operation, attempt, started);
     }
 }
 
