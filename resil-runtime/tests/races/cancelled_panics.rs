@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::common::TestError;
 use futures::FutureExt;
 use resil_runtime::events::{AttemptOutcome, Event, Listener};
-use resil_runtime::{BreakerState, Operation, Policy};
+use resil_runtime::{Breaker, BreakerState, Operation, Policy, PolicyBuilder};
 use tokio::time::sleep;
 
 /// An attempt's start or end: (a start, operation id, attempt, outcome).
@@ -88,27 +88,26 @@ impl Listener for Log {
 
 // A listener that panics on Cancelled: the probe slot went back before it heard.
 
-#[tokio::test(start_paused = true)]
-async fn a_listener_that_panics_on_cancelled_leaves_no_probe_held() {
+/// Opens `builder`'s breaker (threshold 1, cooldown 1 s), then drops its probe mid-call under
+/// a listener that panics on `Cancelled` (the panic escapes the drop); the breaker.
+async fn probe_dropped_under_a_panicking_listener(
+    builder: PolicyBuilder,
+) -> (Policy, Arc<Breaker>) {
     let log = Arc::new(Log {
         panic_on_cancelled: true,
         ..Log::default()
     });
-    let policy = Policy::builder()
-        .retry(0)
+    let policy = builder
         .timeout(Duration::from_secs(2))
-        .breaker_named("cancelled-panics-probe", 1, Duration::from_secs(1))
-        .listener(log.clone())
+        .listener(log)
         .build()
         .unwrap();
-    let breaker = policy.breaker().unwrap().clone();
+    let breaker = Arc::clone(policy.breaker().unwrap());
     let _ = policy
         .run(|| async { Err::<u32, _>(TestError::Busy) })
         .await;
     assert_eq!(breaker.state(), BreakerState::Open);
     tokio::time::advance(Duration::from_secs(1)).await;
-
-    // The probe, dropped mid-call by its caller.
     let mut probe = Box::pin(policy.run(|| async {
         sleep(Duration::from_secs(10)).await;
         Ok::<u32, TestError>(1)
@@ -120,7 +119,17 @@ async fn a_listener_that_panics_on_cancelled_leaves_no_probe_held() {
     );
     let dropped = std::panic::catch_unwind(AssertUnwindSafe(|| drop(probe)));
     assert!(dropped.is_err(), "the listener's panic escapes the drop");
+    (policy, breaker)
+}
 
+#[tokio::test(start_paused = true)]
+async fn a_listener_that_panics_on_cancelled_leaves_no_probe_held() {
+    let builder = Policy::builder().retry(0).breaker_named(
+        "cancelled-panics-probe",
+        1,
+        Duration::from_secs(1),
+    );
+    let (policy, breaker) = probe_dropped_under_a_panicking_listener(builder).await;
     // The probe's slot should be free: the next caller probes and succeeds.
     let next = policy.run(|| async { Ok::<u32, TestError>(7) }).await;
     let later = policy.run(|| async { Ok::<u32, TestError>(8) }).await;
@@ -134,35 +143,11 @@ async fn a_listener_that_panics_on_cancelled_leaves_no_probe_held() {
 /// The same through a race (hedged policy): `cancel_all` gives back before it tells.
 #[tokio::test(start_paused = true)]
 async fn a_listener_that_panics_on_a_lost_racers_end_leaves_no_probe_held() {
-    let log = Arc::new(Log {
-        panic_on_cancelled: true,
-        ..Log::default()
-    });
-    let policy = Policy::builder()
+    let builder = Policy::builder()
         .retry(1)
         .hedge(1, Duration::from_secs(1))
-        .timeout(Duration::from_secs(2))
-        .breaker_named("cancelled-panics-race", 1, Duration::from_secs(1))
-        .listener(log.clone())
-        .build()
-        .unwrap();
-    let breaker = policy.breaker().unwrap().clone();
-    let _ = policy
-        .run(|| async { Err::<u32, _>(TestError::Busy) })
-        .await;
-    assert_eq!(breaker.state(), BreakerState::Open);
-    tokio::time::advance(Duration::from_secs(1)).await;
-    let mut probe = Box::pin(policy.run(|| async {
-        sleep(Duration::from_secs(10)).await;
-        Ok::<u32, TestError>(1)
-    }));
-    assert!(
-        tokio::time::timeout(Duration::from_millis(100), probe.as_mut())
-            .await
-            .is_err()
-    );
-    let dropped = std::panic::catch_unwind(AssertUnwindSafe(|| drop(probe)));
-    assert!(dropped.is_err(), "the listener's panic escapes the drop");
+        .breaker_named("cancelled-panics-race", 1, Duration::from_secs(1));
+    let (policy, breaker) = probe_dropped_under_a_panicking_listener(builder).await;
     let next = policy.run(|| async { Ok::<u32, TestError>(7) }).await;
     assert_eq!(
         (next, breaker.state()),
