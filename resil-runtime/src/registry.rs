@@ -349,6 +349,10 @@ impl<T: Member> Registry<T> {
                 map.insert(*hash, keep);
             }
         }
+        // The forgotten entries' state is freed once no lookup may still read it, not after
+        // the 32 retirements papaya batches by default: up to 32 keys' bytes past the bound.
+        drop(map);
+        papaya::Guard::flush(&self.map.guard());
         self.sweeps.store(sweep.wrapping_add(1), Ordering::Relaxed);
         len - evicted.len()
     }

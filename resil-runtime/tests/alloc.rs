@@ -201,7 +201,7 @@ async fn a_key_with_an_adaptive_bulkhead_costs_a_bounded_number_of_bytes() {
 
 /// The heaviest key there is: a breaker that opens after `failures`, an adaptive bulkhead,
 /// and rate and token gates that learn from the provider's answers, all per key.
-fn heaviest(failures: u32) -> Policy<resil_runtime::Keyed> {
+fn heaviest(failures: u32) -> resil_runtime::PolicyBuilder<resil_runtime::Keyed> {
     Policy::builder()
         .breaker_per_key("user", failures, Duration::from_secs(30))
         .bulkhead_adaptive(1, 256)
@@ -212,15 +212,13 @@ fn heaviest(failures: u32) -> Policy<resil_runtime::Keyed> {
         .token_rate(90_000, Duration::from_secs(60), 1_000)
         .token_rate_learn()
         .token_rate_per_key()
-        .build()
-        .unwrap()
 }
 
 /// The same with both gates learning from the provider's answers, each keeping what it
 /// booked and heard: the heaviest key there is, within the bound.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_key_with_learning_gates_and_an_adaptive_bulkhead_costs_a_bounded_number_of_bytes() {
-    let policy = || heaviest(5);
+    let policy = || heaviest(5).build().unwrap();
     for size in [4 << 10, 1 << 20] {
         let per_key = bytes_per_key(policy, size).await;
         assert!(
@@ -235,7 +233,7 @@ async fn a_key_with_learning_gates_and_an_adaptive_bulkhead_costs_a_bounded_numb
 /// kept from then on): still within the bound.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_heaviest_key_whose_breaker_opened_costs_a_bounded_number_of_bytes() {
-    let policy = || heaviest(1);
+    let policy = || heaviest(1).build().unwrap();
     let timeout = Rejected::Timeout {
         after: Duration::from_secs(1),
     };
@@ -248,6 +246,30 @@ async fn a_heaviest_key_whose_breaker_opened_costs_a_bounded_number_of_bytes() {
         );
         println!("a key of {size} bytes whose breaker opened costs {per_key} bytes");
     }
+}
+
+/// A key forgotten to make room is given back at once, not with the 32 the map's reclaimer
+/// batches by default: a policy keeping one key keeps one key's bytes, however many came
+/// and went (found by the simulator's many keys, `keyed_state_within_its_bytes`).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_forgotten_key_gives_its_bytes_back_at_once() {
+    let policy = heaviest(5).max_keys(1).build().unwrap();
+    let keys: Vec<String> = (0..64).map(|i| format!("tenant-{i}")).collect();
+    let _ = policy
+        .run_keyed("first", || async { Ok::<_, Rejected>(()) })
+        .await;
+    let before = live_bytes();
+    for key in &keys {
+        let _ = policy
+            .run_keyed(key, || async { Ok::<_, Rejected>(()) })
+            .await;
+    }
+    let kept = live_bytes() - before;
+    assert_eq!(policy.keys().unwrap().len(), 1);
+    assert!(
+        kept <= resil_runtime::Keys::MAX_BYTES_PER_KEY as i64,
+        "64 keys through a policy that keeps one kept {kept} bytes"
+    );
 }
 
 /// An adaptive bulkhead hears each answer under its one lock, into a buffer of fixed size.

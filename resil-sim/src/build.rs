@@ -10,6 +10,7 @@ use resil_runtime::events::Listener;
 use resil_runtime::shared::InMemory;
 use resil_runtime::{
     Breaker, BreakerConfig, BreakerState, Bulkhead, ConfigError, Keyed, Policy, PolicyBuilder,
+    Tuning,
 };
 
 use crate::check::Checker;
@@ -124,6 +125,9 @@ pub(crate) fn build(
     if spec.rate.as_ref().is_some_and(|r| r.per_key) {
         keyed = keyed.rate_per_key();
     }
+    if let Some(most) = spec.max_keys {
+        keyed = keyed.max_keys(most);
+    }
     sharing(keyed, shared).build().map(Pol::Keyed)
 }
 
@@ -132,6 +136,20 @@ impl Pol {
         match self {
             Pol::Plain(policy) => policy.worst_case(),
             Pol::Keyed(policy) => policy.worst_case(),
+        }
+    }
+
+    pub(crate) fn tuning(&self) -> Tuning {
+        match self {
+            Pol::Plain(policy) => policy.tuning(),
+            Pol::Keyed(policy) => policy.tuning(),
+        }
+    }
+
+    pub(crate) fn set_tuning(&self, tuning: Tuning) -> Result<(), ConfigError> {
+        match self {
+            Pol::Plain(policy) => policy.set_tuning(tuning),
+            Pol::Keyed(policy) => policy.set_tuning(tuning),
         }
     }
 

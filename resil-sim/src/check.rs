@@ -14,7 +14,9 @@ use crate::provider::{Answer, SimError};
 mod gates;
 mod heard;
 mod invariants;
+mod keys;
 mod streams;
+mod tuned;
 use heard::Ledger;
 pub(crate) use invariants::{Inv, INVARIANTS};
 use streams::Seen;
@@ -65,6 +67,8 @@ pub(crate) struct Call {
     /// A streaming call, and the longest gap its committed stream allows between items.
     pub(crate) stream: bool,
     pub(crate) idle: Option<Duration>,
+    /// Its policy was switched on when it started.
+    pub(crate) enabled: bool,
 }
 
 #[derive(Debug, Default)]
@@ -433,32 +437,6 @@ impl Checker {
             let (name, left) = open.clone().unwrap_or_default();
             format!("a call went through breaker {name}, open for {left:?} more")
         });
-    }
-
-    /// A breaker's transition heard by an instance's listener: it starts where the last ended.
-    pub(crate) fn transition(
-        &mut self,
-        instance: usize,
-        which: u8,
-        breaker: &str,
-        from: &str,
-        to: &str,
-    ) {
-        self.log(format!("i{instance} breaker {breaker}: {from} -> {to}"));
-        let legal = matches!(
-            (from, to),
-            ("closed", "open")
-                | ("open", "half-open")
-                | ("half-open", "closed")
-                | ("half-open", "open")
-        );
-        let key = (instance, which, breaker.to_owned());
-        let last = self.breakers.get(&key).cloned();
-        let follows = last.as_deref().is_none_or(|last| last == from);
-        self.check(Inv::Transitions, legal && follows, None, || {
-            format!("{breaker}: {from} -> {to} (last heard: {last:?})")
-        });
-        self.breakers.insert(key, to.to_owned());
     }
 
     pub(crate) fn held(&mut self, holds: bool, what: impl FnOnce() -> String) {

@@ -2,11 +2,13 @@
 //! providers and callers run through resil's policies on tokio's paused clock, with named
 //! invariants checked at every step and at quiescence (issue 46).
 //!
-//! A world is drawn from its seed alone (`plan.rs`) and run on a current-thread runtime whose
-//! clock is paused (`world.rs`): no wall clock, no thread, every draw from the seed, so a seed
-//! replays exactly (worlds run side by side on the machine's cores, each on one thread). A
-//! failure prints the seed, the invariant with the guide's sentence, the steps that led to it
-//! and the command that replays it, then the callers it still fails with (`shrink.rs`).
+//! A world is drawn from its seed alone (`plan.rs`: providers, declarations, callers, the
+//! store's faults, tunings set at run time, many keys at the end) and run on a current-thread
+//! runtime whose clock is paused (`world.rs`): no wall clock, no thread, every draw from the
+//! seed, so a seed replays exactly (worlds run side by side on the machine's cores, each on
+//! one thread). A failure prints the seed, the invariant with the guide's sentence, the steps
+//! that led to it and the command that replays it, then the callers it still fails with
+//! (`shrink.rs`).
 //!
 //! Beyond the three documented flags: `--only 3,17` keeps those callers (a shrunk schedule),
 //! `--calm` drops the store's faults, `--alone` drops coalescing (no caller awaits another's
@@ -18,9 +20,14 @@
 //! defects (`cargo xtask mutants`): `PROOF.md`.
 
 mod build;
+mod changes;
 mod check;
+// Live bytes per thread (a world is one thread's), shared with the runtime's allocation tests.
+#[path = "../../resil-runtime/tests/common/counting.rs"]
+mod counting;
 mod ear;
 mod ended;
+mod keys;
 mod metered;
 mod plan;
 mod provider;

@@ -9,7 +9,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use resil_runtime::{BreakerKind, Jitter, Priority};
 
-use draws::{draw_turns, spec, stream_shape, target};
+use draws::{draw_turns, retunes, spec, stream_shape, target};
 
 /// The targets' names (a route's keys).
 pub(crate) const TARGETS: [&str; 3] = ["gpt", "claude", "mini"];
@@ -34,6 +34,17 @@ pub(crate) struct Plan {
     pub(crate) callers: Vec<Caller>,
     /// The listeners panic on every n-th attempt start or wait each hears.
     pub(crate) listener_panics: Option<u32>,
+    /// Tunings set while calls run, in order.
+    pub(crate) retunes: Vec<Retune>,
+    /// Many keys through the outer declaration once the world is quiet, if it is keyed.
+    pub(crate) many_keys: Option<ManyKeys>,
+}
+
+/// How many keys, and the most a policy keeps (its `max_keys`, the default when none).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ManyKeys {
+    pub(crate) count: usize,
+    pub(crate) max_keys: Option<usize>,
 }
 
 impl Plan {
@@ -108,6 +119,8 @@ pub(crate) struct Spec {
     pub(crate) turns: Turns,
     /// The longest gap between a committed stream's items.
     pub(crate) idle: Option<Duration>,
+    /// The most keys kept, if not the default.
+    pub(crate) max_keys: Option<usize>,
 }
 
 /// How a declaration serves the callers that wait (`priority`, `fair`, `batch N%`).
@@ -162,6 +175,23 @@ impl Spec {
         let (count, period, burst) = self.rate.as_ref()?.declared?;
         Some((count + burst - 1, period))
     }
+}
+
+/// A policy's tuning set at run time (`Policy::set_tuning`, what configuration does): its
+/// numbers drawn as a declaration's are, some breaking a rule, so that the policy refuses them.
+#[derive(Debug, Clone)]
+pub(crate) struct Retune {
+    pub(crate) at: Duration,
+    pub(crate) instance: usize,
+    /// 0 outer, 1 inner.
+    pub(crate) policy: u8,
+    pub(crate) enabled: bool,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) idle: Option<Duration>,
+    pub(crate) retry: u32,
+    pub(crate) retry_after_max: Duration,
+    pub(crate) backoff: (Duration, Duration),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -287,6 +317,18 @@ impl Plan {
         let listener_panics = panics
             .random_bool(0.1)
             .then(|| panics.random_range(20..=500));
+        // Tunings set at run time, and many keys, drawn apart too.
+        let mut later = StdRng::seed_from_u64(seed.wrapping_mul(0x8EBC_6AF0_9C88_C6E3) ^ redraw);
+        let retunes = retunes(&mut later, instances);
+        let many_keys = (outer.keyed() && later.random_bool(0.2)).then(|| {
+            let count = later.random_range(16..=64);
+            ManyKeys {
+                count,
+                max_keys: later
+                    .random_bool(0.5)
+                    .then(|| later.random_range(1..=count)),
+            }
+        });
         Plan {
             nest_same,
             seed,
@@ -298,6 +340,8 @@ impl Plan {
             store,
             callers,
             listener_panics,
+            retunes,
+            many_keys,
         }
     }
 }

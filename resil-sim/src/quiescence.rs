@@ -34,8 +34,13 @@ pub(crate) async fn recovery(world: &Rc<World>) {
         provider.honest.set(true);
     }
     let spec = &world.plan.outer;
+    // The longest Retry-After any of the outer policy's tunings honoured.
+    let cap = (world.plan.retunes.iter())
+        .filter(|retune| retune.policy == 0)
+        .map(|retune| retune.retry_after_max)
+        .fold(spec.retry_after_cap(), Duration::max);
     let longest = [
-        spec.retry_after_cap(),
+        cap,
         spec.breaker.as_ref().map_or(Duration::ZERO, |b| b.cooldown),
         spec.rate
             .as_ref()
@@ -46,7 +51,7 @@ pub(crate) async fn recovery(world: &Rc<World>) {
     .into_iter()
     .max()
     .unwrap_or_default();
-    let within = spec.retry_after_cap() + Duration::from_secs(1);
+    let within = cap + Duration::from_secs(1);
     for (instance, (outer, _)) in world.policies.iter().enumerate() {
         for target in &TARGETS[..world.plan.targets.len()] {
             // Quiet before each call, so that no call waits for another's slot.

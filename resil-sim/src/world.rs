@@ -20,11 +20,13 @@ use tokio::task::LocalSet;
 use tokio::time::{sleep, sleep_until, Instant};
 
 use crate::build::{policies, Pol};
+use crate::changes::{faults, retunes};
 use crate::check::{Call, Checker, Failure, GateScope, INVARIANTS};
 use crate::ear::Heards;
 use crate::ended::{describe, ended, Ending, BODY_PANIC};
+use crate::keys::many_keys;
 use crate::metered::Meter;
-use crate::plan::{Plan, Spec, StoreAction, TARGETS};
+use crate::plan::{Plan, Spec, TARGETS};
 use crate::provider::{Provider, SimError};
 use crate::quiescence::{quiescence, recovery};
 use crate::streams::stream_call;
@@ -40,7 +42,7 @@ pub(crate) struct Outcome {
 
 pub(crate) struct World {
     pub(crate) plan: Plan,
-    origin: Instant,
+    pub(crate) origin: Instant,
     pub(crate) providers: Vec<Provider>,
     /// Per instance: the outer and the inner policy.
     pub(crate) policies: Vec<(Pol, Pol)>,
@@ -49,7 +51,7 @@ pub(crate) struct World {
     heard: Heards,
     attempts: Cell<u64>,
     /// Whether the store is down, slow.
-    trouble: Cell<(bool, bool)>,
+    pub(crate) trouble: Cell<(bool, bool)>,
     /// The calls callers share, by caller id (cleared when the world ends: they hold it).
     shared_calls: RefCell<BTreeMap<usize, SharedCall>>,
     /// The last tag given to a stream.
@@ -136,7 +138,9 @@ impl World {
         } else {
             inner
         };
-        let mut deadline = spec.deadline.map(|deadline| now + deadline);
+        // What the operation reads as it starts (configuration may have changed it since).
+        let tuning = policy.tuning();
+        let mut deadline = tuning.deadline.map(|deadline| now + deadline);
         // A stream is read past its commit, which is all a worst case bounds.
         let streaming = which == 0 && plan.callers[caller].stream.is_some();
         let mut bound = (policy.worst_case())
@@ -159,8 +163,9 @@ impl World {
             logical: (plan.callers[caller].id, which),
             instance,
             root: root.map(|root| (root, !spec.independent)),
-            retry: spec.retry,
-            retry_after_cap: spec.retry_after_cap(),
+            retry: tuning.retry,
+            retry_after_cap: tuning.retry_after_max,
+            enabled: tuning.enabled,
             started: now,
             deadline,
             bound,
@@ -175,7 +180,7 @@ impl World {
             routed: which == 0 && plan.callers[caller].routed,
             policy: self.policy_of(which),
             stream: streaming,
-            idle: spec.idle,
+            idle: tuning.idle,
         })
     }
 
@@ -195,7 +200,9 @@ impl World {
         let policy = self.policy_of(which);
         let per_key = self.spec(which).breaker.as_ref().is_some_and(|b| b.per_key);
         let holds = which == 1 && policy == 0 && (!per_key || held == Some(target));
-        let open = (!holds)
+        // A policy switched off calls straight through: no breaker, no gate.
+        let on = self.checker.borrow().enabled(index);
+        let open = (on && !holds)
             .then(|| self.cooling(instance, policy, target))
             .flatten();
         let id = operation
@@ -203,16 +210,15 @@ impl World {
             .map(|operation| operation.id().to_string());
         let number = operation.as_ref().map(Operation::attempt);
         let spec = self.spec(which);
-        let gate: Option<GateScope> = spec
-            .rate
-            .as_ref()
+        let gate: Option<GateScope> = (spec.rate.as_ref())
+            .filter(|_| on)
             .map(|rate| (self.policy_of(which), rate.per_key.then_some(target)));
         let slow = match spec.breaker.as_ref().map(|breaker| breaker.kind) {
             Some(BreakerKind::SlowCall { slower_than, .. }) => Some(slower_than),
             _ => None,
         };
         let breaker = self.breaker(instance, policy, target, |breaker| {
-            Some((breaker.name().to_owned(), slow))
+            on.then(|| (breaker.name().to_owned(), slow))
         });
         self.sync();
         self.checker
@@ -383,30 +389,6 @@ async fn caller(world: Rc<World>, caller: usize) {
     ending.outcome = Some(outcome);
 }
 
-async fn faults(world: Rc<World>) {
-    let Some(store) = world.stores.first() else {
-        return;
-    };
-    for (at, action) in world.plan.store.clone() {
-        sleep_until(world.origin + at).await;
-        let (mut down, mut slow) = world.trouble.get();
-        match action {
-            StoreAction::Down => down = true,
-            StoreAction::Up => down = false,
-            StoreAction::Slow => slow = true,
-            StoreAction::Fast => slow = false,
-        }
-        match action {
-            StoreAction::Down | StoreAction::Up => store.set_available(!down),
-            StoreAction::Slow | StoreAction::Fast => store.set_slow(slow),
-        }
-        world.trouble.set((down, slow));
-        let mut checker = world.checker.borrow_mut();
-        checker.log(format!("store {action:?}"));
-        checker.store(down || slow);
-    }
-}
-
 /// Runs the plan with only the callers `only` says (all when `None`).
 pub(crate) fn run(plan: &Plan) -> Outcome {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -463,6 +445,7 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
             panicked: Cell::new(false),
         });
         let store_task = tokio::task::spawn_local(faults(world.clone()));
+        let retune_task = tokio::task::spawn_local(retunes(world.clone()));
         let callers: Vec<_> = (0..plan.callers.len())
             .map(|index| tokio::task::spawn_local(caller(world.clone(), index)))
             .collect();
@@ -475,6 +458,7 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
             world.checker.borrow_mut().unended();
         }
         store_task.abort();
+        retune_task.abort();
         if let Some((_, on)) = &panics {
             on.store(false, Ordering::Relaxed);
         }
@@ -483,6 +467,7 @@ pub(crate) fn run(plan: &Plan) -> Outcome {
         quiescence(&world);
         world.checker.borrow_mut().metered(&meter.counted());
         recovery(&world).await;
+        many_keys(&world).await;
         world.sync();
         let checker = world.checker.borrow();
         Outcome {

@@ -93,6 +93,21 @@ const MUTATIONS: &[Mutation] = &[
                 }
                 Standing::Later => Some((tried, true)),",
     },
+    Mutation {
+        name: "retries-read-anew-mid-operation",
+        file: "execution/retry.rs",
+        from: "        let tuning = &*self.tuning;
+        if tuning.retry == 0 {",
+        to: "        let current = self.settings.tunings.current();
+        let tuning = &*current;
+        if tuning.retry == 0 {",
+    },
+    Mutation {
+        name: "evicted-keys-freed-a-batch-later",
+        file: "registry.rs",
+        from: "        papaya::Guard::flush(&self.map.guard());",
+        to: "",
+    },
 ];
 
 pub(crate) fn mutants(args: &[String]) -> ExitCode {

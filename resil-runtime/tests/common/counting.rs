@@ -1,6 +1,7 @@
 //! The one counting allocator of the tests (included with `#[path]` by the allocation tests
-//! of both crates): it counts allocations and live bytes per thread, so tests running side
-//! by side do not disturb each other, and forwards everything to the system allocator.
+//! of both crates, and by the simulator): it counts allocations and live bytes per thread, so
+//! tests running side by side do not disturb each other, and forwards everything to the
+//! system allocator.
 
 // A global allocator cannot be written without `unsafe`; this one only counts and forwards.
 #![allow(unsafe_code, dead_code)]

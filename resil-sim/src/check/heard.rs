@@ -135,6 +135,25 @@ impl Checker {
 
     /// A panic goes through operation `id`: an attempt it unwinds through is not told ended,
     /// and one whose start a listener's panic interrupts does not run.
+    /// A breaker's transition heard by an instance's listener: it starts where the last ended.
+    fn transition(&mut self, instance: usize, which: u8, breaker: &str, from: &str, to: &str) {
+        self.log(format!("i{instance} breaker {breaker}: {from} -> {to}"));
+        let legal = matches!(
+            (from, to),
+            ("closed", "open")
+                | ("open", "half-open")
+                | ("half-open", "closed")
+                | ("half-open", "open")
+        );
+        let key = (instance, which, breaker.to_owned());
+        let last = self.breakers.get(&key).cloned();
+        let follows = last.as_deref().is_none_or(|last| last == from);
+        self.check(Inv::Transitions, legal && follows, None, || {
+            format!("{breaker}: {from} -> {to} (last heard: {last:?})")
+        });
+        self.breakers.insert(key, to.to_owned());
+    }
+
     pub(crate) fn unwinds(&mut self, id: String) {
         self.log(format!("a panic goes through operation {id}"));
         self.ledger.unwound.insert(id);

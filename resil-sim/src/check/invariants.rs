@@ -35,9 +35,11 @@ pub(crate) enum Inv {
     StreamOneAttempt,
     StreamEnds,
     OwnPanics,
+    Tuning,
+    KeyedBytes,
 }
 
-pub(crate) const INVARIANTS: [Invariant; 25] = [
+pub(crate) const INVARIANTS: [Invariant; 27] = [
     Invariant {
         name: "nothing_held_at_quiescence",
         guide: "design.md: \"a listener that panics cannot leave a permit or a probe slot held\"; route_and_hedge.md: \"their permits, rate slots and probe places go back\"",
@@ -137,5 +139,13 @@ pub(crate) const INVARIANTS: [Invariant; 25] = [
     Invariant {
         name: "no_panic_escapes_but_the_bodys_own",
         guide: "design.md: \"Whatever a server or a caller says, the runtime neither panics nor hangs\"; attempt/mod.rs: \"a listener that panics cannot leave a probe slot or a permit held\" (its panic, like the body's, is the caller's)",
+    },
+    Invariant {
+        name: "a_tuning_applies_whole_or_not_at_all",
+        guide: "Policy::set_tuning: \"Makes `tuning` the one new operations start with; operations in flight finish under the one they started with. Refused ... if it breaks a rule (the policy then keeps its tuning)\"",
+    },
+    Invariant {
+        name: "keyed_state_within_its_bytes",
+        guide: "rates_and_keys.md: \"At most `max_keys` keys are kept ... A key costs at most `Keys::MAX_BYTES_PER_KEY` (2.5 KiB) however long it is ... 3 KiB (`Keys::MAX_BYTES_PER_SHARED_KEY`) for a policy shared\"",
     },
 ];

@@ -5,8 +5,8 @@ use rand::Rng;
 use resil_runtime::{BreakerKind, Jitter, WindowSize};
 
 use super::{
-    log_ms, ms, BreakerSpec, BulkheadSpec, RateSpec, Spec, States, StreamShape, TargetSpec, Turns,
-    HORIZON,
+    log_ms, ms, BreakerSpec, BulkheadSpec, RateSpec, Retune, Spec, States, StreamShape, TargetSpec,
+    Turns, HORIZON,
 };
 
 /// Whether a declaration orders its waiters, where it has a gate or a queue of all calls.
@@ -177,5 +177,29 @@ pub(super) fn spec(rng: &mut StdRng) -> Spec {
         independent: rng.random_bool(0.3),
         turns: Turns::default(),
         idle: None,
+        max_keys: None,
     }
+}
+
+/// In about a third of the worlds, one to four tunings set while calls run.
+pub(super) fn retunes(rng: &mut StdRng, instances: usize) -> Vec<Retune> {
+    if !rng.random_bool(0.3) {
+        return Vec::new();
+    }
+    let mut retunes: Vec<Retune> = (0..rng.random_range(1..=4))
+        .map(|_| Retune {
+            at: ms(rng, 0, HORIZON.as_millis() as u64),
+            instance: rng.random_range(0..instances),
+            policy: rng.random_range(0..=1),
+            enabled: rng.random_bool(0.85),
+            timeout: rng.random_bool(0.7).then(|| log_ms(rng, 20, 20_000)),
+            deadline: rng.random_bool(0.6).then(|| log_ms(rng, 50, 120_000)),
+            idle: rng.random_bool(0.5).then(|| log_ms(rng, 5, 10_000)),
+            retry: rng.random_range(0..=4),
+            retry_after_max: log_ms(rng, 100, 60_000),
+            backoff: (log_ms(rng, 1, 1_000), log_ms(rng, 1_000, 10_000)),
+        })
+        .collect();
+    retunes.sort_by_key(|retune| retune.at);
+    retunes
 }

@@ -1,0 +1,86 @@
+//! Many keys through a keyed declaration, once the world is quiet: names short, past 256
+//! bytes, of many scripts or of control characters, each called twice at once and answered as
+//! its provider answers. No more keys are kept than `max_keys`, and each keeps no more bytes
+//! than `Keys` documents, whatever its name and its history (the bytes of a policy not
+//! shared: a shared one's would count the store's).
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use resil_runtime::{Keyed, Keys, Policy};
+
+use crate::build::{build, Pol};
+use crate::counting::live_bytes;
+use crate::world::World;
+
+/// A key's name: distinct by its number, hostile by its draw.
+fn name(number: usize, rng: &mut StdRng) -> String {
+    match rng.random_range(0..4) {
+        0 => format!("k{number}"),
+        1 => format!("{number}:{}", "x".repeat(rng.random_range(200..=8_192))),
+        2 => format!("{number}:{}", "é🦀ש".repeat(rng.random_range(1..=800))),
+        _ => format!("{number}\n\0\"=,{{}} \u{202e}"),
+    }
+}
+
+/// One call with the key `name` to the provider `target`, given up after ten minutes.
+async fn one(
+    policy: &Policy<Keyed>,
+    world: &World,
+    draws: &Rc<Cell<Option<StdRng>>>,
+    name: &str,
+    target: usize,
+) {
+    let body = || {
+        let draws = draws.clone();
+        async move { world.providers[target].call(&draws).await.result }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(600), policy.run_keyed(name, body)).await;
+}
+
+/// Runs the keys the plan draws, if any, through a policy of the outer declaration.
+pub(crate) async fn many_keys(world: &Rc<World>) {
+    let plan = &world.plan;
+    let Some(many) = plan.many_keys else {
+        return;
+    };
+    let mut spec = plan.outer.clone();
+    spec.max_keys = many.max_keys;
+    let shared = plan.shared.map(|shared| (&world.stores[0], shared));
+    let seed = plan.seed ^ 0x6b65_7973;
+    // Its metrics go nowhere: a recorder's series per key are not the policy's bytes.
+    let _quiet = metrics::set_default_local_recorder(&metrics::NoopRecorder);
+    let name_of = format!("sim{}.keys", plan.seed);
+    let Ok(Pol::Keyed(policy)) = build(&spec, &name_of, seed, None, shared) else {
+        return;
+    };
+    let Some(keys) = policy.keys() else {
+        return;
+    };
+    for provider in &world.providers {
+        provider.honest.set(false);
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    let names: Vec<String> = (0..many.count).map(|n| name(n, &mut rng)).collect();
+    let draws = Rc::new(Cell::new(Some(StdRng::seed_from_u64(seed))));
+    let call = |name, target| one(&policy, world, &draws, name, target);
+    // What a policy makes once, at its first call, is not a key's.
+    call("warm", 0).await;
+    let before = live_bytes();
+    for (number, name) in names.iter().enumerate() {
+        let target = number % world.providers.len();
+        futures::future::join(call(name, target), call(name, target)).await;
+        let (kept, most) = (keys.len(), keys.max_keys());
+        world.checker.borrow_mut().keys_kept(kept, most);
+    }
+    // A shared policy's bytes here would count the store's state, in this process for
+    // `InMemory` (expiring as Redis's keys do), not the keys': `tests/alloc.rs` measures it.
+    if plan.shared.is_none() {
+        let kept = keys.len().max(1);
+        let per_key = (live_bytes() - before) / kept as i64;
+        (world.checker.borrow_mut()).key_bytes(per_key, Keys::MAX_BYTES_PER_KEY, kept);
+    }
+}
