@@ -17,6 +17,7 @@ mod invariants;
 mod keys;
 mod streams;
 mod tuned;
+mod turns;
 use heard::Ledger;
 pub(crate) use invariants::{Inv, INVARIANTS};
 use streams::Seen;

@@ -3,8 +3,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use resil_runtime::events::{AttemptOutcome, Event, Listener};
+use resil_runtime::Priority;
 use tokio::time::Instant;
 
 /// One event, as the checks need it.
@@ -24,6 +26,9 @@ pub(crate) enum Heard {
     /// retry budget once the operation called.
     Drew(Option<String>, String),
     Line(String),
+    /// A wait in turn served: its operation, what it waited for, its class, how long since
+    /// it joined the waiting room, and whether aging promoted it.
+    Served(Option<String>, &'static str, Priority, Duration, bool),
     /// The listener panics on an event of this operation: what the event announced does
     /// not happen.
     Panics(String),
@@ -116,6 +121,20 @@ impl Listener for Ear {
             } => Heard::Drew(
                 operation.map(|id| id.to_string()),
                 format!("waits {wait:?}"),
+            ),
+            Event::Served {
+                operation,
+                wait,
+                class,
+                waited,
+                promoted,
+                ..
+            } => Heard::Served(
+                operation.map(|id| id.to_string()),
+                wait,
+                *class,
+                *waited,
+                *promoted,
             ),
             Event::GaveUp { reason, asked, .. } => {
                 Heard::Line(format!("gave up: {} (asked {asked:?})", reason.as_str()))

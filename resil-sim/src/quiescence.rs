@@ -16,6 +16,7 @@ pub(crate) fn quiescence(world: &World) {
     let mut checker = world.checker.borrow_mut();
     checker.log("quiescence: every caller ended");
     checker.all_told();
+    checker.in_turn(&world.plan);
     let targets = world.plan.targets.len();
     for (instance, (outer, inner)) in world.policies.iter().enumerate() {
         outer.quiescent(targets, &format!("i{instance} outer"), &mut checker);

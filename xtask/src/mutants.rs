@@ -108,6 +108,18 @@ const MUTATIONS: &[Mutation] = &[
         from: "        papaya::Guard::flush(&self.map.guard());",
         to: "",
     },
+    Mutation {
+        name: "least-urgent-class-served-first",
+        file: "priority/turns.rs",
+        from: "        aged.or_else(|| (0..3).find(eligible))",
+        to: "        aged.or_else(|| (0..3).rev().find(eligible))",
+    },
+    Mutation {
+        name: "a-waiter-joins-its-lane-first",
+        file: "priority/lanes.rs",
+        from: "        lane.waiters.push_back(waiter);",
+        to: "        lane.waiters.push_front(waiter);",
+    },
 ];
 
 pub(crate) fn mutants(args: &[String]) -> ExitCode {

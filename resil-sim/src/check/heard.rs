@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::turns::Served;
 use super::{Checker, Inv};
 use crate::ear::{Heard, Who};
 use crate::provider::SimError;
@@ -54,6 +55,8 @@ pub(crate) struct Ledger {
     /// What the listeners told, by policy and what: `attempts`, `retries`, `sent gpt`,
     /// `skipped claude`; for the metrics to agree with.
     told: BTreeMap<(u8, String), u64>,
+    /// The waits served in turn, in the order heard.
+    pub(super) served: Vec<Served>,
 }
 
 impl Ledger {
@@ -126,6 +129,21 @@ impl Checker {
                 }
             }
             Heard::Line(line) => self.log(format!("i{instance} {line}")),
+            Heard::Served(id, wait, class, waited, promoted) => {
+                self.log(format!(
+                    "i{instance} served {class:?} for its {wait} after {waited:?}{}",
+                    if promoted { " (promoted)" } else { "" }
+                ));
+                self.ledger.served.push(Served {
+                    who,
+                    id,
+                    wait,
+                    class,
+                    joined: at - waited,
+                    at,
+                    promoted,
+                });
+            }
             Heard::Panics(id) => {
                 self.log(format!("i{instance} a listener panics"));
                 self.unwinds(id);
@@ -133,8 +151,6 @@ impl Checker {
         }
     }
 
-    /// A panic goes through operation `id`: an attempt it unwinds through is not told ended,
-    /// and one whose start a listener's panic interrupts does not run.
     /// A breaker's transition heard by an instance's listener: it starts where the last ended.
     fn transition(&mut self, instance: usize, which: u8, breaker: &str, from: &str, to: &str) {
         self.log(format!("i{instance} breaker {breaker}: {from} -> {to}"));
@@ -154,6 +170,8 @@ impl Checker {
         self.breakers.insert(key, to.to_owned());
     }
 
+    /// A panic goes through operation `id`: an attempt it unwinds through is not told ended,
+    /// and one whose start a listener's panic interrupts does not run.
     pub(crate) fn unwinds(&mut self, id: String) {
         self.log(format!("a panic goes through operation {id}"));
         self.ledger.unwound.insert(id);

@@ -37,9 +37,10 @@ pub(crate) enum Inv {
     OwnPanics,
     Tuning,
     KeyedBytes,
+    InTurn,
 }
 
-pub(crate) const INVARIANTS: [Invariant; 27] = [
+pub(crate) const INVARIANTS: [Invariant; 28] = [
     Invariant {
         name: "nothing_held_at_quiescence",
         guide: "design.md: \"a listener that panics cannot leave a permit or a probe slot held\"; route_and_hedge.md: \"their permits, rate slots and probe places go back\"",
@@ -147,5 +148,9 @@ pub(crate) const INVARIANTS: [Invariant; 27] = [
     Invariant {
         name: "keyed_state_within_its_bytes",
         guide: "rates_and_keys.md: \"At most `max_keys` keys are kept ... A key costs at most `Keys::MAX_BYTES_PER_KEY` (2.5 KiB) however long it is ... 3 KiB (`Keys::MAX_BYTES_PER_SHARED_KEY`) for a policy shared\"",
+    },
+    Invariant {
+        name: "waiters_served_in_turn",
+        guide: "priority.md: the callers that must wait \"are served most urgent first, in arrival order within a class\"; with `fair`, \"in arrival order within a value\"; across instances \"a critical call waits for the slots booked by the instances' next callers (one each, its own instance's included)\"",
     },
 ];
