@@ -9,7 +9,7 @@ use tokio::time::sleep_until;
 use crate::plan::StoreAction;
 use crate::world::World;
 
-/// The store's outages and slow spells, as the plan draws them.
+/// The store's outages, slow spells and partitions, as the plan draws them.
 pub(crate) async fn faults(world: Rc<World>) {
     let Some(store) = world.stores.first() else {
         return;
@@ -22,10 +22,22 @@ pub(crate) async fn faults(world: Rc<World>) {
             StoreAction::Up => down = false,
             StoreAction::Slow => slow = true,
             StoreAction::Fast => slow = false,
+            StoreAction::Cut(handle) | StoreAction::Rejoin(handle) => {
+                let cut = matches!(action, StoreAction::Cut(_));
+                world.stores[handle].set_reachable(!cut);
+                let plan = &world.plan;
+                let instances: Vec<usize> = (0..plan.instances())
+                    .filter(|&instance| plan.handle_of[instance] == handle)
+                    .collect();
+                let mut checker = world.checker.borrow_mut();
+                checker.log(format!("store {action:?}: instances {instances:?}"));
+                checker.cut(&instances, cut);
+                continue;
+            }
         }
         match action {
             StoreAction::Down | StoreAction::Up => store.set_available(!down),
-            StoreAction::Slow | StoreAction::Fast => store.set_slow(slow),
+            _ => store.set_slow(slow),
         }
         world.trouble.set((down, slow));
         let mut checker = world.checker.borrow_mut();

@@ -89,7 +89,7 @@ struct State {
     panicked: bool,
 }
 
-type Trouble = (
+pub(crate) type Trouble = (
     Instant,
     Option<Instant>,
     BTreeMap<GateScope, BTreeSet<usize>>,
@@ -111,6 +111,8 @@ pub(crate) struct Checker {
     /// Spells of store trouble: from, to (open while it lasts), and per gate the instances
     /// that knew of each other when it began.
     trouble: Vec<Trouble>,
+    /// Spells of a partition, with the instances cut off.
+    cuts: Vec<(Trouble, BTreeSet<usize>)>,
     /// The number of the last attempt the runtime started, per operation id.
     numbers: BTreeMap<String, u32>,
     /// Last transition heard per (instance, policy, breaker).
@@ -132,6 +134,7 @@ impl Checker {
             gates: BTreeMap::new(),
             across: BTreeMap::new(),
             trouble: Vec::new(),
+            cuts: Vec::new(),
             breakers: BTreeMap::new(),
             numbers: BTreeMap::new(),
             ledger: Ledger::new(budgets),

@@ -14,6 +14,7 @@ use resil_runtime::{Keyed, Keys, Policy};
 
 use crate::build::{build, Pol};
 use crate::counting::live_bytes;
+use crate::plan::Turns;
 use crate::world::World;
 
 /// A key's name: distinct by its number, hostile by its draw.
@@ -49,6 +50,15 @@ pub(crate) async fn many_keys(world: &Rc<World>) {
     };
     let mut spec = plan.outer.clone();
     spec.max_keys = many.max_keys;
+    // What all calls share is the policy's, not its keys' (a learning gate's book grows as
+    // it books): left out, so that what the policy keeps is its keys'.
+    spec.breaker = spec.breaker.filter(|breaker| breaker.per_key);
+    spec.bulkhead = spec.bulkhead.filter(|bulkhead| bulkhead.per_key);
+    spec.rate = spec.rate.filter(|rate| rate.per_key);
+    spec.turns.batch_share = None;
+    if spec.rate.is_none() && spec.bulkhead.as_ref().is_none_or(|b| b.queue == 0) {
+        spec.turns = Turns::default();
+    }
     let shared = plan.shared.map(|shared| (&world.stores[0], shared));
     let seed = plan.seed ^ 0x6b65_7973;
     // Its metrics go nowhere: a recorder's series per key are not the policy's bytes.

@@ -206,6 +206,10 @@ pub(crate) enum StoreAction {
     Up,
     Slow,
     Fast,
+    /// The instances on this store handle (a process) are cut off from the store, or reach
+    /// it again: a partition.
+    Cut(usize),
+    Rejoin(usize),
 }
 
 #[derive(Debug, Clone)]
@@ -261,7 +265,7 @@ impl Plan {
             timeout: ms(&mut rng, 5, 100),
             fail_closed: rng.random_bool(0.2),
         });
-        let handle_of = (0..instances)
+        let handle_of: Vec<usize> = (0..instances)
             .map(|instance| {
                 if instance > 0 && rng.random_bool(0.25) {
                     instance - 1
@@ -329,6 +333,11 @@ impl Plan {
                     .then(|| later.random_range(1..=count)),
             }
         });
+        let mut store = store;
+        if shared.is_some() {
+            store.extend(partitions(&mut later, &handle_of));
+            store.sort_by_key(|(at, _)| *at);
+        }
         Plan {
             nest_same,
             seed,
@@ -372,6 +381,35 @@ fn store_faults(rng: &mut StdRng) -> Vec<(Duration, StoreAction)> {
         }
     }
     actions.sort_by_key(|(at, _)| *at);
+    actions
+}
+
+/// In a third of the worlds with two processes or more, one or two partitions, each cutting
+/// one process off from the store for a while, or flapping every 7 to 23 ms.
+fn partitions(rng: &mut StdRng, handle_of: &[usize]) -> Vec<(Duration, StoreAction)> {
+    let mut handles = handle_of.to_vec();
+    handles.dedup();
+    if handles.len() < 2 || !rng.random_bool(0.35) {
+        return Vec::new();
+    }
+    let mut actions = Vec::new();
+    for _ in 0..rng.random_range(1..=2) {
+        let handle = handles[rng.random_range(0..handles.len())];
+        let (cut, rejoin) = (StoreAction::Cut(handle), StoreAction::Rejoin(handle));
+        let mut at = ms(rng, 0, HORIZON.as_millis() as u64);
+        if rng.random_bool(0.3) {
+            let until = at + log_ms(rng, 100, 5_000);
+            while at < until {
+                actions.push((at, cut));
+                at += ms(rng, 7, 23);
+                actions.push((at, rejoin));
+                at += ms(rng, 7, 23);
+            }
+        } else {
+            actions.push((at, cut));
+            actions.push((at + log_ms(rng, 50, 30_000), rejoin));
+        }
+    }
     actions
 }
 

@@ -31,6 +31,9 @@ pub(crate) async fn recovery(world: &Rc<World>) {
         store.set_available(true);
         store.set_slow(false);
     }
+    for store in &world.stores {
+        store.set_reachable(true);
+    }
     for provider in &world.providers {
         provider.honest.set(true);
     }

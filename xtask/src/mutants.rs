@@ -120,6 +120,12 @@ const MUTATIONS: &[Mutation] = &[
         from: "        lane.waiters.push_back(waiter);",
         to: "        lane.waiters.push_front(waiter);",
     },
+    Mutation {
+        name: "a-rejoining-instance-not-resynced",
+        file: "shared/memory.rs",
+        from: "            self.hub.resync(Some(self.instance));",
+        to: "",
+    },
 ];
 
 pub(crate) fn mutants(args: &[String]) -> ExitCode {

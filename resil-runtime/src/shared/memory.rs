@@ -4,7 +4,6 @@
 //! (another process) sharing the same state, so that a test runs many instances on the paused
 //! clock, exact and instant, without a server.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,12 +12,13 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::seams::{
-    whole_micros, Announcement, BreakerLink, BreakerNews, Change, GateLink, GateNews, Probe,
-    Reservation, Reserved, SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums,
+    whole_micros, Announcement, BreakerLink, BreakerNews, GateLink, GateNews, Probe, Reservation,
+    Reserved, SharedStore, Slot, StoreFuture, Unavailable, WindowBatch, WindowSums,
 };
 use crate::sync::lock_std;
-use state::{Gate, State};
+use hub::{release, Hub};
 
+mod hub;
 mod scripts;
 
 /// A store shared by the policies of one process, kept in memory: breakers shared through it
@@ -69,6 +69,7 @@ mod scripts;
 /// [`delay_holds`](Self::delay_holds) act on every instance of the state: tests of code that
 /// uses shared policies see what an outage of their store does (the policies decide locally,
 /// or refuse with `shared_fail = "closed"`), and what its return does.
+/// [`set_reachable`](Self::set_reachable) cuts one instance off, as a partition does.
 #[derive(Clone)]
 pub struct InMemory {
     hub: Arc<Hub>,
@@ -79,7 +80,7 @@ impl fmt::Debug for InMemory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("InMemory")
             .field("instance", &self.instance)
-            .field("available", &self.hub.up())
+            .field("available", &self.is_available())
             .finish()
     }
 }
@@ -88,16 +89,6 @@ impl Default for InMemory {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// What every instance sees: the breakers' openings and probe locks, the gates' schedules,
-/// and who listens for what.
-struct Hub {
-    origin: Instant,
-    available: AtomicBool,
-    /// Whether its answers come too late (see [`InMemory::set_slow`]).
-    slow: AtomicBool,
-    state: Mutex<State>,
 }
 
 impl InMemory {
@@ -130,10 +121,11 @@ impl InMemory {
         Hub::instance(&self.hub)
     }
 
-    /// Whether the store answers (true unless [`set_available`](Self::set_available) said
+    /// Whether this instance reaches the store (true unless
+    /// [`set_available`](Self::set_available) or [`set_reachable`](Self::set_reachable) said
     /// otherwise).
     pub fn is_available(&self) -> bool {
-        self.hub.up()
+        self.hub.reaches(self.instance)
     }
 
     /// The store stops answering (`false`): every instance's policies decide locally. Or it
@@ -154,7 +146,40 @@ impl InMemory {
     pub fn set_available(&self, available: bool) {
         self.hub.available.store(available, Ordering::Release);
         if available {
-            self.hub.resync();
+            self.hub.resync(None);
+        }
+    }
+
+    /// This instance is cut off from the store (`false`), as a network partition cuts one
+    /// process off from its Redis: its policies decide locally and hear nothing of the other
+    /// instances, which go on sharing without it. Or it reaches the store again (`true`): as
+    /// Redis's re-sync does for a reconnected client, what it did not publish is told, its
+    /// breakers learn of the openings in force, and its gates revoke what they promised alone.
+    ///
+    /// ```
+    /// use resil_runtime::shared::InMemory;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let here = InMemory::new();
+    /// let there = here.instance();
+    /// there.set_reachable(false);
+    /// assert!(here.is_available() && !there.is_available(), "only `there` is cut off");
+    /// there.set_reachable(true);
+    /// # }
+    /// ```
+    pub fn set_reachable(&self, reachable: bool) {
+        let changed = {
+            let mut state = lock_std(&self.hub.state);
+            let cut = state.cut.contains(&self.instance);
+            match (reachable, cut) {
+                (false, false) => state.cut.push(self.instance),
+                (true, true) => state.cut.retain(|&instance| instance != self.instance),
+                _ => {}
+            }
+            reachable == cut
+        };
+        if changed && reachable && self.hub.up() {
+            self.hub.resync(Some(self.instance));
         }
     }
 
@@ -203,148 +228,11 @@ impl InMemory {
     }
 }
 
-impl Hub {
-    /// A new instance of the service, with its own store.
-    fn instance(hub: &Arc<Hub>) -> InMemory {
-        let mut state = lock_std(&hub.state);
-        state.instances += 1;
-        InMemory {
-            hub: Arc::clone(hub),
-            instance: state.instances,
-        }
-    }
-
-    /// The store answers in time again: the instances that gave up on it (and so decided
-    /// alone) hear it back, as Redis's do when their reconnection's first PING is answered,
-    /// and their gates revoke what they promised alone.
-    fn answers_again(&self) {
-        let gates = {
-            let mut state = lock_std(&self.state);
-            let lost = std::mem::take(&mut state.lost);
-            let gates = state.links.all();
-            gates
-                .into_iter()
-                .filter(|(instance, _)| lost.contains(instance))
-                .collect::<Vec<_>>()
-        };
-        for (_, gate) in gates {
-            gate.store_returned();
-        }
-    }
-
-    /// The store answers again: what was not heard is told, the others learn of the openings
-    /// in force, and the gates revoke what they promised alone.
-    fn resync(&self) {
-        let breakers = lock_std(&self.state).breakers.all();
-        for (instance, breaker) in breakers {
-            match breaker.untold() {
-                Some(announcement) => self.record(instance, announcement),
-                None => {
-                    let open = lock_std(&self.state).open.get(breaker.name()).copied();
-                    let left = open.map_or(0, |until| until.saturating_sub(self.now()));
-                    if left > 0 {
-                        breaker.opened_elsewhere(Duration::from_micros(left));
-                    }
-                }
-            }
-        }
-        let gates = lock_std(&self.state).links.all();
-        for (_, gate) in gates {
-            gate.store_returned();
-        }
-    }
-
-    /// HOLD: no slot of the gate `key` before `wait` from now, the slots after it revoked, the
-    /// other instances told.
-    fn hold(&self, instance: usize, key: &Arc<str>, credit: u64, interval: u64, wait: Duration) {
-        let now = self.now();
-        let held = now.saturating_add(whole_micros(wait));
-        let peers: Vec<_> = {
-            let mut state = lock_std(&self.state);
-            if let Some(late) = &mut state.late {
-                late.push((instance, Arc::clone(key), credit, interval, wait));
-                return;
-            }
-            state.sweep(now);
-            let kept = state.gates.entry(Arc::clone(key)).or_default();
-            if kept.held >= held {
-                return;
-            }
-            let used = kept.tat.unwrap_or(0).min(now.saturating_add(credit));
-            let tat = (held + credit).saturating_sub(interval).max(used);
-            *kept = Gate {
-                tat: Some(tat),
-                epoch: kept.epoch + 1,
-                held,
-                given: Vec::new(),
-            };
-            state.links.others(instance, key)
-        };
-        for peer in peers {
-            peer.throttled_elsewhere();
-        }
-    }
-
-    fn now(&self) -> u64 {
-        whole_micros(self.origin.elapsed())
-    }
-
-    fn up(&self) -> bool {
-        self.available.load(Ordering::Acquire)
-    }
-
-    fn slow(&self) -> bool {
-        self.slow.load(Ordering::Acquire)
-    }
-
-    /// The other instances' breakers named `id`.
-    fn peers(&self, instance: usize, id: &str) -> Vec<BreakerNews> {
-        lock_std(&self.state).breakers.others(instance, id)
-    }
-
-    /// OPEN or CLOSE, then published: the opening for what is left of the cooldown (or none),
-    /// this instance's probe lock freed, the peers told.
-    fn record(&self, instance: usize, announcement: Announcement) {
-        let id = announcement.breaker();
-        {
-            let mut state = lock_std(&self.state);
-            match announcement.change() {
-                Change::Opened(left) => {
-                    let now = self.now();
-                    state.sweep(now);
-                    state
-                        .open
-                        .insert(Arc::from(id), now.saturating_add(whole_micros(left)));
-                }
-                _ => {
-                    state.open.remove(id);
-                }
-            }
-            state.windows.remove(id);
-            release(&mut state.probe, id, instance);
-        }
-        for peer in self.peers(instance, id) {
-            match announcement.change() {
-                Change::Opened(left) => peer.opened_elsewhere(left),
-                _ => peer.closed_elsewhere(),
-            }
-        }
-        announcement.published();
-    }
-}
-
-/// Frees the probe lock of `id` if `instance` holds it.
-fn release(locks: &mut HashMap<Arc<str>, (usize, u64)>, id: &str, instance: usize) {
-    if locks.get(id).is_some_and(|(holder, _)| *holder == instance) {
-        locks.remove(id);
-    }
-}
-
 /// The in-memory store, as the store of shared policies: what Redis's scripts decide, decided
 /// under one lock.
 impl SharedStore for InMemory {
     fn usable(&self) -> bool {
-        self.hub.up()
+        self.hub.reaches(self.instance)
     }
 
     fn listen_breaker(&self, breaker: BreakerNews) {
@@ -356,7 +244,7 @@ impl SharedStore for InMemory {
             until.map_or(0, |until| until.saturating_sub(now))
         };
         // An opening in force reaches a breaker listed after it, as Redis's re-sync does.
-        if open > 0 && self.hub.up() {
+        if open > 0 && self.hub.reaches(self.instance) {
             breaker.opened_elsewhere(Duration::from_micros(open));
         }
     }
@@ -367,7 +255,7 @@ impl SharedStore for InMemory {
     }
 
     fn announce(&self, announcement: Announcement) {
-        if self.hub.up() {
+        if self.hub.reaches(self.instance) {
             self.hub.record(self.instance, announcement);
         }
     }
@@ -377,7 +265,7 @@ impl SharedStore for InMemory {
         breaker: &'a BreakerLink,
         limit: Duration,
     ) -> StoreFuture<'a, Result<Probe, Unavailable>> {
-        if !self.hub.up() {
+        if !self.hub.reaches(self.instance) {
             return Box::pin(std::future::ready(Err(Unavailable)));
         }
         if self.hub.slow() {
@@ -408,7 +296,7 @@ impl SharedStore for InMemory {
     }
 
     fn release_probe(&self, breaker: &BreakerLink) {
-        if self.hub.up() {
+        if self.hub.reaches(self.instance) {
             let mut state = lock_std(&self.hub.state);
             release(&mut state.probe, breaker.name(), self.instance);
         }
@@ -418,7 +306,7 @@ impl SharedStore for InMemory {
         &'a self,
         reservation: &'a Reservation,
     ) -> StoreFuture<'a, Result<Reserved, Unavailable>> {
-        if !self.hub.up() {
+        if !self.hub.reaches(self.instance) {
             return Box::pin(std::future::ready(Err(Unavailable)));
         }
         if self.hub.slow() {
@@ -428,7 +316,7 @@ impl SharedStore for InMemory {
     }
 
     fn refund(&self, gate: &GateLink, slot: Slot) {
-        if !self.hub.up() {
+        if !self.hub.reaches(self.instance) {
             return;
         }
         let now = self.hub.now();
@@ -445,7 +333,7 @@ impl SharedStore for InMemory {
         breaker: &'a BreakerLink,
         batch: WindowBatch,
     ) -> Option<StoreFuture<'a, Result<WindowSums, Unavailable>>> {
-        let answer = match self.hub.up() {
+        let answer = match self.hub.reaches(self.instance) {
             true => Ok(self.hub.add_to_window(breaker, batch)),
             false => Err(Unavailable),
         };
@@ -453,7 +341,7 @@ impl SharedStore for InMemory {
     }
 
     fn hold(&self, gate: &GateLink, wait: Duration) {
-        if self.hub.up() {
+        if self.hub.reaches(self.instance) {
             let (credit, interval) = (whole_micros(gate.credit()), whole_micros(gate.interval()));
             self.hub
                 .hold(self.instance, &gate.key, credit, interval, wait);

@@ -1,12 +1,13 @@
 //! A gate's starts, per instance and over every instance: within the declared ceiling in
-//! any window, and while the store is down within the instances' shares.
+//! any window, while the store is down within the instances' shares, and while some are cut
+//! off from it within the ceiling and a share for each of those.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Checker, GateScope, Inv};
+use super::{Checker, GateScope, Inv, Trouble};
 use crate::plan::TARGETS;
 
 /// How late a call may come to its slot and still take it (the guide's key reference: "one
@@ -90,32 +91,70 @@ impl Checker {
             .collect();
         let seen = window.len() as u64;
         let from = now.checked_sub(period).unwrap_or(self.origin);
-        let calm = self.trouble.iter().all(|&(start, end, _)| match end {
+        let quiet = |&(start, end, _): &Trouble| match end {
             Some(end) => end + period <= from || start > now,
             None => start > now,
-        });
-        if calm {
+        };
+        let cuts: Vec<&(Trouble, BTreeSet<usize>)> = self
+            .cuts
+            .iter()
+            .filter(|(spell, _)| !quiet(spell))
+            .collect();
+        let outage = !self.trouble.iter().all(quiet);
+        if !outage && cuts.is_empty() {
             self.check(Inv::SharedCeiling, seen <= ceiling, caller, || {
                 format!("{seen} starts over every instance within {period:?} while the store answered (ceiling {ceiling})")
             });
             return;
         }
-        // Inside one outage since at least a second before the window.
-        let Some((_, _, knew)) = self.trouble.iter().find(|&&(start, end, _)| {
+        // Inside one outage, or one partition alone, since at least a second before the window.
+        let inside = |&(start, end, _): &Trouble| {
             start + Duration::from_secs(1) <= from && end.is_none_or(|end| end >= now)
-        }) else {
-            return;
         };
-        let before = knew.get(&scope).cloned().unwrap_or_default();
+        let (spell, cut) = match (outage, &cuts[..]) {
+            (true, []) => match self.trouble.iter().find(|spell| inside(spell)) {
+                Some(spell) => (spell, None),
+                None => return,
+            },
+            (false, [(spell, cut)]) if inside(spell) => (spell, Some(cut)),
+            _ => return,
+        };
+        let before = spell.2.get(&scope).cloned().unwrap_or_default();
         let during: BTreeSet<usize> = window.iter().map(|&(_, instance)| instance).collect();
         if before.len() < 2 || !during.is_subset(&before) {
             return;
         }
         let instances = before.len() as u64;
-        let bound = ceiling + instances;
+        let Some(cut) = cut else {
+            let bound = ceiling + instances;
+            self.check(Inv::OutageShare, seen <= bound, caller, || {
+                format!("{seen} starts over {instances} instances within {period:?} while the store was down (ceiling {ceiling}, shares' slack {instances})")
+            });
+            return;
+        };
+        // The others share the store's ceiling; each instance cut off runs at its share.
+        let (cut, alone) = (cut.clone(), cut.intersection(&before).count() as u64);
+        let bound = ceiling + alone * (ceiling.div_ceil(instances) + 1);
         self.check(Inv::OutageShare, seen <= bound, caller, || {
-            format!("{seen} starts over {instances} instances within {period:?} while the store was down (ceiling {ceiling}, shares' slack {instances})")
+            format!("{seen} starts over {instances} instances within {period:?} while {cut:?} were cut off from the store (ceiling {ceiling}, and a share each for those cut off: {bound})")
         });
+    }
+
+    /// `instances` are cut off from the store (`cut`), or reach it again.
+    pub(crate) fn cut(&mut self, instances: &[usize], cut: bool) {
+        let now = Instant::now();
+        let these: BTreeSet<usize> = instances.iter().copied().collect();
+        if cut {
+            let knew = (self.across.iter())
+                .map(|(scope, starts)| (*scope, knew_each_other(starts, now)))
+                .collect();
+            self.cuts.push(((now, None, knew), these));
+        } else if let Some((spell, _)) = (self.cuts.iter_mut())
+            .rev()
+            .find(|(spell, cut)| spell.1.is_none() && *cut == these)
+        {
+            spell.1 = Some(now);
+        }
     }
 
     /// The store is down or slow (`down`), or answers again.

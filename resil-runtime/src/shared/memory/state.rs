@@ -41,6 +41,11 @@ pub(super) struct State {
     /// The instances that gave up waiting for an answer while the store was slow: as a Redis
     /// store's reconnection does, its return revokes what their gates promised alone.
     pub(super) lost: Vec<usize>,
+    /// The instances cut off from the store (see [`InMemory::set_reachable`]): they hear
+    /// nothing of the others, and the others nothing of them.
+    ///
+    /// [`InMemory::set_reachable`]: super::InMemory::set_reachable
+    pub(super) cut: Vec<usize>,
     /// Openings, locks and schedules kept after the last sweep.
     swept: usize,
 }
@@ -181,10 +186,10 @@ impl<T: Listening> Listeners<T> {
         self.listed = self.listed + handles.len() - before;
     }
 
-    /// The handles named `name` of the instances other than `instance`.
-    pub(super) fn others(&self, instance: usize, name: &str) -> Vec<T> {
+    /// The handles named `name` of the instances other than `instance`, but those `cut` off.
+    pub(super) fn others(&self, instance: usize, name: &str, cut: &[usize]) -> Vec<T> {
         (self.by_name.get(name).into_iter().flatten())
-            .filter(|(of, _)| *of != instance)
+            .filter(|(of, _)| *of != instance && !cut.contains(of))
             .map(|(_, handle)| handle.clone())
             .collect()
     }
@@ -246,8 +251,8 @@ mod tests {
             listeners.add(1, handle);
         }
         assert!(looks.get() < 3 * n, "{} looks for {n} handles", looks.get());
-        assert_eq!(listeners.others(2, "tenant-7").len(), 1);
-        assert!(listeners.others(1, "tenant-7").is_empty());
+        assert_eq!(listeners.others(2, "tenant-7", &[]).len(), 1);
+        assert!(listeners.others(1, "tenant-7", &[]).is_empty());
         // The policies gone, their handles are forgotten as new ones come.
         gone.set(true);
         for i in 0..n {
@@ -259,7 +264,7 @@ mod tests {
             listeners.add(1, handle);
         }
         assert!(listeners.all().len() < 2 * n as usize);
-        assert!(listeners.others(2, "tenant-7").is_empty());
+        assert!(listeners.others(2, "tenant-7", &[]).is_empty());
     }
 
     /// A queue of 200 slots whose callers all give up, first to last, last to first or

@@ -9,6 +9,7 @@ use crate::{BreakerConfig, Policy, PolicyBuilder, Rejected, Transient};
 
 mod gates;
 mod model;
+mod partition;
 mod queues;
 mod shares;
 mod slow;
