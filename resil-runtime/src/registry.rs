@@ -349,10 +349,14 @@ impl<T: Member> Registry<T> {
                 map.insert(*hash, keep);
             }
         }
-        // The forgotten entries' state is freed once no lookup may still read it, not after
-        // the 32 retirements papaya batches by default: up to 32 keys' bytes past the bound.
+        // The forgotten entries' state is freed now, not after the `max(32, cpus)`
+        // retirements papaya batches by default (that many keys' bytes past the bound) when
+        // no other thread is looking a key up; else with a later sweep's flush. A flush costs
+        // a process-wide barrier: only when something was forgotten.
         drop(map);
-        papaya::Guard::flush(&self.map.guard());
+        if !evicted.is_empty() {
+            papaya::Guard::flush(&self.map.guard());
+        }
         self.sweeps.store(sweep.wrapping_add(1), Ordering::Relaxed);
         len - evicted.len()
     }

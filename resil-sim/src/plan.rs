@@ -51,6 +51,15 @@ impl Plan {
     pub(crate) fn instances(&self) -> usize {
         self.handle_of.len()
     }
+
+    /// The declaration of policy `which` (0 outer, 1 inner).
+    pub(crate) fn spec_of(&self, which: u8) -> &Spec {
+        if which == 0 {
+            &self.outer
+        } else {
+            &self.inner
+        }
+    }
 }
 
 /// One simulated provider.

@@ -120,11 +120,7 @@ impl World {
     }
 
     fn spec(&self, which: u8) -> &Spec {
-        if self.policy_of(which) == 0 {
-            &self.plan.outer
-        } else {
-            &self.plan.inner
-        }
+        self.plan.spec_of(self.policy_of(which))
     }
 
     fn begin(&self, caller: usize, which: u8, root: Option<usize>) -> usize {

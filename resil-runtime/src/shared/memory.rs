@@ -74,6 +74,8 @@ mod scripts;
 pub struct InMemory {
     hub: Arc<Hub>,
     instance: usize,
+    /// Not cut off (see [`InMemory::set_reachable`]): read on every call, so an atomic.
+    reachable: Arc<AtomicBool>,
 }
 
 impl fmt::Debug for InMemory {
@@ -125,7 +127,7 @@ impl InMemory {
     /// [`set_available`](Self::set_available) or [`set_reachable`](Self::set_reachable) said
     /// otherwise).
     pub fn is_available(&self) -> bool {
-        self.hub.reaches(self.instance)
+        self.reaches()
     }
 
     /// The store stops answering (`false`): every instance's policies decide locally. Or it
@@ -173,14 +175,24 @@ impl InMemory {
             let cut = state.cut.contains(&self.instance);
             match (reachable, cut) {
                 (false, false) => state.cut.push(self.instance),
-                (true, true) => state.cut.retain(|&instance| instance != self.instance),
+                (true, true) => {
+                    state.cut.retain(|&instance| instance != self.instance);
+                    // The re-sync below returns the store to its gates.
+                    state.lost.retain(|&instance| instance != self.instance);
+                }
                 _ => {}
             }
+            self.reachable.store(reachable, Ordering::Release);
             reachable == cut
         };
         if changed && reachable && self.hub.up() {
             self.hub.resync(Some(self.instance));
         }
+    }
+
+    /// Whether this instance reaches the store: it is up, and this instance is not cut off.
+    fn reaches(&self) -> bool {
+        self.hub.up() && self.reachable.load(Ordering::Acquire)
     }
 
     /// The store answers too late from now on (`true`), as a Redis in `DEBUG SLEEP` does, or
@@ -232,7 +244,7 @@ impl InMemory {
 /// under one lock.
 impl SharedStore for InMemory {
     fn usable(&self) -> bool {
-        self.hub.reaches(self.instance)
+        self.reaches()
     }
 
     fn listen_breaker(&self, breaker: BreakerNews) {
@@ -244,7 +256,7 @@ impl SharedStore for InMemory {
             until.map_or(0, |until| until.saturating_sub(now))
         };
         // An opening in force reaches a breaker listed after it, as Redis's re-sync does.
-        if open > 0 && self.hub.reaches(self.instance) {
+        if open > 0 && self.reaches() {
             breaker.opened_elsewhere(Duration::from_micros(open));
         }
     }
@@ -255,7 +267,7 @@ impl SharedStore for InMemory {
     }
 
     fn announce(&self, announcement: Announcement) {
-        if self.hub.reaches(self.instance) {
+        if self.reaches() {
             self.hub.record(self.instance, announcement);
         }
     }
@@ -265,7 +277,7 @@ impl SharedStore for InMemory {
         breaker: &'a BreakerLink,
         limit: Duration,
     ) -> StoreFuture<'a, Result<Probe, Unavailable>> {
-        if !self.hub.reaches(self.instance) {
+        if !self.reaches() {
             return Box::pin(std::future::ready(Err(Unavailable)));
         }
         if self.hub.slow() {
@@ -296,7 +308,7 @@ impl SharedStore for InMemory {
     }
 
     fn release_probe(&self, breaker: &BreakerLink) {
-        if self.hub.reaches(self.instance) {
+        if self.reaches() {
             let mut state = lock_std(&self.hub.state);
             release(&mut state.probe, breaker.name(), self.instance);
         }
@@ -306,7 +318,7 @@ impl SharedStore for InMemory {
         &'a self,
         reservation: &'a Reservation,
     ) -> StoreFuture<'a, Result<Reserved, Unavailable>> {
-        if !self.hub.reaches(self.instance) {
+        if !self.reaches() {
             return Box::pin(std::future::ready(Err(Unavailable)));
         }
         if self.hub.slow() {
@@ -316,7 +328,7 @@ impl SharedStore for InMemory {
     }
 
     fn refund(&self, gate: &GateLink, slot: Slot) {
-        if !self.hub.reaches(self.instance) {
+        if !self.reaches() {
             return;
         }
         let now = self.hub.now();
@@ -333,7 +345,7 @@ impl SharedStore for InMemory {
         breaker: &'a BreakerLink,
         batch: WindowBatch,
     ) -> Option<StoreFuture<'a, Result<WindowSums, Unavailable>>> {
-        let answer = match self.hub.reaches(self.instance) {
+        let answer = match self.reaches() {
             true => Ok(self.hub.add_to_window(breaker, batch)),
             false => Err(Unavailable),
         };
@@ -341,7 +353,7 @@ impl SharedStore for InMemory {
     }
 
     fn hold(&self, gate: &GateLink, wait: Duration) {
-        if self.hub.reaches(self.instance) {
+        if self.reaches() {
             let (credit, interval) = (whole_micros(gate.credit()), whole_micros(gate.interval()));
             self.hub
                 .hold(self.instance, &gate.key, credit, interval, wait);

@@ -144,16 +144,17 @@ impl Checker {
     pub(crate) fn cut(&mut self, instances: &[usize], cut: bool) {
         let now = Instant::now();
         let these: BTreeSet<usize> = instances.iter().copied().collect();
-        if cut {
-            let knew = (self.across.iter())
-                .map(|(scope, starts)| (*scope, knew_each_other(starts, now)))
-                .collect();
-            self.cuts.push(((now, None, knew), these));
-        } else if let Some((spell, _)) = (self.cuts.iter_mut())
-            .rev()
-            .find(|(spell, cut)| spell.1.is_none() && *cut == these)
-        {
-            spell.1 = Some(now);
+        let open = (self.cuts.iter_mut()).rfind(|(spell, cut)| spell.1.is_none() && *cut == these);
+        match (cut, open) {
+            // Cut already, they stay so until they rejoin (as the store keeps them).
+            (true, Some(_)) | (false, None) => {}
+            (true, None) => {
+                let knew = (self.across.iter())
+                    .map(|(scope, starts)| (*scope, knew_each_other(starts, now)))
+                    .collect();
+                self.cuts.push(((now, None, knew), these));
+            }
+            (false, Some((spell, _))) => spell.1 = Some(now),
         }
     }
 

@@ -4,7 +4,7 @@
 use super::{Checker, Inv};
 
 impl Checker {
-    /// After a key's calls: `kept` keys of at most `most`.
+    /// After a key's calls: `kept` keys, of at most `most` (the `max_keys` declared).
     pub(crate) fn keys_kept(&mut self, kept: usize, most: usize) {
         self.check(Inv::KeyedBytes, kept <= most, None, || {
             format!("{kept} keys kept by a policy whose max_keys is {most}")

@@ -43,7 +43,7 @@ impl Checker {
         let mut unplaced = BTreeSet::new();
         for served in std::mem::take(&mut self.ledger.served) {
             let (instance, which) = served.who;
-            let spec = if which == 0 { &plan.outer } else { &plan.inner };
+            let spec = plan.spec_of(which);
             // A shared gate's order is each instance's, each asking the store in turn: what
             // a waiter sees of the others' bookings is not this room's.
             let shared = plan.shared.is_some() && served.wait == "rate";
@@ -104,12 +104,12 @@ impl Checker {
             let from = waits.partition_point(|(served, _)| served.at <= waiter.joined);
             let to = waits.partition_point(|(served, _)| served.at < waiter.at);
             let passed: Vec<&Placed> = (waits[from..to.max(from)].iter())
+                // Aging serves a class before a more urgent one, never out of its own order.
                 .filter(|(other, other_tenant)| {
-                    !other.promoted
-                        && (other.class > waiter.class
-                            || (other.class == waiter.class
-                                && other.joined > waiter.joined
-                                && (!fair || *other_tenant == Some(*tenant))))
+                    (other.class > waiter.class && !other.promoted)
+                        || (other.class == waiter.class
+                            && other.joined > waiter.joined
+                            && (!fair || *other_tenant == Some(*tenant)))
                 })
                 .collect();
             self.check(Inv::InTurn, passed.is_empty(), None, || {

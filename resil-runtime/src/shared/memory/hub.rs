@@ -24,13 +24,14 @@ pub(super) struct Hub {
 }
 
 impl Hub {
-    /// A new instance of the service, with its own store.
+    /// A new instance of the service, sharing the hub's state.
     pub(super) fn instance(hub: &Arc<Hub>) -> InMemory {
         let mut state = lock_std(&hub.state);
         state.instances += 1;
         InMemory {
             hub: Arc::clone(hub),
             instance: state.instances,
+            reachable: Arc::new(AtomicBool::new(true)),
         }
     }
 
@@ -42,9 +43,10 @@ impl Hub {
             let mut state = lock_std(&self.state);
             let lost = std::mem::take(&mut state.lost);
             let gates = state.links.all();
+            // One cut off hears it when it reaches the store again.
             gates
                 .into_iter()
-                .filter(|(instance, _)| lost.contains(instance))
+                .filter(|(instance, _)| lost.contains(instance) && !state.cut.contains(instance))
                 .collect::<Vec<_>>()
         };
         for (_, gate) in gates {
@@ -134,11 +136,6 @@ impl Hub {
 
     pub(super) fn up(&self) -> bool {
         self.available.load(Ordering::Acquire)
-    }
-
-    /// Whether `instance` reaches the store: it is up, and the instance is not cut off.
-    pub(super) fn reaches(&self, instance: usize) -> bool {
-        self.up() && !lock_std(&self.state).cut.contains(&instance)
     }
 
     pub(super) fn slow(&self) -> bool {
