@@ -4,7 +4,8 @@
 use super::{Checker, Inv};
 
 impl Checker {
-    /// After a key's calls: `kept` keys, of at most `most` (the `max_keys` declared).
+    /// After a key's calls: `kept` keys, of at most `most` (the `max_keys` declared, and one
+    /// held in use beyond it).
     pub(crate) fn keys_kept(&mut self, kept: usize, most: usize) {
         self.check(Inv::KeyedBytes, kept <= most, None, || {
             format!("{kept} keys kept by a policy whose max_keys is {most}")
