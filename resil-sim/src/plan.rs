@@ -368,29 +368,41 @@ impl Plan {
 fn store_faults(rng: &mut StdRng) -> Vec<(Duration, StoreAction)> {
     let mut actions = Vec::new();
     for _ in 0..rng.random_range(0..=3) {
-        let mut at = ms(rng, 0, HORIZON.as_millis() as u64);
+        let at = ms(rng, 0, HORIZON.as_millis() as u64);
         let slow = rng.random_bool(0.3);
         let (off, on) = if slow {
             (StoreAction::Slow, StoreAction::Fast)
         } else {
             (StoreAction::Down, StoreAction::Up)
         };
-        if rng.random_bool(0.5) {
-            // Flapping: down and up every 7 to 23 ms for a while.
-            let until = at + log_ms(rng, 100, 5_000);
-            while at < until {
-                actions.push((at, off));
-                at += ms(rng, 7, 23);
-                actions.push((at, on));
-                at += ms(rng, 7, 23);
-            }
-        } else {
-            actions.push((at, off));
-            actions.push((at + log_ms(rng, 50, 30_000), on));
-        }
+        let flapping = rng.random_bool(0.5);
+        spell(rng, at, (off, on), flapping, &mut actions);
     }
     actions.sort_by_key(|(at, _)| *at);
     actions
+}
+
+/// `off` at `at`, then `on` 50 ms to 30 s later; or, `flapping`, off and on every 7 to 23 ms
+/// for 100 ms to 5 s.
+fn spell(
+    rng: &mut StdRng,
+    mut at: Duration,
+    (off, on): (StoreAction, StoreAction),
+    flapping: bool,
+    actions: &mut Vec<(Duration, StoreAction)>,
+) {
+    if !flapping {
+        actions.push((at, off));
+        actions.push((at + log_ms(rng, 50, 30_000), on));
+        return;
+    }
+    let until = at + log_ms(rng, 100, 5_000);
+    while at < until {
+        actions.push((at, off));
+        at += ms(rng, 7, 23);
+        actions.push((at, on));
+        at += ms(rng, 7, 23);
+    }
 }
 
 /// In a third of the worlds with two processes or more, one or two partitions, each cutting
@@ -404,20 +416,10 @@ fn partitions(rng: &mut StdRng, handle_of: &[usize]) -> Vec<(Duration, StoreActi
     let mut actions = Vec::new();
     for _ in 0..rng.random_range(1..=2) {
         let handle = handles[rng.random_range(0..handles.len())];
-        let (cut, rejoin) = (StoreAction::Cut(handle), StoreAction::Rejoin(handle));
-        let mut at = ms(rng, 0, HORIZON.as_millis() as u64);
-        if rng.random_bool(0.3) {
-            let until = at + log_ms(rng, 100, 5_000);
-            while at < until {
-                actions.push((at, cut));
-                at += ms(rng, 7, 23);
-                actions.push((at, rejoin));
-                at += ms(rng, 7, 23);
-            }
-        } else {
-            actions.push((at, cut));
-            actions.push((at + log_ms(rng, 50, 30_000), rejoin));
-        }
+        let cut = (StoreAction::Cut(handle), StoreAction::Rejoin(handle));
+        let at = ms(rng, 0, HORIZON.as_millis() as u64);
+        let flapping = rng.random_bool(0.3);
+        spell(rng, at, cut, flapping, &mut actions);
     }
     actions
 }
