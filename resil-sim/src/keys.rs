@@ -17,6 +17,11 @@ use crate::counting::live_bytes;
 use crate::plan::Turns;
 use crate::world::World;
 
+/// What the key map's reclaimer (papaya's, seize) keeps for this thread once it forgets a
+/// first key, whatever the keys: not theirs. Its size varies with the run (one world, seed
+/// 47404, kept 1 336 bytes more in CI than alone).
+const RECLAIMER: i64 = 2_048;
+
 /// A key's name: distinct by its number, hostile by its draw.
 fn name(number: usize, rng: &mut StdRng) -> String {
     match rng.random_range(0..4) {
@@ -93,7 +98,7 @@ pub(crate) async fn many_keys(world: &Rc<World>) {
     // `InMemory` (expiring as Redis's keys do), not the keys': `tests/alloc.rs` measures it.
     if plan.shared.is_none() {
         let kept = keys.len().saturating_sub(1).max(1);
-        let per_key = (live_bytes() - before) / kept as i64;
+        let per_key = (live_bytes() - before - RECLAIMER) / kept as i64;
         (world.checker.borrow_mut()).key_bytes(per_key, Keys::MAX_BYTES_PER_KEY, kept);
     }
     drop(warm);
