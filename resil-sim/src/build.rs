@@ -70,6 +70,17 @@ fn common<K>(builder: PolicyBuilder<K>, spec: &Spec, seed: u64) -> PolicyBuilder
             builder = builder.rate_exact();
         }
     }
+    if let Some(tokens) = &spec.tokens {
+        if let Some((count, period, burst)) = tokens.declared {
+            builder = builder.token_rate(count, period, burst);
+        }
+        if tokens.learn {
+            builder = builder.token_rate_learn();
+        }
+        if tokens.exact {
+            builder = builder.token_rate_exact();
+        }
+    }
     if spec.turns.priority {
         builder = builder.by_priority();
     }
@@ -124,6 +135,9 @@ pub(crate) fn build(
     }
     if spec.rate.as_ref().is_some_and(|r| r.per_key) {
         keyed = keyed.rate_per_key();
+    }
+    if spec.tokens.as_ref().is_some_and(|r| r.per_key) {
+        keyed = keyed.token_rate_per_key();
     }
     if let Some(most) = spec.max_keys {
         keyed = keyed.max_keys(most);

@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::plan::TARGETS;
+use crate::plan::{Ceiling, TARGETS};
 use crate::provider::{Answer, SimError};
 
 mod gates;
 mod heard;
 mod invariants;
 mod keys;
+mod served;
 mod streams;
 mod tuned;
 mod turns;
@@ -39,8 +40,9 @@ pub(crate) struct Failure {
 /// A call's identity across its invocations: the caller and the depth (0 outer, 1 nested).
 pub(crate) type Logical = (usize, u8);
 
-/// Which gate an attempt goes through: (policy: 0 outer, 1 inner; target for a gate per key).
-pub(crate) type GateScope = (u8, Option<usize>);
+/// Which gate an attempt goes through: (policy: 0 outer, 1 inner; target for a gate per key;
+/// the token gate).
+pub(crate) type GateScope = (u8, Option<usize>, bool);
 
 /// What the checks need of one invocation of a policy's run.
 #[derive(Debug)]
@@ -56,8 +58,10 @@ pub(crate) struct Call {
     pub(crate) deadline: Option<Instant>,
     /// Where the caller gives up, bounding the call's end when no deadline does.
     pub(crate) bound: Option<Instant>,
-    /// Gate scopes and ceilings (count + burst - 1, period) of this policy's gate.
-    pub(crate) gate: Option<((u64, Duration), bool)>,
+    /// The declared ceilings of this policy's gates.
+    pub(crate) gates: Vec<Ceiling>,
+    /// What each attempt takes of a token gate.
+    pub(crate) cost: u64,
     pub(crate) shared: bool,
     /// An outer call with no nested call and no hedge: `Operation::attempt` counts its own
     /// attempts alone.
@@ -104,10 +108,10 @@ pub(crate) struct Checker {
     calls: Vec<(Call, State)>,
     keys: BTreeMap<Logical, String>,
     owners: BTreeMap<String, Logical>,
-    /// Starts per (instance, scope), in order.
-    gates: BTreeMap<(usize, GateScope), VecDeque<Instant>>,
-    /// Starts per scope over every instance, with the instance.
-    across: BTreeMap<GateScope, VecDeque<(Instant, usize)>>,
+    /// Starts per (instance, scope), in order, with the units each took.
+    gates: BTreeMap<(usize, GateScope), VecDeque<(Instant, u64)>>,
+    /// Starts per scope over every instance, with the instance and the units.
+    across: BTreeMap<GateScope, VecDeque<(Instant, usize, u64)>>,
     /// Spells of store trouble: from, to (open while it lasts), and per gate the instances
     /// that knew of each other when it began.
     trouble: Vec<Trouble>,
@@ -187,12 +191,16 @@ impl Checker {
 
     pub(crate) fn begin(&mut self, call: Call) -> usize {
         let line = format!(
-            "c{}{} i{} begins (retry {}, deadline {:?})",
+            "c{}{} i{} begins (retry {}, deadline {:?}{})",
             call.logical.0,
             if call.logical.1 > 0 { ".n" } else { "" },
             call.instance,
             call.retry,
-            call.deadline.map(|d| d - call.started)
+            call.deadline.map(|d| d - call.started),
+            match call.gates.iter().any(|gate| gate.tokens) {
+                true => format!(", cost {}", call.cost),
+                false => String::new(),
+            }
         );
         self.log(line);
         self.calls.push((call, State::default()));
@@ -207,7 +215,6 @@ impl Checker {
         target: usize,
         id: Option<String>,
         number: Option<u32>,
-        gate: Option<GateScope>,
         breaker: Option<(String, Option<Duration>)>,
     ) {
         let now = Instant::now();
@@ -324,7 +331,7 @@ impl Checker {
                 }
             }
         }
-        self.gate_start(index, instance, gate, now, caller);
+        self.gate_start(index, instance, target, now, caller);
     }
 
     /// The provider answered an attempt.

@@ -60,6 +60,7 @@ pub(crate) async fn many_keys(world: &Rc<World>) {
     spec.breaker = spec.breaker.filter(|breaker| breaker.per_key);
     spec.bulkhead = spec.bulkhead.filter(|bulkhead| bulkhead.per_key);
     spec.rate = spec.rate.filter(|rate| rate.per_key);
+    spec.tokens = spec.tokens.filter(|tokens| tokens.per_key);
     spec.turns.batch_share = None;
     if spec.rate.is_none() && spec.bulkhead.as_ref().is_none_or(|b| b.queue == 0) {
         spec.turns = Turns::default();
@@ -99,7 +100,17 @@ pub(crate) async fn many_keys(world: &Rc<World>) {
     if plan.shared.is_none() {
         let kept = keys.len().saturating_sub(1).max(1);
         let per_key = (live_bytes() - before - RECLAIMER) / kept as i64;
-        (world.checker.borrow_mut()).key_bytes(per_key, Keys::MAX_BYTES_PER_KEY, kept);
+        // A learning gate keeps the slots of the calls that started at once: two calls, and
+        // their hedges.
+        let learning = [&spec.rate, &spec.tokens]
+            .into_iter()
+            .filter(|gate| gate.as_ref().is_some_and(|gate| gate.learn))
+            .count();
+        // The room for them grows by doubling.
+        let started =
+            (2 * (1 + spec.hedge.map_or(0, |(count, _)| count as usize))).next_power_of_two();
+        let bound = Keys::MAX_BYTES_PER_KEY + learning * started * Keys::BYTES_PER_STARTED_SLOT;
+        (world.checker.borrow_mut()).key_bytes(per_key, bound, kept);
     }
     drop(warm);
 }

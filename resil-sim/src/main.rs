@@ -27,6 +27,7 @@ mod check;
 mod counting;
 mod ear;
 mod ended;
+mod fallback;
 mod keys;
 mod metered;
 mod plan;

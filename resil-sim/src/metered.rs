@@ -1,6 +1,7 @@
 //! The `metrics` series a world's policies report, read from a recorder installed on the
 //! world's thread alone, in the checker's terms: per policy (0 outer, 1 inner), `calls`,
-//! `attempts`, `retries`, `hedges`, `sent gpt`, `skipped claude`.
+//! `attempts`, `retries`, `hedges`, `fallbacks` (calls a fallback served), `sent gpt`,
+//! `skipped claude`.
 
 use std::collections::BTreeMap;
 
@@ -53,6 +54,10 @@ impl Meter {
                 _ => continue,
             };
             *counted.entry((which, what)).or_default() += count;
+            if key.name() == "resil_calls_total" && label("outcome").as_deref() == Some("fallback")
+            {
+                *counted.entry((which, "fallbacks".to_owned())).or_default() += count;
+            }
         }
         counted
     }

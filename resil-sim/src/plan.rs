@@ -1,6 +1,7 @@
 //! A world drawn from a seed: its instances, targets, declarations, store faults and callers.
 //! Everything here is data; `world.rs` runs it.
 
+mod callers;
 mod draws;
 
 use std::time::Duration;
@@ -9,10 +10,14 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use resil_runtime::{BreakerKind, Jitter, Priority};
 
-use draws::{draw_turns, retunes, spec, stream_shape, target};
+use callers::callers;
+use draws::{draw_turns, retunes, spec, stream_shape, target, tokens};
 
 /// The targets' names (a route's keys).
 pub(crate) const TARGETS: [&str; 3] = ["gpt", "claude", "mini"];
+
+/// The tokens a provider states for each request it allows.
+pub(crate) const TOKENS_PER_CALL: u64 = 100;
 
 /// Arrivals fall within this much virtual time.
 const HORIZON: Duration = Duration::from_secs(90);
@@ -121,6 +126,8 @@ pub(crate) struct Spec {
     pub(crate) breaker: Option<BreakerSpec>,
     pub(crate) bulkhead: Option<BulkheadSpec>,
     pub(crate) rate: Option<RateSpec>,
+    /// The token gate, its figures in units of cost.
+    pub(crate) tokens: Option<RateSpec>,
     pub(crate) hedge: Option<(u32, Duration)>,
     pub(crate) budget: Option<(f64, f64)>,
     pub(crate) independent: bool,
@@ -130,6 +137,8 @@ pub(crate) struct Spec {
     pub(crate) idle: Option<Duration>,
     /// The most keys kept, if not the default.
     pub(crate) max_keys: Option<usize>,
+    /// A `fallback` serves its failures (the outer declaration's, for calls not routed).
+    pub(crate) fallback: bool,
 }
 
 /// How a declaration serves the callers that wait (`priority`, `fair`, `batch N%`).
@@ -157,6 +166,16 @@ pub(crate) struct BulkheadSpec {
     pub(crate) per_key: bool,
 }
 
+/// A gate's declared ceiling: at most `units` start in any window of `period` (count +
+/// burst - 1; units of cost for the token gate).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ceiling {
+    pub(crate) tokens: bool,
+    pub(crate) units: u64,
+    pub(crate) period: Duration,
+    pub(crate) per_key: bool,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct RateSpec {
     /// (count, period, burst); none for `rate = "auto"`.
@@ -172,6 +191,7 @@ impl Spec {
         self.breaker.as_ref().is_some_and(|b| b.per_key)
             || self.bulkhead.as_ref().is_some_and(|b| b.per_key)
             || self.rate.as_ref().is_some_and(|r| r.per_key)
+            || self.tokens.as_ref().is_some_and(|r| r.per_key)
     }
 
     /// The longest Retry-After honoured.
@@ -179,10 +199,21 @@ impl Spec {
         self.retry_after_max.unwrap_or(Duration::from_secs(60))
     }
 
-    /// The declared ceiling of the gate, if it has one: (count + burst - 1, period).
-    pub(crate) fn ceiling(&self) -> Option<(u64, Duration)> {
-        let (count, period, burst) = self.rate.as_ref()?.declared?;
-        Some((count + burst - 1, period))
+    /// The gates with a declared ceiling: the request gate's, then the token gate's.
+    pub(crate) fn ceilings(&self) -> Vec<Ceiling> {
+        [(&self.rate, false), (&self.tokens, true)]
+            .into_iter()
+            .filter_map(|(gate, tokens)| {
+                let gate = gate.as_ref()?;
+                let (count, period, burst) = gate.declared?;
+                Some(Ceiling {
+                    tokens,
+                    units: count + burst - 1,
+                    period,
+                    per_key: gate.per_key,
+                })
+            })
+            .collect()
     }
 }
 
@@ -245,6 +276,8 @@ pub(crate) struct Caller {
     pub(crate) tenant: u8,
     /// Its call streams, committing at the first item with content (`true`) or at the first.
     pub(crate) stream: Option<bool>,
+    /// What each of its attempts costs a token gate (a stream's, 1: it has no way to say).
+    pub(crate) cost: u64,
     /// Its body panics mid-call, at its first attempt (the first such in the world only).
     pub(crate) panics: bool,
 }
@@ -342,6 +375,29 @@ impl Plan {
                     .then(|| later.random_range(1..=count)),
             }
         });
+        // Token gates and what each call costs them, drawn apart too.
+        let mut costs = StdRng::seed_from_u64(seed.wrapping_mul(0x5851_F42D_4C95_7F2D) ^ redraw);
+        outer.tokens = tokens(&mut costs);
+        inner.tokens = tokens(&mut costs);
+        // The most a call may cost: a declared burst, or what providers state.
+        let most = [&outer, &inner]
+            .map(
+                |spec| match spec.tokens.as_ref().map(|tokens| tokens.declared) {
+                    None => 1,
+                    Some(None) => TOKENS_PER_CALL,
+                    Some(Some((.., burst))) => burst,
+                },
+            )
+            .into_iter()
+            .max()
+            .unwrap_or(1);
+        for caller in callers.iter_mut().filter(|c| c.stream.is_none()) {
+            // Now and then more than a burst, which no gate can ever let pass.
+            caller.cost = costs.random_range(1..=most + most / 8);
+        }
+        // A fallback, drawn apart too, where the attempts run one by one (no hedge).
+        let mut served = StdRng::seed_from_u64(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ redraw);
+        outer.fallback = outer.hedge.is_none() && served.random_bool(0.3);
         let mut store = store;
         if shared.is_some() {
             store.extend(partitions(&mut later, &handle_of));
@@ -422,72 +478,4 @@ fn partitions(rng: &mut StdRng, handle_of: &[usize]) -> Vec<(Duration, StoreActi
         spell(rng, at, cut, flapping, &mut actions);
     }
     actions
-}
-
-/// One caller at `at` on `instance`.
-fn caller(rng: &mut StdRng, at: Duration, instance: usize, targets: usize) -> Caller {
-    let routed = targets > 1 && rng.random_bool(0.5);
-    let first = rng.random_range(0..targets);
-    let mut route = vec![first];
-    if routed {
-        route.extend((0..targets).filter(|&t| t != first));
-    }
-    Caller {
-        id: 0,
-        at,
-        instance,
-        targets: route,
-        routed,
-        drop_after: rng.random_bool(0.2).then(|| log_ms(rng, 1, 30_000)),
-        nested: rng.random_bool(0.15).then(|| rng.random_range(0..targets)),
-        shares: false,
-        joins: None,
-        seed: rng.random(),
-        class: Priority::Default,
-        tenant: 0,
-        stream: None,
-        panics: false,
-    }
-}
-
-/// Callers arriving in bursts, sometimes beside a steady stream per instance (which
-/// saturates gates); some await, in their body, a call another caller shares.
-fn callers(rng: &mut StdRng, instances: usize, targets: usize) -> Vec<Caller> {
-    let mut callers = Vec::new();
-    for _ in 0..rng.random_range(1..=8) {
-        let at = ms(rng, 0, HORIZON.as_millis() as u64);
-        let spread = log_ms(rng, 1, 5_000);
-        for _ in 0..rng.random_range(1..=25) {
-            let at = at + ms(rng, 0, spread.as_millis() as u64);
-            let instance = rng.random_range(0..instances);
-            callers.push(caller(rng, at, instance, targets));
-        }
-    }
-    if rng.random_bool(0.3) {
-        let from = ms(rng, 0, 30_000);
-        let length = ms(rng, 10_000, 60_000);
-        for instance in 0..instances {
-            let every = log_ms(rng, 10, 500).max(length / 400);
-            let mut at = from;
-            while at < from + length {
-                callers.push(caller(rng, at, instance, targets));
-                at += every;
-            }
-        }
-    }
-    callers.sort_by_key(|caller| caller.at);
-    for (id, caller) in callers.iter_mut().enumerate() {
-        caller.id = id;
-    }
-    // Request coalescing: a caller's body awaits the call of one who came shortly before.
-    for index in 1..callers.len() {
-        if rng.random_bool(0.05) && callers[index].nested.is_none() {
-            let earlier = rng.random_range(index.saturating_sub(5)..index);
-            if callers[earlier].joins.is_none() && callers[earlier].nested.is_none() {
-                callers[earlier].shares = true;
-                callers[index].joins = Some(callers[earlier].id);
-            }
-        }
-    }
-    callers
 }

@@ -9,7 +9,7 @@ use rand::Rng;
 use resil_runtime::{operation, ProviderLimits, Quota, Rejected, Transient};
 use tokio::time::Instant;
 
-use crate::plan::{States, TargetSpec};
+use crate::plan::{States, TargetSpec, TOKENS_PER_CALL};
 
 /// What a provider (or resil) answers.
 #[derive(Debug, Clone, PartialEq)]
@@ -164,7 +164,12 @@ impl Provider {
                     reset: until,
                     window: None,
                 }),
-                tokens: None,
+                tokens: Some(Quota {
+                    limit: Some(limit * TOKENS_PER_CALL),
+                    remaining: remaining * TOKENS_PER_CALL,
+                    reset: until,
+                    window: None,
+                }),
             });
         }
         Answer { result, stated }

@@ -50,6 +50,10 @@ pub(crate) async fn recovery(world: &Rc<World>) {
             .as_ref()
             .and_then(|r| r.declared)
             .map_or(Duration::ZERO, |(_, period, _)| period),
+        spec.tokens
+            .as_ref()
+            .and_then(|r| r.declared)
+            .map_or(Duration::ZERO, |(_, period, _)| period),
         Duration::from_secs(60),
     ]
     .into_iter()

@@ -21,9 +21,10 @@ use tokio::time::{sleep, sleep_until, Instant};
 
 use crate::build::{policies, Pol};
 use crate::changes::{faults, retunes};
-use crate::check::{Call, Checker, Failure, GateScope, INVARIANTS};
+use crate::check::{Call, Checker, Failure, INVARIANTS};
 use crate::ear::Heards;
 use crate::ended::{describe, ended, Ending, BODY_PANIC};
+use crate::fallback;
 use crate::keys::many_keys;
 use crate::metered::Meter;
 use crate::plan::{Plan, Spec, TARGETS};
@@ -165,9 +166,12 @@ impl World {
             started: now,
             deadline,
             bound,
-            gate: spec
-                .ceiling()
-                .map(|ceiling| (ceiling, spec.rate.as_ref().is_some_and(|r| r.per_key))),
+            gates: spec.ceilings(),
+            cost: if streaming {
+                1
+            } else {
+                plan.callers[caller].cost
+            },
             shared: plan.shared.is_some(),
             simple: which == 0
                 && plan.callers[caller].nested.is_none()
@@ -205,11 +209,12 @@ impl World {
             .as_ref()
             .map(|operation| operation.id().to_string());
         let number = operation.as_ref().map(Operation::attempt);
-        let spec = self.spec(which);
-        let gate: Option<GateScope> = (spec.rate.as_ref())
-            .filter(|_| on)
-            .map(|rate| (self.policy_of(which), rate.per_key.then_some(target)));
-        let slow = match spec.breaker.as_ref().map(|breaker| breaker.kind) {
+        let slow = match self
+            .spec(which)
+            .breaker
+            .as_ref()
+            .map(|breaker| breaker.kind)
+        {
             Some(BreakerKind::SlowCall { slower_than, .. }) => Some(slower_than),
             _ => None,
         };
@@ -219,7 +224,7 @@ impl World {
         self.sync();
         self.checker
             .borrow_mut()
-            .attempt(index, target, id, number, gate, breaker);
+            .attempt(index, target, id, number, breaker);
         self.checker.borrow_mut().breaker_open(index, open);
         self.attempts.set(self.attempts.get() + 1);
     }
@@ -262,10 +267,12 @@ async fn call(
     };
     let first = TARGETS[targets[0]];
     let others: Vec<&'static str> = targets[1..].iter().map(|&t| TARGETS[t]).collect();
-    // Its class and fair value, which a policy that does not serve in turn ignores.
+    // Its class and fair value, which a policy that does not serve in turn ignores, and its
+    // cost, which one with no token gate ignores.
     let turn = |execution: &mut Execution<'_, SimError>| {
         execution.set_priority(spec.class);
         execution.set_fair_key(&spec.tenant);
+        execution.set_cost(spec.cost);
     };
     if routed {
         let mut route = match policy {
@@ -280,6 +287,9 @@ async fn call(
         Pol::Keyed(policy) => policy.execute_keyed(first),
     };
     turn(&mut execution);
+    if which == 0 && plan.outer.fallback {
+        return fallback::run(&world, index, execution, || make(targets[0])).await;
+    }
     execution.run(|| make(targets[0])).await
 }
 

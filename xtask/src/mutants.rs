@@ -126,6 +126,26 @@ const MUTATIONS: &[Mutation] = &[
         from: "            self.hub.resync(Some(self.instance));",
         to: "",
     },
+    Mutation {
+        name: "the-store-asked-at-the-learnt-pace",
+        file: "execution/slots.rs",
+        from: "gate.map_or(0, |gate| gate.taken_by(cost) / cost.max(1))",
+        to: "gate.map_or(0, RateGate::interval_now)",
+    },
+    Mutation {
+        name: "a-late-start-counted-from-its-slot",
+        file: "gate/learn/ceiling.rs",
+        from: "let due = (self.start_of(slot).min(now)).max(now.saturating_sub(missed));",
+        to: "let due = self.start_of(slot).min(now);",
+    },
+    Mutation {
+        name: "a-permanent-error-served-by-the-fallback",
+        file: "execution/mod.rs",
+        from: "                progress.outcome(\"error\");
+                return Decision::Done(Next::Done(Outcome::Completed(Err(error))));",
+        to: "                progress.outcome(\"error\");
+                return Decision::Done(Next::Done(Outcome::Failed(error)));",
+    },
 ];
 
 pub(crate) fn mutants(args: &[String]) -> ExitCode {

@@ -46,7 +46,7 @@ impl<'p> Progress<'p> {
                 continue;
             };
             if let Some(link) = gate.shared() {
-                link.alone_used(until, gate.interval_now().saturating_mul(cost));
+                link.alone_used(until, gate.taken_by(cost));
             }
         }
     }

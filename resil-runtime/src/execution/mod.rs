@@ -15,6 +15,7 @@ mod route;
 mod run;
 mod slots;
 mod streams;
+mod tokens;
 
 pub use attempt::{Attempt, Hedging, Lost, Plain, Race, Racers};
 pub use route::Route;

@@ -80,9 +80,9 @@ impl<'p> Progress<'p> {
             let (rate, slot) = gate.reserve_slot(1, self.start_by())?;
             (wait, reserved.rate) = (rate, Some(slot));
         }
-        if let Some(gate) = self.token_rate() {
-            match gate.reserve_slot(self.cost(), self.start_by()) {
-                Ok((tokens, slot)) => (wait, reserved.tokens) = (wait.max(tokens), Some(slot)),
+        if self.token_rate().is_some() {
+            match self.reserve_tokens(&mut reserved, wait) {
+                Ok(both) => wait = both,
                 Err(refused) => {
                     self.hold(reserved);
                     self.refund_slots();
@@ -262,12 +262,16 @@ impl<'p> Progress<'p> {
         let limit = self
             .start_by()
             .map(|start_by| start_by.saturating_duration_since(Instant::now()));
-        let interval = |gate: Option<&RateGate>| gate.map_or(0, RateGate::interval_now);
+        // What the units take of the local schedule, per unit: a learning gate's no more
+        // than its window.
+        let interval = |gate: Option<&RateGate>, cost: u64| {
+            gate.map_or(0, |gate| gate.taken_by(cost) / cost.max(1))
+        };
         let alone = |gate: Option<&RateGate>| gate.map(RateGate::ahead_alone).unwrap_or_default();
         let ask = |gate, cost, local| crate::seams::GateAsk {
             gate,
             cost,
-            interval: interval(local),
+            interval: interval(local, cost),
             alone: alone(local),
         };
         let gates = [

@@ -183,6 +183,9 @@ struct Booked {
     units: u64,
 }
 
+// What `Keys::BYTES_PER_STARTED_SLOT` tells users a started slot keeps.
+const _: () = assert!(std::mem::size_of::<Booked>() == 56);
+
 /// Units an answer stated, that hold until the provider's reset.
 #[derive(Debug, Default, Clone, Copy)]
 struct BeforeReset {

@@ -52,7 +52,7 @@ impl RateGate {
             return 0;
         };
         let now = self.offset(tokio::time::Instant::now());
-        let held = self.interval_now().saturating_mul(cost);
+        let held = self.taken_by(cost);
         let end = match (slot.is_off_schedule(), self.learning.is_some()) {
             (true, _) => now.saturating_add(held),
             (false, true) => slot.end.get().saturating_add(held),

@@ -53,6 +53,11 @@ impl Slot {
         Slot::new(0, Self::OFF_SCHEDULE, u64::MAX)
     }
 
+    /// Whether it is a wait for a probe's answer ([`Slot::provisional`]).
+    pub(crate) fn is_provisional(&self) -> bool {
+        self.epoch == u64::MAX
+    }
+
     /// Whether a learning gate handed it out apart from its schedule.
     pub(super) fn is_off_schedule(&self) -> bool {
         self.end.get() == Self::OFF_SCHEDULE

@@ -156,8 +156,24 @@ impl Keys {
     /// 1.9 KiB, 2.1 KiB once its breaker opened (2 KiB until the fifth wave, whose slots given
     /// back, next looks and waiters by priority cost each gate 120 bytes). The default
     /// `max_keys` of 10 000 therefore bounds a keyed policy to about 25 MB. Checked by
-    /// `tests/alloc.rs`.
+    /// `tests/alloc.rs`. That is for a key whose calls came one at a time: a learning gate
+    /// also keeps room for the slots of the calls that started through it at once (for the
+    /// answers still to come), [`Keys::BYTES_PER_STARTED_SLOT`] each, up to 64, the room
+    /// growing by doubling and kept: the simulator's keys, two calls at once with a hedge
+    /// each, kept 2 704 bytes, and a key whose learning gate saw 33 calls at once keeps about
+    /// 3.5 KiB more.
     pub const MAX_BYTES_PER_KEY: usize = 2560;
+
+    /// What a learning gate keeps per slot of a call that started while others had (see
+    /// [`Keys::MAX_BYTES_PER_KEY`]).
+    ///
+    /// ```
+    /// use resil_runtime::Keys;
+    ///
+    /// // A key of two learning gates that saw 8 calls at once keeps at most this much more.
+    /// assert_eq!(2 * 8 * Keys::BYTES_PER_STARTED_SLOT, 896);
+    /// ```
+    pub const BYTES_PER_STARTED_SLOT: usize = 56;
 
     /// [`Keys::MAX_BYTES_PER_KEY`] for a policy shared through Redis, whose keys also keep
     /// their places in the store (a Redis key per gate and per breaker, each holding the

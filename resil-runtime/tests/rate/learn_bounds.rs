@@ -161,18 +161,23 @@ impl Honest {
     /// The most units started in any window of `period` (a gate of `count` per period with
     /// `burst` lets `count + burst - 1` at most).
     fn most_in(&self, period: Duration) -> u64 {
-        let mut starts = self.starts.lock().unwrap().clone();
-        starts.sort();
-        (0..starts.len())
-            .map(|first| {
-                (starts[first..].iter())
-                    .take_while(|(at, _)| *at < starts[first].0 + period)
-                    .map(|(_, units)| units)
-                    .sum()
-            })
-            .max()
-            .unwrap_or(0)
+        most_in(&self.starts, period)
     }
+}
+
+/// The most units started in any window of `period`, of `starts` (when, and how many units).
+pub(super) fn most_in(starts: &Mutex<Vec<(Duration, u64)>>, period: Duration) -> u64 {
+    let mut starts = starts.lock().unwrap().clone();
+    starts.sort();
+    (0..starts.len())
+        .map(|first| {
+            (starts[first..].iter())
+                .take_while(|(at, _)| *at < starts[first].0 + period)
+                .map(|(_, units)| units)
+                .sum()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// `rate = "10/s"`, burst 10, `learn = true`, against a provider allowing 100 a second: each

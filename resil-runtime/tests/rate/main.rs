@@ -12,6 +12,8 @@ mod learn_hostile_more;
 mod learn_replace;
 mod limits;
 mod queue;
+#[cfg(feature = "shared")]
+mod shared_pace;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

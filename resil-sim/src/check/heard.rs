@@ -54,7 +54,7 @@ pub(crate) struct Ledger {
     flights: BTreeMap<(usize, usize), Vec<Flight>>,
     /// What the listeners told, by policy and what: `attempts`, `retries`, `sent gpt`,
     /// `skipped claude`; for the metrics to agree with.
-    told: BTreeMap<(u8, String), u64>,
+    pub(super) told: BTreeMap<(u8, String), u64>,
     /// The waits served in turn, in the order heard.
     pub(super) served: Vec<Served>,
 }

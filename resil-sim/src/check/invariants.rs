@@ -38,9 +38,10 @@ pub(crate) enum Inv {
     Tuning,
     KeyedBytes,
     InTurn,
+    Fallback,
 }
 
-pub(crate) const INVARIANTS: [Invariant; 28] = [
+pub(crate) const INVARIANTS: [Invariant; 29] = [
     Invariant {
         name: "nothing_held_at_quiescence",
         guide: "design.md: \"a listener that panics cannot leave a permit or a probe slot held\"; route_and_hedge.md: \"their permits, rate slots and probe places go back\"",
@@ -152,5 +153,9 @@ pub(crate) const INVARIANTS: [Invariant; 28] = [
     Invariant {
         name: "waiters_served_in_turn",
         guide: "priority.md: the callers that must wait \"are served most urgent first, in arrival order within a class\"; with `fair`, \"in arrival order within a value\"; across instances \"a critical call waits for the slots booked by the instances' next callers (one each, its own instance's included)\"",
+    },
+    Invariant {
+        name: "a_fallback_serves_only_failures",
+        guide: "keys.md: `fallback = Self::cached`: \"an async fn with the same arguments, called for transient errors and rejections\"",
     },
 ];

@@ -169,6 +169,7 @@ pub(super) fn spec(rng: &mut StdRng) -> Spec {
         breaker,
         bulkhead,
         rate,
+        tokens: None,
         hedge: (retry > 0 && rng.random_bool(0.3))
             .then(|| (rng.random_range(1..=retry.min(3)), log_ms(rng, 5, 2_000))),
         budget: rng
@@ -178,6 +179,7 @@ pub(super) fn spec(rng: &mut StdRng) -> Spec {
         turns: Turns::default(),
         idle: None,
         max_keys: None,
+        fallback: false,
     }
 }
 
@@ -202,4 +204,24 @@ pub(super) fn retunes(rng: &mut StdRng, instances: usize) -> Vec<Retune> {
         .collect();
     retunes.sort_by_key(|retune| retune.at);
     retunes
+}
+
+/// In about a quarter of the declarations, a token gate: declared (burst from a tenth of the
+/// count to all of it, as `token_rate` defaults to), learning, or both.
+pub(super) fn tokens(rng: &mut StdRng) -> Option<RateSpec> {
+    if !rng.random_bool(0.25) {
+        return None;
+    }
+    let auto = rng.random_bool(0.2);
+    let declared = (!auto).then(|| {
+        let count = rng.random_range(10..=4_000);
+        let burst = rng.random_range((count / 10).max(1)..=count);
+        (count, log_ms(rng, 200, 60_000), burst)
+    });
+    Some(RateSpec {
+        declared,
+        learn: auto || rng.random_bool(0.4),
+        exact: !auto && rng.random_bool(0.2),
+        per_key: rng.random_bool(0.5),
+    })
 }

@@ -232,6 +232,20 @@ impl RateGate {
         paced.min(window.max(declared))
     }
 
+    /// What `cost` units take of the schedule now, as this gate books them: for a learning
+    /// gate, no more than the window its provider stated (or the declared pace), however
+    /// slow the pace it learnt. What the shared store is asked to book and charged, so that
+    /// one answer stating `limit 0` does not push a shared token gate's schedule hours ahead
+    /// (the simulator's `recovers_after_quiet`, issue 46).
+    #[cfg(feature = "shared")]
+    pub(crate) fn taken_by(&self, cost: u64) -> u64 {
+        let interval = self.interval_now();
+        match (&self.learning, self.learning_state()) {
+            (Some(knows), Some(state)) => self.extent(knows, state.window(), interval, cost, 1),
+            _ => interval.saturating_mul(cost),
+        }
+    }
+
     /// When a learning gate's `slot` starts now that answers may have placed it again
     /// (`None`: at once, or not a learning gate's): its caller looks again at most every
     /// [`SLOT_RECHECK`] until then.

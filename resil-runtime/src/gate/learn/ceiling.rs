@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::deadline::later;
-use crate::gate::{RateGate, Slot};
+use crate::gate::{nanos, RateGate, Slot, SLOT_MISSED};
 
 /// How early a start may come against the declared schedule of the units that started
 /// ([`RateGate::start_within_ceiling`]): tokio's timers fire on the millisecond, so a start
@@ -28,7 +28,9 @@ impl RateGate {
     /// started one more than the ceiling in a period); this check on the starts makes the
     /// promise hold whatever the schedule did. A start counts from when its slot was due,
     /// not from when its caller woke, so a busy runtime's late wakeups do not add up; and up
-    /// to [`TIMER_SLACK`] early passes. A schedule within the ceiling is then not delayed.
+    /// to [`TIMER_SLACK`] early passes; a start later than [`SLOT_MISSED`] counts from that
+    /// long ago (less the slack, which the next start may take). A schedule within the
+    /// ceiling is then not delayed.
     pub(crate) fn start_within_ceiling(
         &self,
         slot: Slot,
@@ -38,7 +40,10 @@ impl RateGate {
             return Ok((0, 0));
         };
         let now = self.offset(Instant::now());
-        let due = self.start_of(slot).min(now);
+        // Later than its slot by more than a late wakeup (another gate held it, or an answer
+        // placed its slot sooner meanwhile), it counts from a moment ago, not from its slot.
+        let missed = nanos(SLOT_MISSED).saturating_sub(TIMER_SLACK);
+        let due = (self.start_of(slot).min(now)).max(now.saturating_sub(missed));
         loop {
             let before = learning.started.load(Ordering::Acquire);
             let allowed = (self.allowed(before.max(now), cost)).saturating_sub(TIMER_SLACK);
