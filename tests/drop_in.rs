@@ -238,6 +238,28 @@ mod with_anyhow {
         assert_eq!(calls.count(), 2);
     }
 
+    /// A `BoxError` (tower's, tonic's) turned into anyhow: anyhow wraps the box, and its
+    /// wrapper's `source()` passes over the boxed error, which was never seen (permanent).
+    #[tokio::test(start_paused = true)]
+    async fn a_boxed_error_made_anyhow_says_what_the_box_says() {
+        fn boxed(kind: io::ErrorKind) -> BoxError {
+            io::Error::from(kind).into()
+        }
+        let resets: [fn() -> anyhow::Error; 3] = [
+            || anyhow::anyhow!(boxed(io::ErrorKind::ConnectionReset)),
+            || anyhow::Error::from_boxed(boxed(io::ErrorKind::ConnectionReset)),
+            || anyhow::Error::from_boxed(boxed(io::ErrorKind::ConnectionReset)).context("gpt"),
+        ];
+        for reset in resets {
+            let calls = Calls::default();
+            assert_eq!(anyhow_call(&calls, reset).await.unwrap(), 2);
+        }
+        let calls = Calls::default();
+        let denied = || anyhow::Error::from_boxed(boxed(io::ErrorKind::PermissionDenied));
+        assert!(anyhow_call(&calls, denied).await.is_err());
+        assert_eq!(calls.count(), 1, "what the box says is permanent stays so");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_derived_error_under_context_is_classified_by_its_variant() {
         let calls = Calls::default();

@@ -121,6 +121,7 @@ trait Router: Send + Sync {
     async fn routed(&self, model: &str) -> Result<String, ApiError>;
     async fn hedged(&self, prompt: String) -> Result<String, ApiError>;
     async fn owned(self: Arc<Self>, prompt: String) -> Result<String, ApiError>;
+    async fn owned_keyed(self: Arc<Self>, model: String) -> Result<String, ApiError>;
     async fn fallen_back(&self, prompt: &str) -> Result<String, ApiError>;
     async fn traced_outside(&self, prompt: String) -> Result<String, ApiError>;
     async fn traced_inside(&self, prompt: String) -> Result<String, ApiError>;
@@ -129,6 +130,10 @@ trait Router: Send + Sync {
 impl Flaky {
     async fn cached(&self, prompt: &str) -> Result<String, ApiError> {
         Ok(format!("{prompt} from the cache"))
+    }
+
+    fn kind(&self) -> &'static str {
+        "flaky"
     }
 }
 
@@ -162,6 +167,18 @@ impl Router for Flaky {
             return Err(ApiError::Busy);
         }
         Ok(format!("{prompt} on call {n}"))
+    }
+
+    /// `self` in the attribute's expressions, a receiver async-trait moved (it failed with
+    /// "use of moved value: `self`").
+    #[resilient(key = (self.kind(), model.as_str()), breaker = "per_key", retry = 2,
+                backoff = "100ms..100ms", jitter = "none")]
+    async fn owned_keyed(self: Arc<Self>, model: String) -> Result<String, ApiError> {
+        let n = self.calls.add();
+        if n <= self.fail {
+            return Err(ApiError::Busy);
+        }
+        Ok(format!("{model} on call {n}"))
     }
 
     #[resilient(retry = 1, backoff = "100ms..100ms", jitter = "none", fallback = Self::cached)]
@@ -220,6 +237,11 @@ async fn a_receiver_by_value_is_cloned_for_each_attempt_in_an_async_trait_impl()
     assert_eq!(
         router.owned("hi".into()).await.as_deref(),
         Ok("hi on call 3")
+    );
+    let router: Arc<dyn Router> = Arc::new(Flaky::new(1, Duration::ZERO));
+    assert_eq!(
+        router.owned_keyed("gpt".into()).await.as_deref(),
+        Ok("gpt on call 2")
     );
     let router: Arc<dyn Router> = flaky;
     assert_eq!(

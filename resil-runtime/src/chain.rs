@@ -174,11 +174,22 @@ by_chain! {
     /// As `dyn Error + Send + Sync`: the first error of its chain that resil can classify
     /// decides, `context()` layers passed over, whatever the context's type (anyhow keeps it
     /// in a layer of its own type: a typed error given as the context is read as a message;
-    /// give it as the error, with the context around it). The caller still finds its own error with
+    /// give it as the error, with the context around it). An `anyhow::Error` made from a boxed
+    /// error (`anyhow!(boxed)`, `anyhow::Error::from_boxed`, how a tower or tonic `BoxError`
+    /// comes in) says what the box says. The caller still finds its own error with
     /// `downcast_ref`, and a [`Rejected`](crate::Rejected) (a timeout, an open breaker) the same way.
     #[cfg(feature = "anyhow")]
     #[cfg_attr(docsrs, doc(cfg(feature = "anyhow")))]
-    anyhow::Error => |error| error.as_ref();
+    anyhow::Error => |error| boxed_in(error).unwrap_or(error.as_ref());
+}
+
+/// The boxed error an `anyhow::Error` was made from, if it was: anyhow keeps it in a wrapper
+/// of its own whose `source()` passes over the boxed error, so a walk from `as_ref()` never
+/// saw it (an io reset from a `BoxError` was permanent).
+#[cfg(feature = "anyhow")]
+fn boxed_in(error: &anyhow::Error) -> Option<&(dyn Error + 'static)> {
+    let boxed = error.downcast_ref::<Box<dyn Error + Send + Sync>>()?;
+    Some(&**boxed)
 }
 
 #[cfg(test)]

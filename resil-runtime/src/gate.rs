@@ -346,8 +346,10 @@ impl RateGate {
                 .compare_exchange_weak(tat, next, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
+                // A gate that does not learn keeps where the units began (not the schedule
+                // before them, which an idle gate left behind): its due is read from it.
                 let slot = match &mut learning {
-                    None => Slot::new(tat, next, epoch),
+                    None => Slot::new(from, next, epoch),
                     Some(state) => {
                         let start = allowed.max(at);
                         let mark = self.book(state, cost, (start, tat, next), share);

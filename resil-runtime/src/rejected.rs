@@ -188,7 +188,8 @@ impl From<Rejected> for std::io::Error {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot carry resil's own failures (timeouts, open breaker, full bulkhead): it does not implement `From<resil::Rejected>`",
     label = "this error type needs `From<resil::Rejected>`",
-    note = "add a variant such as `#[error(transparent)] #[transient(transparent)] Rejected(#[from] resil::Rejected)`, or implement `From<resil::Rejected>` by hand"
+    note = "for an error type of your crate, add a variant such as `#[error(transparent)] #[transient(transparent)] Rejected(#[from] resil::Rejected)`, or implement `From<resil::Rejected>` by hand",
+    note = "for an error type of another crate (`reqwest::Error`, a gRPC `Status`), name the functions that decide and that make one from resil's failures: `transient = is_worth_retrying, rejected = to_error` (the guide's page `resil::guide::adopting`)"
 )]
 pub trait FromRejected: From<Rejected> {}
 

@@ -15,7 +15,7 @@ use resil_runtime::{
 
 use crate::check::Checker;
 use crate::ear::{Ear, Heards, Panics};
-use crate::plan::{Plan, SharedSpec, Spec, TARGETS};
+use crate::plan::{Plan, RateSpec, SharedSpec, Spec, TARGETS};
 
 /// A policy, keyed or not, as its declaration needs.
 pub(crate) enum Pol {
@@ -59,28 +59,18 @@ fn common<K>(builder: PolicyBuilder<K>, spec: &Spec, seed: u64) -> PolicyBuilder
             builder = builder.bulkhead_queue(bulkhead.queue);
         }
     }
-    if let Some(rate) = &spec.rate {
-        if let Some((count, period, burst)) = rate.declared {
-            builder = builder.rate(count, period, burst);
-        }
-        if rate.learn {
-            builder = builder.rate_learn();
-        }
-        if rate.exact {
-            builder = builder.rate_exact();
-        }
-    }
-    if let Some(tokens) = &spec.tokens {
-        if let Some((count, period, burst)) = tokens.declared {
-            builder = builder.token_rate(count, period, burst);
-        }
-        if tokens.learn {
-            builder = builder.token_rate_learn();
-        }
-        if tokens.exact {
-            builder = builder.token_rate_exact();
-        }
-    }
+    let rate = [PolicyBuilder::rate_learn, PolicyBuilder::rate_exact];
+    builder = gate(builder, spec.rate.as_ref(), PolicyBuilder::rate, rate);
+    let tokens = [
+        PolicyBuilder::token_rate_learn,
+        PolicyBuilder::token_rate_exact,
+    ];
+    builder = gate(
+        builder,
+        spec.tokens.as_ref(),
+        PolicyBuilder::token_rate,
+        tokens,
+    );
     if spec.turns.priority {
         builder = builder.by_priority();
     }
@@ -91,6 +81,29 @@ fn common<K>(builder: PolicyBuilder<K>, spec: &Spec, seed: u64) -> PolicyBuilder
         builder = builder.rate_batch_share(percent);
     }
     builder.independent(spec.independent)
+}
+
+/// A rate or token gate as `spec` declares it, through the builder's calls for that gate: its
+/// figures, then whether it learns and whether it is exact.
+fn gate<K>(
+    mut builder: PolicyBuilder<K>,
+    spec: Option<&RateSpec>,
+    figures: fn(PolicyBuilder<K>, u64, Duration, u64) -> PolicyBuilder<K>,
+    [learn, exact]: [fn(PolicyBuilder<K>) -> PolicyBuilder<K>; 2],
+) -> PolicyBuilder<K> {
+    let Some(spec) = spec else {
+        return builder;
+    };
+    if let Some((count, period, burst)) = spec.declared {
+        builder = figures(builder, count, period, burst);
+    }
+    if spec.learn {
+        builder = learn(builder);
+    }
+    if spec.exact {
+        builder = exact(builder);
+    }
+    builder
 }
 
 fn sharing<K>(builder: PolicyBuilder<K>, shared: Sharing<'_>) -> PolicyBuilder<K> {

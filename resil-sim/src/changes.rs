@@ -50,8 +50,7 @@ pub(crate) async fn faults(world: Rc<World>) {
 pub(crate) async fn retunes(world: Rc<World>) {
     for retune in world.plan.retunes.clone() {
         sleep_until(world.origin + retune.at).await;
-        let (outer, inner) = &world.policies[retune.instance];
-        let policy = if retune.policy == 0 { outer } else { inner };
+        let policy = world.policy(retune.instance, retune.policy);
         let before = policy.tuning();
         let mut tuning = before.clone();
         tuning.enabled = retune.enabled;

@@ -88,6 +88,16 @@ impl World {
         }
     }
 
+    /// `instance`'s outer policy (0) or inner one (1).
+    pub(crate) fn policy(&self, instance: usize, policy: u8) -> &Pol {
+        let (outer, inner) = &self.policies[instance];
+        if policy == 0 {
+            outer
+        } else {
+            inner
+        }
+    }
+
     /// What `look` sees of the breaker a call to `target` through `policy` of `instance` goes
     /// through, if it has one.
     pub(crate) fn breaker<R>(
@@ -97,9 +107,7 @@ impl World {
         target: usize,
         look: impl FnOnce(&Breaker) -> Option<R>,
     ) -> Option<R> {
-        let (outer, inner) = &self.policies[instance];
-        let pol = if policy == 0 { outer } else { inner };
-        match pol {
+        match self.policy(instance, policy) {
             Pol::Plain(policy) => policy.breaker().and_then(|b| look(b)),
             Pol::Keyed(policy) => match policy.breaker() {
                 Some(breaker) => look(breaker),
@@ -129,12 +137,7 @@ impl World {
         let spec = self.spec(which);
         let instance = plan.callers[caller].instance;
         let now = Instant::now();
-        let (outer, inner) = &self.policies[instance];
-        let policy = if self.policy_of(which) == 0 {
-            outer
-        } else {
-            inner
-        };
+        let policy = self.policy(instance, self.policy_of(which));
         // What the operation reads as it starts (configuration may have changed it since).
         let tuning = policy.tuning();
         let mut deadline = tuning.deadline.map(|deadline| now + deadline);
@@ -259,12 +262,7 @@ async fn call(
         )
     };
     let of = |name: &str| TARGETS.iter().position(|t| *t == name).unwrap_or(0);
-    let (outer, inner) = &world.policies[instance];
-    let policy = if world.policy_of(which) == 0 {
-        outer
-    } else {
-        inner
-    };
+    let policy = world.policy(instance, world.policy_of(which));
     let first = TARGETS[targets[0]];
     let others: Vec<&'static str> = targets[1..].iter().map(|&t| TARGETS[t]).collect();
     // Its class and fair value, which a policy that does not serve in turn ignores, and its

@@ -24,4 +24,14 @@ async fn send_impl(body: impl AsRef<[u8]>) -> Result<usize, Error> {
     Ok(body.as_ref().len())
 }
 
+struct Client<B>(std::marker::PhantomData<B>);
+
+// A parameter of the `impl`, which the attribute cannot see: named as type parameters are.
+impl<B: AsRef<[u8]>> Client<B> {
+    #[resilient(retry = 2)]
+    async fn send(&self, body: B) -> Result<usize, Error> {
+        Ok(body.as_ref().len())
+    }
+}
+
 fn main() {}

@@ -139,6 +139,18 @@ const MUTATIONS: &[Mutation] = &[
         to: "let due = self.start_of(slot).min(now);",
     },
     Mutation {
+        name: "a-look-again-sees-only-the-learning-gate",
+        file: "execution/learn.rs",
+        from: "false => (!granted).then(|| {",
+        to: "false => false.then(|| {",
+    },
+    Mutation {
+        name: "a-probing-gate-sends-the-shared-gate-local",
+        file: "execution/slots.rs",
+        from: "if (rate_link.is_none() || probing[0]) && (token_link.is_none() || probing[1]) {",
+        to: "if probing.contains(&true) {",
+    },
+    Mutation {
         name: "a-permanent-error-served-by-the-fallback",
         file: "execution/mod.rs",
         from: "                progress.outcome(\"error\");

@@ -48,15 +48,27 @@ pub(super) fn clones(sig: &syn::Signature) -> TokenStream {
     clones
 }
 
-/// Whether a type names a type parameter of the function, `impl Trait` or `Self`.
+/// Whether a type names a type parameter of the function, `impl Trait` or `Self`, or one
+/// named as type parameters are (`T`, `B`, `K2`): the `impl`'s, which the attribute cannot see.
 fn is_generic(ty: TokenStream, generics: &[&Ident]) -> bool {
     ty.into_iter().any(|token| match token {
         TokenTree::Ident(ident) => {
-            ident == "impl" || ident == "Self" || generics.iter().any(|param| **param == ident)
+            ident == "impl"
+                || ident == "Self"
+                || generics.iter().any(|param| **param == ident)
+                || named_as_a_parameter(&ident.to_string())
         }
         TokenTree::Group(group) => is_generic(group.stream(), generics),
         _ => false,
     })
+}
+
+/// A capital letter, perhaps with a digit or another capital: how type parameters are named.
+fn named_as_a_parameter(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|first| first.is_ascii_uppercase())
+        && name.len() <= 2
+        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
 }
 
 /// `mut text: String` now mutates each attempt's copy, not the argument itself: keep the
@@ -117,20 +129,23 @@ impl VisitMut for ReplaceSelf {
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 
     fn visit_macro_mut(&mut self, mac: &mut syn::Macro) {
-        mac.tokens = replace_self_tokens(std::mem::take(&mut mac.tokens));
+        mac.tokens = self_as(std::mem::take(&mut mac.tokens), "__resil_self");
     }
 }
 
-fn replace_self_tokens(tokens: TokenStream) -> TokenStream {
+/// `tokens` with every `self` named `name` instead: for a body that may run more than once
+/// (`__resil_self`), or an attribute's expressions in a method `#[async_trait]` rewrote,
+/// whose receiver it moved to `__self`.
+pub(super) fn self_as(tokens: TokenStream, name: &str) -> TokenStream {
     tokens
         .into_iter()
         .map(|token| match token {
             TokenTree::Ident(ident) if ident == "self" => {
-                TokenTree::Ident(Ident::new("__resil_self", ident.span()))
+                TokenTree::Ident(Ident::new(name, ident.span()))
             }
             TokenTree::Group(group) => {
                 let mut replaced =
-                    proc_macro2::Group::new(group.delimiter(), replace_self_tokens(group.stream()));
+                    proc_macro2::Group::new(group.delimiter(), self_as(group.stream(), name));
                 replaced.set_span(group.span());
                 TokenTree::Group(replaced)
             }

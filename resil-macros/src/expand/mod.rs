@@ -34,8 +34,13 @@ pub(crate) fn resilient(args: TokenStream, item: TokenStream) -> TokenStream {
             return with_error(item, error);
         }
     };
-    // Inside an `#[async_trait]` impl or trait, the method as it was written.
+    // Inside an `#[async_trait]` impl or trait, the method as it was written; its receiver
+    // is `__self` there (async-trait moved it), in the attribute's expressions too.
     let rewritten = AsyncTrait::recognise(&function);
+    let args = match rewritten {
+        Some(_) => arguments::self_as(args, "__self"),
+        None => args,
+    };
     let sig = rewritten
         .as_ref()
         .map_or(&function.sig, |method| &method.sig);

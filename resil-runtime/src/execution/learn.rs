@@ -43,12 +43,32 @@ impl Progress<'_> {
         }
     }
 
-    /// When the slots this attempt waits for start, if a learning gate may have placed them
-    /// sooner since (`None`: no such slot, or due now): see [`RateGate::due`].
+    /// When the slots this attempt waits for start, the later of its gates', now that a
+    /// learning gate may have placed its slot sooner (`None`: no slot, or due now): see
+    /// [`RateGate::due`]. The other gate's counts too, or a caller looking again at the
+    /// learning gate's slot would start before the other's (seed 1172 of the simulator);
+    /// unless the store granted it, whose wait holds for it. That gate promised its slot
+    /// within the deadline: read at the gate's share now, which a store gone since may have
+    /// grown, it is kept there (seed 27394: 278 ms past the deadline).
     pub(super) fn slots_due(&self) -> Option<Instant> {
         let reserved = &self.admission.as_ref()?.reserved;
-        let due = |gate: Option<&RateGate>, slot| gate.zip(slot).and_then(|(g, s)| g.due(s));
-        let due = due(self.rate(), reserved.rate).max(due(self.token_rate(), reserved.tokens));
+        #[cfg(feature = "shared")]
+        let granted = reserved.remote.is_some();
+        #[cfg(not(feature = "shared"))]
+        let granted = false;
+        let start_by = self.start_by();
+        let due = |gate: Option<&RateGate>, slot, cost| {
+            let (gate, slot) = gate.zip(slot)?;
+            match gate.learns() {
+                true => gate.due(slot),
+                false => (!granted).then(|| {
+                    let due = gate.due_unlearnt(slot, cost);
+                    start_by.map_or(due, |start_by| due.min(start_by))
+                }),
+            }
+        };
+        let rate = due(self.rate(), reserved.rate, 1);
+        let due = rate.max(due(self.token_rate(), reserved.tokens, self.cost()));
         due.filter(|due| *due > Instant::now())
     }
 

@@ -9,6 +9,8 @@ pub(crate) mod attempt;
 mod call;
 mod in_turn;
 mod learn;
+#[cfg(feature = "shared")]
+mod probing;
 mod report;
 mod retry;
 mod route;

@@ -6,6 +6,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::admission::Reserved;
+#[cfg(feature = "shared")]
+use super::probing::probes;
 use super::Progress;
 
 #[cfg(feature = "shared")]
@@ -214,8 +216,10 @@ impl<'p> Progress<'p> {
         let Some(link) = rate_link.as_ref().or(token_link.as_ref()) else {
             return Ok(SharedStart::Local);
         };
-        // An auto gate that knows nothing yet probes here: the store has no rate to keep.
-        if [rate, tokens].into_iter().flatten().any(RateGate::probing) {
+        // An auto gate that knows nothing yet probes here: the store has no rate to keep for
+        // it, and the other gate asks the store for the probe's caller only (`probing.rs`).
+        let mut probing = [probes(rate), probes(tokens)];
+        if (rate_link.is_none() || probing[0]) && (token_link.is_none() || probing[1]) {
             return Ok(SharedStart::Local);
         }
         if !link.is_available() {
@@ -251,6 +255,9 @@ impl<'p> Progress<'p> {
                 return Ok(start);
             }
         }
+        if probing.contains(&true) && !self.take_probes(&mut probing)? {
+            return Ok(SharedStart::Local);
+        }
         let (rate, tokens) = (self.rate(), self.token_rate());
         let burst = tokens.and_then(RateGate::burst_limit);
         if let Some(burst) = burst.filter(|burst| self.cost() > *burst) {
@@ -275,8 +282,8 @@ impl<'p> Progress<'p> {
             alone: alone(local),
         };
         let gates = [
-            rate_link.map(|link| ask(link, 1, rate)),
-            token_link.map(|link| ask(link, self.cost(), tokens)),
+            (rate_link.filter(|_| !probing[0])).map(|link| ask(link, 1, rate)),
+            (token_link.filter(|_| !probing[1])).map(|link| ask(link, self.cost(), tokens)),
         ];
         Ok(SharedStart::Ask(crate::seams::reserve(gates, limit)))
     }
@@ -305,9 +312,10 @@ impl<'p> Progress<'p> {
                     gate.zip(remote)
                         .map(|(gate, remote)| gate.mirror(remote.ahead, cost))
                 };
+                let [rate_probe, tokens_probe] = self.probes_taken();
                 self.hold(Reserved {
-                    rate: mirror(self.rate(), rate, 1),
-                    tokens: mirror(self.token_rate(), tokens, self.cost()),
+                    rate: mirror(self.rate(), rate, 1).or(rate_probe),
+                    tokens: mirror(self.token_rate(), tokens, self.cost()).or(tokens_probe),
                     share: None,
                     used: false,
                     remote: Some(Box::new([rate, tokens])),
@@ -319,6 +327,7 @@ impl<'p> Progress<'p> {
             }
             SharedSlots::Refused(rejected) => Err(rejected),
             SharedSlots::Unavailable => {
+                self.give_probes_back();
                 if let Some(asking) = self.rate().and_then(RateGate::asking) {
                     asking.answered_late();
                 }

@@ -18,7 +18,8 @@ pub(crate) const SLOT_MISSED: std::time::Duration = std::time::Duration::from_mi
 /// throttle it was promised. Three words, since every attempt of a gated call carries two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot {
-    /// The schedule before the slot; for a learning gate, which never takes a slot back into
+    /// The schedule before the slot (where its units began: now, if the gate was idle); for a
+    /// learning gate, which never takes a slot back into
     /// its schedule, the units reserved up to it instead (its mark: an answer to its call
     /// counts those reserved after it as promised).
     pub(super) from: u64,
@@ -78,6 +79,10 @@ impl RateGate {
     pub(crate) fn refund(&self, slot: Slot) -> bool {
         let mut given = lock_std(&self.revising);
         if self.is_revoked(slot) {
+            // A probe held while its caller waited for the other gate's slot (see
+            // `execution/probing.rs`) ends all the same: no one else could probe until it was
+            // counted lost.
+            self.probe_ended(slot);
             return false;
         }
         if self.learning.is_some() {
@@ -119,6 +124,15 @@ impl RateGate {
             .compare_exchange(end, from, Ordering::AcqRel, Ordering::Acquire)
             .ok()
             .map(|_| from)
+    }
+
+    /// When `slot` of `cost` units, of a gate that does not learn, may start: as its
+    /// reservation allowed, from where its units began in the schedule (its `from`). From the
+    /// schedule's end it would be later by a slowdown's surplus, which took a call past its
+    /// deadline (seed 76 of the simulator).
+    pub(crate) fn due_unlearnt(&self, slot: Slot, cost: u64) -> tokio::time::Instant {
+        let due = self.allowed_at_share(slot.from, cost, self.share_now());
+        crate::deadline::later(self.origin, std::time::Duration::from_nanos(due))
     }
 
     /// Whether a throttle revoked `slot` since it was reserved.

@@ -380,3 +380,30 @@ async fn a_slot_placed_again_never_starts_later_than_promised() {
         "the second called at the slot it was promised, within its deadline (1.02 s)"
     );
 }
+
+/// A caller of a learning gate looks at its slot again every second, and started at the first
+/// look its learning gate allowed, though its other gate's slot was still nine seconds away
+/// (the simulator's `gate_ceiling_per_instance`, seed 1172: 2 776 tokens where 2 274 may).
+#[tokio::test(start_paused = true)]
+async fn a_learning_gates_look_again_waits_for_the_other_gates_slot() {
+    let policy = Policy::builder()
+        .rate(10, SEC, 10)
+        .rate_learn()
+        .token_rate(1000, 10 * SEC, 1000)
+        .build()
+        .unwrap();
+    let start = Instant::now();
+    let mut called = Vec::new();
+    for _ in 0..2 {
+        let mut execution = policy.execute::<TestError>();
+        execution.set_cost(1000);
+        let next = execution.attempt(async { Ok::<_, TestError>(()) }).await;
+        assert!(matches!(next, resil_runtime::Next::Done(_)));
+        called.push(start.elapsed());
+    }
+    assert_eq!(
+        called,
+        [Duration::ZERO, 10 * SEC],
+        "the second call's tokens come back after 10 s, whatever its rate gate allows"
+    );
+}

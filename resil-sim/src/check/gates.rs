@@ -46,7 +46,8 @@ impl Checker {
             return;
         }
         let (policy, shared, cost) = (call.policy, call.shared, call.cost);
-        for gate in call.gates.clone() {
+        for at in 0..call.gates.len() {
+            let gate = self.calls[index].0.gates[at];
             let scope = (policy, gate.per_key.then_some(target), gate.tokens);
             let units = if gate.tokens { cost } else { 1 };
             let (ceiling, period) = (gate.units, gate.period);

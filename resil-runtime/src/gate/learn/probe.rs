@@ -59,9 +59,11 @@ impl RateGate {
     }
 
     /// The probe's call ended without an answer to learn from (cancelled, cut by its timeout,
-    /// or failed before the provider answered): another caller probes.
+    /// or failed before the provider answered): another caller probes. A wait for the probe's
+    /// answer ([`Slot::provisional`]) is no probe.
     pub(crate) fn probe_ended(&self, slot: Slot) {
-        if let (Some(learning), true) = (&self.learning, slot.is_off_schedule()) {
+        let probe = slot.is_off_schedule() && !slot.is_provisional();
+        if let (Some(learning), true) = (&self.learning, probe) {
             if !learning.told() {
                 learning.probe.store(0, Ordering::Release);
             }
