@@ -44,6 +44,31 @@ async fn boxed_call(calls: &Calls, fail: fn() -> BoxError) -> Result<u32, BoxErr
     failing(calls, 1, fail)
 }
 
+/// A boxed error written as without the attribute: `Err(Box::new(e))`, `return`ed or last,
+/// and `"...".into()`, each coerced to the function's error type (they failed to compile, the
+/// body's block typed by its first error).
+#[resilient(retry = 2, backoff = "100ms..100ms", jitter = "none")]
+async fn boxed_as_written(calls: &Calls, bad: bool) -> Result<u32, BoxError> {
+    if bad {
+        return Err("no such model".into());
+    }
+    let n = calls.add();
+    if n < 2 {
+        return Err(Box::new(io::Error::from(io::ErrorKind::ConnectionReset)));
+    }
+    match n {
+        2 => Ok(n),
+        _ => Err(Box::new(io::Error::from(io::ErrorKind::InvalidData))),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_boxed_error_written_as_without_the_attribute_compiles_and_is_classified() {
+    let calls = Calls::default();
+    assert_eq!(boxed_as_written(&calls, false).await.unwrap(), 2);
+    assert!(boxed_as_written(&calls, true).await.is_err());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_boxed_error_is_classified_by_its_chain() {
     let calls = Calls::default();

@@ -465,7 +465,11 @@ async fn after_a_failover_the_replica_shares_the_dead_masters_keys() {
     let replica = node_label(&cluster, promoted);
     // By a, whose call met it, and by b too when a busy machine stretched the pause over one
     // of b's own calls to it (seen once: two outages of the replica): each store says its own.
-    assert!(settled(|| heard.count(&replica) >= 1).await);
+    assert!(
+        settled(|| heard.count(&replica) >= 1).await,
+        "the stalled replica {replica} is never said: {:?}",
+        heard.said
+    );
     assert!(
         heard.count(&replica) <= 2 && heard.count(&node) == 2,
         "the stalled replica is said by its address, the dead master no more: {:?}",
