@@ -243,6 +243,15 @@ async fn a_receiver_by_value_is_cloned_for_each_attempt_in_an_async_trait_impl()
         router.owned_keyed("gpt".into()).await.as_deref(),
         Ok("gpt on call 2")
     );
+    let named = resil::breaker::breakers()
+        .into_iter()
+        .map(|status| status.name);
+    assert!(
+        named
+            .into_iter()
+            .any(|name| &*name == "(self.kind(), model.as_str())=(flaky, gpt)"),
+        "the key's label is the expression as written"
+    );
     let router: Arc<dyn Router> = flaky;
     assert_eq!(
         router.fallen_back("hi").await.as_deref(),

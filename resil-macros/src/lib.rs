@@ -3,13 +3,15 @@
 //! crate is a thin shim over `attr` (parsing, driven by the one key table in `keys`, whose
 //! values `values` parses), `valid` (rules across keys and against the signature) and
 //! `expand` (tokens; `expand/arguments` and `expand/docs` hold the argument copies and the
-//! generated docs); `errors` collects every mistake of one attribute.
+//! generated docs); `errors` collects every mistake of one attribute, `idents` renames an
+//! identifier through tokens.
 #![forbid(unsafe_code)]
 #![warn(missing_docs, unreachable_pub, missing_debug_implementations)]
 
 mod attr;
 mod errors;
 mod expand;
+mod idents;
 mod keys;
 mod transient;
 mod valid;

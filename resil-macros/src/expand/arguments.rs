@@ -2,6 +2,8 @@
 //! argument, and a body taking `self` by value uses the attempt's copy.
 
 use proc_macro2::{Ident, TokenStream, TokenTree};
+
+use crate::idents::renamed;
 use quote::{quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
@@ -129,27 +131,6 @@ impl VisitMut for ReplaceSelf {
     fn visit_item_mut(&mut self, _: &mut syn::Item) {}
 
     fn visit_macro_mut(&mut self, mac: &mut syn::Macro) {
-        mac.tokens = self_as(std::mem::take(&mut mac.tokens), "__resil_self");
+        mac.tokens = renamed(std::mem::take(&mut mac.tokens), "self", "__resil_self");
     }
-}
-
-/// `tokens` with every `self` named `name` instead: for a body that may run more than once
-/// (`__resil_self`), or an attribute's expressions in a method `#[async_trait]` rewrote,
-/// whose receiver it moved to `__self`.
-pub(super) fn self_as(tokens: TokenStream, name: &str) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|token| match token {
-            TokenTree::Ident(ident) if ident == "self" => {
-                TokenTree::Ident(Ident::new(name, ident.span()))
-            }
-            TokenTree::Group(group) => {
-                let mut replaced =
-                    proc_macro2::Group::new(group.delimiter(), self_as(group.stream(), name));
-                replaced.set_span(group.span());
-                TokenTree::Group(replaced)
-            }
-            other => other,
-        })
-        .collect()
 }

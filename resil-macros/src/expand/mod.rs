@@ -38,7 +38,7 @@ pub(crate) fn resilient(args: TokenStream, item: TokenStream) -> TokenStream {
     // is `__self` there (async-trait moved it), in the attribute's expressions too.
     let rewritten = AsyncTrait::recognise(&function);
     let args = match rewritten {
-        Some(_) => arguments::self_as(args, "__self"),
+        Some(_) => crate::idents::renamed(args, "self", "__self"),
         None => args,
     };
     let sig = rewritten

@@ -141,9 +141,10 @@ fn key_expression(expr: &syn::Expr, sig: &Signature, errors: &mut Errors) -> Opt
     })
 }
 
-/// The expression as written, without the spaces token streams put around punctuation.
+/// The expression as written, without the spaces token streams put around punctuation (and
+/// `self` as written, where `#[async_trait]` made it `__self`).
 fn label(expr: &syn::Expr) -> String {
-    let text = expr.to_token_stream().to_string();
+    let text = crate::idents::renamed(expr.to_token_stream(), "__self", "self").to_string();
     [
         (" . ", "."),
         ("( ", "("),
