@@ -62,11 +62,27 @@ async fn boxed_as_written(calls: &Calls, bad: bool) -> Result<u32, BoxError> {
     }
 }
 
+/// A one-line body draws no `unused_braces`, and one that ends in `return` no
+/// `unreachable_code`, from what the attribute wraps around it.
+#[deny(unused_braces, unreachable_code)]
+#[resilient(retry = 2, backoff = "100ms..100ms", jitter = "none")]
+#[rustfmt::skip]
+async fn one_line(calls: &Calls) -> Result<u32, BoxError> { Ok(calls.add()) }
+
+#[deny(unused_braces, unreachable_code)]
+#[resilient(retry = 2, backoff = "100ms..100ms", jitter = "none")]
+#[allow(clippy::needless_return)]
+async fn returns_last(calls: &Calls) -> Result<u32, BoxError> {
+    return Ok(calls.add());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_boxed_error_written_as_without_the_attribute_compiles_and_is_classified() {
     let calls = Calls::default();
     assert_eq!(boxed_as_written(&calls, false).await.unwrap(), 2);
     assert!(boxed_as_written(&calls, true).await.is_err());
+    assert_eq!(one_line(&calls).await.unwrap(), 3);
+    assert_eq!(returns_last(&calls).await.unwrap(), 4);
 }
 
 #[tokio::test(start_paused = true)]

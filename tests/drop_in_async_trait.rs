@@ -127,6 +127,11 @@ trait Router: Send + Sync {
     async fn traced_inside(&self, prompt: String) -> Result<String, ApiError>;
 }
 
+/// What `owned_keyed` retries.
+fn busy(error: &ApiError) -> bool {
+    matches!(error, ApiError::Busy)
+}
+
 impl Flaky {
     async fn cached(&self, prompt: &str) -> Result<String, ApiError> {
         Ok(format!("{prompt} from the cache"))
@@ -170,9 +175,9 @@ impl Router for Flaky {
     }
 
     /// `self` in the attribute's expressions, a receiver async-trait moved (it failed with
-    /// "use of moved value: `self`").
+    /// "use of moved value: `self`"), and `self::` the module, which stays one.
     #[resilient(key = (self.kind(), model.as_str()), breaker = "per_key", retry = 2,
-                backoff = "100ms..100ms", jitter = "none")]
+                backoff = "100ms..100ms", jitter = "none", transient = self::busy)]
     async fn owned_keyed(self: Arc<Self>, model: String) -> Result<String, ApiError> {
         let n = self.calls.add();
         if n <= self.fail {

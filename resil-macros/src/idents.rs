@@ -4,12 +4,15 @@
 
 use proc_macro2::{Group, Ident, TokenStream, TokenTree};
 
-/// `tokens` with every identifier `from` named `to` instead.
+/// `tokens` with every identifier `from` named `to` instead, but for a path's first segment
+/// (`self::audit`: the module, not the receiver).
 pub(crate) fn renamed(tokens: TokenStream, from: &str, to: &str) -> TokenStream {
-    tokens
-        .into_iter()
-        .map(|token| match token {
-            TokenTree::Ident(ident) if ident == from => {
+    let mut tokens = tokens.into_iter().peekable();
+    let mut out = Vec::new();
+    while let Some(token) = tokens.next() {
+        let path = matches!(tokens.peek(), Some(TokenTree::Punct(punct)) if punct.as_char() == ':');
+        out.push(match token {
+            TokenTree::Ident(ident) if ident == from && !path => {
                 TokenTree::Ident(Ident::new(to, ident.span()))
             }
             TokenTree::Group(group) => {
@@ -18,6 +21,7 @@ pub(crate) fn renamed(tokens: TokenStream, from: &str, to: &str) -> TokenStream 
                 TokenTree::Group(inner)
             }
             other => other,
-        })
-        .collect()
+        });
+    }
+    out.into_iter().collect()
 }

@@ -142,11 +142,11 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
             "token rate {}{}, each attempt costing `{}`",
             rate("token_rate", limit),
             per_key(limit.per_key),
-            cost.to_token_stream().to_string().replace(' ', "")
+            as_written(cost.to_token_stream()).replace(' ', "")
         ));
     }
     if let Some(route) = &config.route {
-        let targets = route.targets.to_token_stream().to_string();
+        let targets = as_written(route.targets.to_token_stream());
         parts.push(format!(
             "routed: `{}`, then `{targets}`, skipping a target that would make no call and moving on after a failure",
             route.argument.ident
@@ -253,4 +253,9 @@ pub(super) fn docs(config: &Config) -> Vec<syn::Attribute> {
 /// Does the function wait in a gate or a queue (as long as its deadline allows)?
 fn waits(config: &Config) -> bool {
     config.rate.is_some() || config.token_rate.is_some() || config.bulkhead_queue.is_some()
+}
+
+/// An expression of the attribute as written: `self` where `#[async_trait]` made it `__self`.
+fn as_written(tokens: proc_macro2::TokenStream) -> String {
+    crate::idents::renamed(tokens, "__self", "self").to_string()
 }

@@ -105,8 +105,8 @@ fn not_a_function(error: syn::Error, item: &TokenStream) -> syn::Error {
 // With `route = model in [..]`, a `Route` over the caller's `model` and the listed values
 // stands for the execution: each turn of the loop binds `model` to the route's next target and
 // runs the attempt on the route's execution, which ends the operation as above.
-// `{ body }` starts with `if let Some(r) = None::<Result<T, E>> { return r; }`, which types
-// the block as the function, so that its returns coerce as the function's would.
+// `{ body }` is `{ if let Some(r) = None::<Result<T, E>> { return r; } { body } }`, typed as
+// the function, so that its returns coerce as the function's would.
 // With `rate_cost`, each attempt first sets its cost (`__resil_execution.set_cost(..)`). A
 // streaming fn (`Result<impl Stream<Item = Result<T, E>>, E>`) calls `stream_attempt::<T, E>`
 // instead, with a `Commit` that names its committing and final items, and
@@ -152,16 +152,22 @@ fn body(sig: &mut syn::Signature, block: syn::Block, config: &Config) -> TokenSt
     // function coerces to it (`return Err(Box::new(e))` for a boxed error, its last
     // expression) the block coerces too, as async-trait's expansion does. (A stream's type is
     // `impl Stream`, which cannot be named here.)
+    // The body's statements go in braces of the expansion's own: the body's braces as the
+    // block's last expression would draw `unused_braces` on a one-line body, and bound by a
+    // `let`, clippy's `diverging_sub_expression` on one that ends in `return`.
     let block = match &config.stream {
-        None => quote_spanned! {blame=> {
-            if let ::core::option::Option::Some(__resil_returns) =
-                ::core::option::Option::None::<#output>
-            {
-                #[allow(unreachable_code)]
-                return __resil_returns;
-            }
-            #block
-        }},
+        None => {
+            let statements = &block.stmts;
+            let body = quote! { { #(#statements)* } };
+            quote_spanned! {blame=> {
+                if let ::core::option::Option::Some(__resil_returns) =
+                    ::core::option::Option::None::<#output>
+                {
+                    return __resil_returns;
+                }
+                #body
+            }}
+        }
         Some(_) => block.to_token_stream(),
     };
     // A hedged function's racers are made by a closure, each with its own copies of the
