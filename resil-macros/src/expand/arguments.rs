@@ -2,12 +2,12 @@
 //! argument, and a body taking `self` by value uses the attempt's copy.
 
 use proc_macro2::{Ident, TokenStream, TokenTree};
-
-use crate::idents::renamed;
 use quote::{quote_spanned, ToTokens};
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{FnArg, Pat};
+
+use crate::idents::renamed;
 
 use crate::valid::is_reference;
 

@@ -148,13 +148,12 @@ fn body(sig: &mut syn::Signature, block: syn::Block, config: &Config) -> TokenSt
     // at the error type, rather than once per place the compiler checks it.
     let blame = error_type_span(&output);
     let output = respan(output.to_token_stream(), blame);
-    // The body's block returns the function's type from its first line, so that what the
-    // function coerces to it (`return Err(Box::new(e))` for a boxed error, its last
-    // expression) the block coerces too, as async-trait's expansion does. (A stream's type is
-    // `impl Stream`, which cannot be named here.)
-    // The body's statements go in braces of the expansion's own: the body's braces as the
-    // block's last expression would draw `unused_braces` on a one-line body, and bound by a
-    // `let`, clippy's `diverging_sub_expression` on one that ends in `return`.
+    // The block returns the function's type from its first line, so that what the function
+    // coerces to it (`return Err(Box::new(e))` for a boxed error, its last expression) the
+    // block coerces too, as async-trait's expansion does; a stream's `impl Stream` cannot be
+    // named here. The body's statements go in braces of the expansion's own: its own braces
+    // as the block's last expression would draw `unused_braces` on a one-line body, and bound
+    // by a `let`, clippy's `diverging_sub_expression` on one that ends in `return`.
     let block = match &config.stream {
         None => {
             let statements = &block.stmts;

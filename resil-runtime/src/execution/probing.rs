@@ -25,42 +25,33 @@ impl Progress<'_> {
     pub(super) fn take_probes(&mut self, probing: &mut Probing) -> Result<bool, Rejected> {
         let start_by = self.start_by();
         let costs = [1, self.cost()];
-        let gates = [self.rate(), self.token_rate()];
         let mut taken = [None; 2];
-        let mut all = true;
-        for (at, gate) in gates.into_iter().enumerate() {
+        for at in 0..2 {
+            let gate = [self.rate(), self.token_rate()][at];
             let Some(gate) = gate.filter(|_| probing[at]) else {
                 continue;
             };
             match gate.reserve_slot(costs[at], start_by) {
-                Ok((_, slot)) if slot.is_provisional() => {}
-                Ok((_, slot)) if gate.probing() => {
-                    taken[at] = Some(slot);
-                    continue;
+                Ok((_, slot)) if slot.is_provisional() => {
+                    self.give_back(taken);
+                    self.let_go_turn();
+                    return Ok(false);
                 }
+                Ok((_, probe)) if gate.probing() => taken[at] = Some(probe),
                 Ok((_, learnt)) => {
                     gate.refund(learnt);
                     probing[at] = false;
-                    continue;
                 }
                 Err(refused) => {
-                    give_back(gates, taken);
+                    self.give_back(taken);
                     return Err(refused);
                 }
             }
-            give_back(gates, taken);
-            all = false;
-            break;
         }
-        match all {
-            true => {
-                if let Some(admission) = &mut self.admission {
-                    [admission.reserved.rate, admission.reserved.tokens] = taken;
-                }
-            }
-            false => self.let_go_turn(),
+        if let Some(admission) = &mut self.admission {
+            [admission.reserved.rate, admission.reserved.tokens] = taken;
         }
-        Ok(all)
+        Ok(true)
     }
 
     /// The probes taken before asking the store, out of the attempt's reservation.
@@ -74,14 +65,14 @@ impl Progress<'_> {
     /// The store did not answer: the probes taken go back, for the local gates to decide.
     pub(super) fn give_probes_back(&mut self) {
         let taken = self.probes_taken();
-        give_back([self.rate(), self.token_rate()], taken);
+        self.give_back(taken);
     }
-}
 
-fn give_back(gates: [Option<&RateGate>; 2], slots: [Option<Slot>; 2]) {
-    for (gate, slot) in gates.into_iter().zip(slots) {
-        if let Some((gate, slot)) = gate.zip(slot) {
-            gate.refund(slot);
+    fn give_back(&self, slots: [Option<Slot>; 2]) {
+        for (gate, slot) in [self.rate(), self.token_rate()].into_iter().zip(slots) {
+            if let Some((gate, slot)) = gate.zip(slot) {
+                gate.refund(slot);
+            }
         }
     }
 }

@@ -19,9 +19,9 @@ pub(crate) const SLOT_MISSED: std::time::Duration = std::time::Duration::from_mi
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot {
     /// The schedule before the slot (where its units began: now, if the gate was idle); for a
-    /// learning gate, which never takes a slot back into
-    /// its schedule, the units reserved up to it instead (its mark: an answer to its call
-    /// counts those reserved after it as promised).
+    /// learning gate, which never takes a slot back into its schedule, the units reserved up
+    /// to it instead (its mark: an answer to its call counts those reserved after it as
+    /// promised).
     pub(super) from: u64,
     /// The schedule after it; for a learning gate, when it starts (its book keeps the
     /// schedule after it), or [`Slot::OFF_SCHEDULE`] for a slot handed out apart from its
