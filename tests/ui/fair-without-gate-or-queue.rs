@@ -24,8 +24,8 @@ async fn no_queue(tenant: &str) -> Result<(), Error> {
     Ok(())
 }
 
-#[resilient(token_rate = "1000/s", rate_cost = 10, fair = tenant)]
-async fn token_gate_alone(tenant: &str) -> Result<(), Error> {
+#[resilient(token_rate = "1000/s", learn = true, rate_cost = 10, fair = tenant)]
+async fn learning_token_gate_alone(tenant: &str) -> Result<(), Error> {
     let _ = tenant;
     Ok(())
 }

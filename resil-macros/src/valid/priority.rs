@@ -11,8 +11,8 @@ use crate::errors::Errors;
 use crate::keys::{did_you_mean, ResilientArgs, Setting};
 
 /// The argument `priority` names, and the one `fair` names, each checked: an argument of the
-/// function, and something whose waiters it orders: the rate gate or the bulkhead queue, of
-/// all calls or per key (not the token gate alone).
+/// function, and something whose waiters it orders: the rate gate, the bulkhead queue or the
+/// token gate (unless it learns or is shared), of all calls or per key.
 pub(super) fn check_priority(
     args: &ResilientArgs,
     sig: &Signature,
@@ -27,27 +27,36 @@ pub(super) fn check_priority(
         .as_ref()
         .and_then(|setting| argument("fair", "tenant", setting, sig, errors));
     let rate = args.rate.as_ref().map(|rate| &rate.value);
-    let ordered = rate.is_some() || args.bulkhead_queue.is_some();
+    let learn = args.learn.as_ref().is_some_and(|l| l.value);
+    let shared = args.shared.as_ref().is_some_and(|s| s.value);
+    // A learning token gate moves its slots, and a shared one's units are asked of the store
+    // with the request gate's slot: both serve their waiters in arrival order.
+    let tokens = args.token_rate.as_ref().map(|rate| &rate.value);
+    let tokens_in_turn = tokens.is_some_and(|tokens| !(tokens.learn || learn || shared));
+    let ordered = rate.is_some() || args.bulkhead_queue.is_some() || tokens_in_turn;
     // A gate or queue left out for a mistake of its own is not missing.
     if !errors.is_empty() {
         return (priority, fair);
     }
     for (setting, name, what) in [
-        (args.priority.as_ref().map(|s| s.key), "priority", "orders the callers waiting for the rate gate's next slot or the bulkhead queue's next place"),
-        (args.fair.as_ref().map(|s| s.key), "fair", "serves the callers waiting for the rate gate's slot or the bulkhead queue's place in turn across its argument's values"),
+        (args.priority.as_ref().map(|s| s.key), "priority", "orders the callers waiting for a gate's next slot or the bulkhead queue's next place"),
+        (args.fair.as_ref().map(|s| s.key), "fair", "serves the callers waiting for a gate's slot or the bulkhead queue's place in turn across its argument's values"),
     ] {
         let Some(key) = setting.filter(|_| !ordered) else {
             continue;
         };
         let message = if args.token_rate.is_some() {
-            format!("`{name}` {what}, but here only the token gate makes callers wait, and it serves them in arrival order (not implemented yet, issue 47): add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
+            let (why, or) = match shared {
+                true => ("is shared", ""),
+                false => ("learns the provider's limits", "declare the token rate without learning, "),
+            };
+            format!("`{name}` {what}, but here only the token gate makes callers wait, and it {why}, so it serves them in arrival order: {or}add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
         } else {
             format!("`{name}` {what}, but nobody waits here: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
         };
         errors.push(key, message);
     }
-    let learns =
-        rate.is_some_and(|rate| rate.learn) || args.learn.as_ref().is_some_and(|l| l.value);
+    let learns = rate.is_some_and(|rate| rate.learn) || learn;
     if learns && args.rate.is_some() {
         let ordering = [args.priority.as_ref(), args.fair.as_ref()];
         if let Some(setting) = ordering.into_iter().flatten().next() {

@@ -104,15 +104,16 @@ pub enum Event<'a> {
         /// What the target would have answered.
         rejected: &'a Rejected,
     },
-    /// A call of a policy that orders its waiters (`priority`, `fair`) waited in turn for the
-    /// rate gate's slot or a place in the bulkhead's queue, and was served. (A call that needed
+    /// A call of a policy that orders its waiters (`priority`, `fair`) waited in turn for a
+    /// gate's slot or a place in the bulkhead's queue, and was served. (A call that needed
     /// no wait hears none.)
     Served {
         /// The logical operation.
         operation: Option<&'a OperationId>,
         /// The policy's name.
         site: &'a str,
-        /// What it waited for: `"rate"` (the rate gate's slot) or `"bulkhead"` (a place).
+        /// What it waited for: `"rate"` (the rate gate's slot), `"token_rate"` (the token
+        /// gate's units) or `"bulkhead"` (a place).
         wait: &'static str,
         /// Its class.
         class: Priority,

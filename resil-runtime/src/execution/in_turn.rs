@@ -1,11 +1,14 @@
-//! An attempt's wait in its rate gate's waiting room, for a policy that serves its waiters by
-//! priority: the gate of all calls', or its key's, held with the key meanwhile.
+//! An attempt's wait in a gate's waiting room, for a policy that serves its waiters by
+//! priority: the rate gate's for its slot, then the token gate's for its units; the gate of
+//! all calls', or its key's, held with the key meanwhile.
 
 #[cfg(feature = "shared")]
 use super::admission::Reserved;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+
+use tokio::time::Instant;
 
 use super::Progress;
 use crate::gate::{RateGate, Slot, Turn};
@@ -18,72 +21,128 @@ use crate::Rejected;
 /// an attempt's other rare waits are, so that every attempt stays small.
 pub(super) type TurnWait<'p> = Pin<Box<GateTurn<'p>>>;
 
-/// A wait in the room of the gate of all calls, or of the call's key's gate.
-pub(super) enum GateTurn<'p> {
+/// Which gate's room an attempt waits in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Room {
+    /// The rate gate's, for a slot.
+    Rate,
+    /// The token gate's, for the call's units.
+    Tokens,
+}
+
+impl Room {
+    /// The name listeners hear for the wait (`Event::Served`'s `wait`).
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Room::Rate => "rate",
+            Room::Tokens => "token_rate",
+        }
+    }
+}
+
+/// A wait in the room of a gate of all calls, or of the call's key's gate.
+pub(super) struct GateTurn<'p> {
+    turn: InRoom<'p>,
+    room: Room,
+}
+
+enum InRoom<'p> {
     All(Turn<&'p RateGate>),
     Key(Turn<KeyGate>),
 }
 
 impl Future for GateTurn<'_> {
-    type Output = Result<(Slot, Served), Rejected>;
+    type Output = Result<(Slot, Served, Room), Rejected>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.get_mut() {
-            GateTurn::All(turn) => Pin::new(turn).poll(cx),
-            GateTurn::Key(turn) => Pin::new(turn).poll(cx),
-        }
+        let this = self.get_mut();
+        let served = match &mut this.turn {
+            InRoom::All(turn) => Pin::new(turn).poll(cx),
+            InRoom::Key(turn) => Pin::new(turn).poll(cx),
+        };
+        served.map_ok(|(slot, served)| (slot, served, this.room))
     }
 }
 
-/// A key's rate gate, held with its key for as long as a caller waits in its room.
-pub(super) struct KeyGate(Held<Scope>);
+/// A key's rate or token gate, held with its key for as long as a caller waits in its room.
+pub(super) struct KeyGate(Held<Scope>, Room);
 
 impl std::ops::Deref for KeyGate {
     type Target = RateGate;
 
     fn deref(&self) -> &RateGate {
-        self.0
-            .rate
-            .as_ref()
+        let gate = match self.1 {
+            Room::Rate => &self.0.rate,
+            Room::Tokens => &self.0.token_rate,
+        };
+        gate.as_ref()
             .expect("a key's gate: checked before the wait")
     }
 }
 
 impl<'p> Progress<'p> {
-    /// For a policy that serves its waiters by priority, the wait in the rate gate's waiting
-    /// room of an attempt that found no slot free: the slots it just reserved go back (they
-    /// are the gate's latest), and it waits in turn instead. `None`: the gate does not order
-    /// its waiters, and the attempt waits for the slots it reserved. Out of line: only an
-    /// attempt that must wait gets here.
+    /// For a policy that serves its waiters by priority, the wait in a gate's waiting room of
+    /// an attempt that found no slot free: the rate gate's while its slot is still to come,
+    /// otherwise the token gate's. The slots it just reserved there go back (they are the
+    /// gate's latest), and it waits in turn instead. `None`: neither gate orders its waiters,
+    /// and the attempt waits for the slots it reserved. Out of line: only an attempt that must
+    /// wait gets here.
     #[inline(never)]
     pub(super) fn wait_in_turn(&mut self) -> Result<Option<TurnWait<'p>>, Rejected> {
+        let orders = |gate: Option<&RateGate>| gate.is_some_and(RateGate::orders);
+        let (rate, tokens) = (orders(self.rate()), orders(self.token_rate()));
+        let room = match (rate, tokens) {
+            (true, true) if self.rate_slot_due() => Room::Tokens,
+            (true, _) => Room::Rate,
+            (false, true) => Room::Tokens,
+            (false, false) => return Ok(None),
+        };
+        self.join_room(room).map(Some)
+    }
+
+    /// Whether the rate gate's slot this attempt holds is due now (there is one).
+    fn rate_slot_due(&self) -> bool {
+        let slot = self.admission.as_ref().and_then(|a| a.reserved.rate);
+        let due = |(gate, slot): (&RateGate, Slot)| gate.due_unlearnt(slot, 1) <= Instant::now();
+        self.rate().zip(slot).is_some_and(due)
+    }
+
+    /// The attempt waits in `room`, which orders its waiters: what it reserved there goes back
+    /// (in the rate gate's, the token gate's slot too: it is taken once the rate gate served
+    /// the attempt).
+    pub(super) fn join_room(&mut self, room: Room) -> Result<TurnWait<'p>, Rejected> {
         let settings = self.settings;
-        let key = (self.admission.as_ref())
-            .and_then(|a| a.scope.as_ref())
-            .filter(|scope| scope.rate.as_ref().is_some_and(RateGate::orders));
-        let ordered = settings.rate.as_ref().filter(|gate| gate.orders());
-        if ordered.is_none() && key.is_none() {
-            return Ok(None);
-        }
-        let key = key.cloned();
-        self.refund_slots();
-        // The store's returns when the local gate took over, for the slot it will give.
-        #[cfg(feature = "shared")]
-        self.hold(Reserved {
-            returns: self.store_returns(),
-            ..Reserved::default()
-        });
-        let place = self
-            .admission
-            .as_ref()
-            .map_or_else(Default::default, |a| a.place);
-        let deadline = self.start_by();
-        Ok(Some(match (ordered, key) {
-            (Some(gate), _) => Box::pin(GateTurn::All(Turn::join(gate, place, deadline)?)),
-            (None, Some(key)) => {
-                Box::pin(GateTurn::Key(Turn::join(KeyGate(key), place, deadline)?))
+        let cost = match room {
+            Room::Rate => {
+                self.refund_slots();
+                // The store's returns when the local gate took over, for the slot it will give.
+                #[cfg(feature = "shared")]
+                self.hold(Reserved {
+                    returns: self.store_returns(),
+                    ..Reserved::default()
+                });
+                1
             }
-            (None, None) => return Ok(None),
-        }))
+            Room::Tokens => {
+                self.refund_tokens();
+                self.cost()
+            }
+        };
+        let admission = self.admission.as_ref();
+        let place = admission.map_or_else(Default::default, |a| a.place);
+        let deadline = self.start_by();
+        let of_all = match room {
+            Room::Rate => settings.rate.as_ref(),
+            Room::Tokens => settings.token_rate.as_ref(),
+        };
+        let turn = match of_all {
+            Some(gate) => InRoom::All(Turn::join(gate, place, deadline, cost)?),
+            None => {
+                let key = admission.and_then(|a| a.scope.clone());
+                let key = key.expect("a gate of all calls or of the call's key orders here");
+                InRoom::Key(Turn::join(KeyGate(key, room), place, deadline, cost)?)
+            }
+        };
+        Ok(Box::pin(GateTurn { turn, room }))
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::admission::Reserved;
+use super::in_turn::{Room, TurnWait};
 #[cfg(feature = "shared")]
 use super::probing::probes;
 use super::Progress;
@@ -18,6 +19,14 @@ use crate::Rejected;
 use std::pin::Pin;
 #[cfg(feature = "shared")]
 use std::sync::Arc;
+
+/// What comes after a gate's waiting room served an attempt.
+pub(super) enum Took<'p> {
+    /// The wait until its slots are due.
+    Wait(Duration),
+    /// A wait in the token gate's room.
+    Turn(TurnWait<'p>),
+}
 
 /// Where a batch call held back by its gate's batch share waits for its place there.
 pub(super) enum ShareWait {
@@ -139,10 +148,22 @@ impl<'p> Progress<'p> {
         Ok(Some(wait))
     }
 
-    /// The rate gate's waiting room gave this attempt its slot, due now: it takes its token
-    /// gate's slot too, if any. The wait until the later of them, or the token gate's refusal
-    /// (the rate gate's slot then goes back).
-    pub(super) fn took_turn(&mut self, slot: Slot) -> Result<Duration, Rejected> {
+    /// A gate's waiting room gave this attempt its slot, due now. The rate gate's: it takes
+    /// its token gate's slot too, if any, or waits in the token gate's room if that one orders
+    /// its waiters and has none free. The token gate's: the rate gate's slot, if any, is held
+    /// already. What comes next: the wait until the slots are due, or a wait in turn; or the
+    /// token gate's refusal (the rate gate's slot then goes back).
+    pub(super) fn took_turn(&mut self, slot: Slot, room: Room) -> Result<Took<'p>, Rejected> {
+        if room == Room::Tokens {
+            let Some(admission) = self.admission.as_mut() else {
+                return Ok(Took::Wait(Duration::ZERO));
+            };
+            admission.reserved.tokens = Some(slot);
+            let rate = admission.reserved.rate;
+            let due = (self.rate().zip(rate)).map(|(gate, slot)| gate.due_unlearnt(slot, 1));
+            let wait = due.map(|due| due.saturating_duration_since(Instant::now()));
+            return Ok(Took::Wait(wait.unwrap_or_default()));
+        }
         let mut reserved = Reserved {
             rate: Some(slot),
             ..Reserved::default()
@@ -166,7 +187,19 @@ impl<'p> Progress<'p> {
             self.admission.as_ref().and_then(|a| a.reserved.returns),
         );
         self.hold(reserved);
-        Ok(wait)
+        if !wait.is_zero() && self.token_rate().is_some_and(RateGate::orders) {
+            return self.join_room(Room::Tokens).map(Took::Turn);
+        }
+        Ok(Took::Wait(wait))
+    }
+
+    /// The token gate's slot goes back, the rate gate's kept: the attempt waits in the token
+    /// gate's room for its units.
+    pub(super) fn refund_tokens(&mut self) {
+        let slot = (self.admission.as_mut()).and_then(|a| a.reserved.tokens.take());
+        if let Some((gate, slot)) = self.token_rate().zip(slot) {
+            gate.refund(slot);
+        }
     }
 
     /// For a policy with shared gates, the times their store answered again after an outage.

@@ -8,6 +8,10 @@
 //! path, unchanged, serves it); one that gives up leaves no hole: the next waiter takes the
 //! slot booked, and the last one gives it back to the gate. The room is made at the first wait
 //! and let go once nobody waits, so a key's gate keeps none between waits.
+//!
+//! A token gate's slot is of the units its waiter costs: one booked for a waiter of another
+//! cost, who was next then, goes back when a more urgent one comes for it, and that one books
+//! its own.
 
 use std::future::Future;
 use std::ops::Deref;
@@ -39,8 +43,9 @@ fn room(waiters: &Waiters) -> Locked<'_, GateRoom> {
 #[derive(Debug)]
 pub(crate) struct GateRoom {
     turns: Turns,
-    /// The slot booked for whoever is next when it comes due.
-    booked: Option<(Instant, Slot)>,
+    /// The slot booked for whoever is next when it comes due, and its cost (in a token gate,
+    /// the units of the waiter that was next when it was booked).
+    booked: Option<(Instant, Slot, u64)>,
     /// When the next waiter is to come back for its slot (or its place in the batch share):
     /// the watchers pass it over if it has not come by then and [`SLOT_MISSED`] (the closest
     /// watcher; the next ones one and two more later, in case it is left unpolled too).
@@ -64,7 +69,7 @@ impl GateRoom {
     /// slot booked, or now.
     fn leave(&mut self, id: u64) {
         if self.turns.next() == Some(id) {
-            let due = self.booked.map_or_else(Instant::now, |(due, _)| due);
+            let due = self.booked.map_or_else(Instant::now, |(due, ..)| due);
             self.expected = Some(due);
         }
         self.turns.leave(id);
@@ -132,7 +137,7 @@ impl RateGate {
     #[cfg(feature = "shared")]
     pub(super) fn room_booked_end(&self) -> Option<u64> {
         let room = self.waiters.as_deref()?.made()?;
-        room.booked.map(|(_, slot)| slot.end.get())
+        room.booked.map(|(_, slot, _)| slot.end.get())
     }
 
     fn waiters(&self) -> &Waiters {
@@ -141,21 +146,32 @@ impl RateGate {
             .expect("only an ordered gate has waiters")
     }
 
-    /// The wait of a caller at `place` in `room` at `now`: the slot booked for the next (or
-    /// the gate's next free one), then one interval for each waiter served before it; for a
-    /// batch call held back by the batch share, at least its place there, after the places
-    /// of the batch calls before it.
-    fn turn_wait(&self, room: &GateRoom, place: Place, now: Instant) -> Duration {
-        let next = match room.booked {
-            Some((due, _)) => due.saturating_duration_since(now),
-            None => self.wait_for(1).unwrap_or(crate::deadline::NEVER),
-        };
-        let interval = self
-            .interval_at(self.offset(now))
-            .saturating_mul(self.share_now());
+    /// The wait of a caller at `place` in `room` at `now`, whose slot takes `cost` units:
+    /// served first, its slot (the one booked, or one of its cost in its place); behind
+    /// others, the slot booked for the next (or the gate's next free one), then one unit for
+    /// each other waiter served before it (the least each costs: a token gate's caller is
+    /// never refused for a wait it may not have) and its own units; for a batch call held back by the batch share, at least its place
+    /// there, after the places of the batch calls before it.
+    fn turn_wait(&self, room: &GateRoom, place: Place, now: Instant, cost: u64) -> Duration {
         let count = |ahead: usize| u64::try_from(ahead).unwrap_or(u64::MAX);
         let ahead = count(room.turns.ahead_of(place));
-        let mut wait = next.saturating_add(Duration::from_nanos(interval.saturating_mul(ahead)));
+        let mut wait = match (room.booked, ahead) {
+            // It takes the slot booked, or one of its cost in its place.
+            (Some((due, _, booked)), 0) if booked == cost => due.saturating_duration_since(now),
+            (Some((_, slot, _)), 0) => self.due_unlearnt(slot, cost).saturating_duration_since(now),
+            (None, 0) => self.wait_for(cost).unwrap_or(crate::deadline::NEVER),
+            (booked, _) => {
+                let next = match booked {
+                    Some((due, ..)) => due.saturating_duration_since(now),
+                    None => self.wait_for(1).unwrap_or(crate::deadline::NEVER),
+                };
+                let interval = self
+                    .interval_at(self.offset(now))
+                    .saturating_mul(self.share_now());
+                let units = (ahead - 1).saturating_add(cost.max(1));
+                next.saturating_add(Duration::from_nanos(interval.saturating_mul(units)))
+            }
+        };
         let share = self.batch().filter(|_| place.class() == Priority::Batch);
         if let Some(share) = share.filter(|share| room.holds_back(share)) {
             let before = count(room.turns.ahead_in_class(place).saturating_sub(room.placed));
@@ -171,9 +187,15 @@ impl<G: Deref<Target = RateGate>> Turn<G> {
     /// before it (the more urgent ones, and those of its class served before its lane's turn)
     /// take the slots until after `deadline`. Its wait may grow while it waits, as more urgent
     /// callers come: its deadline then ends it. A batch call takes its place in the gate's
-    /// batch share, if the share holds it back, when its turn comes.
-    pub(crate) fn join(gate: G, place: Place, deadline: Option<Instant>) -> Result<Self, Rejected> {
-        let id = Self::enter(&gate, place, deadline)?;
+    /// batch share, if the share holds it back, when its turn comes. Its slot is of `cost`
+    /// units (a token gate's; 1 in a rate gate).
+    pub(crate) fn join(
+        gate: G,
+        place: Place,
+        deadline: Option<Instant>,
+        cost: u64,
+    ) -> Result<Self, Rejected> {
+        let id = Self::enter(&gate, place, deadline, cost)?;
         let share = match place.class() {
             Priority::Batch if gate.batch().is_some() => Share::Due,
             _ => Share::Taken,
@@ -185,6 +207,7 @@ impl<G: Deref<Target = RateGate>> Turn<G> {
                 since: Instant::now(),
                 place,
                 deadline,
+                cost,
                 share,
                 sleep: None,
             },
@@ -192,10 +215,15 @@ impl<G: Deref<Target = RateGate>> Turn<G> {
     }
 
     /// Its number in the room, unless refused (see [`Turn::join`]).
-    fn enter(gate: &RateGate, place: Place, deadline: Option<Instant>) -> Result<u64, Rejected> {
+    fn enter(
+        gate: &RateGate,
+        place: Place,
+        deadline: Option<Instant>,
+        cost: u64,
+    ) -> Result<u64, Rejected> {
         let now = Instant::now();
         let mut room = room(gate.waiters());
-        let wait = gate.turn_wait(&room, place, now);
+        let wait = gate.turn_wait(&room, place, now, cost);
         if deadline.is_some_and(|deadline| later(now, wait) > deadline.max(now)) {
             return Err(Rejected::RateLimited { retry_in: wait });
         }
@@ -220,6 +248,8 @@ struct Wait {
     /// Where it joined, to join again if it was passed over.
     place: Place,
     deadline: Option<Instant>,
+    /// The units its slot takes.
+    cost: u64,
     /// Where a batch call stands with the gate's batch share.
     share: Share,
     /// The wait for the booked slot (or for its place in the batch share), while it is next.
@@ -297,7 +327,7 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                 }
                 // The next did not come back for what came due: it is passed over, and its
                 // slot goes back to the gate.
-                if let Some((_, slot)) = room.booked.take() {
+                if let Some((_, slot, _)) = room.booked.take() {
                     gate.refund(slot);
                 }
                 room.turns.pass_over_stalled(id);
@@ -312,9 +342,18 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
             // A throttle revoked the slot booked: the next books one after the throttle's
             // wait, keeping its place in the room (taken as the attempt's, it would be
             // revoked there and its caller would wait again, last).
-            if room.booked.is_some_and(|(_, slot)| gate.is_revoked(slot)) {
+            if room
+                .booked
+                .is_some_and(|(_, slot, _)| gate.is_revoked(slot))
+            {
                 room.booked = None;
                 room.expected = None;
+            }
+            // Booked for a waiter of another cost, who was next then: it goes back, and this
+            // one books its own (a token gate's).
+            if let Some((_, slot, _)) = room.booked.filter(|(.., cost)| *cost != this.cost) {
+                room.booked = None;
+                gate.refund(slot);
             }
             match this.share_due(gate, &mut room, now) {
                 None => {}
@@ -340,11 +379,11 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                 }
             }
             let due = match room.booked {
-                Some((due, _)) => due,
-                None => match gate.reserve_slot(1, None) {
+                Some((due, ..)) => due,
+                None => match gate.reserve_slot(this.cost, None) {
                     Ok((wait, slot)) => {
                         let due = later(now, wait);
-                        room.booked = Some((due, slot));
+                        room.booked = Some((due, slot, this.cost));
                         room.expected = Some(due);
                         room.turns.wake_watcher();
                         due
@@ -359,7 +398,7 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                 },
             };
             if due <= now {
-                let (_, slot) = room.booked.take().expect("booked above");
+                let (_, slot, _) = room.booked.take().expect("booked above");
                 room.expected = None;
                 if now.saturating_duration_since(due) > SLOT_MISSED {
                     // Back too late for it (see SLOT_MISSED): it goes back, and a new one is
@@ -442,7 +481,7 @@ impl<G: Deref<Target = RateGate>> Drop for Turn<G> {
         room.leave(id);
         // The last waiter gone: the slot booked for it goes back, so no one waits for it.
         if room.turns.is_empty() {
-            if let Some((_, slot)) = room.booked.take() {
+            if let Some((_, slot, _)) = room.booked.take() {
                 gate.refund(slot);
             }
         }

@@ -7,7 +7,8 @@ use std::sync::OnceLock;
 
 /// How urgent a call is, for a policy that orders its waiters (`priority = ARG`, or
 /// [`Execution::set_priority`](crate::Execution::set_priority)): when a call must wait for a
-/// rate gate's slot or a place in a bulkhead's queue, the next slot or place goes to the most
+/// gate's slot (a rate gate's, or a token gate's units) or a place in a bulkhead's queue, the
+/// next slot or place goes to the most
 /// urgent waiter, `Critical`, then `Default`, then `Batch`, first come first served within a
 /// class. A call that needs no wait is not ordered: it goes at once, as without a priority.
 ///

@@ -19,7 +19,7 @@ use crate::plan::Plan;
 pub(crate) struct Served {
     pub(crate) who: Who,
     pub(crate) id: Option<String>,
-    /// `"rate"` or `"bulkhead"`.
+    /// `"rate"`, `"token_rate"` or `"bulkhead"`.
     pub(crate) wait: &'static str,
     pub(crate) class: Priority,
     pub(crate) joined: Instant,
@@ -52,6 +52,7 @@ impl Checker {
             }
             let per_key = match served.wait {
                 "rate" => spec.rate.as_ref().is_some_and(|rate| rate.per_key),
+                "token_rate" => spec.tokens.as_ref().is_some_and(|tokens| tokens.per_key),
                 _ => spec.bulkhead.as_ref().is_some_and(|b| b.per_key),
             };
             let caller = (served.id.as_ref())

@@ -22,6 +22,7 @@ use super::admission::PermitWait;
 use super::in_turn::TurnWait;
 #[cfg(feature = "shared")]
 use super::slots::SharedWait;
+use super::slots::Took;
 use super::{Decision, Execution, Failure, Next, Progress};
 use crate::breaker::{Ticket, Transition};
 use crate::deadline::{later, Cut, Limits};
@@ -265,16 +266,20 @@ where
                 *this.cut = None;
                 let progress = &mut this.execution.progress;
                 let took = slot.and_then(|slot| {
-                    let (slot, served) = slot?;
-                    progress.served("rate", served);
-                    progress.took_turn(slot)
+                    let (slot, served, room) = slot?;
+                    progress.served(room.label(), served);
+                    progress.took_turn(slot, room)
                 });
                 match took {
                     // The slot is due: the checks after a slot's wait follow (a throttle may
                     // have revoked it meanwhile).
-                    Ok(wait) => {
+                    Ok(Took::Wait(wait)) => {
                         set_timer(this.timer.as_mut(), later(Instant::now(), wait));
                         *this.stage = Stage::AwaitingSlot;
+                        continue;
+                    }
+                    Ok(Took::Turn(turn)) => {
+                        *this.wait = Some(Wait::Turn(turn));
                         continue;
                     }
                     Err(rejected) => Err(Failure::Rejected(rejected)),

@@ -30,8 +30,8 @@ async fn a_next_waiting_for_its_share_and_its_watcher_in_one_task_do_not_spin() 
     gate.reserve_slot(1, None).unwrap();
     share.reserve(None).unwrap();
     let batch = Place::new(Priority::Batch, 0);
-    let next = Turn::join(&gate, batch, None).unwrap();
-    let watcher = Turn::join(&gate, batch, None).unwrap();
+    let next = Turn::join(&gate, batch, None, 1).unwrap();
+    let watcher = Turn::join(&gate, batch, None, 1).unwrap();
     let polls = AtomicUsize::new(0);
     // The watcher polled first: the next's wait for its share wakes it, in the same task.
     let (watched, next) =
@@ -48,8 +48,8 @@ async fn a_next_left_unpolled_is_passed_over_by_its_watcher() {
     gate.reserve_slot(1, None).unwrap();
     let place = Place::default();
     let origin = Instant::now();
-    let mut stalled = Box::pin(Turn::join(&gate, place, None).unwrap());
-    let watcher = Turn::join(&gate, place, None).unwrap();
+    let mut stalled = Box::pin(Turn::join(&gate, place, None, 1).unwrap());
+    let watcher = Turn::join(&gate, place, None, 1).unwrap();
     // The next books the slot at 100 ms, then is not polled again for a while.
     assert!(futures::poll!(stalled.as_mut()).is_pending());
     tokio::time::timeout(Duration::from_secs(10), watcher)

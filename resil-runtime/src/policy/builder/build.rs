@@ -110,12 +110,23 @@ impl<K, C> PolicyBuilder<K, C> {
                 .ok_or(ConfigError::BatchShareWithoutRate)?;
             rate = Some(gate.batch_share(percent)?);
         }
+        #[cfg(feature = "shared")]
+        let shared = self.shared.is_some();
+        #[cfg(not(feature = "shared"))]
+        let shared = false;
+        // A shared token gate's units are asked of its store with the rate gate's slot, and a
+        // learning one moves its slots: both keep arrival order.
+        let tokens_in_turn = self.by_priority && !learn.token_rate && !shared;
         let mut token_rate = gate(
             "token_rate",
             self.token_rate,
             exact.token_rate,
             learn.token_rate,
-        )?;
+        )?
+        .map(|gate| match tokens_in_turn {
+            true => gate.ordered(lanes),
+            false => gate,
+        });
         let name = self.name.unwrap_or_else(|| Arc::from("policy"));
         let budget = self
             .budget

@@ -161,10 +161,12 @@ impl PolicyBuilder {
 }
 
 impl<K, C> PolicyBuilder<K, C> {
-    /// Callers that must wait for the rate gate's slot or a place in the bulkhead's queue are
-    /// served by their [`Priority`](crate::Priority) (`priority = ARG`), set per call with
+    /// Callers that must wait for the rate gate's slot, the token gate's units or a place in
+    /// the bulkhead's queue are served by their [`Priority`](crate::Priority)
+    /// (`priority = ARG`), set per call with
     /// [`Execution::set_priority`](crate::Execution::set_priority): the most urgent first,
-    /// in arrival order within a class, with aging. Calls that need no wait are not ordered.
+    /// in arrival order within a class, with aging. Calls that need no wait are not ordered;
+    /// a token gate that learns or is shared keeps arrival order.
     /// For gates and bulkheads per key too, each key's waiters among themselves. A shared
     /// gate whose store answers is asked for one slot at a time, for the instance's most
     /// urgent caller, so no instance books a queue's slots at arrival (resil's guide page
@@ -174,14 +176,14 @@ impl<K, C> PolicyBuilder<K, C> {
         self
     }
 
-    /// Callers that must wait for the rate gate's slot or a place in the bulkhead's queue
-    /// are served in turn across their `fair` values (`fair = ARG`), set per call with
+    /// Callers that must wait for a gate's slot or a place in the bulkhead's queue are
+    /// served in turn across their `fair` values (`fair = ARG`), set per call with
     /// [`Execution::set_fair_key`](crate::Execution::set_fair_key): within a class (see
     /// [`by_priority`](PolicyBuilder::by_priority), which this implies), round-robin across
     /// the values that have callers waiting, in arrival order within a value. A value is
     /// held only while one of its calls waits, as a hash; past `max_keys` values waiting at
-    /// once, newcomers share one more turn, the overflow's. Not for the token gate, which
-    /// takes its slot after the rate gate's turn; across instances, each instance's turns.
+    /// once, newcomers share one more turn, the overflow's. A turn is one call, at the token
+    /// gate too, whatever it costs; across instances, each instance's turns.
     pub fn fair(mut self) -> Self {
         self.by_priority = true;
         self.fair = true;
