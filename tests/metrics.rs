@@ -391,8 +391,8 @@ async fn in_turn(class: resil::Priority) -> Result<u32, ApiError> {
     Ok(1)
 }
 
-/// Calls that waited in turn show in `resil_wait_seconds{fn, class, promoted}`, by class;
-/// the first call, which did not wait, is in none of them.
+/// Calls that waited in turn show in `resil_wait_seconds{fn, wait, class, promoted}`, by what
+/// they waited for and by class; the first call, which did not wait, is in none of them.
 #[test]
 fn waits_in_turn_show_per_class() {
     use resil::Priority;
@@ -404,7 +404,11 @@ fn waits_in_turn_show_per_class() {
     let waits = |class: &str| match value(
         &snapshot,
         "resil_wait_seconds",
-        &[("class", class), ("promoted", "false")],
+        &[
+            ("wait", "bulkhead"),
+            ("class", class),
+            ("promoted", "false"),
+        ],
     ) {
         Some(DebugValue::Histogram(waits)) => waits.iter().map(|w| w.into_inner()).collect(),
         _ => Vec::new(),

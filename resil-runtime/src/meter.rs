@@ -44,13 +44,18 @@ pub(crate) struct Handles {
     /// target's first attempt (for at most [`ROUTE_TARGETS`] targets). The map itself is made
     /// at the policy's first routed attempt: a policy that does not route allocates none.
     routes: OnceLock<papaya::HashMap<Box<str>, [Counter; 2], foldhash::fast::RandomState>>,
-    /// `resil_wait_seconds` by class and promotion, made at the policy's first wait in turn.
-    waits: OnceLock<[[Histogram; 2]; 3]>,
+    /// `resil_wait_seconds` by wait, class and promotion, made at the policy's first wait in
+    /// turn.
+    waits: OnceLock<[[[Histogram; 2]; 3]; 3]>,
 }
 
 /// The targets whose route counters a policy keeps; a target past them is looked up in the
 /// recorder at each attempt, as every series was before it was kept.
 const ROUTE_TARGETS: usize = 1024;
+
+/// What a call waits for in turn, as `resil_wait_seconds`'s `wait` label says it (and
+/// `Event::Served`'s `wait`).
+const WAITS: [&str; 3] = ["rate", "token_rate", "bulkhead"];
 
 impl Handles {
     fn new(name: &Arc<str>, bulkhead: bool) -> Self {
@@ -171,21 +176,30 @@ impl Slot {
 
 impl Slot {
     /// A call of `class` waited in turn for `waited`, and was `promoted` by aging or not.
-    pub(crate) fn waited(&self, class: Priority, waited: Duration, promoted: bool) {
+    pub(crate) fn waited(
+        &self,
+        wait: &'static str,
+        class: Priority,
+        waited: Duration,
+        promoted: bool,
+    ) {
         let waits = self.handles().waits.get_or_init(|| {
             let label = || metrics::SharedString::from(Arc::clone(&self.name));
-            [Priority::Critical, Priority::Default, Priority::Batch].map(|class| {
-                ["false", "true"].map(|promoted| {
-                    histogram!(series::WAIT_SECONDS.name, "fn" => label(), "class" => class.as_str(), "promoted" => promoted)
+            WAITS.map(|wait| {
+                [Priority::Critical, Priority::Default, Priority::Batch].map(|class| {
+                    ["false", "true"].map(|promoted| {
+                        histogram!(series::WAIT_SECONDS.name, "fn" => label(), "wait" => wait, "class" => class.as_str(), "promoted" => promoted)
+                    })
                 })
             })
         });
-        let index = match class {
+        let wait = WAITS.iter().position(|known| *known == wait).unwrap_or(0);
+        let class = match class {
             Priority::Critical => 0,
             Priority::Default => 1,
             Priority::Batch => 2,
         };
-        waits[index][usize::from(promoted)].record(waited.as_secs_f64());
+        waits[wait][class][usize::from(promoted)].record(waited.as_secs_f64());
     }
 }
 

@@ -126,9 +126,9 @@ pub const RATE_LEARNT: Series = Series {
 pub const WAIT_SECONDS: Series = Series {
     name: "resil_wait_seconds",
     kind: "histogram",
-    labels: &["fn", "class", "promoted"],
-    meaning: "with `priority` or `fair`: how long each call that had to wait for a gate's slot or a place in the bulkhead's queue waited, from joining the waiting room to being served, by class (`critical`, `default`, `batch`); `promoted=\"true\"` when aging served it before a more urgent waiter. Calls that needed no wait are not in it (`resil_calls_total` counts them)",
-    query: r#"histogram_quantile(0.99, sum by (fn, class, le) (rate(resil_wait_seconds_bucket[5m])))"#,
+    labels: &["fn", "wait", "class", "promoted"],
+    meaning: "with `priority` or `fair`: how long each call that had to wait in turn waited, from joining the waiting room to being served, by what it waited for (`rate`: the rate gate's slot, `token_rate`: the token gate's units, `bulkhead`: a place in the queue; a call may wait for each, one after the other) and by class (`critical`, `default`, `batch`); `promoted=\"true\"` when aging served it before a more urgent waiter. Calls that needed no wait are not in it (`resil_calls_total` counts them)",
+    query: r#"histogram_quantile(0.99, sum by (fn, wait, class, le) (rate(resil_wait_seconds_bucket[5m])))"#,
 };
 
 /// Calls in flight through a bulkhead all calls share.

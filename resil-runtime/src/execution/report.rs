@@ -61,7 +61,7 @@ impl<'p> Progress<'p> {
             .map_or(Priority::Default, |a| a.place.class());
         let Served { waited, promoted } = served;
         #[cfg(feature = "metrics")]
-        self.settings.meters.waited(class, waited, promoted);
+        self.settings.meters.waited(wait, class, waited, promoted);
         #[cfg(feature = "tracing")]
         tracing::debug!(
             wait,

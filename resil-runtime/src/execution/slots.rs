@@ -88,7 +88,7 @@ impl<'p> Progress<'p> {
         let mut reserved = Reserved::default();
         let mut wait = Duration::ZERO;
         if let Some(gate) = self.rate() {
-            let (rate, slot) = gate.reserve_slot(1, self.start_by())?;
+            let (rate, slot) = gate.reserve_slot(1, gate.refuses_by(self.start_by()))?;
             (wait, reserved.rate) = (rate, Some(slot));
         }
         if self.token_rate().is_some() {
@@ -170,7 +170,7 @@ impl<'p> Progress<'p> {
         };
         let mut wait = Duration::ZERO;
         if let Some(gate) = self.token_rate() {
-            match gate.reserve_slot(self.cost(), self.start_by()) {
+            match gate.reserve_slot(self.cost(), gate.refuses_by(self.start_by())) {
                 Ok((tokens, slot)) => (wait, reserved.tokens) = (tokens, Some(slot)),
                 Err(refused) => {
                     self.hold(reserved);

@@ -31,7 +31,7 @@ impl Progress<'_> {
                 None => Ok(wait),
             };
         }
-        let (due, slot) = tokens.reserve_slot(self.cost(), self.start_by())?;
+        let (due, slot) = tokens.reserve_slot(self.cost(), tokens.refuses_by(self.start_by()))?;
         reserved.tokens = Some(slot);
         // The same the other way: the rate gate's slot goes back while it is the latest.
         if let Some(rate) = (self.rate()).filter(|_| slot.is_provisional()) {

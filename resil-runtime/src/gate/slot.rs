@@ -97,14 +97,37 @@ impl RateGate {
         // Slots that end by now no longer hold anyone back; a shared gate's epoch also moves
         // with another instance's throttle, which revoked them.
         given.retain(|kept| kept.end.get() > now && kept.epoch == epoch);
-        let Some(mut tat) = self.take_back(slot.end.get(), slot.from) else {
+        let Some(tat) = self.take_back(slot.end.get(), slot.from) else {
             // Later slots are still promised (a slot past the schedule went back already).
             if slot.end.get() <= self.tat.load(Ordering::Acquire) && !given.contains(&slot) {
                 given.push(slot);
             }
             return false;
         };
-        // The slots before it given back earlier follow it, as far as they reach.
+        self.given_follow(&mut given, tat);
+        true
+    }
+
+    /// Gives `slot` back if it is the latest slot promised (and not revoked), of a gate that
+    /// does not learn: otherwise it stays its holder's, and nothing is kept for later. Whether
+    /// it went back. A waiting room's slot booked for one waiter, which another would take
+    /// in its place, goes back so or not at all: kept for later behind a slot promised after
+    /// it, its units would never be handed out.
+    pub(crate) fn refund_if_latest(&self, slot: Slot) -> bool {
+        let mut given = lock_std(&self.revising);
+        if self.is_revoked(slot) || self.learning.is_some() {
+            return false;
+        }
+        let Some(tat) = self.take_back(slot.end.get(), slot.from) else {
+            return false;
+        };
+        self.given_follow(&mut given, tat);
+        true
+    }
+
+    /// The schedule went back to `tat`: the slots before it given back earlier follow it, as
+    /// far as they reach.
+    fn given_follow(&self, given: &mut Vec<Slot>, mut tat: u64) {
         while let Some(at) = given.iter().position(|kept| kept.end.get() == tat) {
             let kept = given.swap_remove(at);
             match self.take_back(tat, kept.from) {
@@ -114,7 +137,6 @@ impl RateGate {
         }
         // What ends after the schedule now went back with a later slot.
         given.retain(|kept| kept.end.get() < tat);
-        true
     }
 
     /// Moves the schedule back from `end` to `from` if it still ends there: the schedule

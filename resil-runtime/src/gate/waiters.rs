@@ -127,9 +127,25 @@ impl RateGate {
         self
     }
 
+    /// [`RateGate::ordered`], for a token gate: its waiters' lanes take turns by the units
+    /// they were served, not by calls.
+    pub(crate) fn ordered_by_units(mut self, lanes: usize) -> Self {
+        self.waiters = Some(Box::new(Waiters::weighed(lanes)));
+        self
+    }
+
     /// Whether callers that must wait are served by priority.
     pub(crate) fn orders(&self) -> bool {
         self.waiters.is_some()
+    }
+
+    /// The deadline a reservation in arrival order is refused by: none where callers that
+    /// must wait are served by priority, since that order holds the slot booked for the
+    /// room's next caller, which a more urgent (or, in a token gate, cheaper) caller takes in
+    /// its place: its room judges its wait ([`Turn::join`]).
+    #[inline]
+    pub(crate) fn refuses_by(&self, deadline: Option<Instant>) -> Option<Instant> {
+        deadline.filter(|_| self.waiters.is_none())
     }
 
     /// Where the slot the waiting room booked for its next waiter ends, if it booked one
@@ -161,15 +177,18 @@ impl RateGate {
             (Some((_, slot, _)), 0) => self.due_unlearnt(slot, cost).saturating_duration_since(now),
             (None, 0) => self.wait_for(cost).unwrap_or(crate::deadline::NEVER),
             (booked, _) => {
+                // From the next's slot, even past (its waiter late for it, and soon passed
+                // over): from now, the wait would be overstated by that lateness.
                 let next = match booked {
-                    Some((due, ..)) => due.saturating_duration_since(now),
-                    None => self.wait_for(1).unwrap_or(crate::deadline::NEVER),
+                    Some((due, ..)) => due,
+                    None => later(now, self.wait_for(1).unwrap_or(crate::deadline::NEVER)),
                 };
                 let interval = self
                     .interval_at(self.offset(now))
                     .saturating_mul(self.share_now());
                 let units = (ahead - 1).saturating_add(cost.max(1));
-                next.saturating_add(Duration::from_nanos(interval.saturating_mul(units)))
+                let after = Duration::from_nanos(interval.saturating_mul(units));
+                later(next, after).saturating_duration_since(now)
             }
         };
         let share = self.batch().filter(|_| place.class() == Priority::Batch);
@@ -227,7 +246,7 @@ impl<G: Deref<Target = RateGate>> Turn<G> {
         if deadline.is_some_and(|deadline| later(now, wait) > deadline.max(now)) {
             return Err(Rejected::RateLimited { retry_in: wait });
         }
-        Ok(room.turns.join(place))
+        Ok(room.turns.join_costing(place, cost))
     }
 }
 
@@ -282,7 +301,7 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
             room.pass_over_aside(now, id);
             if room.turns.was_passed_over(id) {
                 // Passed over while it was not polled: it waits again, last of its lane.
-                id = room.turns.join(this.place);
+                id = room.turns.join_costing(this.place, this.cost);
                 this.id = Some(id);
             }
             if room.turns.is_aside(id) {
@@ -349,11 +368,16 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                 room.booked = None;
                 room.expected = None;
             }
-            // Booked for a waiter of another cost, who was next then: it goes back, and this
-            // one books its own (a token gate's).
-            if let Some((_, slot, _)) = room.booked.filter(|(.., cost)| *cost != this.cost) {
-                room.booked = None;
-                gate.refund(slot);
+            // Booked for a waiter of another cost, who was next then (a token gate's): it
+            // goes back, and this one books its own; if a slot was promised after it, it
+            // cannot go back, and this one takes it if its units are enough.
+            if let Some((_, slot, booked)) = room.booked.filter(|(.., cost)| *cost != this.cost) {
+                if gate.refund_if_latest(slot) {
+                    room.booked = None;
+                } else if booked < this.cost {
+                    room.booked = None;
+                    gate.refund(slot);
+                }
             }
             match this.share_due(gate, &mut room, now) {
                 None => {}

@@ -1,7 +1,8 @@
 //! [`Class`]: one class's waiters, in lanes of their `fair` values served round-robin, first
-//! come first served within a lane.
+//! come first served within a lane; or, where waiters cost different units (a token gate's),
+//! in turn by the units each lane was served (start-time fair queuing).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::task::Waker;
 
 use super::Place;
@@ -15,7 +16,8 @@ pub(super) const WINDOW: usize = 4;
 const EXACT: usize = 1024;
 
 /// One class's lanes with waiters, in the order they are served: the front lane's first
-/// waiter is next, and a lane served goes to the back.
+/// waiter is next, and a lane served goes to the back (or, [`Weighed`], after the lanes that
+/// were served fewer units).
 #[derive(Debug, Default)]
 pub(super) struct Class {
     /// The lanes in the order they are served, each as its value and the generation it was
@@ -28,11 +30,28 @@ pub(super) struct Class {
     waiting: usize,
     stale: usize,
     generation: u64,
+    /// Lanes served by units rather than by turns, if their waiters' costs differ.
+    weighed: Option<Box<Weighed>>,
+}
+
+/// Start-time fair queuing across lanes whose waiters cost different units: each lane's first
+/// waiter starts at its lane's tag, the units its lane was served before it (a lane made now
+/// starts at the class's clock, so an idle tenant banks nothing), and the lowest tag is served
+/// next, the earlier lane first on a tie. A tenant of 100-unit calls is served ten of them for
+/// each call of one of 1 000-unit calls: each gets the units of the other, not the calls.
+#[derive(Debug, Default)]
+struct Weighed {
+    /// Each lane's first waiter by its tag: (tag, the lane's generation, the lane's value).
+    order: BTreeSet<(u64, u64, u64)>,
+    /// The tag of the waiter served last.
+    clock: u64,
 }
 
 #[derive(Debug)]
 pub(super) struct Lane {
     generation: u64,
+    /// For a [`Weighed`] class, the tag its first waiter starts at.
+    tag: u64,
     /// In the order they came, so by number.
     pub(super) waiters: VecDeque<Waiter>,
 }
@@ -41,16 +60,29 @@ pub(super) struct Lane {
 pub(super) struct Waiter {
     pub(super) id: u64,
     pub(super) waker: Option<Waker>,
+    /// The units it takes when served.
+    cost: u64,
 }
 
 impl Class {
+    /// A class whose lanes are served by units (see [`Weighed`]).
+    pub(super) fn weighed() -> Self {
+        Class {
+            weighed: Some(Box::default()),
+            ..Class::default()
+        }
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.waiting == 0
     }
 
     /// The lane served next: the front of the order, which is never stale.
     pub(super) fn front_lane(&self) -> Option<&Lane> {
-        let (value, _) = self.order.front()?;
+        let value = match &self.weighed {
+            Some(weighed) => weighed.order.first().map(|(_, _, value)| value)?,
+            None => self.order.front().map(|(value, _)| value)?,
+        };
         self.lanes.get(value)
     }
 
@@ -96,22 +128,40 @@ impl Class {
     /// The first waiters of the first lanes in the order, the first first: where the next
     /// and its watchers are.
     pub(super) fn front_waiters(&self) -> impl Iterator<Item = u64> + '_ {
-        (self.order.iter().take(WINDOW))
-            .filter_map(|(value, _)| self.lanes.get(value))
+        let weighed = (self.weighed.iter()).flat_map(|w| w.order.iter().map(|(_, _, value)| value));
+        let turns = (self.order.iter()).map(|(value, _)| value);
+        (weighed.chain(turns).take(WINDOW))
+            .filter_map(|value| self.lanes.get(value))
             .flat_map(|lane| lane.waiters.iter().take(WINDOW))
             .map(|waiter| waiter.id)
     }
 
-    /// Waiter `id` joins lane `value`, last.
-    pub(super) fn push(&mut self, value: u64, id: u64) {
-        let waiter = Waiter { id, waker: None };
+    /// Waiter `id`, which takes `cost` units when served, joins lane `value`, last.
+    pub(super) fn push(&mut self, value: u64, id: u64, cost: u64) {
+        let waiter = Waiter {
+            id,
+            waker: None,
+            cost,
+        };
         let lane = match self.lanes.get_mut(&value) {
             Some(lane) => lane,
             None => {
                 self.generation += 1;
-                self.order.push_back((value, self.generation));
+                let tag = match &mut self.weighed {
+                    Some(weighed) => {
+                        weighed
+                            .order
+                            .insert((weighed.clock, self.generation, value));
+                        weighed.clock
+                    }
+                    None => {
+                        self.order.push_back((value, self.generation));
+                        0
+                    }
+                };
                 self.lanes.entry(value).or_insert(Lane {
                     generation: self.generation,
+                    tag,
                     waiters: VecDeque::new(),
                 })
             }
@@ -132,12 +182,19 @@ impl Class {
         };
         lane.waiters.remove(at);
         let length = lane.waiters.len();
+        // Its first waiter left unserved: the next keeps its tag.
+        let entry = (lane.tag, lane.generation, value);
         self.waiting -= 1;
         self.resized(length + 1, length);
         if length == 0 {
             self.lanes.remove(&value);
-            self.stale += 1;
-            self.settle();
+            match &mut self.weighed {
+                Some(weighed) => _ = weighed.order.remove(&entry),
+                None => {
+                    self.stale += 1;
+                    self.settle();
+                }
+            }
         }
         true
     }
@@ -145,6 +202,9 @@ impl Class {
     /// The front lane's first waiter is served: the lane goes to the back, or is forgotten
     /// once empty.
     pub(super) fn pop_front(&mut self) -> Option<u64> {
+        if self.weighed.is_some() {
+            return self.pop_weighed();
+        }
         let (value, generation) = self.order.pop_front()?;
         let lane = self.lanes.get_mut(&value)?;
         let waiter = lane.waiters.pop_front()?;
@@ -157,6 +217,26 @@ impl Class {
             self.order.push_back((value, generation));
         }
         self.settle();
+        Some(waiter.id)
+    }
+
+    /// The lane with the lowest tag serves its first waiter; the next starts at the tag after
+    /// its units.
+    fn pop_weighed(&mut self) -> Option<u64> {
+        let weighed = self.weighed.as_deref_mut()?;
+        let (tag, generation, value) = weighed.order.pop_first()?;
+        weighed.clock = weighed.clock.max(tag);
+        let lane = self.lanes.get_mut(&value)?;
+        let waiter = lane.waiters.pop_front()?;
+        let length = lane.waiters.len();
+        if length == 0 {
+            self.lanes.remove(&value);
+        } else {
+            lane.tag = tag.saturating_add(waiter.cost);
+            weighed.order.insert((lane.tag, generation, value));
+        }
+        self.waiting -= 1;
+        self.resized(length + 1, length);
         Some(waiter.id)
     }
 
@@ -194,6 +274,9 @@ impl Class {
     /// to a round, before its deadline ends it).
     pub(super) fn ahead_of(&self, value: u64, lanes: usize) -> usize {
         let value = self.lane_value(value, lanes);
+        if let Some(weighed) = &self.weighed {
+            return weighed.ahead_of(self.lanes.get(&value));
+        }
         let Some(lane) = self.lanes.get(&value) else {
             return self.lanes();
         };
@@ -217,6 +300,24 @@ impl Class {
         let waiters = &mut self.lanes.get_mut(&value)?.waiters;
         let at = waiters.binary_search_by_key(&id, |waiter| waiter.id).ok()?;
         waiters.get_mut(at)
+    }
+}
+
+impl Weighed {
+    /// How many would be served before a newcomer to `lane` (`None`: a lane made for it), at
+    /// least: its lane's waiters, and the first waiter of each lane whose tag is lower than its
+    /// lane's (each lane's later waiters, whose tags depend on what they cost, are left out: a
+    /// call that could be served in time is never refused). At most [`EXACT`] lanes counted.
+    fn ahead_of(&self, lane: Option<&Lane>) -> usize {
+        // A lane made now comes after the lanes of its tag: they were made before.
+        let (tag, own, ties) = match lane {
+            Some(lane) => (lane.tag, lane.waiters.len(), false),
+            None => (self.clock, 0, true),
+        };
+        let before = (self.order.iter().take(EXACT))
+            .take_while(|(other, ..)| *other < tag || (ties && *other == tag))
+            .count();
+        own + before
     }
 }
 

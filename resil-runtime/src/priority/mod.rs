@@ -202,6 +202,8 @@ pub(crate) struct Served {
 #[derive(Debug)]
 pub(crate) struct Room<R> {
     lanes: usize,
+    /// Its waiters' costs differ: their lanes take turns by units (see [`Turns::weighed`]).
+    weighed: bool,
     room: std::sync::Mutex<Option<Box<R>>>,
 }
 
@@ -217,7 +219,17 @@ impl<R: Idle> Room<R> {
     pub(crate) fn new(lanes: usize) -> Self {
         Room {
             lanes,
+            weighed: false,
             room: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// A room whose waiters' lanes take turns by the units they were served (see
+    /// [`Turns::weighed`]).
+    pub(crate) fn weighed(lanes: usize) -> Self {
+        Room {
+            weighed: true,
+            ..Room::new(lanes)
         }
     }
 
@@ -229,14 +241,21 @@ impl<R: Idle> Room<R> {
 
     /// A room alike, empty, for a key's gate or bulkhead.
     pub(crate) fn fresh(&self) -> Self {
-        Room::new(self.lanes)
+        Room {
+            weighed: self.weighed,
+            ..Room::new(self.lanes)
+        }
     }
 
     /// The room, made by `make` from new turns if nobody waits.
     pub(crate) fn lock(&self, make: impl FnOnce(Turns) -> R) -> Locked<'_, R> {
         let mut room = crate::sync::lock_std(&self.room);
         if room.is_none() {
-            *room = Some(Box::new(make(Turns::new(self.lanes))));
+            let turns = match self.weighed {
+                true => Turns::weighed(self.lanes),
+                false => Turns::new(self.lanes),
+            };
+            *room = Some(Box::new(make(turns)));
         }
         Locked(room)
     }

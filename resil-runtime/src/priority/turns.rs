@@ -50,8 +50,18 @@ impl Turns {
     /// Waiters served round-robin across at most `lanes` values per class and the overflow
     /// lane; with `lanes` 0, in one lane whatever their values (a policy that is not fair).
     pub(crate) fn new(lanes: usize) -> Self {
+        Turns::with_classes(lanes, Default::default())
+    }
+
+    /// Waiters whose costs differ (a token gate's): with `fair`, the lanes of a class take
+    /// turns by the units they were served, not by calls (see `lanes.rs`).
+    pub(crate) fn weighed(lanes: usize) -> Self {
+        Turns::with_classes(lanes, std::array::from_fn(|_| Class::weighed()))
+    }
+
+    fn with_classes(lanes: usize, classes: [Class; 3]) -> Self {
         Turns {
-            classes: Default::default(),
+            classes,
             passed: [0; 3],
             lanes,
             next_id: 0,
@@ -64,13 +74,18 @@ impl Turns {
     /// A new waiter at `place`, last of its lane: its number. The waiter it displaces as
     /// next, if any, is woken to stop waiting for the next slot or place.
     pub(crate) fn join(&mut self, place: Place) -> u64 {
+        self.join_costing(place, 1)
+    }
+
+    /// [`Turns::join`], for a waiter that takes `cost` units when served.
+    pub(crate) fn join_costing(&mut self, place: Place, cost: u64) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let displaced = self.next();
         let index = place.class().index();
         let class = &mut self.classes[index];
         let value = class.lane_value(place.lane(), self.lanes);
-        class.push(value, id);
+        class.push(value, id, cost);
         self.index.insert(id, (index, value));
         if displaced.is_some() && self.next() == Some(id) {
             self.wake(displaced);

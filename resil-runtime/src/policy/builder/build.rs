@@ -124,7 +124,7 @@ impl<K, C> PolicyBuilder<K, C> {
             learn.token_rate,
         )?
         .map(|gate| match tokens_in_turn {
-            true => gate.ordered(lanes),
+            true => gate.ordered_by_units(lanes),
             false => gate,
         });
         let name = self.name.unwrap_or_else(|| Arc::from("policy"));

@@ -182,8 +182,9 @@ impl<K, C> PolicyBuilder<K, C> {
     /// [`by_priority`](PolicyBuilder::by_priority), which this implies), round-robin across
     /// the values that have callers waiting, in arrival order within a value. A value is
     /// held only while one of its calls waits, as a hash; past `max_keys` values waiting at
-    /// once, newcomers share one more turn, the overflow's. A turn is one call, at the token
-    /// gate too, whatever it costs; across instances, each instance's turns.
+    /// once, newcomers share one more turn, the overflow's. At the token gate the values take
+    /// turns by the tokens they were served, not by calls; across instances, each instance's
+    /// turns.
     pub fn fair(mut self) -> Self {
         self.by_priority = true;
         self.fair = true;

@@ -188,3 +188,73 @@ fn a_lane_left_empty_is_forgotten() {
     assert_eq!(turns.classes[1].lanes(), 1);
     assert_eq!(turns.next(), Some(stays));
 }
+
+/// Serves `turns` to the end: the waiters in the order served.
+fn served_all(turns: &mut Turns) -> Vec<u64> {
+    std::iter::from_fn(|| {
+        let next = turns.next()?;
+        turns.serve(next);
+        Some(next)
+    })
+    .collect()
+}
+
+#[test]
+fn weighed_lanes_take_turns_by_the_units_they_were_served() {
+    let mut turns = Turns::weighed(100);
+    let heavy: Vec<u64> = (0..3)
+        .map(|_| turns.join_costing(in_lane(1), 1000))
+        .collect();
+    let light: Vec<u64> = (0..5)
+        .map(|_| turns.join_costing(in_lane(2), 200))
+        .collect();
+    // One heavy waiter, then the light lane's 1 000 units, then the heavy lane's.
+    let mut order = vec![heavy[0]];
+    order.extend(&light);
+    order.extend(&heavy[1..]);
+    assert_eq!(served_all(&mut turns), order);
+    assert!(turns.is_empty());
+}
+
+#[test]
+fn a_weighed_lane_made_later_banks_nothing() {
+    let mut turns = Turns::weighed(100);
+    let heavy: Vec<u64> = (0..6)
+        .map(|_| turns.join_costing(in_lane(1), 1000))
+        .collect();
+    for expected in &heavy[..3] {
+        assert_eq!(turns.next(), Some(*expected));
+        turns.serve(*expected);
+    }
+    // The light lane starts where the heavy one stood, not at nothing: the two alternate.
+    let light: Vec<u64> = (0..3)
+        .map(|_| turns.join_costing(in_lane(2), 1000))
+        .collect();
+    let order = [light[0], heavy[3], light[1], heavy[4], light[2], heavy[5]];
+    assert_eq!(served_all(&mut turns), order);
+}
+
+#[test]
+fn a_weighed_lanes_first_waiter_that_leaves_gives_its_tag_to_the_next() {
+    let mut turns = Turns::weighed(100);
+    let first = turns.join_costing(in_lane(1), 1000);
+    let second = turns.join_costing(in_lane(1), 1000);
+    let light = turns.join_costing(in_lane(2), 100);
+    assert!(turns.leave(first));
+    assert_eq!(served_all(&mut turns), [second, light]);
+}
+
+#[test]
+fn a_newcomer_to_weighed_lanes_counts_at_least_those_served_before_it() {
+    let mut turns = Turns::weighed(100);
+    for _ in 0..10 {
+        turns.join_costing(in_lane(1), 1000);
+    }
+    turns.join_costing(in_lane(2), 100);
+    // A new lane comes after the two lanes' first waiters, of its tag and made before.
+    assert_eq!(turns.ahead_of(in_lane(3)), 2);
+    // Lane 2's own waiter; lane 1's first, served before it on the tie, is left out (at
+    // least, so that nobody is refused for a wait it may not have).
+    assert_eq!(turns.ahead_of(in_lane(2)), 1);
+    assert_eq!(turns.ahead_of(in_lane(1)), 10);
+}
