@@ -325,3 +325,28 @@ async fn a_batch_call_that_gives_up_its_place_in_the_share_leaves_no_hole() {
     assert!(default.is_ok() && first.is_ok() && second.is_ok() && third.is_ok());
     assert_eq!(starts.of(&Priority::Batch), [ms(100), ms(201)]);
 }
+
+#[resilient(rate = "10/s", priority = class)]
+async fn aged_in_time(class: Priority, starts: &Starts) -> Result<(), ApiError> {
+    starts.add(class);
+    Ok(())
+}
+
+#[resilient(deadline = "1500ms")]
+async fn aged_within(class: Priority, starts: &Starts) -> Result<(), ApiError> {
+    aged_in_time(class, starts).await
+}
+
+/// Behind 20 queued critical calls, a batch call with a 1.5 s deadline is served by aging
+/// after eight of them: its room counts no more of them than aging lets go first (it counted
+/// all 19 waiting, and refused it at once, 2 s away).
+#[tokio::test(start_paused = true)]
+async fn a_batch_call_that_aging_serves_in_time_is_not_refused() {
+    let starts = Starts::new();
+    let critical = join_all((0..20).map(|_| aged_in_time(Priority::Critical, &starts)));
+    let batch = aged_within(Priority::Batch, &starts);
+    let (critical, batch) = tokio::join!(critical, batch);
+    assert!(critical.iter().all(Result::is_ok));
+    assert_eq!(batch, Ok(()));
+    assert_eq!(starts.of(&Priority::Batch), [Duration::from_millis(900)]);
+}

@@ -63,27 +63,6 @@ async fn given_up(class: Priority, cost: u64, starts: &Starts) -> Result<(), Api
     Ok(())
 }
 
-/// Never more tokens started within any `period` than the gate lets: its count and burst,
-/// less one.
-fn keep_units(starts: &Starts, most: u64) {
-    let mut all: Vec<(Duration, u64)> = ["critical", "batch", "light", "heavy"]
-        .into_iter()
-        .flat_map(|l| {
-            [1, 10, 500, 1000]
-                .into_iter()
-                .flat_map(move |cost| starts.of(&(l, cost)).into_iter().map(move |at| (at, cost)))
-        })
-        .collect();
-    all.sort();
-    for (at, _) in &all {
-        let within: u64 = (all.iter())
-            .filter(|(other, _)| *other >= *at && *other < *at + Duration::from_secs(1))
-            .map(|(_, cost)| cost)
-            .sum();
-        assert!(within <= most, "{within} tokens from {at:?}: {all:?}");
-    }
-}
-
 /// Calls `call` at `at` after the origin.
 async fn at<F: std::future::Future<Output = Result<(), ApiError>>>(
     at: Duration,
@@ -107,7 +86,7 @@ async fn a_critical_call_behind_queued_batch_tokens_takes_the_next_units() {
     assert_eq!(&batch[..4], [MS(0), MS(0), MS(500), MS(1000)]);
     // The batch lost only the units taken from it.
     assert_eq!(batch.last(), Some(&MS(9_500)));
-    keep_units(&starts, 1999);
+    starts.keep_units(1999);
 }
 
 #[tokio::test(start_paused = true)]
@@ -120,7 +99,7 @@ async fn with_both_gates_the_critical_call_passes_the_batch_in_each() {
     // Its request slot at 1.1 s, its tokens at the next units due, 1.5 s.
     assert_eq!(starts.of(&("critical", 500)), [MS(1500)]);
     assert_eq!(starts.of(&("batch", 500)).last(), Some(&MS(9_500)));
-    keep_units(&starts, 1999);
+    starts.keep_units(1999);
     starts.keep_rate(10, Duration::from_secs(1));
 }
 
@@ -150,7 +129,7 @@ async fn a_small_critical_call_does_not_wait_for_a_large_batch_calls_units() {
         starts.of(&("batch", 1000)),
         [MS(0), MS(1010), MS(2010), MS(3010), MS(4010)]
     );
-    keep_units(&starts, 1999);
+    starts.keep_units(1999);
 }
 
 #[tokio::test(start_paused = true)]
@@ -165,7 +144,7 @@ async fn a_light_tenants_tokens_alternate_with_a_heavy_tenants_flood() {
     let heavy = starts.of(&("heavy", 500));
     assert_eq!(&heavy[..5], [MS(0), MS(0), MS(500), MS(1500), MS(2500)]);
     assert_eq!(heavy.last(), Some(&MS(10_500)));
-    keep_units(&starts, 1999);
+    starts.keep_units(1999);
 }
 
 #[tokio::test(start_paused = true)]
@@ -185,7 +164,7 @@ async fn tenants_take_turns_by_the_tokens_they_were_served_not_by_calls() {
     let heavy = starts.of(&("heavy", 1000));
     assert_eq!(&heavy[..3], [MS(0), MS(1000), MS(3000)]);
     assert_eq!(heavy.last(), Some(&MS(10_000)));
-    keep_units(&starts, 1999);
+    starts.keep_units(1999);
 }
 
 #[tokio::test(start_paused = true)]
@@ -394,4 +373,65 @@ async fn a_next_late_for_its_units_does_not_lengthen_a_newcomers_wait() {
     let started = starts.of(&("default", 200));
     assert!(started.len() == 1 && started[0] <= MS(700), "{started:?}");
     drop(next);
+}
+
+#[resilient(token_rate = "1000/s", rate_cost = cost, fair = tenant)]
+async fn coming_back(tenant: &'static str, cost: u64, starts: &Starts) -> Result<(), ApiError> {
+    starts.add((tenant, cost));
+    Ok(())
+}
+
+/// A tenant that sends one call at a time beside one that queued six (all of 500 tokens):
+/// each time it comes back it starts where the last call served finished, so the two
+/// alternate (from where it last stood, it went first each time, the queued one waiting until
+/// it stopped: its fourth call at 7 s).
+#[tokio::test(start_paused = true)]
+async fn a_tenant_that_comes_back_one_call_at_a_time_does_not_starve_a_queued_one() {
+    let starts = Starts::new();
+    let queued = join_all((0..6).map(|_| coming_back("heavy", 500, &starts)));
+    let looping = async {
+        for _ in 0..12 {
+            coming_back("light", 500, &starts).await.unwrap();
+        }
+    };
+    let (queued, ()) = tokio::join!(queued, looping);
+    assert!(queued.iter().all(Result::is_ok));
+    let queued = starts.of(&("heavy", 500));
+    assert!(
+        queued[3] <= MS(2000),
+        "{queued:?} beside {:?}",
+        starts.of(&("light", 500))
+    );
+}
+
+#[resilient(token_rate = "1000/s", rate_cost = cost, priority = class)]
+async fn dearer_next(class: Priority, cost: u64, starts: &Starts) -> Result<(), ApiError> {
+    starts.add((class.as_str(), cost));
+    Ok(())
+}
+
+#[resilient(deadline = "500ms")]
+async fn dearer_next_within(class: Priority, cost: u64, starts: &Starts) -> Result<(), ApiError> {
+    dearer_next(class, cost, starts).await
+}
+
+/// Units booked for a late next that a caller followed cannot go back: a dearer waiter books
+/// its own after the schedule, and one whose deadline that passes is refused at once (it was
+/// let in, counted from the units booked, and ended by its deadline 500 ms later).
+#[tokio::test(start_paused = true)]
+async fn a_dearer_waiter_that_cannot_take_units_booked_for_another_is_judged_from_the_schedule() {
+    let starts = Starts::new();
+    dearer_next(Priority::Default, 1000, &starts).await.unwrap();
+    let mut batch = Box::pin(dearer_next(Priority::Batch, 500, &starts));
+    assert!(futures::poll!(batch.as_mut()).is_pending());
+    sleep(MS(550)).await;
+    dearer_next(Priority::Default, 50, &starts).await.unwrap();
+    let asked = tokio::time::Instant::now();
+    let critical = dearer_next_within(Priority::Critical, 800, &starts).await;
+    assert!(matches!(
+        critical,
+        Err(ApiError::Rejected(resil::Rejected::RateLimited { .. }))
+    ));
+    assert_eq!(asked.elapsed(), Duration::ZERO);
+    drop(batch);
 }

@@ -308,6 +308,17 @@ impl RateGate {
         if let Some(burst) = self.burst_limit().filter(|burst| cost > *burst) {
             return Err(Rejected::OverBurst { cost, burst });
         }
+        self.reserve_units(cost, deadline)
+    }
+
+    /// [`RateGate::reserve_slot`] for `cost` units even past the burst: the slot comes the
+    /// later, once the schedule has been clear for as long as the excess takes.
+    #[inline]
+    pub(crate) fn reserve_units(
+        &self,
+        cost: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(Duration, Slot), Rejected> {
         let now = Instant::now();
         if let Some(probing) = self.probe_slot(now, deadline) {
             return probing;

@@ -279,10 +279,10 @@ pub const KEYS: &[KeyDoc] = &[
         name: "token_rate",
         example: r#"token_rate = "90000/min""#,
         summary: "units of cost (tokens) per period",
-        meaning: "at most 90 000 units of cost a minute, each attempt costing `rate_cost`; a cost above the burst fails at once with `Rejected::OverBurst`",
+        meaning: "at most 90 000 units of cost a minute, each attempt costing `rate_cost`; a cost above the burst fails at once with `Rejected::OverBurst`; `\", batch 80%\"`: while calls of other classes came within the period, calls of class `Batch` take at most that share of the tokens (one larger than the share's burst waits the longer for it), and all of them when none did",
         default: "none",
-        constraints: "as `rate` (`\"auto\"` too); needs `rate_cost`",
-        builder: "`token_rate(count, period, burst)`, `token_rate_exact()`, `token_rate_learn()`, `token_rate_per_key()`",
+        constraints: "as `rate` (`\"auto\"` too); needs `rate_cost`; `batch N%` needs `priority` and a token gate of all calls that neither learns nor is shared",
+        builder: "`token_rate(count, period, burst)`, `token_rate_exact()`, `token_rate_learn()`, `token_rate_per_key()`, `token_rate_batch_share(percent)`",
     },
     KeyDoc {
         name: "rate_cost",

@@ -82,6 +82,9 @@ pub enum Violation {
     },
     /// A batch share without a declared rate of all calls to share.
     BatchShareWithoutRate,
+    /// A batch share of the token gate without a declared token gate of all calls that
+    /// orders its waiters (one that neither learns nor is shared) to share.
+    BatchShareWithoutTokenGate,
     /// Waiters served by priority (or fairly) at a rate gate that learns, which serves them
     /// in arrival order for now.
     OrderedLearningGate,
@@ -230,6 +233,9 @@ impl fmt::Display for Violation {
             ),
             Violation::BatchShareWithoutRate => f.write_str(
                 "a batch share is a share of the declared rate gate of all calls, but there is none: declare `rate(count, period, burst)` (a learnt `auto` rate has no figure to share, and a gate per key serves its waiters in arrival order)",
+            ),
+            Violation::BatchShareWithoutTokenGate => f.write_str(
+                "a batch share of the token gate is a share of the declared token gate of all calls, but there is none that serves its waiters in turn: declare `token_rate(count, period, burst)`, neither learnt, shared nor per key (those serve their waiters in arrival order, or per key), or remove the share",
             ),
             Violation::InvalidRetryBudget => f.write_str(
                 "a retry budget needs a share ≥ 0, such as \"20%\", and a minimum ≥ 0 retries per second, such as \"20%, min 10/s\"",

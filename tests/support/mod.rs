@@ -99,3 +99,21 @@ impl<L: PartialEq> Starts<L> {
         }
     }
 }
+
+impl<L> Starts<(L, u64)> {
+    /// Never more than `most` units started within any second, each start labelled with the
+    /// units it took (a token gate's `count + burst - 1`).
+    pub fn keep_units(&self, most: u64) {
+        let mut all: Vec<(Duration, u64)> = (self.starts.lock().unwrap().iter())
+            .map(|((_, units), at)| (*at, *units))
+            .collect();
+        all.sort();
+        for (at, _) in &all {
+            let within: u64 = (all.iter())
+                .filter(|(other, _)| *other >= *at && *other < *at + Duration::from_secs(1))
+                .map(|(_, units)| units)
+                .sum();
+            assert!(within <= most, "{within} units from {at:?}: {all:?}");
+        }
+    }
+}

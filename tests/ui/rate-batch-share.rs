@@ -29,9 +29,20 @@ async fn no_class() -> Result<(), Error> {
     Ok(())
 }
 
-#[resilient(rate = "500/min", token_rate = "40000/min, batch 80%", rate_cost = 10, priority = class)]
-async fn token_share(class: Priority) -> Result<(), Error> {
+#[resilient(token_rate = "40000/min, batch 80%", rate_cost = 10)]
+async fn token_share_no_class() -> Result<(), Error> {
+    Ok(())
+}
+
+#[resilient(token_rate = "40000/min, batch 80%", learn = true, rate_cost = 10, priority = class)]
+async fn learning_token_share(class: Priority) -> Result<(), Error> {
     let _ = class;
+    Ok(())
+}
+
+#[resilient(token_rate = "40000/min, batch 80% per key", key = model, rate_cost = 10, priority = class)]
+async fn token_share_per_key(model: &str, class: Priority) -> Result<(), Error> {
+    let _ = (model, class);
     Ok(())
 }
 

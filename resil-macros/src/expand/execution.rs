@@ -57,3 +57,19 @@ pub(super) fn execution(config: &Config) -> TokenStream {
         call
     }
 }
+
+/// What one attempt costs the token gate (`rate_cost = EXPR`): a bare number (`rate_cost = 10`)
+/// as a count, not as the `i32` Rust would infer, which is no count.
+pub(super) fn cost(cost: &syn::Expr) -> TokenStream {
+    let units = match cost {
+        syn::Expr::Lit(syn::ExprLit {
+            lit: syn::Lit::Int(int),
+            ..
+        }) if int.suffix().is_empty() => {
+            let units = syn::LitInt::new(&format!("{}u64", int.base10_digits()), int.span());
+            quote! { #units }
+        }
+        cost => quote! { #cost },
+    };
+    quote_spanned! {cost.span()=> ::resil::__private::cost(#units) }
+}

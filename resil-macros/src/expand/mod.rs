@@ -274,9 +274,10 @@ fn body(sig: &mut syn::Signature, block: syn::Block, config: &Config) -> TokenSt
     // The cost is evaluated once per attempt (per race, when hedged: its hedges cost the
     // same), over that attempt's arguments; a route judges the targets' token gates with it,
     // so it is set before the route chooses.
-    let cost = config.token_rate.as_ref().map(|(_, cost)| {
-        quote_spanned! {cost.span()=> ::resil::__private::cost(#cost) }
-    });
+    let cost = config
+        .token_rate
+        .as_ref()
+        .map(|(_, cost)| execution::cost(cost));
     let clones = match (&cost, &config.route) {
         (Some(cost), None) => quote! {
             #clones

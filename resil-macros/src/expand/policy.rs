@@ -148,6 +148,10 @@ pub(super) fn policy(config: &Config, name: &Ident) -> TokenStream {
         let percent = Literal::u8_unsuffixed(percent as u8);
         calls.push(quote! { .rate_batch_share(#percent) });
     }
+    if let Some(percent) = config.token_rate.as_ref().and_then(|(rate, _)| rate.batch) {
+        let percent = Literal::u8_unsuffixed(percent as u8);
+        calls.push(quote! { .token_rate_batch_share(#percent) });
+    }
     let gate = |rate: &Rate| {
         let count = Literal::u64_unsuffixed(rate.count);
         let burst = Literal::u64_unsuffixed(rate.burst);

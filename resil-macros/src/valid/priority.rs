@@ -70,12 +70,19 @@ pub(super) fn check_priority(
             errors.push(rate.span, "a batch share keeps calls of class `Batch` to their share, but no call has a class here: add `priority = class` (an argument of type `resil::Priority`), or remove `, batch N%`");
         }
     }
-    if let Some(rate) = args
-        .token_rate
-        .as_ref()
-        .filter(|rate| rate.value.batch.is_some())
-    {
-        errors.push(rate.span, "a batch share of the token gate is not implemented yet (issue 47): it is the request gate's (`rate = \"500/min, batch 80%\"`); remove `, batch N%` here");
+    if let Some(tokens) = args.token_rate.as_ref().filter(|t| t.value.batch.is_some()) {
+        if tokens.value.per_key {
+            errors.push(tokens.span, "a batch share is a share of the token gate of all calls, but this gate is per key, and a share per key is not implemented yet (issue 47): drop `per key`, or remove `, batch N%`");
+        } else if !tokens_in_turn {
+            let why = if shared {
+                "is shared"
+            } else {
+                "learns the provider's limits"
+            };
+            errors.push(tokens.span, format!("a batch share holds batch calls back in the token gate's waiting room, but this token gate {why}, so it serves its waiters in arrival order, with no room: declare it without, or remove `, batch N%`"));
+        } else if args.priority.is_none() {
+            errors.push(tokens.span, "a batch share keeps calls of class `Batch` to their share, but no call has a class here: add `priority = class` (an argument of type `resil::Priority`), or remove `, batch N%`");
+        }
     }
     (priority, fair)
 }

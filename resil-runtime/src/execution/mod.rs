@@ -11,6 +11,7 @@ mod in_turn;
 mod learn;
 #[cfg(feature = "shared")]
 mod probing;
+mod refund;
 mod report;
 mod retry;
 mod route;

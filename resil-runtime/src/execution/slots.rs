@@ -47,7 +47,7 @@ fn wait_for_share(
     // place in the share now and waits for it before it asks.
     #[cfg(feature = "shared")]
     if gate.shared().is_some() {
-        let (wait, slot) = share.reserve(deadline)?;
+        let (wait, slot) = share.reserve(1, deadline)?;
         let until = crate::deadline::later(Instant::now(), wait);
         return Ok(ShareWait::Until(until, slot));
     }
@@ -169,6 +169,11 @@ impl<'p> Progress<'p> {
             ..Reserved::default()
         };
         let mut wait = Duration::ZERO;
+        if (self.token_rate()).is_some_and(|gate| self.held_by_token_share(gate)) {
+            // Its place in the token gate's batch share first, in the gate's room.
+            self.hold(reserved);
+            return self.join_room(Room::Tokens).map(Took::Turn);
+        }
         if let Some(gate) = self.token_rate() {
             match gate.reserve_slot(self.cost(), gate.refuses_by(self.start_by())) {
                 Ok((tokens, slot)) => (wait, reserved.tokens) = (tokens, Some(slot)),
@@ -191,15 +196,6 @@ impl<'p> Progress<'p> {
             return self.join_room(Room::Tokens).map(Took::Turn);
         }
         Ok(Took::Wait(wait))
-    }
-
-    /// The token gate's slot goes back, the rate gate's kept: the attempt waits in the token
-    /// gate's room for its units.
-    pub(super) fn refund_tokens(&mut self) {
-        let slot = (self.admission.as_mut()).and_then(|a| a.reserved.tokens.take());
-        if let Some((gate, slot)) = self.token_rate().zip(slot) {
-            gate.refund(slot);
-        }
     }
 
     /// For a policy with shared gates, the times their store answered again after an outage.
@@ -450,63 +446,6 @@ impl<'p> Progress<'p> {
                 return self.listen();
             }
             self.hold(Reserved::default());
-        }
-    }
-
-    /// The attempt was refused, or gave up waiting, after its slots were reserved: it made no
-    /// call, so each goes back to its gate (each gate takes back only what it can: see
-    /// [`RateGate::refund`]).
-    #[inline]
-    pub(super) fn refund_slots(&mut self) {
-        // Every attempt ends here: a policy with no gate pays one check.
-        if self.settings.gated {
-            self.refund_reserved();
-        }
-    }
-
-    #[inline(never)]
-    fn refund_reserved(&mut self) {
-        let Some(reserved) = self
-            .admission
-            .as_mut()
-            .map(|a| std::mem::take(&mut a.reserved))
-        else {
-            return;
-        };
-        if reserved.used {
-            // A call cut short: spent, but a probe that taught nothing lets another go.
-            let slots = [
-                (self.rate(), reserved.rate),
-                (self.token_rate(), reserved.tokens),
-            ];
-            for (gate, slot) in slots {
-                if let Some((gate, slot)) = gate.zip(slot) {
-                    gate.probe_ended(slot);
-                }
-            }
-            return;
-        }
-        #[cfg(feature = "shared")]
-        self.alone_given_back(reserved.alone);
-        #[cfg(feature = "shared")]
-        if let Some(remote) = reserved.remote {
-            let links =
-                [self.rate(), self.token_rate()].map(|gate| gate.and_then(RateGate::shared));
-            for (link, slot) in links.into_iter().zip(*remote) {
-                if let (Some(link), Some(slot)) = (link, slot) {
-                    link.refund(slot);
-                }
-            }
-        }
-        if let (Some(gate), Some(slot)) = (self.rate(), reserved.rate) {
-            gate.refund(slot);
-        }
-        #[cfg(feature = "shared")]
-        if let Some((share, slot)) = self.rate().and_then(RateGate::batch).zip(reserved.share) {
-            share.refund(slot);
-        }
-        if let (Some(gate), Some(slot)) = (self.token_rate(), reserved.tokens) {
-            gate.refund(slot);
         }
     }
 

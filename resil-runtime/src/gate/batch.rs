@@ -86,10 +86,17 @@ impl BatchShare {
         Some(crate::deadline::later(self.gate.origin, until))
     }
 
-    /// A batch call's place in the share: the wait until then, and the slot to give back if
-    /// it never calls; refused, with nothing reserved, when it would come after `deadline`.
-    pub(crate) fn reserve(&self, deadline: Option<Instant>) -> Result<(Duration, Slot), Rejected> {
-        self.gate.reserve_slot(1, deadline)
+    /// A batch call's place in the share, of `cost` units (a token gate's call's; 1 at a rate
+    /// gate): the wait until then, and the slot to give back if it never calls; refused, with
+    /// nothing reserved, when it would come after `deadline`. A call that costs more than the
+    /// share's burst (which the gate itself lets through) waits the longer for it, so that
+    /// batch calls keep to the share's pace whatever each costs.
+    pub(crate) fn reserve(
+        &self,
+        cost: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(Duration, Slot), Rejected> {
+        self.gate.reserve_units(cost, deadline)
     }
 
     /// The wait until a batch call's place in the share, after the places of `before` batch

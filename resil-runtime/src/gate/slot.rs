@@ -157,6 +157,11 @@ impl RateGate {
         crate::deadline::later(self.origin, std::time::Duration::from_nanos(due))
     }
 
+    /// Whether `slot` is the latest the gate promised (one given back goes back at once).
+    pub(crate) fn is_latest(&self, slot: Slot) -> bool {
+        self.tat.load(Ordering::Acquire) == slot.end.get()
+    }
+
     /// Whether a throttle revoked `slot` since it was reserved.
     pub(crate) fn is_revoked(&self, slot: Slot) -> bool {
         self.epoch() != slot.epoch

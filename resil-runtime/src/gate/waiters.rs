@@ -17,7 +17,6 @@ use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 
@@ -116,87 +115,6 @@ impl GateRoom {
         if let Some(stalled) = self.turns.aside() {
             self.turns.pass_over(stalled);
         }
-    }
-}
-
-impl RateGate {
-    /// Callers that must wait for a slot are served by priority (see
-    /// [`Priority`](crate::Priority)), and round-robin across up to `lanes` `fair` values.
-    pub(crate) fn ordered(mut self, lanes: usize) -> Self {
-        self.waiters = Some(Box::new(Waiters::new(lanes)));
-        self
-    }
-
-    /// [`RateGate::ordered`], for a token gate: its waiters' lanes take turns by the units
-    /// they were served, not by calls.
-    pub(crate) fn ordered_by_units(mut self, lanes: usize) -> Self {
-        self.waiters = Some(Box::new(Waiters::weighed(lanes)));
-        self
-    }
-
-    /// Whether callers that must wait are served by priority.
-    pub(crate) fn orders(&self) -> bool {
-        self.waiters.is_some()
-    }
-
-    /// The deadline a reservation in arrival order is refused by: none where callers that
-    /// must wait are served by priority, since that order holds the slot booked for the
-    /// room's next caller, which a more urgent (or, in a token gate, cheaper) caller takes in
-    /// its place: its room judges its wait ([`Turn::join`]).
-    #[inline]
-    pub(crate) fn refuses_by(&self, deadline: Option<Instant>) -> Option<Instant> {
-        deadline.filter(|_| self.waiters.is_none())
-    }
-
-    /// Where the slot the waiting room booked for its next waiter ends, if it booked one
-    /// (gate offsets). A shared gate's room books alone (the store down or late).
-    #[cfg(feature = "shared")]
-    pub(super) fn room_booked_end(&self) -> Option<u64> {
-        let room = self.waiters.as_deref()?.made()?;
-        room.booked.map(|(_, slot, _)| slot.end.get())
-    }
-
-    fn waiters(&self) -> &Waiters {
-        self.waiters
-            .as_deref()
-            .expect("only an ordered gate has waiters")
-    }
-
-    /// The wait of a caller at `place` in `room` at `now`, whose slot takes `cost` units:
-    /// served first, its slot (the one booked, or one of its cost in its place); behind
-    /// others, the slot booked for the next (or the gate's next free one), then one unit for
-    /// each other waiter served before it (the least each costs: a token gate's caller is
-    /// never refused for a wait it may not have) and its own units; for a batch call held back by the batch share, at least its place
-    /// there, after the places of the batch calls before it.
-    fn turn_wait(&self, room: &GateRoom, place: Place, now: Instant, cost: u64) -> Duration {
-        let count = |ahead: usize| u64::try_from(ahead).unwrap_or(u64::MAX);
-        let ahead = count(room.turns.ahead_of(place));
-        let mut wait = match (room.booked, ahead) {
-            // It takes the slot booked, or one of its cost in its place.
-            (Some((due, _, booked)), 0) if booked == cost => due.saturating_duration_since(now),
-            (Some((_, slot, _)), 0) => self.due_unlearnt(slot, cost).saturating_duration_since(now),
-            (None, 0) => self.wait_for(cost).unwrap_or(crate::deadline::NEVER),
-            (booked, _) => {
-                // From the next's slot, even past (its waiter late for it, and soon passed
-                // over): from now, the wait would be overstated by that lateness.
-                let next = match booked {
-                    Some((due, ..)) => due,
-                    None => later(now, self.wait_for(1).unwrap_or(crate::deadline::NEVER)),
-                };
-                let interval = self
-                    .interval_at(self.offset(now))
-                    .saturating_mul(self.share_now());
-                let units = (ahead - 1).saturating_add(cost.max(1));
-                let after = Duration::from_nanos(interval.saturating_mul(units));
-                later(next, after).saturating_duration_since(now)
-            }
-        };
-        let share = self.batch().filter(|_| place.class() == Priority::Batch);
-        if let Some(share) = share.filter(|share| room.holds_back(share)) {
-            let before = count(room.turns.ahead_in_class(place).saturating_sub(room.placed));
-            wait = wait.max(share.wait_after(before));
-        }
-        wait
     }
 }
 
@@ -478,7 +396,7 @@ impl Wait {
             let share = gate.batch()?;
             self.share = match room.holds_back(share) {
                 false => Share::Taken,
-                true => match share.reserve(self.deadline) {
+                true => match share.reserve(self.cost, self.deadline) {
                     Ok((wait, slot)) => {
                         room.placed += 1;
                         Share::At(later(now, wait), slot)
@@ -518,5 +436,6 @@ impl<G: Deref<Target = RateGate>> std::fmt::Debug for Turn<G> {
     }
 }
 
+mod ordered;
 #[cfg(test)]
 mod tests;

@@ -35,15 +35,17 @@ pub(super) struct Class {
 }
 
 /// Start-time fair queuing across lanes whose waiters cost different units: each lane's first
-/// waiter starts at its lane's tag, the units its lane was served before it (a lane made now
-/// starts at the class's clock, so an idle tenant banks nothing), and the lowest tag is served
-/// next, the earlier lane first on a tie. A tenant of 100-unit calls is served ten of them for
+/// waiter starts at its lane's tag, the units its lane was served before it, and the lowest tag
+/// is served next, the earlier lane first on a tie. A lane made now starts at the class's
+/// clock, where the waiter served last finished: an idle tenant banks nothing, and a tenant
+/// that comes back (or a flood of new ones) comes after the lanes served up to then, not
+/// before them. A tenant of 100-unit calls is served ten of them for
 /// each call of one of 1 000-unit calls: each gets the units of the other, not the calls.
 #[derive(Debug, Default)]
 struct Weighed {
     /// Each lane's first waiter by its tag: (tag, the lane's generation, the lane's value).
     order: BTreeSet<(u64, u64, u64)>,
-    /// The tag of the waiter served last.
+    /// Where the waiter served last finished: its tag and its units.
     clock: u64,
 }
 
@@ -225,9 +227,9 @@ impl Class {
     fn pop_weighed(&mut self) -> Option<u64> {
         let weighed = self.weighed.as_deref_mut()?;
         let (tag, generation, value) = weighed.order.pop_first()?;
-        weighed.clock = weighed.clock.max(tag);
         let lane = self.lanes.get_mut(&value)?;
         let waiter = lane.waiters.pop_front()?;
+        weighed.clock = weighed.clock.max(tag.saturating_add(waiter.cost));
         let length = lane.waiters.len();
         if length == 0 {
             self.lanes.remove(&value);

@@ -329,13 +329,18 @@ impl Turns {
         }
     }
 
-    /// How many waiters would be served before a newcomer at `place`, ignoring aging: the
-    /// more urgent ones, and those of its class served before it (see [`Class::ahead_of`]).
+    /// How many waiters would be served before a newcomer at `place`, at least: those of its
+    /// class served before it (see [`Class::ahead_of`]), and the more urgent ones, as many as
+    /// aging lets go before each of them and before it (a class passed over
+    /// [`Priority::AGING_PASSES`] times is served next).
     pub(crate) fn ahead_of(&self, place: Place) -> usize {
-        let urgent: usize = (self.classes[..place.class().index()].iter())
-            .map(Class::waiting)
-            .sum();
-        urgent + self.ahead_in_class(place)
+        let index = place.class().index();
+        let urgent: usize = self.classes[..index].iter().map(Class::waiting).sum();
+        let own = self.ahead_in_class(place);
+        let aging = Priority::AGING_PASSES as usize;
+        let passed = self.passed[index] as usize;
+        let aged = (aging.saturating_sub(passed)).saturating_add(own.saturating_mul(aging));
+        own + urgent.min(aged)
     }
 
     /// How many waiters of its own class would be served before a newcomer at `place`.

@@ -28,7 +28,7 @@ async fn a_next_waiting_for_its_share_and_its_watcher_in_one_task_do_not_spin() 
     // Another class came, and the gate's and the share's free places are taken.
     assert!(!share.holds_back(Priority::Default));
     gate.reserve_slot(1, None).unwrap();
-    share.reserve(None).unwrap();
+    share.reserve(1, None).unwrap();
     let batch = Place::new(Priority::Batch, 0);
     let next = Turn::join(&gate, batch, None, 1).unwrap();
     let watcher = Turn::join(&gate, batch, None, 1).unwrap();

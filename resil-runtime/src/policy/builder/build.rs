@@ -104,7 +104,7 @@ impl<K, C> PolicyBuilder<K, C> {
                 true => gate.ordered(lanes),
                 false => gate,
             });
-        if let Some(percent) = self.batch_share {
+        if let Some(percent) = self.batch_share.rate {
             let gate = (rate.take())
                 .filter(|_| !self.per_key.rate)
                 .ok_or(ConfigError::BatchShareWithoutRate)?;
@@ -127,6 +127,12 @@ impl<K, C> PolicyBuilder<K, C> {
             true => gate.ordered_by_units(lanes),
             false => gate,
         });
+        if let Some(percent) = self.batch_share.token_rate {
+            let gate = (token_rate.take())
+                .filter(|gate| gate.orders() && !self.per_key.token_rate)
+                .ok_or(ConfigError::BatchShareWithoutTokenGate)?;
+            token_rate = Some(gate.batch_share(percent)?);
+        }
         let name = self.name.unwrap_or_else(|| Arc::from("policy"));
         let budget = self
             .budget

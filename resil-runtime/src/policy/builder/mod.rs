@@ -82,8 +82,9 @@ pub struct PolicyBuilder<K = Unkeyed, C = ByTransient> {
     by_priority: bool,
     /// ... and in turn across their `fair` values (see [`PolicyBuilder::fair`]).
     fair: bool,
-    /// The rate gate's share for batch calls (see [`PolicyBuilder::rate_batch_share`]).
-    batch_share: Option<u8>,
+    /// The rate and token gates' shares for batch calls (see
+    /// [`PolicyBuilder::rate_batch_share`]).
+    batch_share: Shares,
     listener: Option<Arc<dyn Listener>>,
     #[cfg(feature = "shared")]
     shared: Option<crate::seams::Sharing>,
@@ -106,6 +107,13 @@ enum BreakerSpec {
 struct Exact {
     rate: bool,
     token_rate: bool,
+}
+
+/// The share of each gate batch calls may take while others come, in percent.
+#[derive(Debug, Default, Clone, Copy)]
+struct Shares {
+    rate: Option<u8>,
+    token_rate: Option<u8>,
 }
 
 /// Which of the bulkhead and gates each key has its own of.
@@ -145,7 +153,7 @@ impl Default for PolicyBuilder {
             independent: false,
             by_priority: false,
             fair: false,
-            batch_share: None,
+            batch_share: Shares::default(),
             listener: None,
             #[cfg(feature = "shared")]
             shared: None,
@@ -188,39 +196,6 @@ impl<K, C> PolicyBuilder<K, C> {
     pub fn fair(mut self) -> Self {
         self.by_priority = true;
         self.fair = true;
-        self
-    }
-
-    /// While calls of other classes come (within the gate's period), batch calls
-    /// ([`Priority::Batch`](crate::Priority::Batch)) take at most `percent` (1 to 99) of the
-    /// rate gate's capacity: the rest is free for the others, who then start at once rather
-    /// than wait for a slot behind a full schedule; when none came for a period, batch calls
-    /// take all of it (`rate = "500/min, batch 80%"`). A batch call waits for its place in the
-    /// share before it takes its slot in the gate, so no slot is held idle meanwhile. Implies
-    /// [`by_priority`](PolicyBuilder::by_priority). Per instance, for a shared gate.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use resil_runtime::{Next, Policy, Priority, Rejected};
-    ///
-    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-    /// let policy = Policy::builder()
-    ///     .rate(500, Duration::from_secs(60), 1)
-    ///     .rate_batch_share(80)
-    ///     .build()
-    ///     .unwrap();
-    /// let mut execution = policy.execute::<Rejected>();
-    /// execution.set_priority(Priority::Batch);
-    /// let Next::Done(outcome) = execution.attempt(async { Ok(5) }).await else {
-    ///     unreachable!("no retry declared")
-    /// };
-    /// assert_eq!(outcome.into_result(), Ok(5));
-    /// assert!(Policy::builder().rate_batch_share(80).build().is_err());
-    /// # }
-    /// ```
-    pub fn rate_batch_share(mut self, percent: u8) -> Self {
-        self.by_priority = true;
-        self.batch_share = Some(percent);
         self
     }
 

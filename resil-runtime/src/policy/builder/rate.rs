@@ -60,4 +60,61 @@ impl<K, C> PolicyBuilder<K, C> {
         self.learn.token_rate = true;
         self
     }
+
+    /// While calls of other classes come (within the gate's period), batch calls
+    /// ([`Priority::Batch`](crate::Priority::Batch)) take at most `percent` (1 to 99) of the
+    /// rate gate's capacity: the rest is free for the others, who then start at once rather
+    /// than wait for a slot behind a full schedule; when none came for a period, batch calls
+    /// take all of it (`rate = "500/min, batch 80%"`). A batch call waits for its place in the
+    /// share before it takes its slot in the gate, so no slot is held idle meanwhile. Implies
+    /// [`by_priority`](PolicyBuilder::by_priority). Per instance, for a shared gate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resil_runtime::{Next, Policy, Priority, Rejected};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let policy = Policy::builder()
+    ///     .rate(500, Duration::from_secs(60), 1)
+    ///     .rate_batch_share(80)
+    ///     .build()
+    ///     .unwrap();
+    /// let mut execution = policy.execute::<Rejected>();
+    /// execution.set_priority(Priority::Batch);
+    /// let Next::Done(outcome) = execution.attempt(async { Ok(5) }).await else {
+    ///     unreachable!("no retry declared")
+    /// };
+    /// assert_eq!(outcome.into_result(), Ok(5));
+    /// assert!(Policy::builder().rate_batch_share(80).build().is_err());
+    /// # }
+    /// ```
+    pub fn rate_batch_share(mut self, percent: u8) -> Self {
+        self.by_priority = true;
+        self.batch_share.rate = Some(percent);
+        self
+    }
+
+    /// [`PolicyBuilder::rate_batch_share`] for the token gate (`token_rate = "40000/min,
+    /// batch 80%"`): while calls of other classes come, batch calls take at most `percent` of
+    /// its tokens (at most its whole burst at once), the rest kept free for the others. A batch
+    /// call held back waits for its place in the share in the token gate's waiting room, and
+    /// for its units after it. For a token gate of all calls that neither learns nor is
+    /// shared. Implies [`by_priority`](PolicyBuilder::by_priority).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use resil_runtime::Policy;
+    ///
+    /// let policy = Policy::builder()
+    ///     .token_rate(40_000, Duration::from_secs(60), 40_000)
+    ///     .token_rate_batch_share(80)
+    ///     .build();
+    /// assert!(policy.is_ok());
+    /// assert!(Policy::builder().token_rate_batch_share(80).build().is_err());
+    /// ```
+    pub fn token_rate_batch_share(mut self, percent: u8) -> Self {
+        self.by_priority = true;
+        self.batch_share.token_rate = Some(percent);
+        self
+    }
 }
