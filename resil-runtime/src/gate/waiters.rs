@@ -10,8 +10,9 @@
 //! and let go once nobody waits, so a key's gate keeps none between waits.
 //!
 //! A token gate's slot is of the units its waiter costs: one booked for a waiter of another
-//! cost, who was next then, goes back when a more urgent one comes for it, and that one books
-//! its own.
+//! cost, who was next then, goes back when another becomes next, and that one books its own;
+//! if a slot was promised after it, it cannot go back, and the new next takes it if its units
+//! are enough (otherwise it is given up: see [`RateGate::refund`]).
 
 use std::future::Future;
 use std::ops::Deref;
