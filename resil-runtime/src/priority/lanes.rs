@@ -36,16 +36,16 @@ pub(super) struct Class {
 
 /// Start-time fair queuing across lanes whose waiters cost different units: each lane's first
 /// waiter starts at its lane's tag, the units its lane was served before it, and the lowest tag
-/// is served next, the earlier lane first on a tie. A lane made now starts at the class's
-/// clock, where the waiter served last finished: an idle tenant banks nothing, and a tenant
-/// that comes back (or a flood of new ones) comes after the lanes served up to then, not
-/// before them. A tenant of 100-unit calls is served ten of them for
-/// each call of one of 1 000-unit calls: each gets the units of the other, not the calls.
+/// is served next, the earlier lane first on a tie. A tenant of 100-unit calls is served ten of
+/// them for each call of one of 1 000-unit calls: each gets the units of the other, not the
+/// calls. A lane made now starts at the class's clock, where the waiter served last finished:
+/// an idle tenant banks nothing, and a tenant that comes back (or a flood of new ones) comes
+/// after the lanes served up to then, not before them.
 #[derive(Debug, Default)]
 struct Weighed {
     /// Each lane's first waiter by its tag: (tag, the lane's generation, the lane's value).
     order: BTreeSet<(u64, u64, u64)>,
-    /// Where the waiter served last finished: its tag and its units.
+    /// Where the waiter served last finished: its tag plus its units.
     clock: u64,
 }
 
