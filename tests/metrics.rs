@@ -418,4 +418,7 @@ fn waits_in_turn_show_per_class() {
     assert_eq!(waits("critical"), [0.5], "{snapshot:?}");
     assert_eq!(waits("batch"), [1.0], "{snapshot:?}");
     assert!(waits("default").is_empty());
+    // A wait it has no gate for shows no series.
+    let tokens = value(&snapshot, "resil_wait_seconds", &[("wait", "token_rate")]);
+    assert!(tokens.is_none(), "{snapshot:?}");
 }

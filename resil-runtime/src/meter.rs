@@ -45,8 +45,8 @@ pub(crate) struct Handles {
     /// at the policy's first routed attempt: a policy that does not route allocates none.
     routes: OnceLock<papaya::HashMap<Box<str>, [Counter; 2], foldhash::fast::RandomState>>,
     /// `resil_wait_seconds` by wait, class and promotion, made at the policy's first wait in
-    /// turn.
-    waits: OnceLock<[[[Histogram; 2]; 3]; 3]>,
+    /// turn for that wait: a policy without a token gate shows no `token_rate` series.
+    waits: [OnceLock<[[Histogram; 2]; 3]>; 3],
 }
 
 /// The targets whose route counters a policy keeps; a target past them is looked up in the
@@ -80,7 +80,7 @@ impl Handles {
                     read.get()
                 }),
             routes: OnceLock::new(),
-            waits: OnceLock::new(),
+            waits: Default::default(),
         }
     }
 
@@ -183,23 +183,21 @@ impl Slot {
         waited: Duration,
         promoted: bool,
     ) {
-        let waits = self.handles().waits.get_or_init(|| {
+        let index = WAITS.iter().position(|known| *known == wait).unwrap_or(0);
+        let waits = self.handles().waits[index].get_or_init(|| {
             let label = || metrics::SharedString::from(Arc::clone(&self.name));
-            WAITS.map(|wait| {
-                [Priority::Critical, Priority::Default, Priority::Batch].map(|class| {
-                    ["false", "true"].map(|promoted| {
-                        histogram!(series::WAIT_SECONDS.name, "fn" => label(), "wait" => wait, "class" => class.as_str(), "promoted" => promoted)
-                    })
+            [Priority::Critical, Priority::Default, Priority::Batch].map(|class| {
+                ["false", "true"].map(|promoted| {
+                    histogram!(series::WAIT_SECONDS.name, "fn" => label(), "wait" => WAITS[index], "class" => class.as_str(), "promoted" => promoted)
                 })
             })
         });
-        let wait = WAITS.iter().position(|known| *known == wait).unwrap_or(0);
         let class = match class {
             Priority::Critical => 0,
             Priority::Default => 1,
             Priority::Batch => 2,
         };
-        waits[wait][class][usize::from(promoted)].record(waited.as_secs_f64());
+        waits[class][usize::from(promoted)].record(waited.as_secs_f64());
     }
 }
 
