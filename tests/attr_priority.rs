@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use resil::{resilient, Priority};
-use support::ApiError;
+use support::{at, ApiError};
 use tokio::time::{sleep, timeout};
 
 type Starts = support::Starts<Priority>;
@@ -30,15 +30,6 @@ gated!(flooded);
 gated!(heard_flooded);
 gated!(given_up_in_the_middle);
 gated!(given_up_last);
-
-/// Calls `call` with `class` at `at` after the origin.
-async fn at<F: std::future::Future<Output = Result<(), ApiError>>>(
-    at: Duration,
-    call: impl FnOnce() -> F,
-) -> Result<(), ApiError> {
-    sleep(at).await;
-    call().await
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_critical_call_behind_100_batch_calls_starts_within_two_periods_and_the_rate_holds() {

@@ -7,15 +7,10 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use resil::{resilient, Priority};
-use support::{ApiError, Starts};
+use support::{at, ApiError, Starts};
 use tokio::time::sleep;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
-
-async fn at<F: std::future::Future>(at: Duration, call: impl FnOnce() -> F) -> F::Output {
-    sleep(at).await;
-    call().await
-}
 
 #[resilient(rate = "10/s per key", key = model, priority = class)]
 async fn per_model(

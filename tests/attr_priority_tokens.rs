@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use resil::{resilient, Priority};
-use support::ApiError;
+use support::{at, ApiError};
 use tokio::time::sleep;
 
 /// Each start's label and the tokens it took. Each test has its own function, and so its own
@@ -61,15 +61,6 @@ async fn fair_by_units(tenant: &'static str, cost: u64, starts: &Starts) -> Resu
 async fn given_up(class: Priority, cost: u64, starts: &Starts) -> Result<(), ApiError> {
     starts.add((class.as_str(), cost));
     Ok(())
-}
-
-/// Calls `call` at `at` after the origin.
-async fn at<F: std::future::Future<Output = Result<(), ApiError>>>(
-    at: Duration,
-    call: impl FnOnce() -> F,
-) -> Result<(), ApiError> {
-    sleep(at).await;
-    call().await
 }
 
 #[tokio::test(start_paused = true)]
@@ -175,7 +166,6 @@ async fn a_token_waiter_that_gives_up_leaves_no_hole() {
     let leaves = at(MS(1050), || async {
         let call = given_up(Priority::Critical, 500, &starts);
         let _ = tokio::time::timeout(MS(150), call).await;
-        Ok(())
     });
     let (batch, _) = tokio::join!(batch, leaves);
     assert!(batch.iter().all(Result::is_ok));

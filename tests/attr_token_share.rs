@@ -8,22 +8,13 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use resil::{resilient, Priority};
-use support::ApiError;
-use tokio::time::sleep;
+use support::{at, ApiError};
 
 /// Each start's class and the tokens it took. Each test has its own function, and so its own
 /// gates: tests run side by side.
 type Starts = support::Starts<(Priority, u64)>;
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
-
-async fn at<F: std::future::Future<Output = Result<(), ApiError>>>(
-    at: Duration,
-    call: impl FnOnce() -> F,
-) -> Result<(), ApiError> {
-    sleep(at).await;
-    call().await
-}
 
 /// Default calls of 100 tokens every 200 ms for 2 s; 40 batch calls of 100 tokens at 1 ms.
 async fn defaults_beside_a_batch_job<F: std::future::Future<Output = Result<(), ApiError>>>(

@@ -4,20 +4,14 @@
 
 mod support;
 
-use std::future::Future;
 use std::time::Duration;
 
 use futures::future::join_all;
 use resil::{resilient, Priority};
-use support::{ApiError, Starts};
+use support::{at, ApiError, Starts};
 use tokio::time::{sleep, timeout, Instant};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
-
-async fn at<F: Future>(at: Duration, call: impl FnOnce() -> F) -> F::Output {
-    sleep(at).await;
-    call().await
-}
 
 #[resilient(rate = "10/s", priority = class)]
 async fn stalled_pair(class: Priority, starts: &Starts<Priority>) -> Result<(), ApiError> {

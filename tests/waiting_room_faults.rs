@@ -12,15 +12,10 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use resil::{resilient, Priority};
-use support::{ApiError, Starts};
+use support::{at, ApiError, Starts};
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 
 const MS: fn(u64) -> Duration = Duration::from_millis;
-
-async fn at<F: Future>(at: Duration, call: impl FnOnce() -> F) -> F::Output {
-    sleep(at).await;
-    call().await
-}
 
 /// Polls `fut` until `until`, then leaves it unpolled but alive (a `select!` branch not
 /// polled again): `None` if it had not finished.

@@ -117,3 +117,9 @@ impl<L> Starts<(L, u64)> {
         }
     }
 }
+
+/// Calls `call` at `at` after now (the test's origin, on the paused clock).
+pub async fn at<F: std::future::Future>(at: Duration, call: impl FnOnce() -> F) -> F::Output {
+    tokio::time::sleep(at).await;
+    call().await
+}

@@ -7,6 +7,7 @@ use super::admission::Reserved;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
@@ -92,7 +93,9 @@ impl<'p> Progress<'p> {
         let orders = |gate: Option<&RateGate>| gate.is_some_and(RateGate::orders);
         let (rate, tokens) = (orders(self.rate()), orders(self.token_rate()));
         let room = match (rate, tokens) {
-            (true, true) if self.rate_slot_due() => Room::Tokens,
+            (true, true) if self.rate_slot_wait().is_some_and(|wait| wait.is_zero()) => {
+                Room::Tokens
+            }
             (true, _) => Room::Rate,
             (false, true) => Room::Tokens,
             (false, false) => return Ok(None),
@@ -100,11 +103,11 @@ impl<'p> Progress<'p> {
         self.join_room(room).map(Some)
     }
 
-    /// Whether the rate gate's slot this attempt holds is due now (there is one).
-    fn rate_slot_due(&self) -> bool {
-        let slot = self.admission.as_ref().and_then(|a| a.reserved.rate);
-        let due = |(gate, slot): (&RateGate, Slot)| gate.due_unlearnt(slot, 1) <= Instant::now();
-        self.rate().zip(slot).is_some_and(due)
+    /// The wait until the rate gate's slot this attempt holds is due, if it holds one.
+    pub(super) fn rate_slot_wait(&self) -> Option<Duration> {
+        let slot = self.admission.as_ref()?.reserved.rate?;
+        let due = self.rate()?.due_unlearnt(slot, 1);
+        Some(due.saturating_duration_since(Instant::now()))
     }
 
     /// The attempt waits in `room`, which orders its waiters: what it reserved there goes back

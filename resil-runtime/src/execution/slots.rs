@@ -159,10 +159,7 @@ impl<'p> Progress<'p> {
                 return Ok(Took::Wait(Duration::ZERO));
             };
             admission.reserved.tokens = Some(slot);
-            let rate = admission.reserved.rate;
-            let due = (self.rate().zip(rate)).map(|(gate, slot)| gate.due_unlearnt(slot, 1));
-            let wait = due.map(|due| due.saturating_duration_since(Instant::now()));
-            return Ok(Took::Wait(wait.unwrap_or_default()));
+            return Ok(Took::Wait(self.rate_slot_wait().unwrap_or_default()));
         }
         let mut reserved = Reserved {
             rate: Some(slot),
