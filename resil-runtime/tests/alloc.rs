@@ -199,13 +199,16 @@ async fn a_key_with_an_adaptive_bulkhead_costs_a_bounded_number_of_bytes() {
     }
 }
 
-/// The heaviest key there is: a breaker that opens after `failures`, an adaptive bulkhead,
-/// and rate and token gates that learn from the provider's answers, all per key.
+/// The heaviest key there is: a breaker that opens after `failures`, an adaptive bulkhead
+/// with a queue, and rate and token gates that learn from the provider's answers, all per
+/// key, each serving its waiters by priority and in turn across `fair` values.
 fn heaviest(failures: u32) -> resil_runtime::PolicyBuilder<resil_runtime::Keyed> {
     Policy::builder()
         .breaker_per_key("user", failures, Duration::from_secs(30))
         .bulkhead_adaptive(1, 256)
+        .bulkhead_queue(4)
         .bulkhead_per_key()
+        .fair()
         .rate(60, Duration::from_secs(60), 1)
         .rate_learn()
         .rate_per_key()

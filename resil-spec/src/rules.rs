@@ -85,8 +85,8 @@ pub enum Violation {
     /// A batch share of the token gate without a declared token gate of all calls that
     /// orders its waiters (one that neither learns nor is shared) to share.
     BatchShareWithoutTokenGate,
-    /// Waiters served by priority (or fairly) at a rate gate that learns, which serves them
-    /// in arrival order for now.
+    /// Waiters served by priority (or fairly) at a shared rate gate that learns, which serves
+    /// them in arrival order for now.
     OrderedLearningGate,
     /// The waits alone before the last retry outlast the deadline: that retry can never be made.
     RetriesPastDeadline {
@@ -229,10 +229,10 @@ impl fmt::Display for Violation {
                 "a batch share of {percent} % leaves batch calls nothing or everything: give a share from 1 % to 99 %, such as `rate = \"500/min, batch 80%\"`"
             ),
             Violation::OrderedLearningGate => f.write_str(
-                "a rate gate that learns the provider's limits (`learn`, `auto`) serves its waiters in arrival order: ordering them by priority, in turn across `fair` values or with a batch share is not implemented for it yet; declare the rate without learning, or serve in arrival order",
+                "a shared rate gate that learns the provider's limits (`learn`, `auto`) serves its waiters in arrival order: ordering them by priority or in turn across `fair` values is not implemented for it yet; declare the rate without learning, do not share it, or serve in arrival order",
             ),
             Violation::BatchShareWithoutRate => f.write_str(
-                "a batch share is a share of the declared rate gate of all calls, but there is none: declare `rate(count, period, burst)` (a learnt `auto` rate has no figure to share, and a gate per key serves its waiters in arrival order)",
+                "a batch share is a share of the declared rate gate of all calls, but there is none: declare `rate(count, period, burst)` without learning (a learnt rate's capacity is the provider's, which no declared figure states, and a gate per key serves its waiters in arrival order)",
             ),
             Violation::BatchShareWithoutTokenGate => f.write_str(
                 "a batch share of the token gate is a share of the declared token gate of all calls, but there is none that serves its waiters in turn: declare `token_rate(count, period, burst)`, neither learnt, shared nor per key (those serve their waiters in arrival order, or per key), or remove the share",

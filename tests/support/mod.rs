@@ -84,6 +84,15 @@ impl<L: PartialEq> Starts<L> {
             .collect()
     }
 
+    /// Every start's label, in the order they started (those at one instant too).
+    pub fn labels(&self) -> Vec<L>
+    where
+        L: Clone,
+    {
+        let starts = self.starts.lock().unwrap();
+        starts.iter().map(|(label, _)| label.clone()).collect()
+    }
+
     /// Every start, in order.
     pub fn all(&self) -> Vec<Duration> {
         let mut all: Vec<_> = self.starts.lock().unwrap().iter().map(|s| s.1).collect();

@@ -24,8 +24,8 @@ async fn no_queue(tenant: &str) -> Result<(), Error> {
     Ok(())
 }
 
-#[resilient(token_rate = "1000/s", learn = true, rate_cost = 10, fair = tenant)]
-async fn learning_token_gate_alone(tenant: &str) -> Result<(), Error> {
+#[resilient(token_rate = "1000/s", shared = true, rate_cost = 10, fair = tenant)]
+async fn shared_token_gate_alone(tenant: &str) -> Result<(), Error> {
     let _ = tenant;
     Ok(())
 }
@@ -38,8 +38,8 @@ async fn not_hashable(tenant: Tenant) -> Result<(), Error> {
     Ok(())
 }
 
-#[resilient(rate = "10/s", learn = true, priority = class)]
-async fn learning_gate(class: Priority) -> Result<(), Error> {
+#[resilient(rate = "10/s", learn = true, shared = true, priority = class)]
+async fn shared_learning_gate(class: Priority) -> Result<(), Error> {
     let _ = class;
     Ok(())
 }

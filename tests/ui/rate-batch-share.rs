@@ -40,6 +40,12 @@ async fn learning_token_share(class: Priority) -> Result<(), Error> {
     Ok(())
 }
 
+#[resilient(rate = "500/min, batch 80%", learn = true, priority = class)]
+async fn learning_share(class: Priority) -> Result<(), Error> {
+    let _ = class;
+    Ok(())
+}
+
 #[resilient(token_rate = "40000/min, batch 80% per key", key = model, rate_cost = 10, priority = class)]
 async fn token_share_per_key(model: &str, class: Priority) -> Result<(), Error> {
     let _ = (model, class);

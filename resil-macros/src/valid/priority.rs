@@ -12,7 +12,7 @@ use crate::keys::{did_you_mean, ResilientArgs, Setting};
 
 /// The argument `priority` names, and the one `fair` names, each checked: an argument of the
 /// function, and something whose waiters it orders: the rate gate, the bulkhead queue or the
-/// token gate (unless it learns or is shared), of all calls or per key.
+/// token gate (unless it is shared), of all calls or per key.
 pub(super) fn check_priority(
     args: &ResilientArgs,
     sig: &Signature,
@@ -29,10 +29,11 @@ pub(super) fn check_priority(
     let rate = args.rate.as_ref().map(|rate| &rate.value);
     let learn = args.learn.as_ref().is_some_and(|l| l.value);
     let shared = args.shared.as_ref().is_some_and(|s| s.value);
-    // A learning token gate moves its slots, and a shared one's units are asked of the store
-    // with the request gate's slot: both serve their waiters in arrival order.
+    // A shared token gate's units are asked of the store with the request gate's slot: it
+    // serves its waiters in arrival order.
     let tokens = args.token_rate.as_ref().map(|rate| &rate.value);
-    let tokens_in_turn = tokens.is_some_and(|tokens| !(tokens.learn || learn || shared));
+    let tokens_in_turn = tokens.is_some() && !shared;
+    let tokens_learn = tokens.is_some_and(|tokens| tokens.learn) || learn;
     let ordered = rate.is_some() || args.bulkhead_queue.is_some() || tokens_in_turn;
     // A gate or queue left out for a mistake of its own is not missing.
     if !errors.is_empty() {
@@ -46,25 +47,26 @@ pub(super) fn check_priority(
             continue;
         };
         let message = if args.token_rate.is_some() {
-            let (why, or) = match shared {
-                true => ("is shared", ""),
-                false => ("learns the provider's limits", "declare the token rate without learning, "),
-            };
-            format!("`{name}` {what}, but here only the token gate makes callers wait, and it {why}, so it serves them in arrival order: {or}add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
+            format!("`{name}` {what}, but here only the token gate makes callers wait, and it is shared, so it serves them in arrival order: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
         } else {
             format!("`{name}` {what}, but nobody waits here: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
         };
         errors.push(key, message);
     }
     let learns = rate.is_some_and(|rate| rate.learn) || learn;
-    if learns && args.rate.is_some() {
+    if learns && shared && args.rate.is_some() {
         let ordering = [args.priority.as_ref(), args.fair.as_ref()];
         if let Some(setting) = ordering.into_iter().flatten().next() {
-            errors.push(setting.key, "a rate gate that learns the provider's limits (`learn = true`, `rate = \"auto\"`) serves its waiters in arrival order: ordering them by `priority` or `fair` is not implemented for it yet (issue 47); declare the rate without learning, or remove this key");
+            errors.push(setting.key, "a shared rate gate that learns the provider's limits (`learn = true`, `rate = \"auto\"`) serves its waiters in arrival order: ordering them by `priority` or `fair` is not implemented for it yet (issue 47); declare the rate without learning, do not share it, or remove this key");
         }
     }
+    let learnt_share = |key: &str| {
+        format!("a batch share is a share of the gate's declared capacity, but this gate learns the provider's limits, and its capacity is theirs, which no declared figure states: declare `{key}` without learning, or remove `, batch N%`")
+    };
     if let Some(rate) = args.rate.as_ref().filter(|rate| rate.value.batch.is_some()) {
-        if rate.value.per_key {
+        if learns {
+            errors.push(rate.span, learnt_share("rate"));
+        } else if rate.value.per_key {
             errors.push(rate.span, "a batch share is a share of the rate gate of all calls, but this gate is per key, and a share per key is not implemented yet (issue 47): drop `per key`, or remove `, batch N%`");
         } else if args.priority.is_none() {
             errors.push(rate.span, "a batch share keeps calls of class `Batch` to their share, but no call has a class here: add `priority = class` (an argument of type `resil::Priority`), or remove `, batch N%`");
@@ -73,13 +75,10 @@ pub(super) fn check_priority(
     if let Some(tokens) = args.token_rate.as_ref().filter(|t| t.value.batch.is_some()) {
         if tokens.value.per_key {
             errors.push(tokens.span, "a batch share is a share of the token gate of all calls, but this gate is per key, and a share per key is not implemented yet (issue 47): drop `per key`, or remove `, batch N%`");
+        } else if tokens_learn {
+            errors.push(tokens.span, learnt_share("token_rate"));
         } else if !tokens_in_turn {
-            let why = if shared {
-                "is shared"
-            } else {
-                "learns the provider's limits"
-            };
-            errors.push(tokens.span, format!("a batch share holds batch calls back in the token gate's waiting room, but this token gate {why}, so it serves its waiters in arrival order, with no room: declare it without, or remove `, batch N%`"));
+            errors.push(tokens.span, "a batch share holds batch calls back in the token gate's waiting room, but this token gate is shared, so it serves its waiters in arrival order, with no room: declare it unshared, or remove `, batch N%`");
         } else if args.priority.is_none() {
             errors.push(tokens.span, "a batch share keeps calls of class `Batch` to their share, but no call has a class here: add `priority = class` (an argument of type `resil::Priority`), or remove `, batch N%`");
         }

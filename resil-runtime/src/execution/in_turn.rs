@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Progress;
-use crate::gate::{RateGate, Slot, Turn};
+use crate::gate::{RateGate, Slot, Turn, SLOT_MISSED};
 use crate::policy::Scope;
 use crate::priority::Served;
 use crate::registry::Held;
@@ -106,8 +106,51 @@ impl<'p> Progress<'p> {
     /// The wait until the rate gate's slot this attempt holds is due, if it holds one.
     pub(super) fn rate_slot_wait(&self) -> Option<Duration> {
         let slot = self.admission.as_ref()?.reserved.rate?;
-        let due = self.rate()?.due_unlearnt(slot, 1);
+        let due = self.rate()?.due_at(slot, 1);
         Some(due.saturating_duration_since(Instant::now()))
+    }
+
+    /// This attempt holds its request slot, due now, and waits in the token gate's room for
+    /// its units, which come `wait` later in arrival order: past [`SLOT_MISSED`], its request
+    /// slot goes back (at once, most often: it is the latest, or the rate gate's room served
+    /// it and its next books the slot after it when it polls), and it takes one of the moment
+    /// once its units come ([`Progress::rate_slot_after_units`]). Held while it waits for its units, the slot
+    /// would count the call when the slot came, and the calls after it start within a period
+    /// of the call's own late start: one more than the gate's ceiling (the simulator's
+    /// two-gate class). Not a shared gate's, which the store spaced from other instances'.
+    pub(super) fn defer_rate_slot(&mut self, wait: Duration) {
+        if wait <= SLOT_MISSED || !self.rate().is_some_and(RateGate::is_local) {
+            return;
+        }
+        let slot = (self.admission.as_mut()).and_then(|a| a.reserved.rate.take());
+        if let Some((gate, slot)) = self.rate().zip(slot) {
+            gate.refund(slot);
+        }
+    }
+
+    /// The token gate's room served this attempt: the wait until its request slot is due,
+    /// reserved now if it was deferred while it waited for its units (see
+    /// [`Progress::defer_rate_slot`]), or refused by the deadline (its units then go back).
+    pub(super) fn rate_slot_after_units(&mut self) -> Result<Duration, Rejected> {
+        let deferred = self
+            .admission
+            .as_ref()
+            .is_some_and(|a| a.reserved.rate.is_none());
+        let Some(gate) = self.rate().filter(|gate| deferred && gate.is_local()) else {
+            return Ok(self.rate_slot_wait().unwrap_or_default());
+        };
+        match gate.reserve_slot(1, self.start_by()) {
+            Ok((wait, slot)) => {
+                if let Some(admission) = self.admission.as_mut() {
+                    admission.reserved.rate = Some(slot);
+                }
+                Ok(wait)
+            }
+            Err(refused) => {
+                self.refund_slots();
+                Err(refused)
+            }
+        }
     }
 
     /// The attempt waits in `room`, which orders its waiters: what it reserved there goes back
@@ -128,7 +171,13 @@ impl<'p> Progress<'p> {
             }
             Room::Tokens => {
                 self.refund_tokens();
-                self.cost()
+                let cost = self.cost();
+                // An auto gate that knows nothing yet serves no one before its probe's answer,
+                // whenever that comes.
+                let gate = self.token_rate().filter(|gate| !gate.probing());
+                let wait = gate.and_then(|gate| gate.wait_for(cost));
+                self.defer_rate_slot(wait.unwrap_or(crate::deadline::NEVER));
+                cost
             }
         };
         let admission = self.admission.as_ref();

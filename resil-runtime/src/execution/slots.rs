@@ -159,7 +159,7 @@ impl<'p> Progress<'p> {
                 return Ok(Took::Wait(Duration::ZERO));
             };
             admission.reserved.tokens = Some(slot);
-            return Ok(Took::Wait(self.rate_slot_wait().unwrap_or_default()));
+            return self.rate_slot_after_units().map(Took::Wait);
         }
         let mut reserved = Reserved {
             rate: Some(slot),

@@ -38,7 +38,8 @@ impl RateGate {
     /// come (see [`BatchShare`]).
     pub(crate) fn batch_share(mut self, percent: u8) -> Result<Self, ConfigError> {
         resil_spec::rules::batch_share(percent)?;
-        if self.auto {
+        // A learning gate's capacity is the provider's, which the declared figure only bounds.
+        if self.learning.is_some() {
             return Err(ConfigError::BatchShareWithoutRate);
         }
         let count = self.count.saturating_mul(u64::from(percent));

@@ -61,6 +61,15 @@ impl RateGate {
         link.granted_alone(end.saturating_sub(now))
     }
 
+    /// Whether the gate decides alone: no store spaces its slots from other instances'.
+    pub(crate) fn is_local(&self) -> bool {
+        #[cfg(feature = "shared")]
+        if self.shared.is_some() {
+            return false;
+        }
+        true
+    }
+
     /// The part of its rate the gate may take when it decides alone: all of it, except for a
     /// shared gate while its store is down, which takes its instance's share (see
     /// [`GateLink::share`](crate::seams::GateLink::share)), never below one unit per period:

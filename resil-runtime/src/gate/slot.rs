@@ -108,15 +108,18 @@ impl RateGate {
         true
     }
 
-    /// Gives `slot` back if it is the latest slot promised (and not revoked), of a gate that
-    /// does not learn: otherwise it stays its holder's, and nothing is kept for later. Whether
-    /// it went back. A waiting room's slot booked for one waiter, which another would take
-    /// in its place, goes back so or not at all: kept for later behind a slot promised after
-    /// it, its units would never be handed out.
+    /// Gives `slot` back if it is the latest slot promised (and not revoked): otherwise it
+    /// stays its holder's, and nothing is kept for later. Whether it went back. A waiting
+    /// room's slot booked for one waiter, which another would take in its place, goes back so
+    /// or not at all: kept for later behind a slot promised after it, its units would never
+    /// be handed out.
     pub(crate) fn refund_if_latest(&self, slot: Slot) -> bool {
         let mut given = lock_std(&self.revising);
-        if self.is_revoked(slot) || self.learning.is_some() {
+        if self.is_revoked(slot) {
             return false;
+        }
+        if self.learning.is_some() {
+            return self.unbook_if_latest(slot);
         }
         let Some(tat) = self.take_back(slot.end.get(), slot.from) else {
             return false;
@@ -159,7 +162,10 @@ impl RateGate {
 
     /// Whether `slot` is the latest the gate promised (one given back goes back at once).
     pub(crate) fn is_latest(&self, slot: Slot) -> bool {
-        self.tat.load(Ordering::Acquire) == slot.end.get()
+        match self.learning {
+            None => self.tat.load(Ordering::Acquire) == slot.end.get(),
+            Some(_) => self.booked_last(slot),
+        }
     }
 
     /// Whether a throttle revoked `slot` since it was reserved.

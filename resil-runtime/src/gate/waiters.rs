@@ -21,7 +21,7 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
-use super::{BatchShare, RateGate, Slot, SLOT_MISSED};
+use super::{BatchShare, RateGate, Slot, SLOT_MISSED, SLOT_RECHECK};
 use crate::deadline::{later, slept};
 use crate::priority::{Idle, Locked, Place, Priority, Served, Turns};
 use crate::Rejected;
@@ -279,11 +279,13 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
             }
             // A throttle revoked the slot booked: the next books one after the throttle's
             // wait, keeping its place in the room (taken as the attempt's, it would be
-            // revoked there and its caller would wait again, last).
-            if room
-                .booked
-                .is_some_and(|(_, slot, _)| gate.is_revoked(slot))
-            {
+            // revoked there and its caller would wait again, last). A wait for an auto gate's
+            // probe, always revoked, is booked again once it comes: again at every poll, it
+            // would wake the watchers at every poll, and a watcher in the same task (a
+            // hedge's) would poll it again at once, for ever.
+            if room.booked.is_some_and(|(due, slot, _)| {
+                gate.is_revoked(slot) && (due <= now || !slot.is_provisional())
+            }) {
                 room.booked = None;
                 room.expected = None;
             }
@@ -322,6 +324,13 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                 }
             }
             let due = match room.booked {
+                // An answer may have placed a learning gate's slot sooner (never later): it
+                // is looked at again (see `RateGate::due`).
+                Some((due, slot, cost)) if gate.learns() && !slot.is_provisional() => {
+                    let due = gate.due(slot).map_or(now, |placed| placed.min(due));
+                    room.booked = Some((due, slot, cost));
+                    due
+                }
                 Some((due, ..)) => due,
                 None => match gate.reserve_slot(this.cost, None) {
                     Ok((wait, slot)) => {
@@ -363,10 +372,15 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                 let waited = now.saturating_duration_since(this.since);
                 return Poll::Ready(Ok((slot, Served { waited, promoted })));
             }
-            // Woken by the slot's time, or by a change of who is next.
+            // Woken by the slot's time (or a learning gate's next look at it), or by a
+            // change of who is next.
             room.turns.wait(id, cx.waker());
             drop(room);
-            if !slept(&mut this.sleep, due, cx) {
+            let look = match gate.learns() {
+                true => due.min(later(now, SLOT_RECHECK)),
+                false => due,
+            };
+            if !slept(&mut this.sleep, look, cx) {
                 return Poll::Pending;
             }
         }

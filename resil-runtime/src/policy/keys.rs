@@ -148,13 +148,15 @@ impl fmt::Debug for Keys {
 
 impl Keys {
     /// The most bytes one key of a keyed policy keeps, with everything per key (a breaker, an
-    /// adaptive bulkhead, rate and token gates that learn), whatever the key: a name is at most
+    /// adaptive bulkhead and its queue, rate and token gates that learn, all serving their
+    /// waiters by priority and in turn), whatever the key: a name is at most
     /// [`MAX_KEY_BYTES`](crate::MAX_KEY_BYTES) (a longer key keeps its SHA-256 and its start),
     /// kept once by the registry's entry, which the gates and the bulkhead share; a breaker
     /// writes its own name, `label=key`, only once it is named (its first opening or
     /// rejection: a label longer than 256 bytes adds its excess). The heaviest key measures
-    /// 1.9 KiB, 2.1 KiB once its breaker opened (2 KiB until the fifth wave, whose slots given
-    /// back, next looks and waiters by priority cost each gate 120 bytes). The default
+    /// 2 KiB, 2.25 KiB once its breaker opened (2 KiB until the fifth wave, whose slots given
+    /// back, next looks and waiters by priority cost each gate 120 bytes, and ordering at
+    /// learning gates 150 bytes more). The default
     /// `max_keys` of 10 000 therefore bounds a keyed policy to about 25 MB. Checked by
     /// `tests/alloc.rs`. That is for a key whose calls came one at a time: a learning gate
     /// also keeps room for the slots of the calls that started through it at once (for the

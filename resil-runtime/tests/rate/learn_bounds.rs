@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::join_all;
-use resil_runtime::{operation, Policy, ProviderLimits, Quota, Rejected};
+use resil_runtime::{operation, Policy, PolicyBuilder, Priority, ProviderLimits, Quota, Rejected};
 use tokio::time::Instant;
 
 use super::learn_hostile::{answers, said, MS, SEC};
@@ -180,15 +180,39 @@ pub(super) fn most_in(starts: &Mutex<Vec<(Duration, u64)>>, period: Duration) ->
         .unwrap_or(0)
 }
 
+/// The classes callers take in turn, for a policy that serves its waiters by priority.
+const CLASSES: [Priority; 3] = [Priority::Batch, Priority::Critical, Priority::Default];
+
+/// `builder`, serving its waiters by priority if `ordered` (in its gates' waiting rooms,
+/// which book one slot at a time for whoever is next: a learning gate's promises hold there
+/// too).
+fn ordered_if(builder: PolicyBuilder, ordered: bool) -> PolicyBuilder {
+    match ordered {
+        true => builder.by_priority(),
+        false => builder,
+    }
+}
+
+/// An attempt of `policy` of class `CLASSES[n % 3]` costing `units`, calling `body`.
+async fn call_as<F>(policy: &Policy, n: u32, units: u64, body: F)
+where
+    F: std::future::Future<Output = Result<(), TestError>>,
+{
+    let mut execution = policy.execute::<TestError>();
+    execution.set_cost(units);
+    execution.set_priority(CLASSES[n as usize % 3]);
+    let _ = execution.attempt(body).await;
+}
+
 /// `rate = "10/s"`, burst 10, `learn = true`, against a provider allowing 100 a second: each
 /// answer gave the burst's credit back, and 50 calls started in one second. The same against
-/// a hostile provider saying a million are left until a reset 1 ms away.
+/// a hostile provider saying a million are left until a reset 1 ms away, and with callers of
+/// each class served by priority.
 #[tokio::test(start_paused = true)]
 async fn a_declared_rate_that_learns_keeps_its_ceiling_in_every_window() {
-    for hostile in [false, true] {
-        let policy = Policy::builder()
-            .rate(10, SEC, 10)
-            .rate_learn()
+    for (hostile, ordered) in [(false, false), (true, false), (false, true), (true, true)] {
+        let builder = Policy::builder().rate(10, SEC, 10).rate_learn();
+        let policy = ordered_if(builder, ordered)
             .timeout(60 * SEC)
             .build()
             .unwrap();
@@ -198,14 +222,15 @@ async fn a_declared_rate_that_learns_keeps_its_ceiling_in_every_window() {
         // A caller every 20 ms, 50 a second, for 3 s.
         join_all((0..150u32).map(|n| async move {
             tokio::time::sleep(n * 20 * MS).await;
-            let _ = policy.run(|| provider.call(1)).await;
+            call_as(policy, n, 1, provider.call(1)).await;
         }))
         .await;
         let most = provider.most_in(SEC);
         assert!(
             most < 10 + 10,
-            "{most} calls started in one second (hostile: {hostile})"
+            "{most} calls started in one second (hostile: {hostile}, ordered: {ordered})"
         );
+        assert_eq!(provider.starts.lock().unwrap().len(), 150, "all called");
     }
 }
 
@@ -213,37 +238,38 @@ async fn a_declared_rate_that_learns_keeps_its_ceiling_in_every_window() {
 /// 100 000 tokens a minute: 9 500 tokens started in one second.
 #[tokio::test(start_paused = true)]
 async fn a_declared_token_rate_that_learns_keeps_its_ceiling_in_every_window() {
-    let policy = Policy::builder()
-        .token_rate(1000, SEC, 1000)
-        .token_rate_learn()
-        .build()
-        .unwrap();
-    let (policy, provider) = (&policy, &Honest::new(100_000, 60 * SEC, true));
-    // A call of 100 tokens every 10 ms, 10 000 tokens a second, for 3 s.
-    join_all((0..300u32).map(|n| async move {
-        tokio::time::sleep(n * 10 * MS).await;
-        let mut execution = policy.execute::<TestError>();
-        execution.set_cost(100);
-        let _ = execution.attempt(provider.call(100)).await;
-    }))
-    .await;
-    let most = provider.most_in(SEC);
-    assert!(most < 1000 + 1000, "{most} tokens started in one second");
+    for ordered in [false, true] {
+        let builder = Policy::builder()
+            .token_rate(1000, SEC, 1000)
+            .token_rate_learn();
+        let policy = ordered_if(builder, ordered).build().unwrap();
+        let (policy, provider) = (&policy, &Honest::new(100_000, 60 * SEC, true));
+        // A call of 100 tokens every 10 ms, 10 000 tokens a second, for 3 s.
+        join_all((0..300u32).map(|n| async move {
+            tokio::time::sleep(n * 10 * MS).await;
+            call_as(policy, n, 100, provider.call(100)).await;
+        }))
+        .await;
+        let most = provider.most_in(SEC);
+        assert!(
+            most < 1000 + 1000,
+            "{most} tokens started in one second (ordered: {ordered})"
+        );
+    }
 }
 
 /// Each caller's wait before its call started, for `calls` callers at once through `policy`
 /// against `provider`, each call costing `units`.
-async fn waits(policy: &Policy, provider: &Honest, calls: usize, units: u64) -> Vec<Duration> {
-    join_all((0..calls).map(|_| async {
+/// Their classes take turns (see [`CLASSES`]).
+async fn waits(policy: &Policy, provider: &Honest, calls: u32, units: u64) -> Vec<Duration> {
+    join_all((0..calls).map(|n| async move {
         let asked = Instant::now();
         let started = std::sync::OnceLock::new();
-        let mut execution = policy.execute::<TestError>();
-        execution.set_cost(units);
         let call = async {
             let _ = started.set(asked.elapsed());
             provider.call(units).await
         };
-        let _ = execution.attempt(call).await;
+        call_as(policy, n, units, call).await;
         started.get().copied().unwrap_or(Duration::MAX)
     }))
     .await
@@ -254,20 +280,25 @@ async fn waits(policy: &Policy, provider: &Honest, calls: usize, units: u64) -> 
 /// said 100 a minute again: the twelfth waited 660 s.
 #[tokio::test(start_paused = true)]
 async fn one_flapping_answer_holds_an_auto_gates_callers_no_longer_than_retry_after_max() {
-    let policy = Policy::builder().rate_learn().build().unwrap();
-    let provider = Honest::new(100, 60 * SEC, false);
-    policy.run(|| provider.call(1)).await.unwrap();
-    policy
-        .run(|| answers(said(Some(1), 1, 60 * SEC)))
-        .await
-        .unwrap();
-    let waits = waits(&policy, &provider, 12, 1).await;
-    let longest = waits.iter().max().unwrap();
-    // Placed again at 100 a minute once the first of them is answered.
-    assert!(
-        *longest <= 8 * SEC,
-        "{longest:?}: held at the flapping answer's pace ({waits:?})"
-    );
+    for ordered in [false, true] {
+        let policy = ordered_if(Policy::builder().rate_learn(), ordered)
+            .build()
+            .unwrap();
+        let provider = Honest::new(100, 60 * SEC, false);
+        policy.run(|| provider.call(1)).await.unwrap();
+        policy
+            .run(|| answers(said(Some(1), 1, 60 * SEC)))
+            .await
+            .unwrap();
+        let waits = waits(&policy, &provider, 12, 1).await;
+        let longest = waits.iter().max().unwrap();
+        // Placed again at 100 a minute once the first of them is answered (in a waiting
+        // room, its next looks at its slot again as a caller in arrival order does).
+        assert!(
+            *longest <= 8 * SEC,
+            "{longest:?}: held at the flapping answer's pace ({waits:?}, ordered: {ordered})"
+        );
+    }
 }
 
 /// A declared token gate (100 000 a minute) told once that its limit is 1 token a minute:
@@ -275,27 +306,24 @@ async fn one_flapping_answer_holds_an_auto_gates_callers_no_longer_than_retry_af
 /// for them although every answer since was honest.
 #[tokio::test(start_paused = true)]
 async fn one_flapping_answer_stalls_a_token_gate_no_longer_than_retry_after_max() {
-    let policy = Policy::builder()
-        .token_rate(100_000, 60 * SEC, 10_000)
-        .token_rate_learn()
-        .build()
-        .unwrap();
-    let provider = Honest::new(100_000, 60 * SEC, true);
-    waits(&policy, &provider, 1, 100).await;
-    let mut execution = policy.execute::<TestError>();
-    execution.set_cost(100);
-    let _ = execution
-        .attempt(tokens_answer(said(Some(1), 1, 60 * SEC)))
-        .await;
-    let mut longest = Duration::ZERO;
-    for calls in [1, 1, 5, 1] {
-        let waits = waits(&policy, &provider, calls, 100).await;
-        longest = longest.max(*waits.iter().max().unwrap());
+    for ordered in [false, true] {
+        let builder = Policy::builder()
+            .token_rate(100_000, 60 * SEC, 10_000)
+            .token_rate_learn();
+        let policy = ordered_if(builder, ordered).build().unwrap();
+        let provider = Honest::new(100_000, 60 * SEC, true);
+        waits(&policy, &provider, 1, 100).await;
+        call_as(&policy, 0, 100, tokens_answer(said(Some(1), 1, 60 * SEC))).await;
+        let mut longest = Duration::ZERO;
+        for calls in [1, 1, 5, 1] {
+            let waits = waits(&policy, &provider, calls, 100).await;
+            longest = longest.max(*waits.iter().max().unwrap());
+        }
+        assert!(
+            longest <= 60 * SEC,
+            "{longest:?}: held past retry_after_max by one answer (ordered: {ordered})"
+        );
     }
-    assert!(
-        longest <= 60 * SEC,
-        "{longest:?}: held past retry_after_max by one answer"
-    );
 }
 
 /// An auto gate against a provider stating 10 requests per fixed window of 10 s: the window
@@ -405,5 +433,45 @@ async fn a_learning_gates_look_again_waits_for_the_other_gates_slot() {
         called,
         [Duration::ZERO, 10 * SEC],
         "the second call's tokens come back after 10 s, whatever its rate gate allows"
+    );
+}
+
+/// An auto gate that knows nothing yet, its callers waiting in its room while the probe is
+/// out: the next one's wait for the probe's answer was booked again at every poll, waking
+/// the watchers each time, and two waiters polled by one task (a call and its hedge) woke
+/// each other for ever, the clock standing still (the simulator's seed 472 never ended).
+#[tokio::test(start_paused = true)]
+async fn waiters_of_one_task_wait_for_the_probe_without_waking_each_other() {
+    let policy = Policy::builder()
+        .token_rate_learn()
+        .by_priority()
+        .build()
+        .unwrap();
+    let answer = || tokens_answer(said(Some(1000), 900, SEC));
+    let probe = call_as(&policy, 0, 10, async {
+        tokio::time::sleep(100 * MS).await;
+        answer().await
+    });
+    let start = Instant::now();
+    let waiting = async {
+        tokio::time::sleep(MS).await;
+        futures::join!(
+            call_as(&policy, 1, 10, answer()),
+            call_as(&policy, 2, 10, answer())
+        )
+    };
+    let mut waiting = std::pin::pin!(waiting);
+    let mut polls = 0;
+    let waiting = std::future::poll_fn(|cx| {
+        polls += 1;
+        assert!(polls < 100, "polled {polls} times by {:?}", start.elapsed());
+        std::future::Future::poll(waiting.as_mut(), cx)
+    });
+    futures::join!(probe, waiting);
+    // The room's next looks again every 20 ms, from 1 ms.
+    assert_eq!(
+        start.elapsed(),
+        101 * MS,
+        "both went at the next look after the answer"
     );
 }

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{BeforeReset, Booked, Learning, State, BOOKED_AT_MOST, SLOT_RECHECK, STARTED_AT_MOST};
+use super::{
+    BeforeReset, Booked, Learning, State, BOOKED_AT_MOST, PROBE_RECHECK, SLOT_RECHECK,
+    STARTED_AT_MOST,
+};
 use crate::deadline::later;
 use crate::gate::{nanos, RateGate, Slot};
 use crate::sync::lock_std;
@@ -62,20 +65,40 @@ impl RateGate {
     /// after it went back, the schedule and the floor go back to where they stood before it.
     /// Whether the schedule went back at once.
     pub(in crate::gate) fn unbook(&self, slot: Slot) -> bool {
+        self.unbook_kept(slot, true)
+    }
+
+    /// [`RateGate::unbook`] if `slot` is the latest the schedule promised: otherwise it stays
+    /// booked, its holder's (see [`RateGate::refund_if_latest`]). Whether it went back.
+    pub(in crate::gate) fn unbook_if_latest(&self, slot: Slot) -> bool {
+        self.unbook_kept(slot, false)
+    }
+
+    /// [`RateGate::unbook`]; a slot that cannot go back at once is kept for later if `keep`,
+    /// or left booked.
+    fn unbook_kept(&self, slot: Slot, keep: bool) -> bool {
         let Some(mut state) = self.learning_state() else {
             return false;
         };
-        let at = state.booked.iter().position(|b| b.mark == slot.mark());
-        let Some(booked) = at.and_then(|at| state.booked.remove(at)) else {
-            return false;
-        };
+        let found = state.booked.iter().position(|b| b.mark == slot.mark());
         if slot.is_off_schedule() {
+            if let Some(at) = found.filter(|_| keep) {
+                state.booked.remove(at);
+            }
             return false;
         }
+        let Some(at) = found else {
+            return false;
+        };
+        let booked = state.booked[at];
         let now = self.offset(Instant::now());
         state.given.retain(|kept| kept.end > now);
-        if !self.unbook_back(&mut state, &booked) {
-            if booked.end <= self.tat.load(Ordering::Acquire) {
+        let back = self.unbook_back(&mut state, &booked);
+        if back || keep {
+            state.booked.remove(at);
+        }
+        if !back {
+            if keep && booked.end <= self.tat.load(Ordering::Acquire) {
                 state.given.push(booked);
             }
             return false;
@@ -91,6 +114,15 @@ impl RateGate {
         }
         state.given.retain(|kept| kept.end < tat);
         true
+    }
+
+    /// Whether `slot` is the latest the schedule promised.
+    pub(in crate::gate) fn booked_last(&self, slot: Slot) -> bool {
+        let Some(state) = self.learning_state() else {
+            return false;
+        };
+        let tat = self.tat.load(Ordering::Acquire);
+        (state.booked.iter()).any(|booked| booked.mark == slot.mark() && booked.end == tat)
     }
 
     /// When `slot` starts (ns since the origin): where its book places it now, or where it
@@ -263,6 +295,23 @@ impl RateGate {
             None => slot.end.get(),
         };
         Some(later(self.origin, Duration::from_nanos(start)))
+    }
+
+    /// When `slot` of `cost` units may start: [`RateGate::due_unlearnt`], or for a learning
+    /// gate where its book places it now (at once, for one handed out apart from its
+    /// schedule; a look again soon, for a wait for the probe's answer). Unlike
+    /// [`RateGate::due`], not its holder's look: an estimate.
+    pub(crate) fn due_at(&self, slot: Slot, cost: u64) -> Instant {
+        let now = Instant::now();
+        if self.learning.is_none() {
+            return self.due_unlearnt(slot, cost);
+        } else if slot.is_provisional() {
+            return later(now, PROBE_RECHECK);
+        } else if slot.is_off_schedule() {
+            return now;
+        }
+        let start = Duration::from_nanos(self.start_of(slot));
+        later(self.origin, start)
     }
 
     /// When the caller of a slot starting at `start` looks at it next: at its start, or

@@ -75,7 +75,7 @@ impl RateGate {
             (Some((_, slot, booked)), 0) if booked < cost && !self.is_latest(slot) => {
                 self.wait_for(cost).unwrap_or(crate::deadline::NEVER)
             }
-            (Some((_, slot, _)), 0) => self.due_unlearnt(slot, cost).saturating_duration_since(now),
+            (Some((_, slot, _)), 0) => self.due_at(slot, cost).saturating_duration_since(now),
             (None, 0) => self.wait_for(cost).unwrap_or(crate::deadline::NEVER),
             (booked, _) => {
                 // From the next's slot, even past (its waiter late for it, and soon passed

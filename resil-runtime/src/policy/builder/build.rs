@@ -94,9 +94,13 @@ impl<K, C> PolicyBuilder<K, C> {
             Ok::<_, ConfigError>(Some(if learn { gate.learning() } else { gate }))
         };
         let (exact, learn) = (self.exact, self.learn);
-        // A learning gate moves the slots it promised as answers come: the waiting room,
-        // which books one for whoever is next, does not follow it yet.
-        if self.by_priority && learn.rate {
+        #[cfg(feature = "shared")]
+        let shared = self.shared.is_some();
+        #[cfg(not(feature = "shared"))]
+        let shared = false;
+        // A shared gate's callers ask its store in turn (`gate/asking.rs`), which is not made
+        // for a gate whose answers move the slots it granted yet.
+        if self.by_priority && learn.rate && shared {
             return Err(ConfigError::OrderedLearningGate);
         }
         let mut rate =
@@ -110,13 +114,9 @@ impl<K, C> PolicyBuilder<K, C> {
                 .ok_or(ConfigError::BatchShareWithoutRate)?;
             rate = Some(gate.batch_share(percent)?);
         }
-        #[cfg(feature = "shared")]
-        let shared = self.shared.is_some();
-        #[cfg(not(feature = "shared"))]
-        let shared = false;
-        // A shared token gate's units are asked of its store with the rate gate's slot, and a
-        // learning one moves its slots: both keep arrival order.
-        let tokens_in_turn = self.by_priority && !learn.token_rate && !shared;
+        // A shared token gate's units are asked of its store with the rate gate's slot: it
+        // keeps arrival order.
+        let tokens_in_turn = self.by_priority && !shared;
         let mut token_rate = gate(
             "token_rate",
             self.token_rate,
@@ -129,7 +129,7 @@ impl<K, C> PolicyBuilder<K, C> {
         });
         if let Some(percent) = self.batch_share.token_rate {
             let gate = (token_rate.take())
-                .filter(|gate| gate.orders() && !self.per_key.token_rate)
+                .filter(|gate| gate.orders() && !gate.learns() && !self.per_key.token_rate)
                 .ok_or(ConfigError::BatchShareWithoutTokenGate)?;
             token_rate = Some(gate.batch_share(percent)?);
         }
