@@ -319,11 +319,23 @@ impl RateGate {
         cost: u64,
         deadline: Option<Instant>,
     ) -> Result<(Duration, Slot), Rejected> {
+        self.reserve_from(cost, deadline, false)
+    }
+
+    /// [`RateGate::reserve_units`]; `in_turn` for the gate's waiting room's next, which takes
+    /// what an auto gate may hand out at once before others do (see [`RateGate::spare_slot`]).
+    #[inline]
+    pub(super) fn reserve_from(
+        &self,
+        cost: u64,
+        deadline: Option<Instant>,
+        in_turn: bool,
+    ) -> Result<(Duration, Slot), Rejected> {
         let now = Instant::now();
         if let Some(probing) = self.probe_slot(now, deadline) {
             return probing;
         }
-        if let Some(spare) = self.spare_slot(now, cost) {
+        if let Some(spare) = self.spare_slot(now, cost, in_turn) {
             return Ok((Duration::ZERO, spare));
         }
         let at = self.offset(now);

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Progress;
+use crate::deadline::later;
 use crate::gate::{RateGate, Slot, Turn, SLOT_MISSED};
 use crate::policy::Scope;
 use crate::priority::Served;
@@ -21,6 +22,15 @@ use crate::Rejected;
 /// An attempt's wait in a rate gate's waiting room, served by priority: boxed to one word, as
 /// an attempt's other rare waits are, so that every attempt stays small.
 pub(super) type TurnWait<'p> = Pin<Box<GateTurn<'p>>>;
+
+/// What comes after a gate's waiting room served an attempt.
+pub(super) enum Took<'p> {
+    /// The wait until its slots are due.
+    Wait(Duration),
+    /// A wait in a gate's room: the token gate's for its units, or the rate gate's again
+    /// for a request slot that is not free when its units come.
+    Turn(TurnWait<'p>),
+}
 
 /// Which gate's room an attempt waits in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,9 +115,14 @@ impl<'p> Progress<'p> {
 
     /// The wait until the rate gate's slot this attempt holds is due, if it holds one.
     pub(super) fn rate_slot_wait(&self) -> Option<Duration> {
-        let slot = self.admission.as_ref()?.reserved.rate?;
-        let due = self.rate()?.due_at(slot, 1);
+        let due = self.rate_slot_due()?;
         Some(due.saturating_duration_since(Instant::now()))
+    }
+
+    /// When the rate gate's slot this attempt holds is due, if it holds one.
+    fn rate_slot_due(&self) -> Option<Instant> {
+        let slot = self.admission.as_ref()?.reserved.rate?;
+        Some(self.rate()?.due_at(slot, 1))
     }
 
     /// This attempt holds its request slot, due now, and waits in the token gate's room for
@@ -131,20 +146,37 @@ impl<'p> Progress<'p> {
     /// The token gate's room served this attempt: the wait until its request slot is due,
     /// reserved now if it was deferred while it waited for its units (see
     /// [`Progress::defer_rate_slot`]), or refused by the deadline (its units then go back).
-    pub(super) fn rate_slot_after_units(&mut self) -> Result<Duration, Rejected> {
-        let deferred = self
-            .admission
-            .as_ref()
-            .is_some_and(|a| a.reserved.rate.is_none());
+    /// A request slot that is not free within [`SLOT_MISSED`] (the rate gate held by a 429
+    /// or an answer, or its room's waiters before it) is waited for in turn in the rate
+    /// gate's room, the units given back: held, they would count the call while it waits
+    /// (the token gate's ceiling exceeded by as many units as came meanwhile), and taken
+    /// outside the room, the slot would pass its more urgent waiters.
+    pub(super) fn rate_slot_after_units(&mut self) -> Result<Took<'p>, Rejected> {
+        // A request slot held while the units took longer than foreseen, due more than
+        // SLOT_MISSED ago, is given back too: the gate counted it then.
+        let now = Instant::now();
+        if self
+            .rate_slot_due()
+            .is_some_and(|due| later(due, SLOT_MISSED) < now)
+        {
+            self.defer_rate_slot(crate::deadline::NEVER);
+        }
+        let deferred = (self.admission.as_ref()).is_some_and(|a| a.reserved.rate.is_none());
         let Some(gate) = self.rate().filter(|gate| deferred && gate.is_local()) else {
-            return Ok(self.rate_slot_wait().unwrap_or_default());
+            return Ok(Took::Wait(self.rate_slot_wait().unwrap_or_default()));
         };
-        match gate.reserve_slot(1, self.start_by()) {
+        let (in_turn, start_by) = (gate.orders(), self.start_by());
+        match gate.reserve_slot(1, gate.refuses_by(start_by)) {
             Ok((wait, slot)) => {
                 if let Some(admission) = self.admission.as_mut() {
                     admission.reserved.rate = Some(slot);
                 }
-                Ok(wait)
+                // The room judges a wait past the deadline too: refused at once, as there.
+                let late = start_by.is_some_and(|by| later(now, wait) > by);
+                if in_turn && (wait > SLOT_MISSED || late) {
+                    return self.join_room(Room::Rate).map(Took::Turn);
+                }
+                Ok(Took::Wait(wait))
             }
             Err(refused) => {
                 self.refund_slots();

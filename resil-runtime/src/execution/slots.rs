@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::admission::Reserved;
-use super::in_turn::{Room, TurnWait};
+use super::in_turn::{Room, Took};
 #[cfg(feature = "shared")]
 use super::probing::probes;
 use super::Progress;
@@ -19,14 +19,6 @@ use crate::Rejected;
 use std::pin::Pin;
 #[cfg(feature = "shared")]
 use std::sync::Arc;
-
-/// What comes after a gate's waiting room served an attempt.
-pub(super) enum Took<'p> {
-    /// The wait until its slots are due.
-    Wait(Duration),
-    /// A wait in the token gate's room.
-    Turn(TurnWait<'p>),
-}
 
 /// Where a batch call held back by its gate's batch share waits for its place there.
 pub(super) enum ShareWait {
@@ -159,7 +151,7 @@ impl<'p> Progress<'p> {
                 return Ok(Took::Wait(Duration::ZERO));
             };
             admission.reserved.tokens = Some(slot);
-            return self.rate_slot_after_units().map(Took::Wait);
+            return self.rate_slot_after_units();
         }
         let mut reserved = Reserved {
             rate: Some(slot),

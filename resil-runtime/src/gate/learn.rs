@@ -376,6 +376,11 @@ impl RateGate {
             state.spare = BeforeReset { units, until };
             // The schedule resumes at the reset: what goes before it is the spare.
             self.resume_at(&mut state, until);
+            // The room's waiters are served from it first (its lock is never taken under
+            // this one's).
+            drop(state);
+            self.wake_room();
+            state = lock_std(&learning.state);
         }
         let to = per_second(self.learnt_interval(learning));
         // A tenth either way since last reported is news; less is the pace breathing.

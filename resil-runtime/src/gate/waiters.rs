@@ -300,6 +300,15 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                     gate.refund(slot);
                 }
             }
+            // What an auto gate may hand out at once (an answer said so) is the next's: its
+            // slot on the schedule goes back, and it takes that instead.
+            if let Some((_, slot, _)) = room
+                .booked
+                .filter(|(_, slot, _)| !slot.is_off_schedule() && gate.spare_covers_now(this.cost))
+            {
+                room.booked = None;
+                gate.refund(slot);
+            }
             match this.share_due(gate, &mut room, now) {
                 None => {}
                 Some(Ok(at)) => {
@@ -332,7 +341,7 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                     due
                 }
                 Some((due, ..)) => due,
-                None => match gate.reserve_slot(this.cost, None) {
+                None => match gate.reserve_in_turn(this.cost) {
                     Ok((wait, slot)) => {
                         let due = later(now, wait);
                         room.booked = Some((due, slot, this.cost));

@@ -9,6 +9,7 @@ mod learn;
 mod learn_bounds;
 mod learn_hostile;
 mod learn_hostile_more;
+mod learn_in_turn;
 mod learn_replace;
 mod limits;
 mod queue;

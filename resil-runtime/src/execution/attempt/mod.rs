@@ -19,10 +19,10 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use super::admission::PermitWait;
+use super::in_turn::Took;
 use super::in_turn::TurnWait;
 #[cfg(feature = "shared")]
 use super::slots::SharedWait;
-use super::slots::Took;
 use super::{Decision, Execution, Failure, Next, Progress};
 use crate::breaker::{Ticket, Transition};
 use crate::deadline::{later, Cut, Limits};

@@ -85,10 +85,25 @@ impl RateGate {
             .then_some(Duration::ZERO)
     }
 
+    /// Whether an auto gate may hand out `cost` units at once now.
+    pub(in crate::gate) fn spare_covers_now(&self, cost: u64) -> bool {
+        let learning = self.learning.as_ref().filter(|_| self.auto);
+        learning.is_some_and(|l| self.spare_covers(l, self.offset(Instant::now()), cost))
+    }
+
     /// A slot from what an auto gate may hand out at once before the provider's reset, if
-    /// it may.
-    pub(in crate::gate) fn spare_slot(&self, now: Instant, cost: u64) -> Option<Slot> {
+    /// it may: to a caller that needs no wait only while nobody waits in the gate's room
+    /// (`in_turn`: the room's next asks), or what is left would pass the room's waiters.
+    pub(in crate::gate) fn spare_slot(
+        &self,
+        now: Instant,
+        cost: u64,
+        in_turn: bool,
+    ) -> Option<Slot> {
         let learning = self.learning.as_ref().filter(|_| self.auto)?;
+        if !in_turn && self.has_waiters() {
+            return None;
+        }
         let at = self.offset(now);
         if self.held_until.load(Ordering::Acquire) > at {
             return None;

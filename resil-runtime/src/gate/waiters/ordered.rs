@@ -6,8 +6,9 @@ use tokio::time::Instant;
 
 use super::{GateRoom, Waiters};
 use crate::deadline::later;
-use crate::gate::RateGate;
+use crate::gate::{RateGate, Slot};
 use crate::priority::{Place, Priority};
+use crate::Rejected;
 
 impl RateGate {
     /// Callers that must wait for a slot are served by priority (see
@@ -44,6 +45,28 @@ impl RateGate {
     pub(in crate::gate) fn room_booked_end(&self) -> Option<u64> {
         let room = self.waiters.as_deref()?.made()?;
         room.booked.map(|(_, slot, _)| slot.end.get())
+    }
+
+    /// [`RateGate::reserve_slot`] for the next of the gate's waiting room, with no deadline
+    /// (the room judges it): first to what an auto gate may hand out at once.
+    pub(super) fn reserve_in_turn(&self, cost: u64) -> Result<(Duration, Slot), Rejected> {
+        if let Some(burst) = self.burst_limit().filter(|burst| cost > *burst) {
+            return Err(Rejected::OverBurst { cost, burst });
+        }
+        self.reserve_from(cost, None, true)
+    }
+
+    /// Whether callers wait in the gate's room.
+    pub(in crate::gate) fn has_waiters(&self) -> bool {
+        let room = self.waiters.as_deref().and_then(Waiters::made);
+        room.is_some_and(|room| !room.turns.is_empty())
+    }
+
+    /// Wakes the room's next, if callers wait: what an answer says is left is its to take.
+    pub(in crate::gate) fn wake_room(&self) {
+        if let Some(mut room) = self.waiters.as_deref().and_then(Waiters::made) {
+            room.turns.wake_next();
+        }
     }
 
     pub(super) fn waiters(&self) -> &Waiters {
