@@ -338,6 +338,8 @@ impl<G: Deref<Target = RateGate> + Unpin> Future for Turn<G> {
                 Some((due, slot, cost)) if gate.learns() && !slot.is_provisional() => {
                     let due = gate.due(slot).map_or(now, |placed| placed.min(due));
                     room.booked = Some((due, slot, cost));
+                    // Back: expected for the slot again (an answer expected it at once).
+                    room.expected = Some(due);
                     due
                 }
                 Some((due, ..)) => due,

@@ -186,7 +186,7 @@ const CLASSES: [Priority; 3] = [Priority::Batch, Priority::Critical, Priority::D
 /// `builder`, serving its waiters by priority if `ordered` (in its gates' waiting rooms,
 /// which book one slot at a time for whoever is next: a learning gate's promises hold there
 /// too).
-fn ordered_if(builder: PolicyBuilder, ordered: bool) -> PolicyBuilder {
+pub(super) fn ordered_if(builder: PolicyBuilder, ordered: bool) -> PolicyBuilder {
     match ordered {
         true => builder.by_priority(),
         false => builder,

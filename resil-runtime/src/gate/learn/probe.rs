@@ -92,8 +92,8 @@ impl RateGate {
     }
 
     /// A slot from what an auto gate may hand out at once before the provider's reset, if
-    /// it may: to a caller that needs no wait only while nobody waits in the gate's room
-    /// (`in_turn`: the room's next asks), or what is left would pass the room's waiters.
+    /// it may: the room's next (`in_turn`) first; a caller that needs no wait only while
+    /// nobody waits in the gate's room, or what is left is too little for its next.
     pub(in crate::gate) fn spare_slot(
         &self,
         now: Instant,
@@ -101,15 +101,17 @@ impl RateGate {
         in_turn: bool,
     ) -> Option<Slot> {
         let learning = self.learning.as_ref().filter(|_| self.auto)?;
-        if !in_turn && self.has_waiters() {
-            return None;
-        }
+        // Read before the state's lock: the room's is never taken under it.
+        let next = (!in_turn).then(|| self.next_waits_for()).flatten();
         let at = self.offset(now);
         if self.held_until.load(Ordering::Acquire) > at {
             return None;
         }
         let mut state = lock_std(&learning.state);
         if at >= state.spare.until || state.spare.units < cost {
+            return None;
+        }
+        if next.is_some_and(|units| units.is_none_or(|units| units <= state.spare.units)) {
             return None;
         }
         state.spare.units -= cost;

@@ -56,16 +56,22 @@ impl RateGate {
         self.reserve_from(cost, None, true)
     }
 
-    /// Whether callers wait in the gate's room.
-    pub(in crate::gate) fn has_waiters(&self) -> bool {
-        let room = self.waiters.as_deref().and_then(Waiters::made);
-        room.is_some_and(|room| !room.turns.is_empty())
+    /// The units the room's next waits for, if callers wait (`Some(None)`: not known yet,
+    /// the next has booked nothing).
+    pub(in crate::gate) fn next_waits_for(&self) -> Option<Option<u64>> {
+        let room = self.waiters.as_deref().and_then(Waiters::made)?;
+        (!room.turns.is_empty()).then(|| room.booked.map(|(.., cost)| cost))
     }
 
-    /// Wakes the room's next, if callers wait: what an answer says is left is its to take.
+    /// Wakes the room's next, if callers wait, and expects it now: what an answer says is
+    /// left is its to take, and a next left unpolled is passed over for it `SLOT_MISSED`
+    /// later rather than after the slot it booked.
     pub(in crate::gate) fn wake_room(&self) {
         if let Some(mut room) = self.waiters.as_deref().and_then(Waiters::made) {
-            room.turns.wake_next();
+            if !room.turns.is_empty() {
+                room.expected = Some(Instant::now());
+                room.turns.wake_next();
+            }
         }
     }
 
