@@ -13,6 +13,11 @@
 //! cost, who was next then, goes back when another becomes next, and that one books its own;
 //! if a slot was promised after it, it cannot go back, and the new next takes it if its units
 //! are enough (otherwise it is given up: see [`RateGate::refund`]).
+//!
+//! A learning gate's slot booked so follows the answers as any caller's does (its next looks
+//! at it every [`SLOT_RECHECK`]: an answer places it no sooner than that look), and what an
+//! auto gate's answer says is left goes to the next first: the answer wakes it, and a caller
+//! that needs no wait takes none of it while the next could (see `RateGate::spare_slot`).
 
 use std::future::Future;
 use std::ops::Deref;
