@@ -9,6 +9,7 @@ use resil_runtime::{operation, Policy, PolicyBuilder, Priority, ProviderLimits, 
 use tokio::time::Instant;
 
 use super::learn_hostile::{answers, said, MS, SEC};
+use super::learn_in_turn;
 use crate::common::TestError;
 
 /// A body that reports `quota` as its answer's tokens limit.
@@ -161,13 +162,12 @@ impl Honest {
     /// The most units started in any window of `period` (a gate of `count` per period with
     /// `burst` lets `count + burst - 1` at most).
     fn most_in(&self, period: Duration) -> u64 {
-        most_in(&self.starts, period)
+        most_in(self.starts.lock().unwrap().clone(), period)
     }
 }
 
 /// The most units started in any window of `period`, of `starts` (when, and how many units).
-pub(super) fn most_in(starts: &Mutex<Vec<(Duration, u64)>>, period: Duration) -> u64 {
-    let mut starts = starts.lock().unwrap().clone();
+pub(super) fn most_in(mut starts: Vec<(Duration, u64)>, period: Duration) -> u64 {
     starts.sort();
     (0..starts.len())
         .map(|first| {
@@ -181,7 +181,7 @@ pub(super) fn most_in(starts: &Mutex<Vec<(Duration, u64)>>, period: Duration) ->
 }
 
 /// The classes callers take in turn, for a policy that serves its waiters by priority.
-const CLASSES: [Priority; 3] = [Priority::Batch, Priority::Critical, Priority::Default];
+pub(super) const CLASSES: [Priority; 3] = [Priority::Batch, Priority::Critical, Priority::Default];
 
 /// `builder`, serving its waiters by priority if `ordered` (in its gates' waiting rooms,
 /// which book one slot at a time for whoever is next: a learning gate's promises hold there
@@ -198,10 +198,8 @@ async fn call_as<F>(policy: &Policy, n: u32, units: u64, body: F)
 where
     F: std::future::Future<Output = Result<(), TestError>>,
 {
-    let mut execution = policy.execute::<TestError>();
-    execution.set_cost(units);
-    execution.set_priority(CLASSES[n as usize % 3]);
-    let _ = execution.attempt(body).await;
+    let class = CLASSES[n as usize % 3];
+    let _ = learn_in_turn::once(policy.execute(), class, units, body).await;
 }
 
 /// `rate = "10/s"`, burst 10, `learn = true`, against a provider allowing 100 a second: each

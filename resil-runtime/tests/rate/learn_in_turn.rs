@@ -8,7 +8,7 @@ use std::time::Duration;
 use resil_runtime::{operation, Next, Policy, Priority, ProviderLimits, Quota, Rejected};
 use tokio::time::Instant;
 
-use super::learn_bounds::ordered_if;
+use super::learn_bounds::{most_in, ordered_if, CLASSES};
 use super::learn_hostile::{answers, said, MS, SEC};
 use crate::common::TestError;
 
@@ -55,21 +55,16 @@ impl Rec {
 
     /// The most units started within any window of `period`.
     fn most_units(&self, period: Duration) -> u64 {
-        let all = self.all();
-        (0..all.len())
-            .map(|i| {
-                (all[i..].iter())
-                    .take_while(|(at, ..)| *at < all[i].0 + period)
-                    .map(|(.., u)| u)
-                    .sum()
-            })
-            .max()
-            .unwrap_or(0)
+        let starts = self.starts.lock().unwrap();
+        most_in(
+            starts.iter().map(|(at, _, units)| (*at, *units)).collect(),
+            period,
+        )
     }
 }
 
 /// One attempt (no retry declared) of `execution`, of class `class` costing `cost`.
-async fn once<F>(
+pub(super) async fn once<F>(
     mut execution: resil_runtime::Execution<'_, TestError>,
     class: Priority,
     cost: u64,
@@ -134,35 +129,34 @@ async fn calls_waiting_for_a_held_request_slot_do_not_hold_their_units() {
     );
 }
 
-fn keyed_two_gates() -> Policy<resil_runtime::Keyed> {
-    Policy::builder()
+/// `rate = "2/s"` of all calls, `token_rate = "100/s per key"`, by priority: key `a`'s tokens
+/// spent at 0, a batch call to `a` at 0.5 s (under `deadline`, if any) and four critical calls
+/// to `b` at 0.6 s, recorded in `rec`. The batch call's result, and when it ended.
+async fn a_batch_call_beside_critical_ones(
+    rec: &Rec,
+    deadline: Option<Duration>,
+) -> (Result<(), TestError>, Duration) {
+    let policy = Policy::builder()
         .keyed("model")
         .rate(2, SEC, 1)
         .token_rate(100, SEC, 100)
         .token_rate_per_key()
         .by_priority()
         .build()
-        .unwrap()
-}
-
-/// `rate = "2/s"` of all calls, `token_rate = "100/s per key"`. Key `a`'s tokens are spent
-/// at 0; a batch call to `a` at 0.5 s finds its request slot free and its units 0.5 s away:
-/// it gives the request slot back. Four critical calls to `b` (tokens free) at 0.6 s: the
-/// first starts, three wait in the rate gate's room. At 1 s the batch call's units come; it
-/// reserved a request slot by the gate's own path, after the one booked for the room's next,
-/// and started before two critical callers that waited in the room since 0.6 s. It waits in
-/// the room now, behind them.
-#[tokio::test(start_paused = true)]
-async fn a_deferred_batch_call_waits_behind_critical_callers_in_the_rate_room() {
-    let policy = keyed_two_gates();
-    let rec = Rec::new();
-    let (policy, rec) = (&policy, &rec);
+        .unwrap();
+    let policy = &policy;
     let first = once(policy.execute_keyed("a"), Priority::Default, 100, async {
         rec.add("first", 100);
         Ok(())
     });
     let batch = after(500 * MS, || {
-        once(policy.execute_keyed("a"), Priority::Batch, 100, async {
+        let mut tuning = policy.tuning();
+        tuning.deadline = deadline;
+        policy.set_tuning(tuning.clone()).unwrap();
+        let execution = policy.execute_keyed("a");
+        tuning.deadline = None;
+        policy.set_tuning(tuning).unwrap();
+        once(execution, Priority::Batch, 100, async {
             rec.add("batch", 100);
             Ok(())
         })
@@ -175,8 +169,24 @@ async fn a_deferred_batch_call_waits_behind_critical_callers_in_the_rate_room() 
             })
         })
     }));
+    let start = Instant::now();
+    let batch = async { (batch.await, start.elapsed()) };
     let (first, batch, critical) = futures::join!(first, batch, critical);
-    assert!(first.is_ok() && batch.is_ok() && critical.iter().all(Result::is_ok));
+    assert!(first.is_ok() && critical.iter().all(Result::is_ok));
+    batch
+}
+
+/// Key `a`'s tokens are spent at 0; a batch call to `a` at 0.5 s finds its request slot free
+/// and its units 0.5 s away: it gives the request slot back. Four critical calls to `b`
+/// (tokens free) at 0.6 s: the first starts, three wait in the rate gate's room. At 1 s the
+/// batch call's units come; it reserved a request slot by the gate's own path, after the one
+/// booked for the room's next, and started before two critical callers that waited in the
+/// room since 0.6 s. It waits in the room now, behind them.
+#[tokio::test(start_paused = true)]
+async fn a_deferred_batch_call_waits_behind_critical_callers_in_the_rate_room() {
+    let rec = Rec::new();
+    let (batch, _) = a_batch_call_beside_critical_ones(&rec, None).await;
+    assert_eq!(batch, Ok(()));
     let batch = rec.of("batch")[0];
     let critical = rec.of("critical");
     let behind = critical.iter().filter(|at| **at > batch).count();
@@ -195,44 +205,8 @@ async fn a_deferred_batch_call_waits_behind_critical_callers_in_the_rate_room() 
 /// gate's ceiling is what the deferral keeps.)
 #[tokio::test(start_paused = true)]
 async fn a_deferred_call_whose_turn_comes_past_its_deadline_is_refused_when_its_units_come() {
-    let policy = keyed_two_gates();
     let rec = Rec::new();
-    let (policy, rec) = (&policy, &rec);
-    let first = once(policy.execute_keyed("a"), Priority::Default, 100, async {
-        rec.add("first", 100);
-        Ok(())
-    });
-    let batch = after(500 * MS, || {
-        let mut tuning = policy.tuning();
-        tuning.deadline = Some(1000 * MS);
-        policy.set_tuning(tuning).unwrap();
-        let execution = policy.execute_keyed("a");
-        let mut tuning = policy.tuning();
-        tuning.deadline = None;
-        policy.set_tuning(tuning).unwrap();
-        once(execution, Priority::Batch, 100, async {
-            rec.add("batch", 100);
-            Ok(())
-        })
-    });
-    let critical = futures::future::join_all((0..4).map(|_| {
-        after(600 * MS, || {
-            once(policy.execute_keyed("b"), Priority::Critical, 1, async {
-                rec.add("critical", 1);
-                Ok(())
-            })
-        })
-    }));
-    let start = Instant::now();
-    let (first, batch, critical) = futures::join!(
-        first,
-        async {
-            let batch = batch.await;
-            (batch, start.elapsed())
-        },
-        critical
-    );
-    assert!(first.is_ok() && critical.iter().all(Result::is_ok));
+    let batch = a_batch_call_beside_critical_ones(&rec, Some(1000 * MS)).await;
     let refused = Err(TestError::Rejected(Rejected::RateLimited {
         retry_in: 1600 * MS,
     }));
@@ -327,8 +301,6 @@ async fn an_auto_gate_is_not_left_probing_after_everyone_gives_up() {
         );
     }
 }
-
-const CLASSES: [Priority; 3] = [Priority::Batch, Priority::Critical, Priority::Default];
 
 /// `rate = "10/s"`, burst 1, learning, by priority: a call at 0 gets a 429 asking for 2 s;
 /// ten callers of each class waiting in the room meanwhile start at 2 s at the earliest.

@@ -87,8 +87,7 @@ impl RateGate {
 
     /// Whether an auto gate may hand out `cost` units at once now.
     pub(in crate::gate) fn spare_covers_now(&self, cost: u64) -> bool {
-        let learning = self.learning.as_ref().filter(|_| self.auto);
-        learning.is_some_and(|l| self.spare_covers(l, self.offset(Instant::now()), cost))
+        self.spare_wait(self.offset(Instant::now()), cost).is_some()
     }
 
     /// A slot from what an auto gate may hand out at once before the provider's reset, if
