@@ -52,6 +52,9 @@ pub(super) struct Reserved {
     /// The call was made with these slots: kept, for gates that learn, until its answer
     /// teaches them; never given back.
     pub(super) used: bool,
+    /// One of two slots came far before the other and went back: it is taken again when the
+    /// other comes (see `Progress::take_deferred`).
+    pub(super) deferred: bool,
     /// The same slots in Redis, when the shared gates granted them.
     #[cfg(feature = "shared")]
     pub(super) remote: Option<Box<crate::seams::RemoteSlots>>,

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::Progress;
 
-/// Where a learning gate's declared ceiling, counted over the starts, leaves an attempt whose
+/// Where the gates' declared ceilings, counted over the starts, leave an attempt whose
 /// slots came ([`Progress::within_ceilings`]).
 pub(super) enum Ceiling {
     /// It starts now.
@@ -72,10 +72,21 @@ impl Progress<'_> {
         due.filter(|due| *due > Instant::now())
     }
 
-    /// This attempt's slots came: it starts now if each learning gate's declared ceiling,
-    /// counted over the starts, allows it, or not before the instant it gives (see
+    /// Whether this attempt's gates check its start against their declared ceilings (see
+    /// [`Progress::within_ceilings`]): where a gate's slots are not the starts, a learning
+    /// gate's or either of two.
+    #[inline]
+    pub(super) fn checks_starts(&self) -> bool {
+        // Gated first: every admitted call asks.
+        self.settings.gated
+            && (self.settings.learns || (self.rate().is_some() && self.token_rate().is_some()))
+    }
+
+    /// This attempt's slots came: it starts now if each gate's declared ceiling, counted over
+    /// the starts, allows it, or not before the instant it gives (see
     /// [`RateGate::start_within_ceiling`]); a wait past the deadline refuses it. Out of line:
-    /// only policies whose gates learn get here.
+    /// only policies whose gates learn, or that have two, get here
+    /// ([`Progress::checks_starts`]).
     #[inline(never)]
     pub(super) fn within_ceilings(&mut self) -> Result<Ceiling, Rejected> {
         let Some(reserved) = self.admission.as_ref().map(|a| &a.reserved) else {

@@ -336,6 +336,7 @@ impl<'p> Progress<'p> {
                     tokens: mirror(self.token_rate(), tokens, self.cost()).or(tokens_probe),
                     share: None,
                     used: false,
+                    deferred: false,
                     remote: Some(Box::new([rate, tokens])),
                     returns: None,
                     alone: [0; 2],

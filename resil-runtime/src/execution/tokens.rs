@@ -1,11 +1,15 @@
 //! An attempt's slot in the token gate, beside its rate gate's: none beside a wait for a
-//! probe's answer.
+//! probe's answer; and of two slots that come far apart, the earlier taken when the later
+//! comes.
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use super::admission::Reserved;
 use super::Progress;
-use crate::gate::RateGate;
+use crate::deadline::later;
+use crate::gate::{RateGate, SLOT_MISSED};
 use crate::Rejected;
 
 /// The wait [`Progress::reserve_tokens`] gives a batch call the token gate's batch share holds
@@ -57,6 +61,97 @@ impl Progress<'_> {
             }
             return Ok(due);
         }
-        Ok(due.max(wait))
+        Ok(self.defer_earlier(reserved, wait, due))
+    }
+
+    /// Of the two slots `reserved` holds, due after `rate` and `tokens`, the earlier goes back
+    /// when they come more than [`SLOT_MISSED`] apart (at once: it is the gate's latest), to
+    /// be taken again when the later comes ([`Progress::take_deferred`]). Held, it would count
+    /// the call when it came, and the calls after it in its gate would start within a period
+    /// of the call's late start: more than the gate's ceiling (the simulator's two-gate
+    /// class). The wait until the later. Local gates in arrival order only: a waiting room
+    /// takes the slots in turn (`in_turn.rs`), the store spaced a shared gate's from other
+    /// instances', and a learning gate's slot moves with the answers.
+    fn defer_earlier(&self, reserved: &mut Reserved, rate: Duration, tokens: Duration) -> Duration {
+        let both = rate.max(tokens);
+        if rate.abs_diff(tokens) <= SLOT_MISSED || !self.defers() {
+            return both;
+        }
+        let (gate, slot) = match rate < tokens {
+            true => (self.rate(), reserved.rate.take()),
+            false => (self.token_rate(), reserved.tokens.take()),
+        };
+        if let Some((gate, slot)) = gate.zip(slot) {
+            gate.refund(slot);
+        }
+        reserved.deferred = true;
+        both
+    }
+
+    /// Whether this attempt's two gates take its slots when it can start (see
+    /// [`Progress::defer_earlier`]).
+    fn defers(&self) -> bool {
+        let plain = |gate: Option<&RateGate>| {
+            gate.is_some_and(|gate| gate.is_local() && !gate.orders() && !gate.probing())
+        };
+        plain(self.rate()) && plain(self.token_rate())
+    }
+
+    /// The slot that went back while the other came ([`Progress::defer_earlier`]), taken now
+    /// that the other is due: `None` when both are (or nothing was deferred), otherwise when
+    /// the slot taken comes, or the refusal of a slot past the deadline (the other then goes
+    /// back). A slot that comes more than [`SLOT_MISSED`] after the one held is waited for
+    /// with the two roles swapped, the held one going back, if that one is still its gate's
+    /// latest; otherwise both are kept (given back behind later slots, the held one would
+    /// stay spent, and a caller that swapped again would spend one slot of each gate at
+    /// every turn).
+    pub(super) fn take_deferred(&mut self) -> Result<Option<Instant>, Rejected> {
+        let Some(reserved) = (self.admission.as_ref())
+            .map(|admission| &admission.reserved)
+            .filter(|reserved| reserved.deferred)
+        else {
+            return Ok(None);
+        };
+        let (rate, tokens) = (self.rate(), self.token_rate());
+        let (Some(rate), Some(tokens)) = (rate, tokens) else {
+            return Ok(None);
+        };
+        let cost = self.cost();
+        // The gate whose slot went back, and the one whose slot is held.
+        let rate_missing = reserved.rate.is_none();
+        let (missing, missing_cost, held, held_slot, held_cost) = match rate_missing {
+            true => (rate, 1, tokens, reserved.tokens, cost),
+            false => (tokens, cost, rate, reserved.rate, 1),
+        };
+        let Some(held_slot) = held_slot else {
+            return Ok(None);
+        };
+        let now = Instant::now();
+        let (wait, slot) =
+            match missing.reserve_slot(missing_cost, missing.refuses_by(self.start_by())) {
+                Ok(taken) => taken,
+                Err(refused) => {
+                    self.refund_slots();
+                    return Err(refused);
+                }
+            };
+        let due = later(now, wait);
+        let held_due = held.due_at(held_slot, held_cost);
+        let far = due > later(held_due, SLOT_MISSED);
+        let swap = far && (held.is_latest(held_slot) || missing.held_until(now).is_some());
+        if swap {
+            held.refund(held_slot);
+        }
+        let kept = (!swap).then_some(held_slot);
+        let slots = match rate_missing {
+            true => (Some(slot), kept),
+            false => (kept, Some(slot)),
+        };
+        if let Some(admission) = self.admission.as_mut() {
+            let reserved = &mut admission.reserved;
+            (reserved.rate, reserved.tokens) = slots;
+            reserved.deferred = swap;
+        }
+        Ok((!wait.is_zero()).then_some(due))
     }
 }

@@ -172,4 +172,13 @@ impl RateGate {
     pub(crate) fn is_revoked(&self, slot: Slot) -> bool {
         self.epoch() != slot.epoch
     }
+
+    /// When the latest throttle's hold ends, if it is still in force at `now`: a shared gate
+    /// asks the store for no slot before then, since the store may not have heard of a hold
+    /// this instance made (it goes there in the background) or heard of.
+    pub(crate) fn held_until(&self, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
+        let until = self.held_until.load(Ordering::Acquire);
+        (until > self.offset(now))
+            .then(|| crate::deadline::later(self.origin, std::time::Duration::from_nanos(until)))
+    }
 }

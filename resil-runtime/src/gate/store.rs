@@ -9,7 +9,7 @@ use tokio::time::Instant;
 
 use super::asking::Asking;
 use super::{nanos, RateGate, Slot};
-use crate::deadline::{later, NEVER};
+use crate::deadline::NEVER;
 use crate::seams::{GateLink, Sharing};
 
 impl RateGate {
@@ -66,13 +66,5 @@ impl RateGate {
                 };
             }
         }
-    }
-
-    /// When the latest throttle's hold ends, if it is still in force at `now`: a shared gate
-    /// asks the store for no slot before then, since the store may not have heard of a hold
-    /// this instance made (it goes there in the background) or heard of.
-    pub(crate) fn held_until(&self, now: Instant) -> Option<Instant> {
-        let until = self.held_until.load(Ordering::Acquire);
-        (until > self.offset(now)).then(|| later(self.origin, Duration::from_nanos(until)))
     }
 }

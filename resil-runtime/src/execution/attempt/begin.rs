@@ -71,7 +71,7 @@ pub(super) fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Reject
     }
     let wait = progress.reserve_slots()?;
     if wait.is_zero() {
-        if progress.settings.learns {
+        if progress.checks_starts() {
             match progress.within_ceilings()? {
                 Ceiling::Now => {}
                 Ceiling::At(at) => return Ok(Begin::Slot(at)),
@@ -127,17 +127,24 @@ fn looks_again(due: Instant) -> Instant {
     due.min(later(Instant::now(), crate::gate::SLOT_RECHECK))
 }
 
-/// A learning gate's slot came, as far as its caller knows: whether the attempt waits again,
-/// for its slot placed sooner by an answer, for the declared ceiling over the starts, or
-/// (granted by the store, and given back) to ask the store again; or the refusal of a wait
-/// past the deadline.
+/// A slot came, as far as its caller knows: whether the attempt waits again, for the other
+/// gate's slot, which went back while this one came (see `Progress::take_deferred`); for a
+/// learning gate's, for its slot placed sooner by an answer, for the declared ceiling over
+/// the starts, or (granted by the store, and given back) to ask the store again; or the
+/// refusal of a wait past the deadline.
 pub(super) fn waits_again<F, E>(
     this: &mut AttemptProjection<'_, '_, '_, F, E>,
 ) -> Result<bool, Rejected> {
     let progress = &mut this.execution.progress;
-    let due = match progress.slots_due() {
+    let learns = progress.settings.learns;
+    let due = match learns.then(|| progress.slots_due()).flatten() {
         Some(due) => Ceiling::At(looks_again(due)),
-        None => progress.within_ceilings()?,
+        None => match progress.take_deferred()? {
+            Some(at) if learns => Ceiling::At(looks_again(at)),
+            Some(at) => Ceiling::At(at),
+            None if progress.checks_starts() => progress.within_ceilings()?,
+            None => Ceiling::Now,
+        },
     };
     match due {
         Ceiling::Now => return Ok(false),

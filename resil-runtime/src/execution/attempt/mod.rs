@@ -393,7 +393,7 @@ where
                     }
                     // The slot came within the deadline, but this poll may come after it.
                     let mut ready = this.execution.progress.before_deadline();
-                    if ready.is_ok() && this.execution.progress.settings.learns {
+                    if ready.is_ok() {
                         match waits_again(this) {
                             Ok(true) => continue,
                             Ok(false) => {}

@@ -1,5 +1,6 @@
-//! A learning gate's declared ceiling, checked over the starts themselves (see
-//! [`RateGate::start_within_ceiling`]).
+//! A gate's declared ceiling checked over the starts themselves, where its slots are not the
+//! starts: a learning gate's (an answer moves its slots) and each gate of a call through a
+//! rate gate and a token gate (one may hold the call past the other's slot).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -20,12 +21,16 @@ impl RateGate {
     /// Starts `cost` units of `slot` now if the declared ceiling allows it, counted over the
     /// units that started (a GCRA at the declared interval and burst): `Ok` with the schedule
     /// before and after them (for [`RateGate::unstart`]), or `Err` with the earliest instant
-    /// they may. Always `Ok` but for a learning gate with a declared figure.
+    /// they may. Always `Ok` for an auto gate (no declared figure) and for a shared gate that
+    /// does not learn (the store spaces its slots from every instance's).
     ///
-    /// The slots an answer placed again, those given back and re-placed, and those booked
-    /// before a hold are each kept within the ceiling by the schedule's floor, but their
-    /// interleavings are many (the simulator found six per hundred thousand worlds that
-    /// started one more than the ceiling in a period); this check on the starts makes the
+    /// A learning gate's slots an answer placed again, those given back and re-placed, and
+    /// those booked before a hold are each kept within the ceiling by the schedule's floor,
+    /// but their interleavings are many (the simulator found six per hundred thousand worlds
+    /// that started one more than the ceiling in a period). A call through two gates starts
+    /// at the later of its two slots: it takes the earlier when the later comes
+    /// (`execution/tokens.rs`), but when both gates are busy it may hold one past its moment
+    /// while the calls after it there start on theirs. This check on the starts makes the
     /// promise hold whatever the schedule did. A start counts from when its slot was due,
     /// not from when its caller woke, so a busy runtime's late wakeups do not add up; and up
     /// to [`TIMER_SLACK`] early passes; a start later than [`SLOT_MISSED`] counts from that
@@ -36,16 +41,20 @@ impl RateGate {
         slot: Slot,
         cost: u64,
     ) -> Result<(u64, u64), Instant> {
-        let Some(learning) = self.learning.as_ref().filter(|_| !self.auto) else {
+        if self.auto || (self.learning.is_none() && !self.is_local()) {
             return Ok((0, 0));
-        };
+        }
         let now = self.offset(Instant::now());
+        let start = match self.learning {
+            Some(_) => self.start_of(slot),
+            None => self.allowed(slot.from, cost),
+        };
         // Later than its slot by more than a late wakeup (another gate held it, or an answer
         // placed its slot sooner meanwhile), it counts from a moment ago, not from its slot.
         let missed = nanos(SLOT_MISSED).saturating_sub(TIMER_SLACK);
-        let due = (self.start_of(slot).min(now)).max(now.saturating_sub(missed));
+        let due = (start.min(now)).max(now.saturating_sub(missed));
         loop {
-            let before = learning.started.load(Ordering::Acquire);
+            let before = self.started.load(Ordering::Acquire);
             let allowed = (self.allowed(before.max(now), cost)).saturating_sub(TIMER_SLACK);
             if allowed > now {
                 return Err(later(self.origin, Duration::from_nanos(allowed)));
@@ -53,7 +62,7 @@ impl RateGate {
             let after = before
                 .max(due)
                 .saturating_add(self.interval.saturating_mul(cost));
-            if (learning.started)
+            if (self.started)
                 .compare_exchange_weak(before, after, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
@@ -65,14 +74,7 @@ impl RateGate {
     /// Takes back a start [`RateGate::start_within_ceiling`] allowed, when another gate of
     /// the call refused its own (if no other start came after it).
     pub(crate) fn unstart(&self, (before, after): (u64, u64)) {
-        if let Some(learning) = &self.learning {
-            let _ = (learning.started).compare_exchange(
-                after,
-                before,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
-        }
+        let _ = (self.started).compare_exchange(after, before, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
