@@ -296,8 +296,8 @@ impl RateGate {
 
     /// Reserves `cost` units at the earliest time the limit allows and returns the wait until
     /// then. A wait that would end after `deadline` reserves nothing and is refused with
-    /// [`Rejected::RateLimited`] (a slot free now is granted whatever the deadline); a cost above the burst can never pass and is refused with
-    /// [`Rejected::OverBurst`].
+    /// [`Rejected::RateLimited`] (a slot free now is granted whatever the deadline); a cost
+    /// above the burst can never pass and is refused with [`Rejected::OverBurst`].
     pub fn reserve(&self, cost: u64, deadline: Option<Instant>) -> Result<Duration, Rejected> {
         self.reserve_slot(cost, deadline).map(|(wait, _)| wait)
     }

@@ -129,10 +129,11 @@ impl<'p> Progress<'p> {
     /// its units, which come `wait` later in arrival order: past [`SLOT_MISSED`], its request
     /// slot goes back (at once, most often: it is the latest, or the rate gate's room served
     /// it and its next books the slot after it when it polls), and it takes one of the moment
-    /// once its units come ([`Progress::rate_slot_after_units`]). Held while it waits for its units, the slot
-    /// would count the call when the slot came, and the calls after it start within a period
-    /// of the call's own late start: one more than the gate's ceiling (the simulator's
-    /// two-gate class). Not a shared gate's, which the store spaced from other instances'.
+    /// once its units come ([`Progress::rate_slot_after_units`]). Held while it waits for its
+    /// units, the slot would count the call when the slot came, and the calls after it start
+    /// within a period of the call's own late start: one more than the gate's ceiling (the
+    /// simulator's two-gate class; in arrival order, see [`Progress::defer_earlier`]). Not a
+    /// shared gate's, which the store spaced from other instances'.
     pub(super) fn defer_rate_slot(&mut self, wait: Duration) {
         if wait <= SLOT_MISSED || !self.rate().is_some_and(RateGate::is_local) {
             return;

@@ -72,21 +72,11 @@ impl Progress<'_> {
         due.filter(|due| *due > Instant::now())
     }
 
-    /// Whether this attempt's gates check its start against their declared ceilings (see
-    /// [`Progress::within_ceilings`]): where a gate's slots are not the starts, a learning
-    /// gate's or either of two.
-    #[inline]
-    pub(super) fn checks_starts(&self) -> bool {
-        // Gated first: every admitted call asks.
-        self.settings.gated
-            && (self.settings.learns || (self.rate().is_some() && self.token_rate().is_some()))
-    }
-
-    /// This attempt's slots came: it starts now if each gate's declared ceiling, counted over
-    /// the starts, allows it, or not before the instant it gives (see
+    /// This attempt's slots came: it starts now if each gate's declared ceiling (a learning
+    /// gate's, and a declared gate's beside it), counted over the starts, allows it, or not
+    /// before the instant it gives (see
     /// [`RateGate::start_within_ceiling`]); a wait past the deadline refuses it. Out of line:
-    /// only policies whose gates learn, or that have two, get here
-    /// ([`Progress::checks_starts`]).
+    /// only policies whose gates learn get here.
     #[inline(never)]
     pub(super) fn within_ceilings(&mut self) -> Result<Ceiling, Rejected> {
         let Some(reserved) = self.admission.as_ref().map(|a| &a.reserved) else {

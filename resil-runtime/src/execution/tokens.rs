@@ -69,19 +69,23 @@ impl Progress<'_> {
     /// be taken again when the later comes ([`Progress::take_deferred`]). Held, it would count
     /// the call when it came, and the calls after it in its gate would start within a period
     /// of the call's late start: more than the gate's ceiling (the simulator's two-gate
-    /// class). The wait until the later. Local gates in arrival order only: a waiting room
-    /// takes the slots in turn (`in_turn.rs`), the store spaced a shared gate's from other
-    /// instances', and a learning gate's slot moves with the answers.
+    /// class). The wait until the later. Local gates in arrival order only (a waiting room
+    /// takes the slots in turn, `in_turn.rs`; the store spaced a shared gate's from other
+    /// instances'), not an auto gate still probing, nor a slot from what an auto gate was
+    /// told is left (given back, it would not go back there).
     fn defer_earlier(&self, reserved: &mut Reserved, rate: Duration, tokens: Duration) -> Duration {
         let both = rate.max(tokens);
         if rate.abs_diff(tokens) <= SLOT_MISSED || !self.defers() {
             return both;
         }
-        let (gate, slot) = match rate < tokens {
-            true => (self.rate(), reserved.rate.take()),
-            false => (self.token_rate(), reserved.tokens.take()),
+        let (gate, earlier) = match rate < tokens {
+            true => (self.rate(), &mut reserved.rate),
+            false => (self.token_rate(), &mut reserved.tokens),
         };
-        if let Some((gate, slot)) = gate.zip(slot) {
+        if earlier.is_none_or(|slot| slot.is_off_schedule()) {
+            return both;
+        }
+        if let Some((gate, slot)) = gate.zip(earlier.take()) {
             gate.refund(slot);
         }
         reserved.deferred = true;
@@ -102,9 +106,12 @@ impl Progress<'_> {
     /// the slot taken comes, or the refusal of a slot past the deadline (the other then goes
     /// back). A slot that comes more than [`SLOT_MISSED`] after the one held is waited for
     /// with the two roles swapped, the held one going back, if that one is still its gate's
-    /// latest; otherwise both are kept (given back behind later slots, the held one would
-    /// stay spent, and a caller that swapped again would spend one slot of each gate at
-    /// every turn).
+    /// latest or a 429 holds the other gate (held, it would be late by the hold, and a hold
+    /// on its own gate spends it all the same). Otherwise both are kept and the call starts
+    /// late on the held one's gate: with both gates busy at once, the one case left where a
+    /// gate may start more than its ceiling. Given back behind later slots, the held one
+    /// would stay spent, and a caller swapping at every turn spent a slot of each gate each
+    /// time (200 calls through two busy gates took 78 s where 42 sufficed).
     pub(super) fn take_deferred(&mut self) -> Result<Option<Instant>, Rejected> {
         let Some(reserved) = (self.admission.as_ref())
             .map(|admission| &admission.reserved)
@@ -138,7 +145,9 @@ impl Progress<'_> {
         let due = later(now, wait);
         let held_due = held.due_at(held_slot, held_cost);
         let far = due > later(held_due, SLOT_MISSED);
-        let swap = far && (held.is_latest(held_slot) || missing.held_until(now).is_some());
+        let swap = far
+            && !held_slot.is_off_schedule()
+            && (held.is_latest(held_slot) || missing.held_until(now).is_some());
         if swap {
             held.refund(held_slot);
         }

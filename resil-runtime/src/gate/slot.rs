@@ -60,7 +60,7 @@ impl Slot {
     }
 
     /// Whether a learning gate handed it out apart from its schedule.
-    pub(super) fn is_off_schedule(&self) -> bool {
+    pub(crate) fn is_off_schedule(&self) -> bool {
         self.end.get() == Self::OFF_SCHEDULE
     }
 

@@ -438,26 +438,71 @@ async fn calls_through_two_gates(learns: bool) {
     );
 }
 
-/// Two busy gates at once, in arrival order: 200 calls of 1 to `burst` tokens over 1 to 20 s
-/// on a `3/s` to `20/s` request gate (burst 1 to 3) and a `1000/s` token gate (burst 300 to
-/// 1 000), both short of the demand. Neither gate starts more than its ceiling in any window
-/// (of the period less the 100 ms a start may follow its slot by, as the simulator counts):
-/// before the starts were checked, 43 of 300 schedules did (7 calls where 4 may); and the
-/// last call starts within 5 % of the time the busier gate needs for all of them, so what
-/// goes back between the two gates is not lost.
+/// One key's wait for its tokens holds no other key's call through the gate of all calls:
+/// the request slot a call gives back while its units come is another key's to take (a fix
+/// that placed the request slot at the units' time held every other key behind it). Key `a`'s
+/// second 1 000 tokens come at 1 s on a `1000/s` token gate per key; key `b`'s ten one-token
+/// calls take the `10/s` gate's slots from 100 ms, and `a`'s call the next after its units.
 #[tokio::test(start_paused = true)]
-async fn two_busy_gates_keep_both_ceilings_and_their_pace() {
+async fn one_keys_wait_for_its_units_holds_no_other_key() {
+    let policy = Policy::builder()
+        .keyed("model")
+        .rate(10, Duration::from_secs(1), 1)
+        .token_rate(1000, Duration::from_secs(1), 1000)
+        .token_rate_per_key()
+        .build()
+        .unwrap();
+    let origin = Instant::now();
+    let starts = std::sync::Mutex::new(Vec::new());
+    let call = |key: &'static str, after: u64, cost: u64| {
+        let (policy, starts) = (&policy, &starts);
+        async move {
+            tokio::time::sleep(Duration::from_millis(after)).await;
+            let mut execution = policy.execute_keyed(key);
+            execution.set_cost(cost);
+            let next = execution
+                .attempt(async move {
+                    starts.lock().unwrap().push((key, origin.elapsed()));
+                    Ok::<_, TestError>(())
+                })
+                .await;
+            assert!(matches!(next, resil_runtime::Next::Done(_)));
+        }
+    };
+    let a = join_all([call("a", 0, 1000), call("a", 0, 1000)]);
+    let b = join_all((0..10).map(|_| call("b", 50, 1)));
+    futures::join!(a, b);
+    let starts = starts.into_inner().unwrap();
+    let of = |key| -> Vec<u64> {
+        (starts.iter().filter(|(k, _)| *k == key))
+            .map(|(_, at)| at.as_millis() as u64)
+            .collect()
+    };
+    assert_eq!(of("b"), (1..=10).map(|i| i * 100).collect::<Vec<_>>());
+    assert_eq!(of("a"), [0, 1100]);
+}
+
+/// A busy token gate beside a request gate that keeps up, in arrival order: 200 calls of 1
+/// to `burst` tokens over 2 to 20 s on a `1000/s` token gate (burst 300 to 1 000), short of
+/// the demand, and a `10/s` to `40/s` request gate (burst 1 to 3). Neither gate starts more
+/// than its ceiling in any window (of the period less the 100 ms a start may follow its slot
+/// by, as the simulator counts): holding their request slots while their tokens came, the
+/// calls broke the request gate's in 1 of these 300 schedules (seed 263: 12 calls where 11
+/// may). The last call starts within 5 % of the time the token gate needs for all of them:
+/// what goes back is not lost.
+#[tokio::test(start_paused = true)]
+async fn a_busy_token_gate_beside_a_request_gate_keeps_both_ceilings_and_its_pace() {
     use rand::{Rng, SeedableRng};
     for seed in 0..300 {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let (count, burst) = (rng.random_range(3..20), rng.random_range(1..4));
+        let (count, burst) = (rng.random_range(10..40), rng.random_range(1..4));
         let token_burst = rng.random_range(300..=1000);
         let policy = Policy::builder()
             .rate(count, Duration::from_secs(1), burst)
             .token_rate(1000, Duration::from_secs(1), token_burst)
             .build()
             .unwrap();
-        let spread = rng.random_range(1_000..20_000);
+        let spread = rng.random_range(2_000..20_000);
         let plan: Vec<(u64, u64)> = (0..200)
             .map(|_| {
                 (
@@ -471,21 +516,21 @@ async fn two_busy_gates_keep_both_ceilings_and_their_pace() {
         let calls = starts.iter().map(|(at, _)| (*at, 1)).collect();
         let window = Duration::from_millis(900);
         let most = learn_bounds::most_in(calls, window);
+        let ceiling = count + burst - 1;
         assert!(
-            most < count + burst,
-            "seed {seed}: {most} calls, ceiling {}",
-            count + burst - 1
+            most <= ceiling,
+            "seed {seed}: {most} calls, ceiling {ceiling}"
         );
         let most = learn_bounds::most_in(starts.clone(), window);
         assert!(most < 1000 + token_burst, "seed {seed}: {most} tokens");
-        let needs = (tokens as f64 / 1000.0).max(200.0 / count as f64);
+        let needs = tokens as f64 / 1000.0;
         let last = starts
             .iter()
             .map(|(at, _)| at.as_secs_f64())
             .fold(0.0, f64::max);
         assert!(
             last <= needs * 1.05,
-            "seed {seed}: the last started at {last} s, all needed {needs} s"
+            "seed {seed}: the last started at {last} s, the tokens needed {needs} s"
         );
     }
 }

@@ -15,6 +15,7 @@ mod limits;
 mod queue;
 #[cfg(feature = "shared")]
 mod shared_pace;
+mod two_gates;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -71,7 +71,7 @@ pub(super) fn start<'p>(progress: &mut Progress<'p>) -> Result<Begin<'p>, Reject
     }
     let wait = progress.reserve_slots()?;
     if wait.is_zero() {
-        if progress.checks_starts() {
+        if progress.settings.learns {
             match progress.within_ceilings()? {
                 Ceiling::Now => {}
                 Ceiling::At(at) => return Ok(Begin::Slot(at)),
@@ -142,7 +142,7 @@ pub(super) fn waits_again<F, E>(
         None => match progress.take_deferred()? {
             Some(at) if learns => Ceiling::At(looks_again(at)),
             Some(at) => Ceiling::At(at),
-            None if progress.checks_starts() => progress.within_ceilings()?,
+            None if learns => progress.within_ceilings()?,
             None => Ceiling::Now,
         },
     };
