@@ -67,8 +67,6 @@ pub struct RateGate {
     period: Duration,
     /// Theoretical arrival time, in nanoseconds since `origin`.
     tat: AtomicU64,
-    /// The declared schedule of the units that started (see [`RateGate::start_within_ceiling`]).
-    started: AtomicU64,
     /// The end of the latest throttle's wait, in nanoseconds since `origin`.
     held_until: AtomicU64,
     /// Counts throttles: a slot reserved under an older one is revoked.
@@ -142,7 +140,6 @@ impl RateGate {
             count,
             period,
             tat: AtomicU64::new(0),
-            started: AtomicU64::new(0),
             held_until: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
             slowdown: AtomicU64::new(0),
@@ -174,7 +171,6 @@ impl RateGate {
             count: self.count,
             period: self.period,
             tat: AtomicU64::new(0),
-            started: AtomicU64::new(0),
             held_until: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
             slowdown: AtomicU64::new(0),
@@ -477,7 +473,6 @@ fn nanos(duration: Duration) -> u64 {
 #[cfg(feature = "shared")]
 mod asking;
 mod batch;
-mod ceiling;
 mod learn;
 mod share;
 mod slot;

@@ -5,7 +5,7 @@ use tokio::time::Instant;
 
 use super::Progress;
 
-/// Where the gates' declared ceilings, counted over the starts, leave an attempt whose
+/// Where a learning gate's declared ceiling, counted over the starts, leaves an attempt whose
 /// slots came ([`Progress::within_ceilings`]).
 pub(super) enum Ceiling {
     /// It starts now.
@@ -72,9 +72,8 @@ impl Progress<'_> {
         due.filter(|due| *due > Instant::now())
     }
 
-    /// This attempt's slots came: it starts now if each gate's declared ceiling (a learning
-    /// gate's, and a declared gate's beside it), counted over the starts, allows it, or not
-    /// before the instant it gives (see
+    /// This attempt's slots came: it starts now if each learning gate's declared ceiling,
+    /// counted over the starts, allows it, or not before the instant it gives (see
     /// [`RateGate::start_within_ceiling`]); a wait past the deadline refuses it. Out of line:
     /// only policies whose gates learn get here.
     #[inline(never)]

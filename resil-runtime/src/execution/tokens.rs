@@ -108,8 +108,8 @@ impl Progress<'_> {
     /// with the two roles swapped, the held one going back, if that one is still its gate's
     /// latest or a 429 holds the other gate (held, it would be late by the hold, and a hold
     /// on its own gate spends it all the same). Otherwise both are kept and the call starts
-    /// late on the held one's gate: with both gates busy at once, the one case left where a
-    /// gate may start more than its ceiling. Given back behind later slots, the held one
+    /// late on the held one's gate: with both gates busy at once, a case left where a gate
+    /// may start more than its ceiling. Given back behind later slots, the held one
     /// would stay spent, and a caller swapping at every turn spent a slot of each gate each
     /// time (200 calls through two busy gates took 78 s where 42 sufficed).
     pub(super) fn take_deferred(&mut self) -> Result<Option<Instant>, Rejected> {

@@ -46,6 +46,7 @@ use crate::sync::lock_std;
 use crate::Quota;
 
 mod book;
+mod ceiling;
 mod probe;
 
 /// The longest a probe's call is waited for before another caller probes instead: a probe
@@ -86,6 +87,10 @@ pub(crate) struct Learning {
     reserved: AtomicU64,
     /// When the probe in flight started (offset + 1; 0: none).
     probe: AtomicU64,
+    /// The declared schedule of the units that started (nanoseconds since the origin): what a
+    /// start is checked against, so that the declared ceiling holds over the starts themselves
+    /// whatever the answers did to the slots (see [`RateGate::start_within_ceiling`]).
+    started: AtomicU64,
     /// 0: an auto gate that knows nothing yet; 1: it heard an answer (with figures or not).
     told: AtomicU64,
     /// Everything an answer changes, changed together: answers applied out of order on two
@@ -203,6 +208,7 @@ impl Learning {
             learnt: AtomicU64::new(0),
             reserved: AtomicU64::new(0),
             probe: AtomicU64::new(0),
+            started: AtomicU64::new(0),
             told: AtomicU64::new(u64::from(told)),
             state: Mutex::new(State::default()),
             key: None,

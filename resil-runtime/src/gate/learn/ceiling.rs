@@ -1,6 +1,5 @@
-//! A gate's declared ceiling checked over the starts themselves, for a policy whose gates
-//! learn: a learning gate's slots move with the answers, and so does the start of a call
-//! through it and a declared gate beside it.
+//! A learning gate's declared ceiling, checked over the starts themselves (see
+//! [`RateGate::start_within_ceiling`]).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -21,44 +20,32 @@ impl RateGate {
     /// Starts `cost` units of `slot` now if the declared ceiling allows it, counted over the
     /// units that started (a GCRA at the declared interval and burst): `Ok` with the schedule
     /// before and after them (for [`RateGate::unstart`]), or `Err` with the earliest instant
-    /// they may. Always `Ok` for an auto gate (no declared figure) and for a shared gate that
-    /// does not learn (the store spaces its slots from every instance's). Asked of each gate
-    /// of a policy whose gates learn (`execution/learn.rs`).
+    /// they may. Always `Ok` but for a learning gate with a declared figure.
     ///
-    /// A learning gate's slots an answer placed again, those given back and re-placed, and
-    /// those booked before a hold are each kept within the ceiling by the schedule's floor,
-    /// but their interleavings are many (the simulator found six per hundred thousand worlds
-    /// that started one more than the ceiling in a period); and a declared gate beside it
-    /// holds a call's slot while the learning gate's moves (29 of the simulator's 50 000
-    /// worlds). This check on the starts makes the promise hold whatever the schedule did. A
-    /// start counts from when its slot was due, not from when its caller woke, so a busy
-    /// runtime's late wakeups do not add up; and up to [`TIMER_SLACK`] early passes; a start
-    /// later than [`SLOT_MISSED`] counts from that long ago (less the slack, which the next
-    /// start may take). A schedule within the ceiling is then not delayed. Not asked of a
-    /// policy whose two gates are both declared: there a call held past one slot by the
-    /// other was refused again and again while the calls after it started on time (a
-    /// 960-token call passed by over a hundred later calls, 10 to 15 s); the deferral of the
-    /// earlier slot (`execution/tokens.rs`) keeps those gates' ceilings, but when both are
-    /// short of the demand at once.
+    /// The slots an answer placed again, those given back and re-placed, and those booked
+    /// before a hold are each kept within the ceiling by the schedule's floor, but their
+    /// interleavings are many (the simulator found six per hundred thousand worlds that
+    /// started one more than the ceiling in a period); this check on the starts makes the
+    /// promise hold whatever the schedule did. A start counts from when its slot was due,
+    /// not from when its caller woke, so a busy runtime's late wakeups do not add up; and up
+    /// to [`TIMER_SLACK`] early passes; a start later than [`SLOT_MISSED`] counts from that
+    /// long ago (less the slack, which the next start may take). A schedule within the
+    /// ceiling is then not delayed.
     pub(crate) fn start_within_ceiling(
         &self,
         slot: Slot,
         cost: u64,
     ) -> Result<(u64, u64), Instant> {
-        if self.auto || (self.learning.is_none() && !self.is_local()) {
+        let Some(learning) = self.learning.as_ref().filter(|_| !self.auto) else {
             return Ok((0, 0));
-        }
-        let now = self.offset(Instant::now());
-        let start = match self.learning {
-            Some(_) => self.start_of(slot),
-            None => self.allowed(slot.from, cost),
         };
+        let now = self.offset(Instant::now());
         // Later than its slot by more than a late wakeup (another gate held it, or an answer
         // placed its slot sooner meanwhile), it counts from a moment ago, not from its slot.
         let missed = nanos(SLOT_MISSED).saturating_sub(TIMER_SLACK);
-        let due = (start.min(now)).max(now.saturating_sub(missed));
+        let due = (self.start_of(slot).min(now)).max(now.saturating_sub(missed));
         loop {
-            let before = self.started.load(Ordering::Acquire);
+            let before = learning.started.load(Ordering::Acquire);
             let allowed = (self.allowed(before.max(now), cost)).saturating_sub(TIMER_SLACK);
             if allowed > now {
                 return Err(later(self.origin, Duration::from_nanos(allowed)));
@@ -66,7 +53,7 @@ impl RateGate {
             let after = before
                 .max(due)
                 .saturating_add(self.interval.saturating_mul(cost));
-            if (self.started)
+            if (learning.started)
                 .compare_exchange_weak(before, after, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
@@ -78,7 +65,14 @@ impl RateGate {
     /// Takes back a start [`RateGate::start_within_ceiling`] allowed, when another gate of
     /// the call refused its own (if no other start came after it).
     pub(crate) fn unstart(&self, (before, after): (u64, u64)) {
-        let _ = (self.started).compare_exchange(after, before, Ordering::AcqRel, Ordering::Acquire);
+        if let Some(learning) = &self.learning {
+            let _ = (learning.started).compare_exchange(
+                after,
+                before,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
     }
 }
 
