@@ -175,7 +175,9 @@ impl RateGate {
 
     /// When the latest throttle's hold ends, if it is still in force at `now`: a shared gate
     /// asks the store for no slot before then, since the store may not have heard of a hold
-    /// this instance made (it goes there in the background) or heard of.
+    /// this instance made (it goes there in the background) or heard of; and a call whose
+    /// slot here went back while its other gate's came gives that one back rather than hold
+    /// it through the hold (`execution/tokens.rs`).
     pub(crate) fn held_until(&self, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
         let until = self.held_until.load(Ordering::Acquire);
         (until > self.offset(now))

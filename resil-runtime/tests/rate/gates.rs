@@ -497,9 +497,7 @@ async fn a_busy_token_gate_beside_a_request_gate_keeps_both_ceilings_and_its_pac
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (count, burst) = (rng.random_range(10..40), rng.random_range(1..4));
         let token_burst = rng.random_range(300..=1000);
-        let policy = Policy::builder()
-            .rate(count, Duration::from_secs(1), burst)
-            .token_rate(1000, Duration::from_secs(1), token_burst)
+        let policy = two_gates::two_gates(count, burst, token_burst)
             .build()
             .unwrap();
         let spread = rng.random_range(2_000..20_000);
@@ -513,16 +511,7 @@ async fn a_busy_token_gate_beside_a_request_gate_keeps_both_ceilings_and_its_pac
             .collect();
         let tokens: u64 = plan.iter().map(|(_, cost)| cost).sum();
         let starts = start_all(&policy, plan).await;
-        let calls = starts.iter().map(|(at, _)| (*at, 1)).collect();
-        let window = Duration::from_millis(900);
-        let most = learn_bounds::most_in(calls, window);
-        let ceiling = count + burst - 1;
-        assert!(
-            most <= ceiling,
-            "seed {seed}: {most} calls, ceiling {ceiling}"
-        );
-        let most = learn_bounds::most_in(starts.clone(), window);
-        assert!(most < 1000 + token_burst, "seed {seed}: {most} tokens");
+        two_gates::assert_within_both_ceilings(seed, &starts, (count, burst), token_burst);
         let needs = tokens as f64 / 1000.0;
         let last = starts
             .iter()
@@ -539,20 +528,11 @@ async fn a_busy_token_gate_beside_a_request_gate_keeps_both_ceilings_and_its_pac
 /// started, and its units.
 async fn start_all(policy: &Policy, plan: Vec<(u64, u64)>) -> Vec<(Duration, u64)> {
     let origin = Instant::now();
-    let starts = std::sync::Mutex::new(Vec::new());
-    let starts_ref = &starts;
-    join_all(plan.into_iter().map(|(at, cost)| async move {
-        tokio::time::sleep(Duration::from_millis(at)).await;
-        let mut execution = policy.execute::<TestError>();
-        execution.set_cost(cost);
-        let next = execution
-            .attempt(async move {
-                starts_ref.lock().unwrap().push((origin.elapsed(), cost));
-                Ok::<_, TestError>(())
-            })
-            .await;
-        assert!(matches!(next, resil_runtime::Next::Done(_)));
-    }))
-    .await;
-    starts.into_inner().unwrap()
+    let calls = plan
+        .iter()
+        .map(|&(at, cost)| two_gates::one_call(policy, origin, at, cost));
+    let done = join_all(calls).await;
+    (done.into_iter().zip(&plan))
+        .map(|(done, (_, cost))| (done.started.expect("every call starts"), *cost))
+        .collect()
 }

@@ -3,18 +3,19 @@
 //! the public API. Paused clock.
 
 use super::*;
+use resil_runtime::PolicyBuilder;
 
 /// What one call did: when it started (`None`: it never called), how it ended, and when.
 #[derive(Debug, Clone)]
-struct Done {
-    started: Option<Duration>,
+pub(super) struct Done {
+    pub(super) started: Option<Duration>,
     result: Result<(), TestError>,
     ended: Duration,
 }
 
 /// Sleeps until `at` (ms from `origin`), then runs one attempt of `cost` units through
 /// `policy`.
-async fn one_call(policy: &Policy, origin: Instant, at: u64, cost: u64) -> Done {
+pub(super) async fn one_call(policy: &Policy, origin: Instant, at: u64, cost: u64) -> Done {
     tokio::time::sleep_until(origin + Duration::from_millis(at)).await;
     let started = std::sync::Mutex::new(None);
     let mut execution = policy.execute::<TestError>();
@@ -37,6 +38,52 @@ async fn one_call(policy: &Policy, origin: Instant, at: u64, cost: u64) -> Done 
 
 fn ms(ms: u64) -> Duration {
     Duration::from_millis(ms)
+}
+
+/// A `count/s` request gate (burst `burst`) beside a `1000/s` token gate (burst
+/// `token_burst`).
+pub(super) fn two_gates(count: u64, burst: u64, token_burst: u64) -> PolicyBuilder {
+    Policy::builder()
+        .rate(count, Duration::from_secs(1), burst)
+        .token_rate(1000, Duration::from_secs(1), token_burst)
+}
+
+/// Neither gate of [`two_gates`] started more than its ceiling in any window of the period
+/// less the 100 ms a start may follow its slot by (as the simulator counts): `starts` are
+/// when each call started, and its units.
+pub(super) fn assert_within_both_ceilings(
+    seed: u64,
+    starts: &[(Duration, u64)],
+    (count, burst): (u64, u64),
+    token_burst: u64,
+) {
+    let window = ms(900);
+    let calls = starts.iter().map(|(at, _)| (*at, 1)).collect();
+    let most = learn_bounds::most_in(calls, window);
+    assert!(
+        most < count + burst,
+        "seed {seed}: {most} calls in {window:?}, {count}/s burst {burst}"
+    );
+    let most = learn_bounds::most_in(starts.to_vec(), window);
+    assert!(
+        most < 1000 + token_burst,
+        "seed {seed}: {most} tokens in {window:?}, 1000/s burst {token_burst}"
+    );
+}
+
+/// The gates are idle `rest` after the last caller: a call of a full token burst then
+/// starts at once.
+async fn starts_at_once_after(
+    policy: &Policy,
+    origin: Instant,
+    rest: Duration,
+    token_burst: u64,
+    seed: u64,
+) {
+    tokio::time::sleep(rest).await;
+    let after = origin.elapsed().as_millis() as u64;
+    let last = one_call(policy, origin, after, token_burst).await;
+    assert_eq!(last.started, Some(ms(after)), "seed {seed}: {last:?}");
 }
 
 /// A call refused by the breaker once its slots came made no call and gave its slots back:
@@ -202,8 +249,8 @@ async fn what_an_auto_gate_was_told_is_left_is_not_lost_to_the_deferral() {
 
 /// Callers that give up at any point (while deferred, after a swap, while holding both)
 /// leave nothing held: two periods after the last of them, a call of a full burst starts at
-/// once. (Both gates are short of the demand here, the one case where a gate may start more
-/// than its ceiling: see `Progress::take_deferred`.)
+/// once. (Both gates are short of the demand here, a case where a gate may start more than
+/// its ceiling: see `Progress::take_deferred`.)
 #[tokio::test(start_paused = true)]
 async fn callers_giving_up_anywhere_leave_both_gates_idle() {
     use rand::{Rng, SeedableRng};
@@ -211,11 +258,7 @@ async fn callers_giving_up_anywhere_leave_both_gates_idle() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (count, burst) = (rng.random_range(2..12), rng.random_range(1..4));
         let token_burst = rng.random_range(300..=1000);
-        let policy = Policy::builder()
-            .rate(count, Duration::from_secs(1), burst)
-            .token_rate(1000, Duration::from_secs(1), token_burst)
-            .build()
-            .unwrap();
+        let policy = two_gates(count, burst, token_burst).build().unwrap();
         let origin = Instant::now();
         let plan: Vec<(u64, u64, Option<u64>)> = (0..40)
             .map(|_| {
@@ -236,10 +279,7 @@ async fn callers_giving_up_anywhere_leave_both_gates_idle() {
             }
         }))
         .await;
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let after = origin.elapsed().as_millis() as u64;
-        let last = one_call(&policy, origin, after, token_burst).await;
-        assert_eq!(last.started, Some(ms(after)), "seed {seed}: {last:?}");
+        starts_at_once_after(&policy, origin, Duration::from_secs(2), token_burst, seed).await;
     }
 }
 
@@ -330,11 +370,7 @@ async fn holds_while_callers_are_deferred_keep_every_promise() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let (count, burst) = (rng.random_range(2..12), rng.random_range(1..4));
         let token_burst = rng.random_range(300..=1000);
-        let policy = Policy::builder()
-            .rate(count, Duration::from_secs(1), burst)
-            .token_rate(1000, Duration::from_secs(1), token_burst)
-            .build()
-            .unwrap();
+        let policy = two_gates(count, burst, token_burst).build().unwrap();
         let origin = Instant::now();
         let plan: Vec<(u64, u64)> = (0..40)
             .map(|_| (rng.random_range(0..4000), rng.random_range(1..=token_burst)))
@@ -378,10 +414,7 @@ async fn holds_while_callers_are_deferred_keep_every_promise() {
                 );
             }
         }
-        tokio::time::sleep(Duration::from_secs(4)).await;
-        let after = origin.elapsed().as_millis() as u64;
-        let last = one_call(&policy, origin, after, token_burst).await;
-        assert_eq!(last.started, Some(ms(after)), "seed {seed}: {last:?}");
+        starts_at_once_after(&policy, origin, Duration::from_secs(4), token_burst, seed).await;
     }
 }
 
@@ -399,9 +432,7 @@ async fn retries_and_hedges_keep_both_ceilings() {
             false => (rng.random_range(2..8), rng.random_range(1..4)),
         };
         let token_burst = rng.random_range(300..=1000);
-        let policy = Policy::builder()
-            .rate(count, Duration::from_secs(1), burst)
-            .token_rate(1000, Duration::from_secs(1), token_burst)
+        let policy = two_gates(count, burst, token_burst)
             .hedge(1, ms(rng.random_range(20..200)))
             .retry(2)
             .backoff(ms(10), ms(200))
@@ -445,22 +476,8 @@ async fn retries_and_hedges_keep_both_ceilings() {
         }))
         .await;
         let starts = starts.into_inner().unwrap();
-        let requests: Vec<_> = starts.iter().map(|(at, _)| (*at, 1)).collect();
-        let window = ms(900);
-        let most_requests = learn_bounds::most_in(requests, window);
-        let most_tokens = learn_bounds::most_in(starts.clone(), window);
-        assert!(
-            most_requests < count + burst,
-            "seed {seed}: {most_requests} requests in {window:?}, {count}/s burst {burst}"
-        );
-        assert!(
-            most_tokens < 1000 + token_burst,
-            "seed {seed}: {most_tokens} tokens in {window:?}, 1000/s burst {token_burst}"
-        );
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let after = origin.elapsed().as_millis() as u64;
-        let last = one_call(&policy, origin, after, token_burst).await;
-        assert_eq!(last.started, Some(ms(after)), "seed {seed}: {last:?}");
+        assert_within_both_ceilings(seed, &starts, (count, burst), token_burst);
+        starts_at_once_after(&policy, origin, Duration::from_secs(3), token_burst, seed).await;
     }
 }
 
