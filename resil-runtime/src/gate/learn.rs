@@ -18,9 +18,10 @@
 //!
 //! An answer to a call older than the latest one applied is stale and is ignored. An answer
 //! whose pace is faster than the one the slots ahead were booked at places them again, in
-//! their order (their callers look every [`SLOT_RECHECK`] whether their slot came sooner), and
-//! one call takes at most a window of the schedule: a flapping "limit 1" holds no caller past
-//! the window it stated, at most `retry_after_max`, once the pace recovers.
+//! their order (their callers look every [`SLOT_RECHECK`] whether their slot came sooner), as
+//! does a caller giving up a slot with others behind it, and one call takes at most a window
+//! of the schedule: a flapping "limit 1" holds no caller past the window it stated, at most
+//! `retry_after_max`, once the pace recovers.
 //!
 //! A gate that knows nothing yet (`rate = "auto"` before its first answer) sends one call
 //! and holds the others until that call's answer says something: 40 callers at once do not

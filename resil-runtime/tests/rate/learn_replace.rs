@@ -7,10 +7,12 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::join_all;
-use resil_runtime::{operation, Policy};
+use resil_runtime::{operation, Policy, Priority, ProviderLimits};
 use tokio::time::{sleep, Instant};
 
+use super::learn_bounds::ordered_if;
 use super::learn_hostile::{answers, requests, said, MS, SEC};
+use super::learn_in_turn::once;
 use crate::common::TestError;
 
 /// Records when each call started, from an origin.
@@ -164,4 +166,73 @@ async fn more_than_sixty_four_waiters_are_placed_again_by_the_answer_in_flight()
         *longest <= 3 * SEC,
         "the last of 80 callers waited {longest:?}"
     );
+}
+
+/// A token gate that learns (declared at 100 000 a minute with burst 100, or auto), told
+/// once "100 tokens a minute, none left": ten callers of 100 tokens came and were booked a
+/// window apart from the reset; eight gave up within a second, and the two left kept their
+/// slots nine windows away (they started at 540 s), the gate idle all along: no call was in
+/// flight to bring the answer that would place them again (found in a stress schedule that
+/// stalled 70 minutes). The first caller left starts at the reset, the next at the pace its
+/// answer states. Served by priority, the gate's waiting room books one slot at a time for
+/// whoever is next, and was right already: kept as a guard.
+#[tokio::test(start_paused = true)]
+async fn callers_behind_those_that_gave_up_are_not_held_by_their_slots() {
+    for (auto, ordered) in [(false, false), (false, true), (true, false), (true, true)] {
+        let builder = match auto {
+            false => Policy::builder()
+                .token_rate(100_000, 60 * SEC, 100)
+                .token_rate_learn(),
+            true => Policy::builder().token_rate_learn(),
+        };
+        let policy = ordered_if(builder, ordered).build().unwrap();
+        let times = behind_those_that_gave_up(&policy).await;
+        assert_eq!(
+            times.len(),
+            2,
+            "only the two patient callers started: {times:?}"
+        );
+        assert!(
+            times[1] <= 61 * SEC,
+            "the callers left started at {times:?}, a window after the answer sufficed \
+             (auto: {auto}, ordered: {ordered})"
+        );
+    }
+}
+
+/// When the callers that did not give up started, in the schedule of the test above.
+async fn behind_those_that_gave_up(policy: &Policy) -> Vec<Duration> {
+    let tokens = |quota| {
+        operation::report_limits(ProviderLimits {
+            requests: None,
+            tokens: Some(quota),
+        })
+    };
+    for quota in [
+        said(Some(100_000), 99_900, 60 * SEC),
+        said(Some(100), 0, 60 * SEC),
+    ] {
+        let answer = async {
+            tokens(quota);
+            Ok(())
+        };
+        once(policy.execute(), Priority::Default, 100, answer)
+            .await
+            .unwrap();
+    }
+    let started = Started::new();
+    let started = &started;
+    join_all((0..10).map(|n| async move {
+        let call = async {
+            started.mark();
+            tokens(said(Some(100_000), 99_000, 60 * SEC));
+            Ok(())
+        };
+        let call = once(policy.execute(), Priority::Default, 100, call);
+        // Eight of the ten give up after a second.
+        let patience = if n < 8 { SEC } else { 3_600 * SEC };
+        let _ = tokio::time::timeout(patience, call).await;
+    }))
+    .await;
+    started.times()
 }

@@ -220,6 +220,44 @@ async fn what_an_auto_gate_was_told_is_left_is_not_lost_to_the_deferral() {
         .build()
         .unwrap();
     let origin = Instant::now();
+    told_left(&policy, 9).await;
+    let calls = join_all((0..6).map(|_| one_call(&policy, origin, 0, 1000))).await;
+    let mut starts: Vec<_> = calls.iter().map(|done| done.started).collect();
+    starts.sort();
+    let last = starts.last().copied().flatten();
+    assert!(
+        last.is_some_and(|last| last <= ms(5100)),
+        "9 left for 6 calls, tokens due by 5 s: {starts:?}"
+    );
+}
+
+/// What an auto gate was told is left, taken by a caller that gives up before its call,
+/// goes back to what is left: it was dropped from the gate's book and lost, and the next
+/// caller waited for the learnt pace after the reset. Auto request gate, `token_rate
+/// 1000/s` (burst 1000): the probe (one token) is told 10 per minute, 2 left; A (1000
+/// tokens) starts at 1 ms; B (1000 tokens) takes the last one left and waits for its tokens
+/// at 1.001 s, but gives up at 0.5 s; C (1000 tokens) comes at 0.6 s and starts when its
+/// tokens come, at 1.001 s (it waited for the reset, a minute).
+#[tokio::test(start_paused = true)]
+async fn what_an_auto_gate_was_told_is_left_goes_back_when_its_caller_gives_up() {
+    let policy = Policy::builder()
+        .rate_learn()
+        .token_rate(1000, Duration::from_secs(1), 1000)
+        .build()
+        .unwrap();
+    let origin = Instant::now();
+    told_left(&policy, 2).await;
+    let a = one_call(&policy, origin, 0, 1000);
+    let b = tokio::time::timeout(ms(500), one_call(&policy, origin, 0, 1000));
+    let c = one_call(&policy, origin, 600, 1000);
+    let (a, b, c) = futures::join!(a, b, c);
+    assert_eq!(a.started, Some(ms(1)), "{a:?}");
+    assert!(b.is_err(), "B gave up before its tokens came: {b:?}");
+    assert_eq!(c.started, Some(ms(1001)), "B's unit went back: {c:?}");
+}
+
+/// A probe through `policy` whose answer says `left` of 10 requests per minute are left.
+async fn told_left(policy: &Policy, left: u64) {
     let mut probe = policy.execute::<TestError>();
     probe.set_cost(1);
     let next = probe
@@ -227,7 +265,7 @@ async fn what_an_auto_gate_was_told_is_left_is_not_lost_to_the_deferral() {
             resil_runtime::operation::report_limits(resil_runtime::ProviderLimits {
                 requests: Some(resil_runtime::Quota {
                     limit: Some(10),
-                    remaining: 9,
+                    remaining: left,
                     reset: Duration::from_secs(60),
                     window: None,
                 }),
@@ -237,14 +275,6 @@ async fn what_an_auto_gate_was_told_is_left_is_not_lost_to_the_deferral() {
         })
         .await;
     assert!(matches!(next, resil_runtime::Next::Done(_)));
-    let calls = join_all((0..6).map(|_| one_call(&policy, origin, 0, 1000))).await;
-    let mut starts: Vec<_> = calls.iter().map(|done| done.started).collect();
-    starts.sort();
-    let last = starts.last().copied().flatten();
-    assert!(
-        last.is_some_and(|last| last <= ms(5100)),
-        "9 left for 6 calls, tokens due by 5 s: {starts:?}"
-    );
 }
 
 /// Callers that give up at any point (while deferred, after a swap, while holding both)

@@ -82,8 +82,15 @@ impl RateGate {
         };
         let found = state.booked.iter().position(|b| b.mark == slot.mark());
         if slot.is_off_schedule() {
-            if let Some(at) = found.filter(|_| keep) {
-                state.booked.remove(at);
+            if let Some(booked) = found
+                .filter(|_| keep)
+                .and_then(|at| state.booked.remove(at))
+            {
+                // Given back unused: its units are left until the reset again (an
+                // answer since counted them as promised, not in what it left).
+                if state.spare.until > self.offset(Instant::now()) {
+                    state.spare.units = state.spare.units.saturating_add(booked.units);
+                }
             }
             return false;
         }
@@ -100,6 +107,9 @@ impl RateGate {
         if !back {
             if keep && booked.end <= self.tat.load(Ordering::Acquire) {
                 state.given.push(booked);
+                if booked.start > now {
+                    self.close_hole(&mut state, &booked, at, now);
+                }
             }
             return false;
         }
@@ -114,6 +124,39 @@ impl RateGate {
         }
         state.given.retain(|kept| kept.end < tat);
         true
+    }
+
+    /// A caller gave up `hole`, a slot ahead with others booked after it (at `at` in the book
+    /// before it left): they are placed again at the pace learnt, as an answer would place
+    /// them, from where the schedule stood before the first of them or the hole, and the
+    /// declared floor no longer counts the hole's units. Left booked where they were, the
+    /// callers behind slots given up would wait for starts that never come: a pace briefly
+    /// slow (a flapping "limit 1") booked ten callers a window apart, eight gave up, and the
+    /// last started nine windows later, the gate idle, no call in flight to bring the answer
+    /// that places them again. Not for a shared gate: its slots mirror the store's schedule.
+    fn close_hole(&self, state: &mut State, hole: &Booked, at: usize, now: u64) {
+        #[cfg(feature = "shared")]
+        if self.shared.is_some() {
+            return;
+        }
+        let Some(learning) = &self.learning else {
+            return;
+        };
+        let Some(first) = state.booked.iter().find(|booked| booked.start > now) else {
+            return;
+        };
+        let from = first.from.min(hole.from);
+        // The first of them after it counted its units in the floor before it.
+        if let Some(next) = state.booked.get_mut(at).filter(|next| next.start > now) {
+            next.floor = next.floor.min(hole.floor);
+        }
+        // What the schedule before them ends with, as the answered call's slot would.
+        let before = Booked {
+            start: from,
+            units: 0,
+            ..*hole
+        };
+        self.replace(learning, state, &before, now);
     }
 
     /// Whether `slot` is the latest the schedule promised.
@@ -238,6 +281,9 @@ impl RateGate {
             // Sooner, never later than promised: its caller was told it fits in its deadline
             // (a hole closed up at a slower pace would move the slots before it later).
             (booked.start, booked.from, booked.end) = (start.min(booked.start), placed.0, next);
+            // The declared schedule before it, as placed now: what giving it back restores
+            // and what the next placing starts from.
+            booked.floor = placed.1;
             placed = (next, floor);
         }
         state.floor = placed.1;
