@@ -240,20 +240,27 @@ async fn what_an_auto_gate_was_told_is_left_is_not_lost_to_the_deferral() {
 /// tokens come, at 1.001 s (it waited for the reset, a minute).
 #[tokio::test(start_paused = true)]
 async fn what_an_auto_gate_was_told_is_left_goes_back_when_its_caller_gives_up() {
-    let policy = Policy::builder()
-        .rate_learn()
-        .token_rate(1000, Duration::from_secs(1), 1000)
-        .build()
-        .unwrap();
-    let origin = Instant::now();
-    told_left(&policy, 2).await;
-    let a = one_call(&policy, origin, 0, 1000);
-    let b = tokio::time::timeout(ms(500), one_call(&policy, origin, 0, 1000));
-    let c = one_call(&policy, origin, 600, 1000);
-    let (a, b, c) = futures::join!(a, b, c);
-    assert_eq!(a.started, Some(ms(1)), "{a:?}");
-    assert!(b.is_err(), "B gave up before its tokens came: {b:?}");
-    assert_eq!(c.started, Some(ms(1001)), "B's unit went back: {c:?}");
+    for ordered in [false, true] {
+        let builder = Policy::builder()
+            .rate_learn()
+            .token_rate(1000, Duration::from_secs(1), 1000);
+        let policy = super::learn_bounds::ordered_if(builder, ordered)
+            .build()
+            .unwrap();
+        let origin = Instant::now();
+        told_left(&policy, 2).await;
+        let a = one_call(&policy, origin, 0, 1000);
+        let b = tokio::time::timeout(ms(500), one_call(&policy, origin, 0, 1000));
+        let c = one_call(&policy, origin, 600, 1000);
+        let (a, b, c) = futures::join!(a, b, c);
+        assert_eq!(a.started, Some(ms(1)), "{a:?} (ordered: {ordered})");
+        assert!(b.is_err(), "B gave up before its tokens came: {b:?}");
+        assert_eq!(
+            c.started,
+            Some(ms(1001)),
+            "B's unit went back: {c:?} ({ordered})"
+        );
+    }
 }
 
 /// A probe through `policy` whose answer says `left` of 10 requests per minute are left.
