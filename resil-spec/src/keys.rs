@@ -299,7 +299,7 @@ pub const KEYS: &[KeyDoc] = &[
         summary: "the argument (a `resil::Priority`) that orders the callers waiting for a slot or a place",
         meaning: "callers that must wait for the rate gate's next slot, the token gate's next units or the bulkhead queue's next place are served by this argument's class: `Critical`, then `Default`, then `Batch`, first come first served within a class; a slot goes to the most urgent waiter when it comes due; a class passed over `Priority::AGING_PASSES` times is served next (aging). Calls that need no wait are not ordered",
         default: "none: waiters are served in arrival order",
-        constraints: "names an argument whose type is `Priority` (or `Copy + Into<Priority>`); needs `rate`, `bulkhead_queue`, or a `token_rate` that is not shared (that keeps arrival order); not with a shared rate gate that learns",
+        constraints: "names an argument whose type is `Priority` (or `Copy + Into<Priority>`); needs `rate`, `token_rate` or `bulkhead_queue`; not with a shared gate that learns and asks the store in turn (the rate gate, or the token gate with no rate gate)",
         builder: "`by_priority()`, then `Execution::set_priority(Priority)` per call",
     },
     KeyDoc {
@@ -308,7 +308,7 @@ pub const KEYS: &[KeyDoc] = &[
         summary: "the argument whose values take turns at the gates and the bulkhead queue",
         meaning: "callers of one class that must wait for the rate gate's next slot, the token gate's next units or the bulkhead queue's next place are served round-robin across this argument's values, in arrival order within a value: a tenant that sends 100 calls and one that sends 5 alternate (at the token gate, turns by tokens: the value served the fewest tokens goes next). A value is held only while one of its calls waits, as a hash; past `max_keys` values waiting at once, newcomers share one more turn, the overflow's",
         default: "none: waiters of a class are served in arrival order",
-        constraints: "names an argument whose type is `Hash`; needs `rate`, `bulkhead_queue`, or a `token_rate` that is not shared (that keeps arrival order); not with a shared rate gate that learns",
+        constraints: "names an argument whose type is `Hash`; needs `rate`, `token_rate` or `bulkhead_queue`; not with a shared gate that learns and asks the store in turn (the rate gate, or the token gate with no rate gate)",
         builder: "`fair()`, then `Execution::set_fair_key(&value)` per call",
     },
     KeyDoc {

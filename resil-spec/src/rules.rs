@@ -85,8 +85,9 @@ pub enum Violation {
     /// A batch share of the token gate without a declared token gate of all calls that
     /// orders its waiters (one that neither learns nor is shared) to share.
     BatchShareWithoutTokenGate,
-    /// Waiters served by priority (or fairly) at a shared rate gate that learns, which serves
-    /// them in arrival order for now.
+    /// Waiters served by priority (or fairly) at a shared gate that learns and takes the turn
+    /// to ask the store (the rate gate, or the token gate with no rate gate beside it), which
+    /// serves them in arrival order for now.
     OrderedLearningGate,
     /// The waits alone before the last retry outlast the deadline: that retry can never be made.
     RetriesPastDeadline {
@@ -229,7 +230,7 @@ impl fmt::Display for Violation {
                 "a batch share of {percent} % leaves batch calls nothing or everything: give a share from 1 % to 99 %, such as `rate = \"500/min, batch 80%\"`"
             ),
             Violation::OrderedLearningGate => f.write_str(
-                "a shared rate gate that learns the provider's limits (`learn`, `auto`) serves its waiters in arrival order: ordering them by priority or in turn across `fair` values is not implemented for it yet; declare the rate without learning, do not share it, or serve in arrival order",
+                "a shared gate that learns the provider's limits (`learn`, `auto`) and asks the store for its callers in turn (the rate gate, or the token gate with no rate gate beside it) serves its waiters in arrival order: ordering them by priority or in turn across `fair` values is not implemented for it yet; declare that gate without learning, do not share it, or serve in arrival order",
             ),
             Violation::BatchShareWithoutRate => f.write_str(
                 "a batch share is a share of the declared rate gate of all calls, but there is none: declare `rate(count, period, burst)` without learning (a learnt rate's capacity is the provider's, which no declared figure states, and a gate per key serves its waiters in arrival order)",

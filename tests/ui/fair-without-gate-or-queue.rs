@@ -24,8 +24,8 @@ async fn no_queue(tenant: &str) -> Result<(), Error> {
     Ok(())
 }
 
-#[resilient(token_rate = "1000/s", shared = true, rate_cost = 10, fair = tenant)]
-async fn shared_token_gate_alone(tenant: &str) -> Result<(), Error> {
+#[resilient(token_rate = "auto", shared = true, rate_cost = 10, fair = tenant)]
+async fn shared_learning_token_gate_alone(tenant: &str) -> Result<(), Error> {
     let _ = tenant;
     Ok(())
 }

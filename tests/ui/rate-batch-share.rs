@@ -58,4 +58,10 @@ async fn share_per_key(model: &str, class: Priority) -> Result<(), Error> {
     Ok(())
 }
 
+#[resilient(token_rate = "40000/min, batch 80%", shared = true, rate_cost = 10, priority = class)]
+async fn shared_token_share(class: Priority) -> Result<(), Error> {
+    let _ = class;
+    Ok(())
+}
+
 fn main() {}

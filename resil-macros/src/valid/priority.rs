@@ -12,7 +12,7 @@ use crate::keys::{did_you_mean, ResilientArgs, Setting};
 
 /// The argument `priority` names, and the one `fair` names, each checked: an argument of the
 /// function, and something whose waiters it orders: the rate gate, the bulkhead queue or the
-/// token gate (unless it is shared), of all calls or per key.
+/// token gate, of all calls or per key.
 pub(super) fn check_priority(
     args: &ResilientArgs,
     sig: &Signature,
@@ -29,12 +29,11 @@ pub(super) fn check_priority(
     let rate = args.rate.as_ref().map(|rate| &rate.value);
     let learn = args.learn.as_ref().is_some_and(|l| l.value);
     let shared = args.shared.as_ref().is_some_and(|s| s.value);
-    // A shared token gate's units are asked of the store with the request gate's slot: it
-    // serves its waiters in arrival order.
+    // A shared token gate's units are asked of the store with the request gate's slot, in
+    // the request gate's turn; alone, the token gate holds the turn.
     let tokens = args.token_rate.as_ref().map(|rate| &rate.value);
-    let tokens_in_turn = tokens.is_some() && !shared;
     let tokens_learn = tokens.is_some_and(|tokens| tokens.learn) || learn;
-    let ordered = rate.is_some() || args.bulkhead_queue.is_some() || tokens_in_turn;
+    let ordered = rate.is_some() || args.bulkhead_queue.is_some() || tokens.is_some();
     // A gate or queue left out for a mistake of its own is not missing.
     if !errors.is_empty() {
         return (priority, fair);
@@ -46,18 +45,19 @@ pub(super) fn check_priority(
         let Some(key) = setting.filter(|_| !ordered) else {
             continue;
         };
-        let message = if args.token_rate.is_some() {
-            format!("`{name}` {what}, but here only the token gate makes callers wait, and it is shared, so it serves them in arrival order: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
-        } else {
-            format!("`{name}` {what}, but nobody waits here: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`")
-        };
-        errors.push(key, message);
+        errors.push(key, format!("`{name}` {what}, but nobody waits here: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`"));
     }
     let learns = rate.is_some_and(|rate| rate.learn) || learn;
-    if learns && shared && args.rate.is_some() {
+    // The gate whose callers ask a shared store in turn: the rate gate, else the token gate.
+    let turn_learns = match rate {
+        Some(_) => learns,
+        None => tokens.is_some() && tokens_learn,
+    };
+    if turn_learns && shared {
         let ordering = [args.priority.as_ref(), args.fair.as_ref()];
         if let Some(setting) = ordering.into_iter().flatten().next() {
-            errors.push(setting.key, "a shared rate gate that learns the provider's limits (`learn = true`, `rate = \"auto\"`) serves its waiters in arrival order: ordering them by `priority` or `fair` is not implemented for it yet (issue 47); declare the rate without learning, do not share it, or remove this key");
+            let gate = if rate.is_some() { "rate" } else { "token" };
+            errors.push(setting.key, format!("a shared {gate} gate that learns the provider's limits (`learn = true`, `\"auto\"`) serves its waiters in arrival order: ordering them by `priority` or `fair` is not implemented for it yet (issue 47); declare the {gate} gate without learning, do not share it, or remove this key"));
         }
     }
     let learnt_share = |key: &str| {
@@ -77,8 +77,8 @@ pub(super) fn check_priority(
             errors.push(tokens.span, "a batch share is a share of the token gate of all calls, but this gate is per key, and a share per key is not implemented yet (issue 47): drop `per key`, or remove `, batch N%`");
         } else if tokens_learn {
             errors.push(tokens.span, learnt_share("token_rate"));
-        } else if !tokens_in_turn {
-            errors.push(tokens.span, "a batch share holds batch calls back in the token gate's waiting room, but this token gate is shared, so it serves its waiters in arrival order, with no room: declare it unshared, or remove `, batch N%`");
+        } else if shared {
+            errors.push(tokens.span, "a batch share holds batch calls back in the token gate's waiting room, but this token gate is shared, and a share of a shared token gate is not implemented yet (issue 47): declare it unshared, or remove `, batch N%`");
         } else if args.priority.is_none() {
             errors.push(tokens.span, "a batch share keeps calls of class `Batch` to their share, but no call has a class here: add `priority = class` (an argument of type `resil::Priority`), or remove `, batch N%`");
         }

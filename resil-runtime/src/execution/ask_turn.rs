@@ -51,11 +51,12 @@ impl Progress<'_> {
         Ok(Some(SharedStart::Turn(Box::pin(asking.wait(place)))))
     }
 
-    /// Whether the rate gate is shared, orders its waiters, and its store is not taken for
-    /// late: its callers ask the store in turn, and a slot its local gate granted alone
-    /// meanwhile is taken again from the store.
+    /// Whether a gate is shared and orders its waiters (the rate gate, else the token gate),
+    /// and its store is not taken for late: its callers ask the store in turn, and a slot its
+    /// local gate granted alone meanwhile is taken again from the store.
     pub(super) fn asks_in_turn(&self) -> bool {
-        let asking = self.rate().and_then(RateGate::asking);
+        let asking = (self.rate().and_then(RateGate::asking))
+            .or_else(|| self.token_rate().and_then(RateGate::asking));
         asking.is_some_and(|asking| !asking.is_late(Instant::now()))
     }
 

@@ -264,7 +264,7 @@ impl<'p> Progress<'p> {
             self.let_go_turn();
             return Ok(SharedStart::Held(until));
         }
-        let asking = rate.and_then(|gate| {
+        let asking = [rate, tokens].into_iter().flatten().find_map(|gate| {
             let burst = gate.burst_limit().unwrap_or(1);
             Some((Arc::clone(gate.asking()?), gate.interval_now(), burst))
         });

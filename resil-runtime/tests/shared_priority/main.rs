@@ -8,6 +8,7 @@
 mod faults;
 mod faults_more;
 mod room;
+mod tokens;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

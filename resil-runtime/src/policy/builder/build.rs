@@ -98,9 +98,12 @@ impl<K, C> PolicyBuilder<K, C> {
         let shared = self.shared.is_some();
         #[cfg(not(feature = "shared"))]
         let shared = false;
-        // A shared gate's callers ask its store in turn (`gate/asking.rs`), which is not made
-        // for a gate whose answers move the slots it granted yet.
-        if self.by_priority && learn.rate && shared {
+        // A shared gate's callers ask its store in turn (`gate/asking.rs`), at the rate gate
+        // (its question takes the token gate's units too), else at the token gate; the turn
+        // is not made for a gate whose answers move the slots it granted yet.
+        let has_rate = self.rate.is_some() || learn.rate;
+        let turn_learns = learn.rate || (!has_rate && learn.token_rate);
+        if self.by_priority && turn_learns && shared {
             return Err(ConfigError::OrderedLearningGate);
         }
         let mut rate =
@@ -114,9 +117,9 @@ impl<K, C> PolicyBuilder<K, C> {
                 .ok_or(ConfigError::BatchShareWithoutRate)?;
             rate = Some(gate.batch_share(percent)?);
         }
-        // A shared token gate's units are asked of its store with the rate gate's slot: it
-        // keeps arrival order.
-        let tokens_in_turn = self.by_priority && !shared;
+        // A shared token gate's units are asked of its store with the rate gate's slot, in
+        // the rate gate's turn; alone, the token gate holds the turn.
+        let tokens_in_turn = self.by_priority && (!shared || !has_rate);
         let mut token_rate = gate(
             "token_rate",
             self.token_rate,
@@ -129,7 +132,9 @@ impl<K, C> PolicyBuilder<K, C> {
         });
         if let Some(percent) = self.batch_share.token_rate {
             let gate = (token_rate.take())
-                .filter(|gate| gate.orders() && !gate.learns() && !self.per_key.token_rate)
+                .filter(|gate| {
+                    gate.orders() && !gate.learns() && !shared && !self.per_key.token_rate
+                })
                 .ok_or(ConfigError::BatchShareWithoutTokenGate)?;
             token_rate = Some(gate.batch_share(percent)?);
         }

@@ -174,8 +174,9 @@ impl<K, C> PolicyBuilder<K, C> {
     /// (`priority = ARG`), set per call with
     /// [`Execution::set_priority`](crate::Execution::set_priority): the most urgent first,
     /// in arrival order within a class, with aging. Calls that need no wait are not ordered;
-    /// a shared token gate keeps arrival order, and a shared rate gate that learns is refused
-    /// ([`ConfigError::OrderedLearningGate`](crate::ConfigError::OrderedLearningGate)).
+    /// a shared gate that learns is refused where its callers would ask the store in turn
+    /// (the rate gate, or the token gate with no rate gate beside it:
+    /// [`ConfigError::OrderedLearningGate`](crate::ConfigError::OrderedLearningGate)).
     /// For gates and bulkheads per key too, each key's waiters among themselves. A shared
     /// gate whose store answers is asked for one slot at a time, for the instance's most
     /// urgent caller, so no instance books a queue's slots at arrival (resil's guide page
