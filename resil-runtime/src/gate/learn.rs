@@ -119,6 +119,10 @@ pub(super) struct State {
     /// gate's would stand had every unit taken the declared interval. The schedule is never
     /// put back before it, so that no answer lifts the declared ceiling.
     floor: u64,
+    /// Where the slots started end at the pace learnt, as the latest placing counted them
+    /// (nanoseconds since the origin): a slot given up places the ones after it no sooner
+    /// (the answered calls' slots, which it counted, are forgotten since).
+    paced: u64,
     /// The rate last reported, in units per second (0: none yet).
     noted: f64,
     /// The slots reserved and not yet forgotten.

@@ -236,3 +236,93 @@ async fn behind_those_that_gave_up(policy: &Policy) -> Vec<Duration> {
     .await;
     started.times()
 }
+
+/// A hostile review of the above: an auto gate told "100 per second, 1 left" books B, C and D
+/// at 1.00, 1.01 and 1.02 s; A's answer at 0.5 s says 50 are left until 10.5 s (47 for at
+/// once, the schedule resuming at the reset); C gives up at 0.6 s, and placing D again pulled
+/// the schedule back from the reset: of 100 callers at 0.7 s, 53 more than were left started
+/// before it (102 in all). At most the 50 said left start before the reset.
+#[tokio::test(start_paused = true)]
+async fn a_give_up_does_not_pull_an_auto_gates_schedule_back_before_the_reset() {
+    let policy = Policy::builder().rate_learn().build().unwrap();
+    policy
+        .run(|| answers(said(Some(100), 1, SEC)))
+        .await
+        .unwrap();
+    let started = Started::new();
+    let (policy, started) = (&policy, &started);
+    let call = |body_ms: u32, said_after| async move {
+        once(policy.execute(), Priority::Default, 1, async move {
+            started.mark();
+            sleep(body_ms * MS).await;
+            if let Some(quota) = said_after {
+                operation::report_limits(requests(quota));
+            }
+            Ok(())
+        })
+        .await
+    };
+    let a = call(500, Some(said(Some(100), 50, 10 * SEC)));
+    let waiter = |patience| async move {
+        sleep(MS / 10).await;
+        let _ = tokio::time::timeout(patience, call(0, None)).await;
+    };
+    let late = async {
+        sleep(700 * MS).await;
+        join_all((0..100).map(|_| call(0, None))).await
+    };
+    let _ = futures::join!(
+        a,
+        waiter(3_600 * SEC),
+        waiter(600 * MS),
+        waiter(3_600 * SEC),
+        late
+    );
+    let before_reset = (started.times().into_iter())
+        .filter(|at| *at >= 500 * MS && *at < 10_500 * MS)
+        .count();
+    assert!(
+        before_reset <= 50,
+        "50 left until 10.5 s, {before_reset} started before"
+    );
+}
+
+/// The same review: a declared token gate (100/s, burst 100) that learns, calls of 100
+/// tokens: W0 starts at 0, W1 and W2 are booked at 1 and 2 s; W0's answer says 600 per 10 s
+/// (1.667 s a call; W1 and W2 keep their slots, never later than promised). W1 gives up at
+/// 0.5 s, and W2 was placed from where W1's slot began, at 1.001 s. Placed again, as an answer
+/// would place it, W2 starts no sooner than 1.667 s after W0.
+#[tokio::test(start_paused = true)]
+async fn a_give_up_does_not_place_the_next_slot_faster_than_the_pace_learnt() {
+    let policy = Policy::builder()
+        .token_rate(100, SEC, 100)
+        .token_rate_learn()
+        .build()
+        .unwrap();
+    let started = Started::new();
+    let (policy, started) = (&policy, &started);
+    let w0 = once(policy.execute(), Priority::Default, 100, async {
+        sleep(10 * MS).await;
+        operation::report_limits(ProviderLimits {
+            requests: None,
+            tokens: Some(said(Some(600), 300, 10 * SEC)),
+        });
+        Ok(())
+    });
+    let w = |patience, marks: bool| async move {
+        sleep(MS / 10).await;
+        let call = once(policy.execute(), Priority::Default, 100, async move {
+            if marks {
+                started.mark();
+            }
+            Ok(())
+        });
+        let _ = tokio::time::timeout(patience, call).await;
+    };
+    let _ = futures::join!(w0, w(500 * MS, false), w(3_600 * SEC, true));
+    let w2 = started.times()[0];
+    assert!(
+        w2 >= Duration::from_micros(1_666_666),
+        "the pace learnt is 600 per 10 s, W0 started at 0: W2 at {w2:?}"
+    );
+}

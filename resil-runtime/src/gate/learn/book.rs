@@ -145,7 +145,15 @@ impl RateGate {
         let Some(first) = state.booked.iter().find(|booked| booked.start > now) else {
             return;
         };
-        let from = first.from.min(hole.from);
+        let from = first.from.min(hole.from).max(state.paced);
+        // A schedule that runs past every slot booked or given back was moved there (to an
+        // auto gate's reset, what comes before it being what the answer said is left): it
+        // stays, or callers to come would take slots before the reset on top of it.
+        let tat = self.tat.load(Ordering::Acquire);
+        let ends = (state.booked.iter())
+            .chain(&state.given)
+            .map(|booked| booked.end);
+        let moved = (ends.max().unwrap_or(0) < tat).then_some(tat);
         // The first of them after it counted its units in the floor before it.
         if let Some(next) = state.booked.get_mut(at).filter(|next| next.start > now) {
             next.floor = next.floor.min(hole.floor);
@@ -157,6 +165,9 @@ impl RateGate {
             ..*hole
         };
         self.replace(learning, state, &before, now);
+        if let Some(tat) = moved {
+            self.resume_at(state, tat);
+        }
     }
 
     /// Whether `slot` is the latest the schedule promised.
@@ -240,6 +251,7 @@ impl RateGate {
             .map(|booked| booked.start.saturating_add(taken(booked.units)))
             .max()
             .unwrap_or(0);
+        state.paced = started;
         // No slot goes before a throttle's hold ends: the answer of a call that was in flight
         // when the 429 came says nothing of the wait it asked for.
         let earliest = now.max(self.held_until.load(Ordering::Acquire));
