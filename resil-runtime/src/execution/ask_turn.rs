@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
+use super::in_turn::Room;
 use super::slots::SharedStart;
 use super::Progress;
 use crate::deadline::later;
@@ -15,7 +16,8 @@ impl Progress<'_> {
     /// For a shared gate that orders its waiters (see `gate/asking.rs`), how this attempt
     /// waits for its turn to ask the store: `None` to ask now (it holds the turn). Refused at
     /// once when the callers before it take the gate's slots until after its deadline,
-    /// counted from below (`(interval, burst)`: the gate's, in ns and units). While the store
+    /// counted from below (`(interval, burst)`: the gate's, in ns and units; `units`, what
+    /// this attempt takes of it: 1 at the rate gate, its cost at the token gate). While the store
     /// is taken for late, the local gate decides, rather than each caller wait a whole
     /// timeout in turn (a policy that fails closed asks at once instead: only the store's
     /// silence refuses it); what it grants alone is taken again from the store once it
@@ -23,7 +25,7 @@ impl Progress<'_> {
     pub(super) fn ask_turn(
         &mut self,
         asking: &Arc<Asking>,
-        (interval, burst): (u64, u64),
+        (interval, burst, units): (u64, u64, u64),
         now: Instant,
     ) -> Result<Option<SharedStart>, Rejected> {
         let start_by = self.start_by();
@@ -38,25 +40,32 @@ impl Progress<'_> {
             return Ok((!fails_closed).then_some(SharedStart::Local));
         }
         if let Some(turn) = held.as_mut().filter(|turn| turn.is_current()) {
-            turn.asks();
+            turn.asks(units);
             return Ok(None);
         }
         // Taken over while it waited for something else: it asks again in turn.
         *held = None;
         let place = admission.place;
-        let wait = asking.least_wait(place, interval, burst);
+        let wait = asking.least_wait(place, (interval, burst), units);
         if start_by.is_some_and(|start_by| later(now, wait) > start_by.max(now)) {
             return Err(Rejected::RateLimited { retry_in: wait });
         }
-        Ok(Some(SharedStart::Turn(Box::pin(asking.wait(place)))))
+        Ok(Some(SharedStart::Turn(Box::pin(asking.wait(place, units)))))
     }
 
-    /// Whether a gate is shared and orders its waiters (the rate gate, else the token gate),
-    /// and its store is not taken for late: its callers ask the store in turn, and a slot its
-    /// local gate granted alone meanwhile is taken again from the store.
+    /// The shared gate whose callers ask its store in turn, if one orders its waiters: the
+    /// rate gate (its question takes the token gate's units too), else the token gate.
+    pub(super) fn turn_gate(&self) -> Option<(&RateGate, Room)> {
+        let asks = |gate: &&RateGate| gate.asking().is_some();
+        (self.rate().filter(asks).map(|gate| (gate, Room::Rate)))
+            .or_else(|| (self.token_rate().filter(asks)).map(|gate| (gate, Room::Tokens)))
+    }
+
+    /// Whether a gate's callers ask the store in turn ([`Progress::turn_gate`]) and its
+    /// store is not taken for late: a slot its local gate granted alone meanwhile is taken
+    /// again from the store.
     pub(super) fn asks_in_turn(&self) -> bool {
-        let asking = (self.rate().and_then(RateGate::asking))
-            .or_else(|| self.token_rate().and_then(RateGate::asking));
+        let asking = self.turn_gate().and_then(|(gate, _)| gate.asking());
         asking.is_some_and(|asking| !asking.is_late(Instant::now()))
     }
 

@@ -246,6 +246,14 @@ impl<'p> Progress<'p> {
             return Ok(SharedStart::Local);
         }
         self.refuse_if_open()?;
+        // A call the token gate can never pass fails at once, not after a hold or its turn.
+        let burst = self.token_rate().and_then(RateGate::burst_limit);
+        if let Some(burst) = burst.filter(|burst| self.cost() > *burst) {
+            return Err(Rejected::OverBurst {
+                cost: self.cost(),
+                burst,
+            });
+        }
         // A throttle this instance knows of holds it, whatever the store says: the store may
         // not have heard yet (the hold goes there in the background).
         let now = Instant::now();
@@ -264,12 +272,14 @@ impl<'p> Progress<'p> {
             self.let_go_turn();
             return Ok(SharedStart::Held(until));
         }
-        let asking = [rate, tokens].into_iter().flatten().find_map(|gate| {
+        let asking = self.turn_gate().and_then(|(gate, room)| {
             let burst = gate.burst_limit().unwrap_or(1);
-            Some((Arc::clone(gate.asking()?), gate.interval_now(), burst))
+            let units = if room == Room::Tokens { self.cost() } else { 1 };
+            let asking = Arc::clone(gate.asking()?);
+            Some((asking, (gate.interval_now(), burst, units)))
         });
-        if let Some((asking, interval, burst)) = asking {
-            if let Some(start) = self.ask_turn(&asking, (interval, burst), now)? {
+        if let Some((asking, gate)) = asking {
+            if let Some(start) = self.ask_turn(&asking, gate, now)? {
                 return Ok(start);
             }
         }
@@ -277,13 +287,6 @@ impl<'p> Progress<'p> {
             return Ok(SharedStart::Local);
         }
         let (rate, tokens) = (self.rate(), self.token_rate());
-        let burst = tokens.and_then(RateGate::burst_limit);
-        if let Some(burst) = burst.filter(|burst| self.cost() > *burst) {
-            return Err(Rejected::OverBurst {
-                cost: self.cost(),
-                burst,
-            });
-        }
         let limit = self
             .start_by()
             .map(|start_by| start_by.saturating_duration_since(Instant::now()));
@@ -322,8 +325,8 @@ impl<'p> Progress<'p> {
                 let mut asking = (self.admission.as_mut()).and_then(|a| a.reserved.asking.take());
                 if let Some(asking) = &mut asking {
                     asking.granted(granted.wait);
-                    if let Some(served) = asking.take_served() {
-                        self.served("rate", served);
+                    if let Some((served, (_, room))) = asking.take_served().zip(self.turn_gate()) {
+                        self.served(room.label(), served);
                     }
                 }
                 let mirror = |gate: Option<&RateGate>, remote: Option<RemoteSlot>, cost| {
@@ -347,7 +350,7 @@ impl<'p> Progress<'p> {
             SharedSlots::Refused(rejected) => Err(rejected),
             SharedSlots::Unavailable => {
                 self.give_probes_back();
-                if let Some(asking) = self.rate().and_then(RateGate::asking) {
+                if let Some(asking) = self.turn_gate().and_then(|(gate, _)| gate.asking()) {
                     asking.answered_late();
                 }
                 self.refuse_if_failing_closed()?;

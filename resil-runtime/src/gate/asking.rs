@@ -44,6 +44,8 @@ pub(crate) struct Asking {
     lease: AtomicU64,
     /// When the slot the store granted the holder is due, in ns from `origin` (0: none yet).
     due: AtomicU64,
+    /// The units the holder asks for: 1 at a rate gate, its cost at a token gate.
+    units: AtomicU64,
     /// Until when the store is taken for late, in ns from `origin`: after a question it
     /// answered later than `question`, the local gate decides for as long again, rather than
     /// each caller hold the turn for a whole `question` (a store that answers late is not
@@ -62,6 +64,7 @@ impl Asking {
             question,
             lease: AtomicU64::new(0),
             due: AtomicU64::new(0),
+            units: AtomicU64::new(0),
             late: AtomicU64::new(0),
             origin: Instant::now(),
         }
@@ -74,35 +77,47 @@ impl Asking {
             question: self.question,
             lease: AtomicU64::new(0),
             due: AtomicU64::new(0),
+            units: AtomicU64::new(0),
             late: AtomicU64::new(0),
             origin: Instant::now(),
         }
     }
 
-    /// The wait for the turn, in the turn of `place`.
-    pub(crate) fn wait(self: &Arc<Self>, place: Place) -> AskWait {
+    /// The wait for the turn, in the turn of `place`, to ask for `units`.
+    pub(crate) fn wait(self: &Arc<Self>, place: Place, units: u64) -> AskWait {
         AskWait {
             acquire: Box::pin(Arc::clone(&self.turn).acquire_in_turn_owned(place)),
             asking: Arc::clone(self),
             sleep: None,
+            units,
         }
     }
 
-    /// The least a newcomer at `place` waits for its slot, for a gate of `interval` (ns) and
-    /// `burst`: the holder's slot (or now, if it has none yet) and one interval for each
-    /// caller before it, less the burst's credit. A bound from below (the store may have
-    /// granted other instances more since), so that a call the store could serve in time is
-    /// never refused for it.
-    pub(crate) fn least_wait(&self, place: Place, interval: u64, burst: u64) -> Duration {
+    /// The least a newcomer at `place` waits for its `units`, for a gate of `interval` (ns)
+    /// and `burst`: the holder's slot (or now, if it has none yet), the holder's units and
+    /// one for each caller before it, less the burst's credit beside its own units (a GCRA
+    /// passes `units` once the schedule is within `burst - units` of now). A bound from below
+    /// (callers before it at a token gate may cost more; the store may have granted other
+    /// instances more since), so that a call the store could serve in time is never refused
+    /// for it.
+    pub(crate) fn least_wait(
+        &self,
+        place: Place,
+        (interval, burst): (u64, u64),
+        units: u64,
+    ) -> Duration {
         let now = Instant::now();
         let ahead = u64::try_from(self.turn.ahead_of(place)).unwrap_or(u64::MAX);
-        let held = u64::from(self.lease.load(Ordering::Acquire) != 0);
+        let held = match self.lease.load(Ordering::Acquire) {
+            0 => 0,
+            _ => self.units.load(Ordering::Acquire).max(1),
+        };
         let due = match self.due.load(Ordering::Acquire) {
             0 => now,
             due => self.at(due),
         };
         let slots = interval.saturating_mul(ahead.saturating_add(held));
-        let credit = interval.saturating_mul(burst.saturating_sub(1));
+        let credit = interval.saturating_mul(burst.saturating_sub(units));
         let past_due = Duration::from_nanos(slots.saturating_sub(credit));
         due.saturating_duration_since(now).saturating_add(past_due)
     }
@@ -146,6 +161,7 @@ pub(crate) struct AskWait {
     acquire: Acquire,
     asking: Arc<Asking>,
     sleep: Option<Pin<Box<Sleep>>>,
+    units: u64,
 }
 
 impl Future for AskWait {
@@ -163,7 +179,7 @@ impl Future for AskWait {
                         lease: 0,
                         served,
                     };
-                    turn.asks();
+                    turn.asks(this.units);
                     turn
                 }));
             }
@@ -202,10 +218,11 @@ pub(crate) struct AskTurn {
 }
 
 impl AskTurn {
-    /// Its caller asks the store now: the turn is held for the question, twice the store's
-    /// timeout.
-    pub(crate) fn asks(&mut self) {
+    /// Its caller asks the store now for `units`: the turn is held for the question, twice
+    /// the store's timeout.
+    pub(crate) fn asks(&mut self, units: u64) {
         let until = later(Instant::now(), self.asking.question.saturating_mul(2));
+        self.asking.units.store(units, Ordering::Release);
         self.renew(until, 0);
     }
 

@@ -7,12 +7,18 @@ use super::*;
 /// One instance's policy of a shared `1000/s` token gate (burst 1 000) that orders its
 /// waiters, with no rate gate.
 fn tokens_policy(store: &InMemory) -> Policy {
+    tokens_within(store, MS(100), Duration::from_secs(60))
+}
+
+/// The same, the store's answers awaited `timeout`, calls given `deadline`.
+fn tokens_within(store: &InMemory, timeout: Duration, deadline: Duration) -> Policy {
     Policy::builder()
         .name("llm::tokens")
         .token_rate(1000, Duration::from_secs(1), 1000)
         .by_priority()
-        .deadline(Duration::from_secs(60))
+        .deadline(deadline)
         .shared_in(store)
+        .shared_timeout(timeout)
         .build()
         .unwrap()
 }
@@ -25,9 +31,21 @@ async fn thousand_tokens(
     label: &'static str,
     origin: Instant,
 ) -> Result<(), Err429> {
+    costing(policy, class, 1000, starts, label, origin).await
+}
+
+/// A call of `class` costing `cost` tokens, its start recorded under `label`.
+async fn costing(
+    policy: &Policy,
+    class: Priority,
+    cost: u64,
+    starts: &Starts,
+    label: &'static str,
+    origin: Instant,
+) -> Result<(), Err429> {
     let mut execution = policy.execute::<Err429>();
     execution.set_priority(class);
-    execution.set_cost(1000);
+    execution.set_cost(cost);
     execution
         .run(move || {
             let starts = starts.clone();
@@ -99,4 +117,90 @@ fn a_shared_token_gate_that_learns_alone_is_not_ordered() {
         built.err(),
         Some(resil_runtime::ConfigError::OrderedLearningGate)
     );
+}
+
+/// A hostile review of the turn at a token gate alone: a store that answers late was taken
+/// for late by the rate gate only, so each of 30 callers of 10 tokens held the turn for a
+/// whole timeout, one after another (the last started at 600 ms, 30 × 20 ms), where the
+/// local gate had their tokens at once. After one late answer the local gate decides.
+#[tokio::test(start_paused = true)]
+async fn after_a_late_answer_a_token_gate_alone_decides_locally_not_one_timeout_a_caller() {
+    let store = InMemory::new();
+    let gate = tokens_within(&store, MS(20), Duration::from_secs(60));
+    store.set_slow(true);
+    let (starts, origin) = (Starts::default(), Instant::now());
+    let calls = (0..30).map(|_| costing(&gate, Priority::Default, 10, &starts, "c", origin));
+    let all = join_all(calls).await;
+    assert!(all.iter().all(Result::is_ok));
+    let last = *starts.all().last().unwrap();
+    assert!(last <= MS(40), "the last started at {last:?}");
+}
+
+/// The same review: a call costing more than the token gate's burst waited for the turn
+/// behind five queued calls (4 s) before it failed with `OverBurst`; beside a rate gate, the
+/// same before (the check came after the turn). It fails at once.
+#[tokio::test(start_paused = true)]
+async fn a_call_over_the_burst_fails_at_once_not_after_its_turn() {
+    for with_rate in [false, true] {
+        let store = InMemory::new();
+        let builder = Policy::builder().name("llm::over");
+        let builder = match with_rate {
+            true => builder.rate(1, Duration::from_secs(1), 1),
+            false => builder,
+        };
+        let gate = (builder.token_rate(1000, Duration::from_secs(1), 1000))
+            .by_priority()
+            .deadline(Duration::from_secs(60))
+            .shared_in(&store)
+            .build()
+            .unwrap();
+        let (starts, origin) = (Starts::default(), Instant::now());
+        let batch =
+            join_all((0..5).map(|_| thousand_tokens(&gate, Priority::Batch, &starts, "b", origin)));
+        let over = async {
+            sleep(MS(10)).await;
+            let over = costing(&gate, Priority::Batch, 1001, &starts, "over", origin).await;
+            (over, origin.elapsed())
+        };
+        let (_, (over, at)) = tokio::join!(batch, over);
+        assert!(
+            matches!(over, Err(Err429::Rejected(Rejected::OverBurst { .. }))),
+            "{over:?}"
+        );
+        assert_eq!(
+            at,
+            MS(10),
+            "refused at {at:?} (with a rate gate: {with_rate})"
+        );
+    }
+}
+
+/// The same review: the bound a newcomer is refused by at once counted the holder and each
+/// caller before it one token (a rate gate's slot), and none of its own. Deadline 1.2 s: A
+/// (1 000 tokens) starts at 0; B comes at 10 ms, its units due at 1 s, and holds the turn
+/// until then; C (1 000 tokens) comes at 20 ms, and cannot start before B's units are taken,
+/// at 2 s: it waited for its turn and was refused by the store at 1 s. The holder's units
+/// and its own count now: refused at once. (Callers waiting before it still count one token
+/// each, the store refusing them at their turn, never started past their deadline.)
+#[tokio::test(start_paused = true)]
+async fn a_deadline_the_holders_units_leave_no_room_for_is_refused_at_once() {
+    let store = InMemory::new();
+    let gate = tokens_within(&store, MS(50), MS(1_200));
+    let (starts, origin) = (Starts::default(), Instant::now());
+    let after = |at: u64, label| {
+        let (gate, starts) = (&gate, &starts);
+        async move {
+            sleep(MS(at)).await;
+            let result = thousand_tokens(gate, Priority::Batch, starts, label, origin).await;
+            (result, origin.elapsed())
+        }
+    };
+    let (a, b, c) = tokio::join!(after(0, "a"), after(10, "b"), after(20, "c"));
+    assert!(a.0.is_ok() && b.0.is_ok(), "{a:?} {b:?}");
+    assert_eq!(starts.of("b"), [MS(1_000)]);
+    assert!(
+        matches!(c.0, Err(Err429::Rejected(Rejected::RateLimited { .. }))),
+        "{c:?}"
+    );
+    assert_eq!(c.1, MS(20), "refused at {:?}", c.1);
 }

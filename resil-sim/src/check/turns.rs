@@ -45,8 +45,9 @@ impl Checker {
             let (instance, which) = served.who;
             let spec = plan.spec_of(which);
             // A shared gate's order is each instance's, each asking the store in turn: what
-            // a waiter sees of the others' bookings is not this room's.
-            let shared = plan.shared.is_some() && served.wait == "rate";
+            // a waiter sees of the others' bookings is not this room's. The rate gate's
+            // turn, or the token gate's when it is alone.
+            let shared = plan.shared.is_some() && served.wait != "bulkhead";
             if !(spec.turns.priority || spec.turns.fair) || shared {
                 continue;
             }
