@@ -17,7 +17,9 @@ impl Progress<'_> {
     /// waits for its turn to ask the store: `None` to ask now (it holds the turn). Refused at
     /// once when the callers before it take the gate's slots until after its deadline,
     /// counted from below (`(interval, burst)`: the gate's, in ns and units; `units`, what
-    /// this attempt takes of it: 1 at the rate gate, its cost at the token gate). While the store
+    /// this attempt takes of it, and `each`, the least each caller before it takes: 1 and 1
+    /// at the rate gate, its cost and 0 at the token gate, where a call may cost nothing).
+    /// While the store
     /// is taken for late, the local gate decides, rather than each caller wait a whole
     /// timeout in turn (a policy that fails closed asks at once instead: only the store's
     /// silence refuses it); what it grants alone is taken again from the store once it
@@ -25,7 +27,7 @@ impl Progress<'_> {
     pub(super) fn ask_turn(
         &mut self,
         asking: &Arc<Asking>,
-        (interval, burst, units): (u64, u64, u64),
+        (interval, burst, units, each): (u64, u64, u64, u64),
         now: Instant,
     ) -> Result<Option<SharedStart>, Rejected> {
         let start_by = self.start_by();
@@ -46,7 +48,7 @@ impl Progress<'_> {
         // Taken over while it waited for something else: it asks again in turn.
         *held = None;
         let place = admission.place;
-        let wait = asking.least_wait(place, (interval, burst), units);
+        let wait = asking.least_wait(place, (interval, burst), (units, each));
         if start_by.is_some_and(|start_by| later(now, wait) > start_by.max(now)) {
             return Err(Rejected::RateLimited { retry_in: wait });
         }

@@ -246,14 +246,6 @@ impl<'p> Progress<'p> {
             return Ok(SharedStart::Local);
         }
         self.refuse_if_open()?;
-        // A call the token gate can never pass fails at once, not after a hold or its turn.
-        let burst = self.token_rate().and_then(RateGate::burst_limit);
-        if let Some(burst) = burst.filter(|burst| self.cost() > *burst) {
-            return Err(Rejected::OverBurst {
-                cost: self.cost(),
-                burst,
-            });
-        }
         // A throttle this instance knows of holds it, whatever the store says: the store may
         // not have heard yet (the hold goes there in the background).
         let now = Instant::now();
@@ -272,11 +264,23 @@ impl<'p> Progress<'p> {
             self.let_go_turn();
             return Ok(SharedStart::Held(until));
         }
+        // A call the token gate cannot pass now fails at once, not after its turn (after a
+        // hold, since an auto gate's burst, the limit it was told, may end with it).
+        let burst = self.token_rate().and_then(RateGate::burst_limit);
+        if let Some(burst) = burst.filter(|burst| self.cost() > *burst) {
+            return Err(Rejected::OverBurst {
+                cost: self.cost(),
+                burst,
+            });
+        }
         let asking = self.turn_gate().and_then(|(gate, room)| {
             let burst = gate.burst_limit().unwrap_or(1);
-            let units = if room == Room::Tokens { self.cost() } else { 1 };
+            let (units, each) = match room {
+                Room::Rate => (1, 1),
+                Room::Tokens => (self.cost(), 0),
+            };
             let asking = Arc::clone(gate.asking()?);
-            Some((asking, (gate.interval_now(), burst, units)))
+            Some((asking, (gate.interval_now(), burst, units, each)))
         });
         if let Some((asking, gate)) = asking {
             if let Some(start) = self.ask_turn(&asking, gate, now)? {

@@ -94,32 +94,34 @@ impl Asking {
     }
 
     /// The least a newcomer at `place` waits for its `units`, for a gate of `interval` (ns)
-    /// and `burst`: the holder's slot (or now, if it has none yet), the holder's units and
-    /// one for each caller before it, less the burst's credit beside its own units (a GCRA
-    /// passes `units` once the schedule is within `burst - units` of now). A bound from below
-    /// (callers before it at a token gate may cost more; the store may have granted other
-    /// instances more since), so that a call the store could serve in time is never refused
-    /// for it.
+    /// and `burst`, if each caller before it takes at least `each` units: from the holder's
+    /// slot (or now, if it has none yet), the holder's units and theirs, less the burst's
+    /// credit beside its own units (a GCRA passes `units` once the schedule is within `burst -
+    /// units` of now; the holder's slot granted, the schedule runs at least its units past
+    /// it). A bound from below (callers before it may cost more; the store may have granted
+    /// other instances more since), so that a call the store could serve in time is never
+    /// refused for it.
     pub(crate) fn least_wait(
         &self,
         place: Place,
         (interval, burst): (u64, u64),
-        units: u64,
+        (units, each): (u64, u64),
     ) -> Duration {
         let now = Instant::now();
         let ahead = u64::try_from(self.turn.ahead_of(place)).unwrap_or(u64::MAX);
         let held = match self.lease.load(Ordering::Acquire) {
             0 => 0,
-            _ => self.units.load(Ordering::Acquire).max(1),
+            _ => self.units.load(Ordering::Acquire),
         };
-        let due = match self.due.load(Ordering::Acquire) {
+        let from = match self.due.load(Ordering::Acquire) {
             0 => now,
             due => self.at(due),
         };
-        let slots = interval.saturating_mul(ahead.saturating_add(held));
+        let taken = ahead.saturating_mul(each).saturating_add(held);
+        let slots = interval.saturating_mul(taken);
         let credit = interval.saturating_mul(burst.saturating_sub(units));
-        let past_due = Duration::from_nanos(slots.saturating_sub(credit));
-        due.saturating_duration_since(now).saturating_add(past_due)
+        let past = Duration::from_nanos(slots.saturating_sub(credit));
+        later(from, past).saturating_duration_since(now)
     }
 
     /// The store did not answer a question within `question`.

@@ -204,3 +204,67 @@ async fn a_deadline_the_holders_units_leave_no_room_for_is_refused_at_once() {
     );
     assert_eq!(c.1, MS(20), "refused at {:?}", c.1);
 }
+
+/// A third review: counting each caller before a newcomer one token was no bound from below
+/// at a token gate, where a call may cost nothing. A (1 000 tokens) starts at 0, B (1 000)
+/// holds the turn for its units at 1 s, and 400 calls of no tokens come at 2 ms, deadline
+/// 1.3 s: 98 of them were refused at once, where all start at 1 s.
+#[tokio::test(start_paused = true)]
+async fn calls_of_no_tokens_behind_the_holder_are_not_refused_at_once() {
+    let store = InMemory::new();
+    let gate = tokens_within(&store, MS(50), MS(1_300));
+    let (starts, origin) = (Starts::default(), Instant::now());
+    let after = |at: u64, cost: u64, label| {
+        let (gate, starts) = (&gate, &starts);
+        async move {
+            sleep(MS(at)).await;
+            costing(gate, Priority::Batch, cost, starts, label, origin).await
+        }
+    };
+    let free = join_all((0..400).map(|_| after(2, 0, "free")));
+    let (a, b, free) = tokio::join!(after(0, 1000, "a"), after(1, 1000, "b"), free);
+    assert!(a.is_ok() && b.is_ok(), "{a:?} {b:?}");
+    let refused = free.iter().filter(|result| result.is_err()).count();
+    assert_eq!(refused, 0, "{refused} calls of no tokens refused");
+    assert!(starts.of("free").iter().all(|at| *at <= MS(1_000)));
+}
+
+/// The same review: an auto token gate's burst is the limit it was told, until the
+/// provider's reset; refused before a throttle's hold that ends after the reset, a call over
+/// it was refused where it passes when the hold ends (20 s). It is judged after the hold.
+#[tokio::test(start_paused = true)]
+async fn a_call_over_a_told_limit_is_judged_after_a_hold_that_outlasts_it() {
+    let store = InMemory::new();
+    let gate = Policy::builder()
+        .name("llm::auto")
+        .token_rate_learn()
+        .deadline(Duration::from_secs(60))
+        .shared_in(&store)
+        .build()
+        .unwrap();
+    let origin = Instant::now();
+    let said = resil_runtime::ProviderLimits {
+        requests: None,
+        tokens: Some(resil_runtime::Quota {
+            limit: Some(100),
+            remaining: 50,
+            reset: Duration::from_secs(10),
+            window: None,
+        }),
+    };
+    let probe = gate.execute::<Err429>().run(|| async {
+        resil_runtime::operation::report_limits(said);
+        Ok(())
+    });
+    assert!(probe.await.is_ok());
+    let throttled = (gate.execute::<Err429>())
+        .run(|| async { Err::<(), _>(Err429::Throttled(Duration::from_secs(20))) })
+        .await;
+    assert!(throttled.is_err());
+    sleep_until(origin + MS(1_000)).await;
+    let mut execution = gate.execute::<Err429>();
+    execution.set_cost(200);
+    let big = execution.run(|| async { Ok(()) }).await;
+    assert_eq!(big, Ok(()), "at {:?}", origin.elapsed());
+    assert!(origin.elapsed() >= Duration::from_secs(20));
+}
