@@ -258,11 +258,13 @@ impl RateGate {
     /// answer's reset (`None`: none stated, a limit of 0, which says only that nothing may go
     /// before the reset, as the hold until it does, or not an auto gate). A limit stated
     /// once never refuses calls past its reset: one hostile answer would shut the gate for
-    /// good, no call going to bring a newer answer.
+    /// good, no call going to bring a newer answer. Nor a call held past it by a throttle's
+    /// hold: it starts after the reset.
     pub(super) fn learnt_limit(&self) -> Option<u64> {
         let learning = self.learning.as_ref().filter(|_| self.auto)?;
         let ceiling = lock_std(&learning.state).ceiling;
-        (self.offset(Instant::now()) < ceiling.until && ceiling.units > 0).then_some(ceiling.units)
+        let at = (self.offset(Instant::now())).max(self.held_until.load(Ordering::Acquire));
+        (at < ceiling.until && ceiling.units > 0).then_some(ceiling.units)
     }
 
     /// The state of a learning gate, locked while its schedule changes (`None`: not a

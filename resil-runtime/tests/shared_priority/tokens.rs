@@ -231,17 +231,27 @@ async fn calls_of_no_tokens_behind_the_holder_are_not_refused_at_once() {
 
 /// The same review: an auto token gate's burst is the limit it was told, until the
 /// provider's reset; refused before a throttle's hold that ends after the reset, a call over
-/// it was refused where it passes when the hold ends (20 s). It is judged after the hold.
+/// it was refused where it passes when the hold ends (20 s). It is judged after the hold, and
+/// a local gate held past the reset no longer takes the limit for its burst.
 #[tokio::test(start_paused = true)]
 async fn a_call_over_a_told_limit_is_judged_after_a_hold_that_outlasts_it() {
+    for shared in [true, false] {
+        a_call_over_a_told_limit_during_a_hold(shared).await;
+    }
+}
+
+/// The schedule above, on a shared gate or a local one (which refused it the same).
+async fn a_call_over_a_told_limit_during_a_hold(shared: bool) {
     let store = InMemory::new();
-    let gate = Policy::builder()
+    let builder = Policy::builder()
         .name("llm::auto")
         .token_rate_learn()
-        .deadline(Duration::from_secs(60))
-        .shared_in(&store)
-        .build()
-        .unwrap();
+        .deadline(Duration::from_secs(60));
+    let gate = match shared {
+        true => builder.shared_in(&store),
+        false => builder,
+    };
+    let gate = gate.build().unwrap();
     let origin = Instant::now();
     let said = resil_runtime::ProviderLimits {
         requests: None,
@@ -265,6 +275,6 @@ async fn a_call_over_a_told_limit_is_judged_after_a_hold_that_outlasts_it() {
     let mut execution = gate.execute::<Err429>();
     execution.set_cost(200);
     let big = execution.run(|| async { Ok(()) }).await;
-    assert_eq!(big, Ok(()), "at {:?}", origin.elapsed());
+    assert_eq!(big, Ok(()), "at {:?} (shared: {shared})", origin.elapsed());
     assert!(origin.elapsed() >= Duration::from_secs(20));
 }
