@@ -19,11 +19,10 @@ impl Progress<'_> {
     /// counted from below (`(interval, burst)`: the gate's, in ns and units; `units`, what
     /// this attempt takes of it, and `each`, the least each caller before it takes: 1 and 1
     /// at the rate gate, its cost and 0 at the token gate, where a call may cost nothing).
-    /// While the store
-    /// is taken for late, the local gate decides, rather than each caller wait a whole
-    /// timeout in turn (a policy that fails closed asks at once instead: only the store's
-    /// silence refuses it); what it grants alone is taken again from the store once it
-    /// answers in time (see [`Progress::slots_revoked`]).
+    /// While the store is taken for late, the local gate decides, rather than each caller
+    /// wait a whole timeout in turn (a policy that fails closed asks at once instead: only
+    /// the store's silence refuses it); what it grants alone is taken again from the store
+    /// once it answers in time (see [`Progress::slots_revoked`]).
     pub(super) fn ask_turn(
         &mut self,
         asking: &Arc<Asking>,
