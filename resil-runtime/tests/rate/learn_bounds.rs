@@ -13,7 +13,7 @@ use super::learn_in_turn;
 use crate::common::TestError;
 
 /// A body that reports `quota` as its answer's tokens limit.
-async fn tokens_answer(quota: Quota) -> Result<(), TestError> {
+pub(super) async fn tokens_answer(quota: Quota) -> Result<(), TestError> {
     operation::report_limits(ProviderLimits {
         requests: None,
         tokens: Some(quota),

@@ -7,10 +7,10 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::future::join_all;
-use resil_runtime::{operation, Policy, Priority, ProviderLimits};
+use resil_runtime::{operation, Policy, Priority};
 use tokio::time::{sleep, Instant};
 
-use super::learn_bounds::ordered_if;
+use super::learn_bounds::{ordered_if, tokens_answer};
 use super::learn_hostile::{answers, requests, said, MS, SEC};
 use super::learn_in_turn::once;
 use crate::common::TestError;
@@ -202,31 +202,25 @@ async fn callers_behind_those_that_gave_up_are_not_held_by_their_slots() {
 
 /// When the callers that did not give up started, in the schedule of the test above.
 async fn behind_those_that_gave_up(policy: &Policy) -> Vec<Duration> {
-    let tokens = |quota| {
-        operation::report_limits(ProviderLimits {
-            requests: None,
-            tokens: Some(quota),
-        })
-    };
     for quota in [
         said(Some(100_000), 99_900, 60 * SEC),
         said(Some(100), 0, 60 * SEC),
     ] {
-        let answer = async {
-            tokens(quota);
-            Ok(())
-        };
-        once(policy.execute(), Priority::Default, 100, answer)
-            .await
-            .unwrap();
+        once(
+            policy.execute(),
+            Priority::Default,
+            100,
+            tokens_answer(quota),
+        )
+        .await
+        .unwrap();
     }
     let started = Started::new();
     let started = &started;
     join_all((0..10).map(|n| async move {
         let call = async {
             started.mark();
-            tokens(said(Some(100_000), 99_000, 60 * SEC));
-            Ok(())
+            tokens_answer(said(Some(100_000), 99_000, 60 * SEC)).await
         };
         let call = once(policy.execute(), Priority::Default, 100, call);
         // Eight of the ten give up after a second.
@@ -303,11 +297,7 @@ async fn a_give_up_does_not_place_the_next_slot_faster_than_the_pace_learnt() {
     let (policy, started) = (&policy, &started);
     let w0 = once(policy.execute(), Priority::Default, 100, async {
         sleep(10 * MS).await;
-        operation::report_limits(ProviderLimits {
-            requests: None,
-            tokens: Some(said(Some(600), 300, 10 * SEC)),
-        });
-        Ok(())
+        tokens_answer(said(Some(600), 300, 10 * SEC)).await
     });
     let w = |patience, marks: bool| async move {
         sleep(MS / 10).await;

@@ -267,20 +267,8 @@ async fn what_an_auto_gate_was_told_is_left_goes_back_when_its_caller_gives_up()
 async fn told_left(policy: &Policy, left: u64) {
     let mut probe = policy.execute::<TestError>();
     probe.set_cost(1);
-    let next = probe
-        .attempt(async {
-            resil_runtime::operation::report_limits(resil_runtime::ProviderLimits {
-                requests: Some(resil_runtime::Quota {
-                    limit: Some(10),
-                    remaining: left,
-                    reset: Duration::from_secs(60),
-                    window: None,
-                }),
-                tokens: None,
-            });
-            Ok::<_, TestError>(())
-        })
-        .await;
+    let said = super::learn_hostile::said(Some(10), left, Duration::from_secs(60));
+    let next = probe.attempt(super::learn_hostile::answers(said)).await;
     assert!(matches!(next, resil_runtime::Next::Done(_)));
 }
 

@@ -103,6 +103,17 @@ async fn call_with(
 ) -> Result<(), Err429> {
     let mut execution = policy.execute::<Err429>();
     execution.set_priority(class);
+    recorded(execution, (starts, label, origin), body, answer).await
+}
+
+/// `execution` run on a body that records its start under `label`, then takes `body` to
+/// answer `answer`.
+async fn recorded(
+    execution: resil_runtime::Execution<'_, Err429>,
+    (starts, label, origin): (&Starts, &'static str, Instant),
+    body: Duration,
+    answer: Result<(), Err429>,
+) -> Result<(), Err429> {
     execution
         .run(move || {
             let (starts, answer) = (starts.clone(), answer.clone());

@@ -46,15 +46,7 @@ async fn costing(
     let mut execution = policy.execute::<Err429>();
     execution.set_priority(class);
     execution.set_cost(cost);
-    execution
-        .run(move || {
-            let starts = starts.clone();
-            async move {
-                starts.push(label, origin);
-                Ok(())
-            }
-        })
-        .await
+    recorded(execution, (starts, label, origin), MS(0), Ok(())).await
 }
 
 /// 30 batch calls of 1 000 tokens queued by instance `a` at 0; critical calls of 1 000 tokens
