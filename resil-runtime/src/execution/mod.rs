@@ -7,6 +7,8 @@ mod alone;
 mod ask_turn;
 pub(crate) mod attempt;
 mod call;
+#[cfg(feature = "shared")]
+mod deferred;
 mod in_turn;
 mod learn;
 #[cfg(feature = "shared")]

@@ -290,26 +290,15 @@ impl<'p> Progress<'p> {
         if probing.contains(&true) && !self.take_probes(&mut probing)? {
             return Ok(SharedStart::Local);
         }
-        let (rate, tokens) = (self.rate(), self.token_rate());
-        let limit = self
-            .start_by()
-            .map(|start_by| start_by.saturating_duration_since(Instant::now()));
-        // What the units take of the local schedule, per unit: a learning gate's no more
-        // than its window.
-        let interval = |gate: Option<&RateGate>, cost: u64| {
-            gate.map_or(0, |gate| gate.taken_by(cost) / cost.max(1))
-        };
-        let alone = |gate: Option<&RateGate>| gate.map(RateGate::ahead_alone).unwrap_or_default();
-        let ask = |gate, cost, local| crate::seams::GateAsk {
-            gate,
-            cost,
-            interval: interval(local, cost),
-            alone: alone(local),
+        let asked = |link: Option<Arc<_>>, probing: bool, gate: Option<&RateGate>, cost| {
+            let (link, gate) = link.filter(|_| !probing).zip(gate)?;
+            Some(self.ask_of(link, cost, gate))
         };
         let gates = [
-            (rate_link.filter(|_| !probing[0])).map(|link| ask(link, 1, rate)),
-            (token_link.filter(|_| !probing[1])).map(|link| ask(link, self.cost(), tokens)),
+            asked(rate_link, probing[0], self.rate(), 1),
+            asked(token_link, probing[1], self.token_rate(), self.cost()),
         ];
+        let limit = self.ask_limit();
         Ok(SharedStart::Ask(crate::seams::reserve(gates, limit)))
     }
 
@@ -322,6 +311,7 @@ impl<'p> Progress<'p> {
         answer: crate::seams::SharedSlots,
     ) -> Result<Duration, Rejected> {
         use crate::seams::{RemoteSlot, SharedSlots};
+        let held = self.take_deferred_held();
         match answer {
             SharedSlots::Granted(granted) => {
                 let [rate, tokens] = granted.slots;
@@ -349,10 +339,22 @@ impl<'p> Progress<'p> {
                     alone: [0; 2],
                     asking,
                 });
+                match held {
+                    Some(held) => self.join_held(held, granted.wait),
+                    None => self.defer_shared(granted.waits),
+                }
                 Ok(granted.wait)
             }
-            SharedSlots::Refused(rejected) => Err(rejected),
+            SharedSlots::Refused(rejected) => {
+                if let Some(held) = held {
+                    self.give_held_back(held);
+                }
+                Err(rejected)
+            }
             SharedSlots::Unavailable => {
+                if let Some(held) = held {
+                    self.give_held_back(held);
+                }
                 self.give_probes_back();
                 if let Some(asking) = self.turn_gate().and_then(|(gate, _)| gate.asking()) {
                     asking.answered_late();

@@ -341,6 +341,7 @@ pub(crate) fn reserve(
         return Box::pin(std::future::ready(SharedSlots::Granted(Granted {
             wait: Duration::ZERO,
             slots: [None, None],
+            waits: [Duration::ZERO; 2],
         })));
     };
     let mut asking = Asking {
@@ -403,9 +404,11 @@ pub(crate) enum SharedSlots {
 }
 
 /// Slots the store reserved: the wait until the later of them, and each gate's (the rate
-/// gate's, then the token gate's).
+/// gate's, then the token gate's), with the wait until each (the schedule after it less the
+/// gate's tolerance; zero for a gate not asked).
 #[derive(Debug)]
 pub(crate) struct Granted {
     pub(crate) wait: Duration,
     pub(crate) slots: RemoteSlots,
+    pub(crate) waits: [Duration; 2],
 }

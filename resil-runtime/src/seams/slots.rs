@@ -250,6 +250,12 @@ impl Reservation {
                 }
                 let mut given = slots.into_iter().flatten();
                 let slots = [0, 1].map(|at| self.asks[at].as_ref().and_then(|_| given.next()));
+                // Each gate's own wait: its slot is the ask's tolerance before the schedule
+                // after it.
+                let waits = [0, 1].map(|at| match (&self.asks[at], slots[at]) {
+                    (Some(ask), Some(slot)) => slot.ahead.saturating_sub(ask.tolerance()),
+                    _ => Duration::ZERO,
+                });
                 let complete = self
                     .asks
                     .iter()
@@ -265,7 +271,7 @@ impl Reservation {
                 for ask in self.asks().filter(|ask| ask.alone > 0) {
                     ask.gate.store_returned();
                 }
-                SharedSlots::Granted(Granted { wait, slots })
+                SharedSlots::Granted(Granted { wait, slots, waits })
             }
         }
     }

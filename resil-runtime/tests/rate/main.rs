@@ -15,6 +15,8 @@ mod limits;
 mod queue;
 #[cfg(feature = "shared")]
 mod shared_pace;
+#[cfg(feature = "shared")]
+mod shared_two_gates;
 mod two_gates;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

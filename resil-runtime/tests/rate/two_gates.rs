@@ -3,7 +3,7 @@
 //! the public API. Paused clock.
 
 use super::*;
-use resil_runtime::PolicyBuilder;
+use resil_runtime::{Keyed, PolicyBuilder};
 
 /// What one call did: when it started (`None`: it never called), how it ended, and when.
 #[derive(Debug, Clone)]
@@ -511,76 +511,94 @@ async fn retries_and_hedges_keep_both_ceilings() {
 /// over the starts (period less 100 ms); the gates idle after.
 #[tokio::test(start_paused = true)]
 async fn per_key_token_gates_beside_a_gate_of_all_calls_keep_every_ceiling() {
-    use rand::{Rng, SeedableRng};
     let mut failures = Vec::new();
     for seed in 0..150 {
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let (count, burst) = (rng.random_range(40..60), rng.random_range(1..4));
-        let token_burst = rng.random_range(300..=1000);
-        let keys = rng.random_range(2..6);
-        let policy = Policy::builder()
-            .keyed("model")
-            .rate(count, Duration::from_secs(1), burst)
-            .token_rate(1000, Duration::from_secs(1), token_burst)
-            .token_rate_per_key()
-            .build()
-            .unwrap();
-        let origin = Instant::now();
-        let starts = std::sync::Mutex::new(Vec::new());
-        let spread = rng.random_range(6_000..8_000);
-        let plan: Vec<(u64, u64, usize)> = (0..120)
-            .map(|_| {
-                (
-                    rng.random_range(0..spread),
-                    rng.random_range(1..=token_burst),
-                    rng.random_range(0..keys),
-                )
-            })
-            .collect();
-        let (starts_ref, policy_ref) = (&starts, &policy);
-        join_all(plan.iter().map(|&(at, cost, key)| async move {
-            tokio::time::sleep_until(origin + ms(at)).await;
-            let name = format!("k{key}");
-            let mut execution = policy_ref.execute_keyed::<str, TestError>(name.as_str());
-            execution.set_cost(cost);
-            let next = execution
-                .attempt(async move {
-                    starts_ref
-                        .lock()
-                        .unwrap()
-                        .push((origin.elapsed(), cost, key));
-                    Ok::<_, TestError>(())
-                })
-                .await;
-            assert!(matches!(next, resil_runtime::Next::Done(_)));
-        }))
-        .await;
-        let starts = starts.into_inner().unwrap();
-        let window = ms(900);
-        let requests =
-            learn_bounds::most_in(starts.iter().map(|(at, _, _)| (*at, 1)).collect(), window);
-        if requests >= count + burst {
-            failures.push(format!(
-                "seed {seed}: {requests} requests in {window:?}, {count}/s burst {burst}"
-            ));
-        }
-        for key in 0..keys {
-            let tokens = learn_bounds::most_in(
-                (starts.iter().filter(|s| s.2 == key))
-                    .map(|(at, cost, _)| (*at, *cost))
-                    .collect(),
-                window,
-            );
-            if tokens >= 1000 + token_burst {
-                failures.push(format!(
-                    "seed {seed}: key {key}: {tokens} tokens in {window:?}, 1000/s burst {token_burst}"
-                ));
-            }
-        }
+        let one = |policy: &dyn Fn() -> PolicyBuilder<Keyed>| vec![policy().build().unwrap()];
+        failures.extend(per_key_breaches(seed, one).await);
     }
     assert!(
         failures.is_empty(),
         "{} breaches: {failures:#?}",
         failures.len()
     );
+}
+
+/// One schedule of [`per_key_token_gates_beside_a_gate_of_all_calls_keep_every_ceiling`],
+/// its callers spread over the instances `instances` builds of the policy it is given: what
+/// broke a ceiling over every instance's starts together.
+pub(super) async fn per_key_breaches(
+    seed: u64,
+    instances: impl Fn(&dyn Fn() -> PolicyBuilder<Keyed>) -> Vec<Policy<Keyed>>,
+) -> Vec<String> {
+    use rand::{Rng, SeedableRng};
+    let mut failures = Vec::new();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (count, burst) = (rng.random_range(40..60), rng.random_range(1..4));
+    let token_burst = rng.random_range(300..=1000);
+    let keys = rng.random_range(2..6);
+    let policies = instances(&|| {
+        Policy::builder()
+            .keyed("model")
+            .rate(count, Duration::from_secs(1), burst)
+            .token_rate(1000, Duration::from_secs(1), token_burst)
+            .token_rate_per_key()
+    });
+    let origin = Instant::now();
+    let starts = std::sync::Mutex::new(Vec::new());
+    let spread = rng.random_range(6_000..8_000);
+    let plan: Vec<(u64, u64, usize, usize)> = (0..120)
+        .map(|_| {
+            (
+                rng.random_range(0..spread),
+                rng.random_range(1..=token_burst),
+                rng.random_range(0..keys),
+                match policies.len() {
+                    1 => 0,
+                    n => rng.random_range(0..n),
+                },
+            )
+        })
+        .collect();
+    let (starts_ref, policies) = (&starts, &policies);
+    join_all(plan.iter().map(|&(at, cost, key, of)| async move {
+        let policy_ref = &policies[of];
+        tokio::time::sleep_until(origin + ms(at)).await;
+        let name = format!("k{key}");
+        let mut execution = policy_ref.execute_keyed::<str, TestError>(name.as_str());
+        execution.set_cost(cost);
+        let next = execution
+            .attempt(async move {
+                starts_ref
+                    .lock()
+                    .unwrap()
+                    .push((origin.elapsed(), cost, key));
+                Ok::<_, TestError>(())
+            })
+            .await;
+        assert!(matches!(next, resil_runtime::Next::Done(_)));
+    }))
+    .await;
+    let starts = starts.into_inner().unwrap();
+    let window = ms(900);
+    let requests =
+        learn_bounds::most_in(starts.iter().map(|(at, _, _)| (*at, 1)).collect(), window);
+    if requests >= count + burst {
+        failures.push(format!(
+            "seed {seed}: {requests} requests in {window:?}, {count}/s burst {burst}"
+        ));
+    }
+    for key in 0..keys {
+        let tokens = learn_bounds::most_in(
+            (starts.iter().filter(|s| s.2 == key))
+                .map(|(at, cost, _)| (*at, *cost))
+                .collect(),
+            window,
+        );
+        if tokens >= 1000 + token_burst {
+            failures.push(format!(
+                "seed {seed}: key {key}: {tokens} tokens in {window:?}, 1000/s burst {token_burst}"
+            ));
+        }
+    }
+    failures
 }

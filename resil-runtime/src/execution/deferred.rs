@@ -1,0 +1,146 @@
+//! Two shared gates whose slots the store grants far apart: the earlier goes back, and is
+//! asked for alone when the later comes, as two local gates do (`tokens.rs`). Held, it counted
+//! the call where it did not start, and the calls after it in its gate started within a
+//! period of the call's late start, more than the gate's ceiling over every instance (the
+//! simulator's shared two-gate class).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::admission::Reserved;
+use super::slots::SharedWait;
+use super::Progress;
+use crate::gate::{RateGate, SLOT_MISSED};
+use crate::seams::{GateAsk, GateLink};
+
+impl Progress<'_> {
+    /// What this attempt asks of the store for `cost` units of `link`, the shared side of
+    /// `local`: the local gate's interval per unit (a learning gate's no more than its window)
+    /// and the slots it granted alone.
+    pub(super) fn ask_of(&self, link: Arc<GateLink>, cost: u64, local: &RateGate) -> GateAsk {
+        GateAsk {
+            gate: link,
+            cost,
+            interval: local.taken_by(cost) / cost.max(1),
+            alone: local.ahead_alone(),
+        }
+    }
+
+    /// The longest wait for a slot the attempt accepts: what is left until it must start.
+    pub(super) fn ask_limit(&self) -> Option<Duration> {
+        (self.start_by()).map(|start_by| start_by.saturating_duration_since(Instant::now()))
+    }
+
+    /// Of the two slots the store just granted, due after `waits` (the rate gate's, then the
+    /// token gate's), the earlier goes back, to the store and to the local gate that mirrors
+    /// it, when they come more than [`SLOT_MISSED`] apart: it is asked for again when the
+    /// later comes ([`Progress::ask_deferred`]). In arrival order (a gate that orders its
+    /// waiters asks the store in turn, for the room's next), and neither gate learning (a
+    /// learning gate's slot follows the answers: not tried with a question in between).
+    pub(super) fn defer_shared(&mut self, waits: [Duration; 2]) {
+        let [rate, tokens] = waits;
+        if rate.abs_diff(tokens) <= SLOT_MISSED || !self.defers_shared() {
+            return;
+        }
+        let at = usize::from(tokens < rate);
+        let Some(reserved) = self.admission.as_mut().map(|a| &mut a.reserved) else {
+            return;
+        };
+        let Some(remote) = reserved.remote.as_mut() else {
+            return;
+        };
+        let Some(slot) = remote[at].take() else {
+            return;
+        };
+        let local = [&mut reserved.rate, &mut reserved.tokens][at].take();
+        reserved.deferred = true;
+        let gate = [self.rate(), self.token_rate()][at];
+        if let Some(gate) = gate {
+            if let Some(link) = gate.shared() {
+                link.refund(slot);
+            }
+            if let Some(local) = local {
+                gate.refund(local);
+            }
+        }
+    }
+
+    /// Whether this attempt's two shared gates take its slots when it can start.
+    fn defers_shared(&self) -> bool {
+        let plain = |gate: Option<&RateGate>| {
+            gate.is_some_and(|gate| gate.shared().is_some() && !gate.orders())
+        };
+        !self.settings.learns && plain(self.rate()) && plain(self.token_rate())
+    }
+
+    /// The later slot came: the question to the store for the earlier, which went back
+    /// ([`Progress::defer_shared`]). `None`: nothing went back.
+    pub(super) fn ask_deferred(&self) -> Option<SharedWait> {
+        let reserved = &self.admission.as_ref()?.reserved;
+        let remote = reserved.remote.as_deref().filter(|_| reserved.deferred)?;
+        let at = remote.iter().position(Option::is_none)?;
+        let (gate, cost) = [(self.rate()?, 1), (self.token_rate()?, self.cost())][at];
+        let ask = self.ask_of(Arc::clone(gate.shared()?), cost, gate);
+        let mut gates = [None, None];
+        gates[at] = Some(ask);
+        Some(crate::seams::reserve(gates, self.ask_limit()))
+    }
+
+    /// The slot held while the other went back, taken out of the reservation while the store
+    /// is asked for the other: `None` unless one went back.
+    pub(super) fn take_deferred_held(&mut self) -> Option<Reserved> {
+        let reserved = &mut self.admission.as_mut()?.reserved;
+        (reserved.deferred && reserved.remote.is_some()).then(|| std::mem::take(reserved))
+    }
+
+    /// The store granted the slot that went back, due after `wait`: the one `held` joins it,
+    /// and the attempt waits for the later. The new one coming more than [`SLOT_MISSED`] after
+    /// the held one (due now), the two swap, the held one going back to be asked for again when
+    /// the new one comes, if it is its gate's latest here or a throttle holds the new one's gate
+    /// (held, it would be late by the hold). Otherwise both are kept and the call starts late
+    /// on the held one's gate, both gates short of the demand at once: given back behind later
+    /// slots, the held one would stay spent, and a caller swapping at every turn would spend a
+    /// slot of each gate each time.
+    pub(super) fn join_held(&mut self, held: Reserved, wait: Duration) {
+        let at = usize::from(held.rate.is_none());
+        let gates = [self.rate(), self.token_rate()];
+        let slot = [held.rate, held.tokens][at];
+        let swap = wait > SLOT_MISSED
+            && gates[at].zip(slot).is_some_and(|(gate, slot)| {
+                gate.is_latest(slot)
+                    || (gates[1 - at]).is_some_and(|new| new.held_until(Instant::now()).is_some())
+            });
+        if swap {
+            // The reservation now holds the new slot alone: the held one goes back.
+            let new = self
+                .admission
+                .as_mut()
+                .map(|a| std::mem::take(&mut a.reserved));
+            self.give_held_back(held);
+            if let Some(mut new) = new {
+                new.deferred = true;
+                self.hold(new);
+            }
+            return;
+        }
+        let Some(reserved) = self.admission.as_mut().map(|a| &mut a.reserved) else {
+            return;
+        };
+        reserved.rate = reserved.rate.or(held.rate);
+        reserved.tokens = reserved.tokens.or(held.tokens);
+        if let (Some(remote), Some(held)) = (reserved.remote.as_mut(), held.remote) {
+            for (slot, held) in remote.iter_mut().zip(*held) {
+                *slot = slot.or(held);
+            }
+        }
+    }
+
+    /// The store refused the slot that went back, or did not answer: the one `held` goes back
+    /// too.
+    pub(super) fn give_held_back(&mut self, held: Reserved) {
+        self.hold(held);
+        self.refund_slots();
+    }
+}
