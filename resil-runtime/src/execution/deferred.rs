@@ -10,7 +10,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::admission::Reserved;
-use super::slots::SharedWait;
 use super::Progress;
 use crate::gate::{RateGate, SLOT_MISSED};
 use crate::seams::{GateAsk, GateLink};
@@ -36,7 +35,7 @@ impl Progress<'_> {
     /// Of the two slots the store just granted, due after `waits` (the rate gate's, then the
     /// token gate's), the earlier goes back, to the store and to the local gate that mirrors
     /// it, when they come more than [`SLOT_MISSED`] apart: it is asked for again when the
-    /// later comes ([`Progress::ask_deferred`]). In arrival order (a gate that orders its
+    /// later comes ([`Progress::asks_deferred`]). In arrival order (a gate that orders its
     /// waiters asks the store in turn, for the room's next), and neither gate learning (a
     /// learning gate's slot follows the answers: not tried with a question in between).
     pub(super) fn defer_shared(&mut self, waits: [Duration; 2]) {
@@ -75,41 +74,51 @@ impl Progress<'_> {
         !self.settings.learns && plain(self.rate()) && plain(self.token_rate())
     }
 
-    /// The later slot came: the question to the store for the earlier, which went back
-    /// ([`Progress::defer_shared`]). `None`: nothing went back.
-    pub(super) fn ask_deferred(&self) -> Option<SharedWait> {
-        let reserved = &self.admission.as_ref()?.reserved;
-        let remote = reserved.remote.as_deref().filter(|_| reserved.deferred)?;
-        let at = remote.iter().position(Option::is_none)?;
-        let (gate, cost) = [(self.rate()?, 1), (self.token_rate()?, self.cost())][at];
-        let ask = self.ask_of(Arc::clone(gate.shared()?), cost, gate);
-        let mut gates = [None, None];
-        gates[at] = Some(ask);
-        Some(crate::seams::reserve(gates, self.ask_limit()))
+    /// The later slot came: whether the attempt starts again, to ask the store for the earlier,
+    /// which went back ([`Progress::defer_shared`]), through every check a question to the
+    /// store passes (a throttle's hold, the breaker, the store's health).
+    pub(super) fn asks_deferred(&self) -> bool {
+        (self.admission.as_ref()).is_some_and(|admission| one_went_back(&admission.reserved))
+    }
+
+    /// Which gates hold a slot while the other's went back (`[rate, tokens]`): the store is
+    /// asked for the other alone.
+    pub(super) fn deferred_held(&self) -> [bool; 2] {
+        let reserved = self.admission.as_ref().map(|admission| &admission.reserved);
+        match reserved.filter(|reserved| one_went_back(reserved)) {
+            Some(reserved) => [reserved.rate.is_some(), reserved.tokens.is_some()],
+            None => [false; 2],
+        }
     }
 
     /// The slot held while the other went back, taken out of the reservation while the store
     /// is asked for the other: `None` unless one went back.
     pub(super) fn take_deferred_held(&mut self) -> Option<Reserved> {
         let reserved = &mut self.admission.as_mut()?.reserved;
-        (reserved.deferred && reserved.remote.is_some()).then(|| std::mem::take(reserved))
+        one_went_back(reserved).then(|| std::mem::take(reserved))
     }
 
     /// The store granted the slot that went back, due after `wait`: the one `held` joins it,
     /// and the attempt waits for the later. The new one coming more than [`SLOT_MISSED`] after
     /// the held one (due now), the two swap, the held one going back to be asked for again when
-    /// the new one comes, if it is its gate's latest here or a throttle holds the new one's gate
-    /// (held, it would be late by the hold). Otherwise both are kept and the call starts late
-    /// on the held one's gate, both gates short of the demand at once: given back behind later
-    /// slots, the held one would stay spent, and a caller swapping at every turn would spend a
-    /// slot of each gate each time.
+    /// the new one comes, if it is the store's latest (its gate's latest here, and the store
+    /// said this instance's gate is the gate's only user) or a throttle holds the new one's
+    /// gate (held, it would be late by the hold). Otherwise both are kept and the call starts
+    /// late on the held one's gate, both gates short of the demand at once: given back behind
+    /// later slots, the held one would stay spent, and a caller swapping at every turn would
+    /// spend a slot of each gate each time (judged by its own instance's mirror alone, a
+    /// caller alone in its instance swapped at every turn and was passed by a hundred later
+    /// calls of another).
     pub(super) fn join_held(&mut self, held: Reserved, wait: Duration) {
         let at = usize::from(held.rate.is_none());
         let gates = [self.rate(), self.token_rate()];
         let slot = [held.rate, held.tokens][at];
+        let latest = |gate: &RateGate, slot| {
+            gate.is_latest(slot) && gate.shared().is_some_and(|link| link.sole_user())
+        };
         let swap = wait > SLOT_MISSED
             && gates[at].zip(slot).is_some_and(|(gate, slot)| {
-                gate.is_latest(slot)
+                latest(gate, slot)
                     || (gates[1 - at]).is_some_and(|new| new.held_until(Instant::now()).is_some())
             });
         if swap {
@@ -143,4 +152,17 @@ impl Progress<'_> {
         self.hold(held);
         self.refund_slots();
     }
+
+    /// The slot held while the other went back goes back, if any: the attempt asks for both
+    /// again.
+    pub(super) fn give_deferred_back(&mut self) {
+        if let Some(held) = self.take_deferred_held() {
+            self.give_held_back(held);
+        }
+    }
+}
+
+/// Whether `reserved` holds a slot of one of two shared gates while the other's went back.
+fn one_went_back(reserved: &Reserved) -> bool {
+    reserved.deferred && reserved.remote.is_some()
 }

@@ -241,6 +241,8 @@ impl<'p> Progress<'p> {
             return Ok(SharedStart::Local);
         }
         if !link.is_available() {
+            // A slot held while the other went back goes back too: the local gates decide.
+            self.give_deferred_back();
             self.refuse_if_failing_closed()?;
             self.tell_shares();
             return Ok(SharedStart::Local);
@@ -261,7 +263,9 @@ impl<'p> Progress<'p> {
                 });
             }
             // Its turn to ask goes to the next meanwhile: after the hold, it asks again in turn.
+            // A slot held while the other went back would be late by the hold: it goes back.
             self.let_go_turn();
+            self.give_deferred_back();
             return Ok(SharedStart::Held(until));
         }
         // A call the token gate cannot pass now fails at once, not after its turn (after a
@@ -290,13 +294,20 @@ impl<'p> Progress<'p> {
         if probing.contains(&true) && !self.take_probes(&mut probing)? {
             return Ok(SharedStart::Local);
         }
-        let asked = |link: Option<Arc<_>>, probing: bool, gate: Option<&RateGate>, cost| {
-            let (link, gate) = link.filter(|_| !probing).zip(gate)?;
+        // A slot held while the other went back: the store is asked for the other alone.
+        let held = self.deferred_held();
+        let asked = |link: Option<Arc<_>>, skip: bool, gate: Option<&RateGate>, cost| {
+            let (link, gate) = link.filter(|_| !skip).zip(gate)?;
             Some(self.ask_of(link, cost, gate))
         };
         let gates = [
-            asked(rate_link, probing[0], self.rate(), 1),
-            asked(token_link, probing[1], self.token_rate(), self.cost()),
+            asked(rate_link, probing[0] || held[0], self.rate(), 1),
+            asked(
+                token_link,
+                probing[1] || held[1],
+                self.token_rate(),
+                self.cost(),
+            ),
         ];
         let limit = self.ask_limit();
         Ok(SharedStart::Ask(crate::seams::reserve(gates, limit)))

@@ -56,6 +56,13 @@ impl GateLink {
         u64::from(self.seen.load(Ordering::Acquire).max(1))
     }
 
+    /// Whether the store said this instance's gate is the gate's only user (a store that
+    /// counts none never says so): then the local gate's mirror of the store's schedule is the
+    /// store's.
+    pub(crate) fn sole_user(&self) -> bool {
+        self.seen.load(Ordering::Acquire) == 1
+    }
+
     /// The part of the rate this instance's local gate takes when it decides: `1 /
     /// instances`. It decides only when the store does not (down, or slow past
     /// `shared_timeout`, the store still "usable": a slow store's timeouts left every

@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use resil_runtime::shared::InMemory;
-use resil_runtime::{Keyed, Next, Policy, PolicyBuilder, Rejected};
+use resil_runtime::{Keyed, Next, Policy, PolicyBuilder};
 use tokio::time::Instant;
 
+use super::common::TestError;
 use super::learn_bounds;
 use super::learn_hostile::{MS, SEC};
-use super::two_gates::per_key_breaches;
+use super::two_gates::{one_call, per_key_breaches, two_gates};
 
 /// The schedules of `two_gates.rs`'s request gate of all calls beside a token gate per key,
 /// short of the demand, their callers spread over two instances of the shared gates: every
@@ -74,6 +75,82 @@ async fn held_units_that_are_their_gates_latest_go_back_while_the_request_slot_c
     assert!(starts.most_in(None, SEC) <= 10, "{starts:?}");
 }
 
+/// A hostile review's: a 429 on key B (`Retry-After: 5 s`) holds the request gate of all
+/// calls, the hold reaching the store late (Redis sends it in the background). X, on key A,
+/// gave its request slot back while its tokens came (1 s); asked for then, the request slot
+/// came from a store that had not heard, and X started inside the hold. The question for the
+/// slot that went back passes every check the first did: X waits for the hold's end.
+#[tokio::test(start_paused = true)]
+async fn the_slot_that_went_back_is_not_asked_for_through_a_throttles_hold() {
+    let store = InMemory::new();
+    store.delay_holds();
+    let policy = smallest(&store);
+    let starts = Starts::default();
+    let (w, x, z) = futures::join!(
+        starts.answered(&policy, ("A", 0, 1000), Ok(())),
+        starts.answered(&policy, ("A", 0, 1000), Ok(())),
+        starts.answered(&policy, ("B", 50, 1), Err(TestError::Throttled(5 * SEC))),
+    );
+    assert_eq!(w, Some(Duration::ZERO));
+    let (x, z) = (x.unwrap(), z.unwrap());
+    assert!(
+        x >= z + 5 * SEC,
+        "X started at {x:?}, in the hold from {z:?}: {starts:?}"
+    );
+}
+
+/// A hostile review's: a caller alone in its instance (X), beside an instance whose 200
+/// callers keep both shared gates short of the demand (`10/s` burst 1, `1000/s` burst 1 000;
+/// 180 calls of 1 token and 20 of 900 within 8 s). Judged by its own instance's mirror, its
+/// held slot was always its gate's latest: it swapped at every turn, its slot given back
+/// behind the other instance's (spent in the store), and waited 15 to 20 s, passed by a
+/// hundred calls that came after it, where the same caller in the busy instance waited 4 to
+/// 9 s. It waits about as long in either.
+#[tokio::test(start_paused = true)]
+async fn a_caller_alone_in_its_instance_waits_as_long_as_in_the_busy_one() {
+    let mut failures = Vec::new();
+    for seed in 0..4 {
+        for x in [(3000, 500), (3000, 1), (5000, 900), (2000, 100)] {
+            let together = beside_a_busy_instance(seed, x, false).await;
+            let apart = beside_a_busy_instance(seed, x, true).await;
+            if apart > together + SEC {
+                failures.push(format!(
+                    "seed {seed}, X {x:?}: waited {apart:?} alone, {together:?} in the busy one"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// [`a_caller_alone_in_its_instance_waits_as_long_as_in_the_busy_one`]'s schedule: how long X
+/// (when, in ms, and its units) waited, in an instance of its own (`apart`) or in the busy one.
+async fn beside_a_busy_instance(seed: u64, (at, cost): (u64, u64), apart: bool) -> Duration {
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let store = InMemory::new();
+    let instance = |store: &InMemory| {
+        let policy = two_gates(10, 1, 1000)
+            .name("shared::lone")
+            .deadline(600 * SEC);
+        policy.shared_in(store).build().unwrap()
+    };
+    let (busy, lone) = (instance(&store), instance(&store.instance()));
+    let mut costs: Vec<u64> = (0..180).map(|_| 1).chain((0..20).map(|_| 900)).collect();
+    costs.shuffle(&mut rng);
+    let plan: Vec<(u64, u64)> = (costs.into_iter())
+        .map(|cost| (rng.random_range(0..8000), cost))
+        .collect();
+    let origin = Instant::now();
+    let x = if apart { &lone } else { &busy };
+    let (_, x) = futures::join!(
+        join_all((plan.iter()).map(|&(at, cost)| one_call(&busy, origin, at, cost))),
+        one_call(x, origin, at, cost),
+    );
+    x.started.expect("X starts") - MS * at as u32
+}
+
 /// Calls on key A (when, in ms, and their units) through one instance of [`smallest`], and
 /// calls of 1 token on key B (when) through another: when each started.
 async fn two_instances(a: &[(u64, u64)], b: impl Iterator<Item = u64>) -> Starts {
@@ -117,14 +194,27 @@ impl Default for Starts {
 impl Starts {
     /// A call of `cost` units on `key` through `policy`, `at` ms after the origin.
     async fn call(&self, policy: &Policy<Keyed>, key: &'static str, at: u64, cost: u64) {
+        self.answered(policy, (key, at, cost), Ok(())).await;
+    }
+
+    /// The same, its body answering `answer`: when it started, if it did.
+    async fn answered(
+        &self,
+        policy: &Policy<Keyed>,
+        (key, at, cost): (&'static str, u64, u64),
+        answer: Result<(), TestError>,
+    ) -> Option<Duration> {
         tokio::time::sleep_until(self.0 + MS * at as u32).await;
-        let mut execution = policy.execute_keyed::<str, Rejected>(key);
+        let mut execution = policy.execute_keyed::<str, TestError>(key);
         execution.set_cost(cost);
+        let started = Mutex::new(None);
         let body = async {
+            *started.lock().unwrap() = Some(self.0.elapsed());
             self.1.lock().unwrap().push((key, self.0.elapsed(), cost));
-            Ok::<_, Rejected>(())
+            answer
         };
         assert!(matches!(execution.attempt(body).await, Next::Done(_)));
+        started.into_inner().unwrap()
     }
 
     /// The starts of `key`, in ms, in order.

@@ -129,7 +129,7 @@ fn looks_again(due: Instant) -> Instant {
 
 /// A slot came, as far as its caller knows: whether the attempt waits again, for the other
 /// gate's slot, which went back while this one came (see `Progress::take_deferred`; a shared
-/// gate's is asked of the store, `Progress::ask_deferred`); for a
+/// gate's is asked of the store from the start, `Progress::asks_deferred`); for a
 /// learning gate's, for its slot placed sooner by an answer, for the declared ceiling over
 /// the starts, or (granted by the store, and given back) to ask the store again; or the
 /// refusal of a wait past the deadline.
@@ -138,8 +138,8 @@ pub(super) fn waits_again<F, E>(
 ) -> Result<bool, Rejected> {
     let progress = &mut this.execution.progress;
     #[cfg(feature = "shared")]
-    if let Some(ask) = progress.ask_deferred() {
-        *this.wait = Some(Wait::Shared(ask));
+    if progress.asks_deferred() {
+        *this.stage = Stage::Start;
         return Ok(true);
     }
     let learns = progress.settings.learns;
