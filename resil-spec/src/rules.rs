@@ -448,6 +448,33 @@ pub fn rate(key: &'static str, count: u64, period: Duration, burst: u64) -> Resu
     Ok(())
 }
 
+/// A shared policy that serves its waiters by priority or fairly (`ordered`) asks its store
+/// in turn at one gate: the rate gate, else the token gate (`Some(learns)` for each gate
+/// declared). That gate does not learn yet: its answers would move the slots granted in turn.
+///
+/// ```
+/// use resil_spec::rules::{ordered_turn, Violation};
+///
+/// // A learning token gate beside a declared rate gate: the rate gate takes the turn.
+/// assert!(ordered_turn(true, true, Some(false), Some(true)).is_ok());
+/// assert_eq!(
+///     ordered_turn(true, true, None, Some(true)),
+///     Err(Violation::OrderedLearningGate)
+/// );
+/// ```
+pub fn ordered_turn(
+    ordered: bool,
+    shared: bool,
+    rate_learns: Option<bool>,
+    tokens_learn: Option<bool>,
+) -> Result<(), Violation> {
+    let turn_learns = rate_learns.or(tokens_learn).unwrap_or(false);
+    if ordered && shared && turn_learns {
+        return Err(Violation::OrderedLearningGate);
+    }
+    Ok(())
+}
+
 /// A batch share (`rate = "500/min, batch 80%"`) from 1 to 99 %.
 pub fn batch_share(percent: u8) -> Result<(), Violation> {
     if !(1..=99).contains(&percent) {

@@ -1,6 +1,7 @@
 //! `priority = ARG` and `fair = ARG`: which argument orders the callers that wait, and what
 //! they wait for.
 
+use resil_spec::rules;
 use syn::spanned::Spanned;
 use syn::{Expr, Signature};
 
@@ -48,17 +49,13 @@ pub(super) fn check_priority(
         errors.push(key, format!("`{name}` {what}, but nobody waits here: add `rate = \"60/min\"` or `bulkhead = 8, bulkhead_queue = 32`, or remove `{name}`"));
     }
     let learns = rate.is_some_and(|rate| rate.learn) || learn;
-    // The gate whose callers ask a shared store in turn: the rate gate, else the token gate.
-    let turn_learns = match rate {
-        Some(_) => learns,
-        None => tokens.is_some() && tokens_learn,
-    };
-    if turn_learns && shared {
-        let ordering = [args.priority.as_ref(), args.fair.as_ref()];
-        if let Some(setting) = ordering.into_iter().flatten().next() {
-            let gate = if rate.is_some() { "rate" } else { "token" };
-            errors.push(setting.key, format!("a shared {gate} gate that learns the provider's limits (`learn = true`, `\"auto\"`) serves its waiters in arrival order: ordering them by `priority` or `fair` is not implemented for it yet (issue 47); declare the {gate} gate without learning, do not share it, or remove this key"));
-        }
+    let ordering = [args.priority.as_ref(), args.fair.as_ref()];
+    let setting = ordering.into_iter().flatten().next();
+    let learning = (rate.map(|_| learns), tokens.map(|_| tokens_learn));
+    let turn = rules::ordered_turn(setting.is_some(), shared, learning.0, learning.1);
+    if let (Err(_), Some(setting)) = (turn, setting) {
+        let gate = if rate.is_some() { "rate" } else { "token" };
+        errors.push(setting.key, format!("a shared {gate} gate that learns the provider's limits (`learn = true`, `\"auto\"`) serves its waiters in arrival order: ordering them by `priority` or `fair` is not implemented for it yet (issue 47); declare the {gate} gate without learning, do not share it, or remove this key"));
     }
     let learnt_share = |key: &str| {
         format!("a batch share is a share of the gate's declared capacity, but this gate learns the provider's limits, and its capacity is theirs, which no declared figure states: declare `{key}` without learning, or remove `, batch N%`")

@@ -102,10 +102,13 @@ impl<K, C> PolicyBuilder<K, C> {
         // (its question takes the token gate's units too), else at the token gate; the turn
         // is not made for a gate whose answers move the slots it granted yet.
         let has_rate = self.rate.is_some() || learn.rate;
-        let turn_learns = learn.rate || (!has_rate && learn.token_rate);
-        if self.by_priority && turn_learns && shared {
-            return Err(ConfigError::OrderedLearningGate);
-        }
+        let has_tokens = self.token_rate.is_some() || learn.token_rate;
+        rules::ordered_turn(
+            self.by_priority,
+            shared,
+            has_rate.then_some(learn.rate),
+            has_tokens.then_some(learn.token_rate),
+        )?;
         let mut rate =
             gate("rate", self.rate, exact.rate, learn.rate)?.map(|gate| match self.by_priority {
                 true => gate.ordered(lanes),
