@@ -57,7 +57,7 @@ pub(super) struct Reserved {
     pub(super) deferred: bool,
     /// The same slots in Redis, when the shared gates granted them.
     #[cfg(feature = "shared")]
-    pub(super) remote: Option<Box<crate::seams::RemoteSlots>>,
+    pub(super) remote: Option<Box<Remote>>,
     /// For slots of shared gates that the local gates promised alone (the store down): the
     /// store's returns then, so that one since revokes them.
     #[cfg(feature = "shared")]
@@ -70,6 +70,17 @@ pub(super) struct Reserved {
     /// until the slot granted comes (see `gate/asking.rs`).
     #[cfg(feature = "shared")]
     pub(super) asking: Option<crate::gate::AskTurn>,
+}
+
+/// The slots the shared gates granted an attempt (the rate gate's, then the token gate's),
+/// and the local slot of one that went back while the other comes (see
+/// `Progress::defer_shared`): a throttle on its gate since, here or heard from another
+/// instance, revokes it.
+#[cfg(feature = "shared")]
+#[derive(Debug)]
+pub(super) struct Remote {
+    pub(super) slots: crate::seams::RemoteSlots,
+    pub(super) went_back: Option<Slot>,
 }
 
 /// How the operation stands with its bulkhead before the first call.

@@ -50,10 +50,11 @@ impl Progress<'_> {
         let Some(remote) = reserved.remote.as_mut() else {
             return;
         };
-        let Some(slot) = remote[at].take() else {
+        let Some(slot) = remote.slots[at].take() else {
             return;
         };
         let local = [&mut reserved.rate, &mut reserved.tokens][at].take();
+        remote.went_back = local;
         reserved.deferred = true;
         let gate = [self.rate(), self.token_rate()][at];
         if let Some(gate) = gate {
@@ -116,11 +117,17 @@ impl Progress<'_> {
         let latest = |gate: &RateGate, slot| {
             gate.is_latest(slot) && gate.shared().is_some_and(|link| link.sole_user())
         };
+        // A throttle holds the new one's gate: in force here, or heard since its slot went
+        // back (from another instance, through the store, with no length).
+        let went_back = held.remote.as_ref().and_then(|remote| remote.went_back);
+        let held_new = gates[1 - at].is_some_and(|new| {
+            new.held_until(Instant::now()).is_some()
+                || went_back.is_some_and(|slot| new.is_revoked(slot))
+        });
         let swap = wait > SLOT_MISSED
-            && gates[at].zip(slot).is_some_and(|(gate, slot)| {
-                latest(gate, slot)
-                    || (gates[1 - at]).is_some_and(|new| new.held_until(Instant::now()).is_some())
-            });
+            && gates[at]
+                .zip(slot)
+                .is_some_and(|(gate, slot)| held_new || latest(gate, slot));
         if swap {
             // The reservation now holds the new slot alone: the held one goes back.
             let new = self
@@ -130,6 +137,9 @@ impl Progress<'_> {
             self.give_held_back(held);
             if let Some(mut new) = new {
                 new.deferred = true;
+                if let Some(remote) = new.remote.as_mut() {
+                    remote.went_back = slot;
+                }
                 self.hold(new);
             }
             return;
@@ -140,7 +150,7 @@ impl Progress<'_> {
         reserved.rate = reserved.rate.or(held.rate);
         reserved.tokens = reserved.tokens.or(held.tokens);
         if let (Some(remote), Some(held)) = (reserved.remote.as_mut(), held.remote) {
-            for (slot, held) in remote.iter_mut().zip(*held) {
+            for (slot, held) in remote.slots.iter_mut().zip(held.slots) {
                 *slot = slot.or(held);
             }
         }

@@ -45,7 +45,7 @@ impl Progress<'_> {
         if let Some(remote) = reserved.remote {
             let links =
                 [self.rate(), self.token_rate()].map(|gate| gate.and_then(RateGate::shared));
-            for (link, slot) in links.into_iter().zip(*remote) {
+            for (link, slot) in links.into_iter().zip(remote.slots) {
                 if let (Some(link), Some(slot)) = (link, slot) {
                     link.refund(slot);
                 }

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+#[cfg(feature = "shared")]
+use super::admission::Remote;
 use super::admission::Reserved;
 use super::in_turn::{Room, Took};
 #[cfg(feature = "shared")]
@@ -345,7 +347,10 @@ impl<'p> Progress<'p> {
                     share: None,
                     used: false,
                     deferred: false,
-                    remote: Some(Box::new([rate, tokens])),
+                    remote: Some(Box::new(Remote {
+                        slots: [rate, tokens],
+                        went_back: None,
+                    })),
                     returns: None,
                     alone: [0; 2],
                     asking,

@@ -99,6 +99,38 @@ async fn the_slot_that_went_back_is_not_asked_for_through_a_throttles_hold() {
     );
 }
 
+/// A second hostile review's: a 429 in the other instance (Y, key A, `Retry-After: 3 s`)
+/// holds the request gate of all calls; this instance (X) hears of it through the store, a
+/// revocation with no length. P1 and P2 (1 000 tokens each on key B, at 0.1 and 0.2 s, behind
+/// Y's 1 000 at 0) gave their request slots back while their tokens came (1 s, 2 s); asked
+/// for then, the request slots came after the hold (3.5 s), far, and P1 and P2 kept their
+/// tokens: with Q (1 000 tokens at 2.5 s) 3 000 tokens of key B within 40 ms, where 1 999
+/// may. A hold on the gate whose slot went back, since it went back, swaps the two: the
+/// held tokens go back and are asked for when the request slot comes.
+#[tokio::test(start_paused = true)]
+async fn a_hold_heard_from_another_instance_swaps_a_held_slot_for_the_one_that_went_back() {
+    let store = InMemory::new();
+    let instance = |store: &InMemory| {
+        let policy = Policy::builder()
+            .name("shared::heard")
+            .keyed("model")
+            .rate(50, SEC, 5);
+        let policy = policy.token_rate(1000, SEC, 1000).token_rate_per_key();
+        policy.deadline(60 * SEC).shared_in(store).build().unwrap()
+    };
+    let (x, y) = (instance(&store), instance(&store.instance()));
+    let starts = Starts::default();
+    futures::join!(
+        starts.answered(&y, ("B", 0, 1000), Ok(())),
+        starts.answered(&x, ("B", 100, 1000), Ok(())),
+        starts.answered(&x, ("B", 200, 1000), Ok(())),
+        starts.answered(&y, ("A", 500, 1), Err(TestError::Throttled(3 * SEC))),
+        starts.answered(&x, ("B", 2500, 1000), Ok(())),
+    );
+    let most = starts.most_in(Some("B"), SEC);
+    assert!(most < 2000, "{most} tokens of key B within 1 s: {starts:?}");
+}
+
 /// A hostile review's: a caller alone in its instance (X), beside an instance whose 200
 /// callers keep both shared gates short of the demand (`10/s` burst 1, `1000/s` burst 1 000;
 /// 180 calls of 1 token and 20 of 900 within 8 s). Judged by its own instance's mirror, its
