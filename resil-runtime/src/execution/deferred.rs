@@ -35,9 +35,9 @@ impl Progress<'_> {
     /// Of the two slots the store just granted, due after `waits` (the rate gate's, then the
     /// token gate's), the earlier goes back, to the store and to the local gate that mirrors
     /// it, when they come more than [`SLOT_MISSED`] apart: it is asked for again when the
-    /// later comes ([`Progress::asks_deferred`]). In arrival order (a gate that orders its
-    /// waiters asks the store in turn, for the room's next), and neither gate learning (a
-    /// learning gate's slot follows the answers: not tried with a question in between).
+    /// later comes ([`Progress::asks_deferred`]; a learning gate's held slot comes when the
+    /// answers place it). In arrival order: a gate that orders its waiters asks the store in
+    /// turn, for the room's next.
     pub(super) fn defer_shared(&mut self, waits: [Duration; 2]) {
         let [rate, tokens] = waits;
         if rate.abs_diff(tokens) <= SLOT_MISSED || !self.defers_shared() {
@@ -72,7 +72,7 @@ impl Progress<'_> {
         let plain = |gate: Option<&RateGate>| {
             gate.is_some_and(|gate| gate.shared().is_some() && !gate.orders())
         };
-        !self.settings.learns && plain(self.rate()) && plain(self.token_rate())
+        plain(self.rate()) && plain(self.token_rate())
     }
 
     /// The later slot came: whether the attempt starts again, to ask the store for the earlier,

@@ -50,13 +50,28 @@ async fn shared_per_key_token_gates_beside_a_shared_gate_of_all_calls_keep_every
 /// the other instance, a call of 1 token every 0.1 s from 0.1 s. Held, Y's request slot
 /// counted it at 0.1 s and it started at 1 s beside B's calls, which took the slots after
 /// it: 11 starts within a second where 10 may (the paused clock starts each call at its
-/// slot). Given back, B's calls take 0.1 s to 0.9 s and Y the slot at 1 s.
+/// slot). Given back, B's calls take 0.1 s to 0.9 s and Y the slot at 1 s. The same when
+/// either gate learns (its declared figures hold while no answer states the provider's).
 #[tokio::test(start_paused = true)]
 async fn a_request_slot_granted_far_before_its_tokens_goes_back() {
-    let starts = two_instances(&[(0, 1000), (0, 1000)], (1..=15).map(|i| i * 100)).await;
-    assert_eq!(starts.of("A"), [0, 1000]);
-    let most = starts.most_in(None, SEC);
-    assert!(most <= 10, "{most} starts within 1 s: {starts:?}");
+    for learns in [Learns::Neither, Learns::Rate, Learns::Tokens] {
+        let b = (1..=15).map(|i| i * 100);
+        let starts = two_instances(&[(0, 1000), (0, 1000)], b, learns).await;
+        assert_eq!(starts.of("A"), [0, 1000], "{learns:?}");
+        let most = starts.most_in(None, SEC);
+        assert!(
+            most <= 10,
+            "{learns:?}: {most} starts within 1 s: {starts:?}"
+        );
+    }
+}
+
+/// Which gate of [`smallest`] learns the provider's limits from its answers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Learns {
+    Neither,
+    Rate,
+    Tokens,
 }
 
 /// The same gates, the other way round: Y's tokens, held while it asks for the request slot
@@ -68,7 +83,7 @@ async fn a_request_slot_granted_far_before_its_tokens_goes_back() {
 #[tokio::test(start_paused = true)]
 async fn held_units_that_are_their_gates_latest_go_back_while_the_request_slot_comes() {
     let a = [(0, 1000), (0, 1000), (1100, 1000)];
-    let starts = two_instances(&a, (0..15).map(|_| 1)).await;
+    let starts = two_instances(&a, (0..15).map(|_| 1), Learns::Neither).await;
     assert_eq!(starts.of("A"), [0, 1600, 2600]);
     let most = starts.most_in(Some("A"), SEC);
     assert!(most < 2000, "{most} tokens of key A within 1 s: {starts:?}");
@@ -84,7 +99,7 @@ async fn held_units_that_are_their_gates_latest_go_back_while_the_request_slot_c
 async fn the_slot_that_went_back_is_not_asked_for_through_a_throttles_hold() {
     let store = InMemory::new();
     store.delay_holds();
-    let policy = smallest(&store);
+    let policy = smallest(&store, Learns::Neither);
     let starts = Starts::default();
     let (w, x, z) = futures::join!(
         starts.answered(&policy, ("A", 0, 1000), Ok(())),
@@ -129,6 +144,47 @@ async fn a_hold_heard_from_another_instance_swaps_a_held_slot_for_the_one_that_w
     );
     let most = starts.most_in(Some("B"), SEC);
     assert!(most < 2000, "{most} tokens of key B within 1 s: {starts:?}");
+}
+
+/// The same with a learning token gate, whose answer in the other instance holds it alone:
+/// Y's call on key A is told at 0.2 s that no tokens are left for 3 s. P (1 token on key A,
+/// at 0.1 s, this instance) had its tokens at once and its request slot at 1.6 s behind Y's
+/// 15 calls on key B: its tokens went back, and asked for then came at 3.2 s. Kept, its
+/// request slot started it at 3.2 s beside Y's calls that took the request slots after it:
+/// 11 starts within a second where 10 may (a second hostile review, on the commit that first
+/// deferred learning gates' slots). The hold heard since swaps them.
+#[tokio::test(start_paused = true)]
+async fn a_learning_gates_hold_heard_from_another_instance_swaps_the_held_slot() {
+    use resil_runtime::{operation, ProviderLimits};
+    let store = InMemory::new();
+    let (x, y) = (
+        smallest(&store, Learns::Tokens),
+        smallest(&store.instance(), Learns::Tokens),
+    );
+    let starts = Starts::default();
+    let told = async {
+        tokio::time::sleep_until(starts.0 + MS).await;
+        let mut execution = y.execute_keyed::<str, TestError>("A");
+        let body = async {
+            tokio::time::sleep(200 * MS).await;
+            let tokens = Some(super::learn_hostile::said(Some(1000), 0, 3 * SEC));
+            operation::report_limits(ProviderLimits {
+                requests: None,
+                tokens,
+            });
+            Ok::<_, TestError>(())
+        };
+        execution.attempt(body).await;
+    };
+    let b = |at: u64| starts.call(&y, "B", at, 1);
+    futures::join!(
+        told,
+        starts.call(&x, "A", 100, 1),
+        join_all((0..15).map(|_| b(10))),
+        join_all((0..20).map(|_| b(1000))),
+    );
+    let most = starts.most_in(None, SEC);
+    assert!(most <= 10, "{most} starts within 1 s: {starts:?}");
 }
 
 /// A hostile review's: a caller alone in its instance (X), beside an instance whose 200
@@ -185,9 +241,12 @@ async fn beside_a_busy_instance(seed: u64, (at, cost): (u64, u64), apart: bool) 
 
 /// Calls on key A (when, in ms, and their units) through one instance of [`smallest`], and
 /// calls of 1 token on key B (when) through another: when each started.
-async fn two_instances(a: &[(u64, u64)], b: impl Iterator<Item = u64>) -> Starts {
+async fn two_instances(a: &[(u64, u64)], b: impl Iterator<Item = u64>, learns: Learns) -> Starts {
     let store = InMemory::new();
-    let (here, there) = (smallest(&store), smallest(&store.instance()));
+    let (here, there) = (
+        smallest(&store, learns),
+        smallest(&store.instance(), learns),
+    );
     let starts = Starts::default();
     let a = join_all(
         a.iter()
@@ -199,18 +258,22 @@ async fn two_instances(a: &[(u64, u64)], b: impl Iterator<Item = u64>) -> Starts
 }
 
 /// One instance of a shared `10/s` request gate (burst 1) beside a shared `1000/s` token gate
-/// per key (burst 1 000).
-fn smallest(store: &InMemory) -> Policy<Keyed> {
-    Policy::builder()
+/// per key (burst 1 000), one of them learning if `learns` says so.
+fn smallest(store: &InMemory, learns: Learns) -> Policy<Keyed> {
+    let policy = Policy::builder()
         .name("shared::smallest")
         .keyed("model")
         .rate(10, SEC, 1)
         .token_rate(1000, SEC, 1000)
         .token_rate_per_key()
         .deadline(60 * SEC)
-        .shared_in(store)
-        .build()
-        .unwrap()
+        .shared_in(store);
+    let policy = match learns {
+        Learns::Neither => policy,
+        Learns::Rate => policy.rate_learn(),
+        Learns::Tokens => policy.token_rate_learn(),
+    };
+    policy.build().unwrap()
 }
 
 /// When each call started since the first was made, with its key and units.

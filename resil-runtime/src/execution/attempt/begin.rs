@@ -137,14 +137,14 @@ pub(super) fn waits_again<F, E>(
     this: &mut AttemptProjection<'_, '_, '_, F, E>,
 ) -> Result<bool, Rejected> {
     let progress = &mut this.execution.progress;
-    #[cfg(feature = "shared")]
-    if progress.asks_deferred() {
-        *this.stage = Stage::Start;
-        return Ok(true);
-    }
     let learns = progress.settings.learns;
     let due = match learns.then(|| progress.slots_due()).flatten() {
         Some(due) => Ceiling::At(looks_again(due)),
+        #[cfg(feature = "shared")]
+        None if progress.asks_deferred() => {
+            *this.stage = Stage::Start;
+            return Ok(true);
+        }
         None => match progress.take_deferred()? {
             Some(at) if learns => Ceiling::At(looks_again(at)),
             Some(at) => Ceiling::At(at),
