@@ -20,7 +20,8 @@ use super::two_gates::{one_call, per_key_breaches, two_gates};
 
 /// The schedules of `two_gates.rs`'s request gate of all calls beside a token gate per key,
 /// short of the demand, their callers spread over two instances of the shared gates: every
-/// ceiling holds over the starts of both together.
+/// ceiling holds over the starts of both together. A guard: it held before the slots went
+/// back too (the request gate keeps up in these schedules), and holds with them.
 #[tokio::test(start_paused = true)]
 async fn shared_per_key_token_gates_beside_a_shared_gate_of_all_calls_keep_every_ceiling() {
     let mut failures = Vec::new();
